@@ -1,0 +1,262 @@
+package cache
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Cache is a content store plus an action cache in one directory:
+//
+//	objects/ab/abcd…   file bytes, named by their SHA-256
+//	actions/ab/abcd…   JSON Entry, named by the action key
+//	tmp/               temporary files, renamed into place
+type Cache struct {
+	dir string
+}
+
+// Open returns the cache at dir. Nothing is created until something is stored, so a dry run
+// leaves no trace.
+func Open(dir string) *Cache { return &Cache{dir: dir} }
+
+// tmp returns the directory for temporary files, creating it.
+func (c *Cache) tmp() (string, error) {
+	d := filepath.Join(c.dir, "tmp")
+	return d, os.MkdirAll(d, 0o700)
+}
+
+// Dir returns the cache directory.
+func (c *Cache) Dir() string { return c.dir }
+
+func (c *Cache) objectPath(d Digest) string {
+	h := d.String()
+	return filepath.Join(c.dir, "objects", h[:2], h)
+}
+
+func (c *Cache) actionPath(key Digest) string {
+	h := key.String()
+	return filepath.Join(c.dir, "actions", h[:2], h)
+}
+
+// writeAtomic writes data to path through a temporary file and a rename.
+func (c *Cache) writeAtomic(path string, write func(f *os.File) error, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	td, err := c.tmp()
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(td, "w-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	if err := write(f); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// PutFile copies the file at path into the store and returns its digest and size. Objects are
+// stored 0600 whatever their output mode: the store may hold private keys.
+func (c *Cache) PutFile(path string) (Digest, int64, error) {
+	src, err := os.Open(path)
+	if err != nil {
+		return Digest{}, 0, err
+	}
+	defer src.Close()
+	td, err := c.tmp()
+	if err != nil {
+		return Digest{}, 0, err
+	}
+	f, err := os.CreateTemp(td, "o-")
+	if err != nil {
+		return Digest{}, 0, err
+	}
+	tmp := f.Name()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), src)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return Digest{}, 0, err
+	}
+	HashCount.Files++
+	HashCount.Bytes += n
+	var d Digest
+	h.Sum(d[:0])
+	dst := c.objectPath(d)
+	if st, err := os.Stat(dst); err == nil && st.Size() == n {
+		os.Remove(tmp) // already stored
+		return d, n, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		os.Remove(tmp)
+		return Digest{}, 0, err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return Digest{}, 0, err
+	}
+	return d, n, nil
+}
+
+// Materialize writes object d (size bytes) to path with mode, through a temporary file in
+// path's directory and a rename, verifying the digest on the way: a corrupt or truncated
+// object is reported as ErrMiss and path is left as it was.
+func (c *Cache) Materialize(d Digest, size int64, path string, mode os.FileMode) error {
+	src, err := os.Open(c.objectPath(d))
+	if err != nil {
+		return fmt.Errorf("%w: object %s: %v", ErrMiss, d.Short(), err)
+	}
+	defer src.Close()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), src)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	var got Digest
+	h.Sum(got[:0])
+	if got != d || n != size {
+		os.Remove(tmp)
+		os.Remove(c.objectPath(d)) // corrupt: drop it so the next put repairs it
+		return fmt.Errorf("%w: object %s is corrupt (%d bytes, digest %s)", ErrMiss, d.Short(), n, got.Short())
+	}
+	return os.Rename(tmp, path)
+}
+
+// HasObject reports whether object d is stored with the given size.
+func (c *Cache) HasObject(d Digest, size int64) bool {
+	st, err := os.Stat(c.objectPath(d))
+	return err == nil && st.Size() == size
+}
+
+// File is one output in an action's manifest.
+type File struct {
+	Path   string `json:"path"` // slash-separated, relative to the target's output directory
+	Mode   uint32 `json:"mode"` // permission bits
+	Size   int64  `json:"size"`
+	Digest Digest `json:"digest"`
+}
+
+// Entry is an action cache entry: what a run with this key produced, and the labelled inputs
+// that made the key (digests only, never values), so a later build can say what changed.
+type Entry struct {
+	Key          Digest            `json:"key"`
+	Target       string            `json:"target"`
+	Inputs       map[string]Digest `json:"inputs"`
+	Outputs      []File            `json:"outputs"`
+	OutputDigest Digest            `json:"outputDigest"`
+	Created      time.Time         `json:"created"`
+	Epoch        int64             `json:"epoch,omitempty"`   // ns; the target's generation time
+	StaleAt      int64             `json:"staleAt,omitempty"` // ns; 0 = never
+	Pinned       bool              `json:"pinned,omitempty"`  // never trimmed (sticky secrets)
+}
+
+// OutputDigest returns the digest of a manifest: SHA-256 over the sorted (path, mode, digest)
+// triples. Two runs that write the same bytes under the same names get the same output
+// digest, which is what early cutoff compares.
+func OutputDigest(files []File) Digest {
+	h := NewHasher()
+	for _, f := range files {
+		h.Add(f.Path, append([]byte(fmt.Sprintf("%o:", f.Mode)), f.Digest[:]...))
+	}
+	return h.Sum()
+}
+
+// GetAction returns the entry for key, checking that every object it names is present. Any
+// problem is an error wrapping ErrMiss with the reason.
+func (c *Cache) GetAction(key Digest) (*Entry, error) {
+	b, err := os.ReadFile(c.actionPath(key))
+	if err != nil {
+		return nil, fmt.Errorf("%w: no entry", ErrMiss)
+	}
+	var e Entry
+	if err := json.Unmarshal(b, &e); err != nil || e.Key != key {
+		return nil, fmt.Errorf("%w: corrupt entry %s", ErrMiss, key.Short())
+	}
+	if OutputDigest(e.Outputs) != e.OutputDigest {
+		return nil, fmt.Errorf("%w: entry %s does not match its outputs", ErrMiss, key.Short())
+	}
+	for _, f := range e.Outputs {
+		if !c.HasObject(f.Digest, f.Size) {
+			return nil, fmt.Errorf("%w: object for %s missing", ErrMiss, f.Path)
+		}
+	}
+	return &e, nil
+}
+
+// PeekAction returns the entry for key without checking its objects (for explaining what an
+// earlier build used), or ErrMiss.
+func (c *Cache) PeekAction(key Digest) (*Entry, error) {
+	b, err := os.ReadFile(c.actionPath(key))
+	if err != nil {
+		return nil, fmt.Errorf("%w: no entry", ErrMiss)
+	}
+	var e Entry
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, fmt.Errorf("%w: corrupt entry", ErrMiss)
+	}
+	return &e, nil
+}
+
+// PutAction records e. Its objects must already be stored (data before index).
+func (c *Cache) PutAction(e *Entry) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return c.writeAtomic(c.actionPath(e.Key), func(f *os.File) error {
+		_, err := f.Write(b)
+		return err
+	}, 0o600)
+}
+
+// CleanTmp removes leftovers of interrupted writes. Call it holding the lock.
+func (c *Cache) CleanTmp() error {
+	ents, err := os.ReadDir(filepath.Join(c.dir, "tmp"))
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		os.RemoveAll(filepath.Join(c.dir, "tmp", e.Name()))
+	}
+	return nil
+}

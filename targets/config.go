@@ -1,0 +1,362 @@
+package targets
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Config is the lab config (lab.yaml). Field paths used in Target.Reads follow the JSON names:
+// "cluster.name", "network.apiVIP", "nodes.master-1.ip" (a node is addressed by its name),
+// "sizes.worker.memoryMiB".
+type Config struct {
+	Cluster ClusterConfig `json:"cluster"`
+	Release ReleaseConfig `json:"release"`
+	Network NetworkConfig `json:"network"`
+	// Nodes lists every machine; the role decides what it runs. 1 master + 1 worker, 3 + 0
+	// (compact: masters schedulable) and 3 + 2 all work; there is exactly one bootstrap.
+	Nodes   []Node        `json:"nodes"`
+	Sizes   Sizes         `json:"sizes"`
+	Libvirt LibvirtConfig `json:"libvirt"`
+	Access  AccessConfig  `json:"access"`
+	PKI     PKIConfig     `json:"pki"`
+	HAProxy HAProxyConfig `json:"haproxy"`
+
+	lk *lookupCache // the config as generic JSON, for Lookup; built on first use
+}
+
+type lookupCache struct {
+	once sync.Once
+	tree any
+}
+
+// ClusterConfig names the cluster. The cluster domain is <name>.<baseDomain>.
+type ClusterConfig struct {
+	Name       string `json:"name"`
+	BaseDomain string `json:"baseDomain"`
+	// FeatureSet is the OpenShift feature set: "Default" (empty means Default),
+	// "TechPreviewNoUpgrade", "DevPreviewNoUpgrade" or "CustomNoUpgrade".
+	FeatureSet string `json:"featureSet"`
+	// Profile is the cluster profile whose include.release.openshift.io/<profile> annotation
+	// selects payload manifests; "self-managed-high-availability" for a lab.
+	Profile string `json:"profile"`
+}
+
+// Domain returns "<name>.<baseDomain>", the cluster's DNS domain.
+func (c ClusterConfig) Domain() string { return c.Name + "." + c.BaseDomain }
+
+// ReleaseConfig names the OpenShift release payload.
+type ReleaseConfig struct {
+	// Image is the release payload pull spec, by tag or by digest.
+	Image string `json:"image"`
+	// Version is the expected payload version (release-metadata "version").
+	Version string `json:"version"`
+	// Mirrors maps a source repository ("quay.io/openshift-release-dev/ocp-release") to a
+	// mirror: another repository, or an OCI image layout on disk ("oci:/path").
+	Mirrors map[string]string `json:"mirrors,omitempty"`
+}
+
+// NetworkConfig is the lab's IPv4 addressing. Addresses are dotted quads; networks are CIDRs.
+type NetworkConfig struct {
+	MachineNetwork string `json:"machineNetwork"`
+	Gateway        string `json:"gateway"`
+	DNS            string `json:"dns"`
+	APIVIP         string `json:"apiVIP"`
+	IngressVIP     string `json:"ingressVIP"`
+	DHCPStart      string `json:"dhcpStart"`
+	DHCPEnd        string `json:"dhcpEnd"`
+	ClusterNetwork string `json:"clusterNetwork"`
+	HostPrefix     int    `json:"hostPrefix"`
+	ServiceNetwork string `json:"serviceNetwork"`
+}
+
+// Node roles.
+const (
+	RoleBootstrap = "bootstrap"
+	RoleMaster    = "master"
+	RoleWorker    = "worker"
+)
+
+// Node is one machine of the lab. Zero sizes mean the role's size from Sizes.
+type Node struct {
+	Name string `json:"name"`
+	Role string `json:"role"`
+	IP   string `json:"ip"`
+	// MAC, when empty, is derived from the cluster and node names (stable across rebuilds).
+	MAC       string `json:"mac,omitempty"`
+	VCPUs     int    `json:"vcpus,omitempty"`
+	MemoryMiB int    `json:"memoryMiB,omitempty"`
+	DiskGiB   int    `json:"diskGiB,omitempty"`
+}
+
+// Size is a VM's shape: vCPUs, memory in MiB, disk in GiB.
+type Size struct {
+	VCPUs     int `json:"vcpus"`
+	MemoryMiB int `json:"memoryMiB"`
+	DiskGiB   int `json:"diskGiB"`
+}
+
+// Sizes gives each role's default VM size.
+type Sizes struct {
+	Bootstrap Size `json:"bootstrap"`
+	Master    Size `json:"master"`
+	Worker    Size `json:"worker"`
+}
+
+// LibvirtConfig says where the lab's VMs live.
+type LibvirtConfig struct {
+	// URI is the libvirt connection URI: qemu:///system, qemu+ssh://host/system, test:///default.
+	URI      string `json:"uri"`
+	Network  string `json:"network"`
+	Pool     string `json:"pool"`
+	PoolPath string `json:"poolPath"`
+}
+
+// AccessConfig names the secret and key files. Paths may start with "~/" and are otherwise
+// relative to the lab config's directory.
+type AccessConfig struct {
+	// PullSecretFile is a docker config JSON ({"auths": {...}}) from console.redhat.com.
+	PullSecretFile string `json:"pullSecretFile"`
+	// SSHKeyFile is the SSH public key installed for user core.
+	SSHKeyFile string `json:"sshKeyFile"`
+}
+
+// PKIConfig shapes the lab's keys and certificates.
+type PKIConfig struct {
+	// KeyAlgorithm is "RSA-2048" (default), "RSA-4096" or "ECDSA-P256".
+	KeyAlgorithm string `json:"keyAlgorithm"`
+	// CADays and CertDays are the validity of CAs and of leaf certificates, in days.
+	CADays   int `json:"caDays"`
+	CertDays int `json:"certDays"`
+}
+
+// HAProxyConfig configures the host load balancer.
+type HAProxyConfig struct {
+	StatsPort int `json:"statsPort"`
+}
+
+//go:embed default-lab.yaml
+var defaultLab []byte
+
+// DefaultLabYAML returns the embedded default lab config, commented, as `labbuild init` writes
+// it: the lab of openshift-the-hard-way stage 02 (cluster ocp4.example.com on 192.168.126.0/24).
+func DefaultLabYAML() []byte { return bytes.Clone(defaultLab) }
+
+// DefaultConfig returns the embedded default lab config.
+func DefaultConfig() *Config {
+	c, err := ParseConfig(defaultLab, "default lab.yaml")
+	if err != nil {
+		panic(err) // the embedded file is tested
+	}
+	return c
+}
+
+// ParseConfig decodes a lab config (YAML or JSON) over the defaults, strictly: an unknown
+// field is an error naming it. name is used in errors.
+func ParseConfig(data []byte, name string) (*Config, error) {
+	c := &Config{}
+	if name != "default lab.yaml" {
+		d := DefaultConfig()
+		// Nodes replace the default list as a whole; everything else merges field by field.
+		d.Nodes = nil
+		c = d
+	}
+	if err := yaml.UnmarshalStrict(data, c); err != nil {
+		return nil, &ConfigError{File: name, Msg: strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: "), Fix: "see `labbuild init` for every field"}
+	}
+	return c, nil
+}
+
+// LoadConfig reads the lab config at path, or returns the embedded default when path is "".
+func LoadConfig(path string) (*Config, error) {
+	if path == "" {
+		return DefaultConfig(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &ConfigError{File: path, Msg: err.Error(), Fix: "run `labbuild init` to write one, or pass -f"}
+	}
+	return ParseConfig(data, path)
+}
+
+// ConfigError is a bad lab config: the file, the field path, what is wrong and how to fix it.
+// The CLI exits with status 2 on it.
+type ConfigError struct {
+	File  string
+	Field string
+	Msg   string
+	Fix   string
+}
+
+func (e *ConfigError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File + ": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field + ": ")
+	}
+	b.WriteString(e.Msg)
+	if e.Fix != "" {
+		b.WriteString(" (fix: " + e.Fix + ")")
+	}
+	return b.String()
+}
+
+// NodesByRole returns the nodes of role in config order.
+func (c *Config) NodesByRole(role string) []Node {
+	var out []Node
+	for _, n := range c.Nodes {
+		if n.Role == role {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Bootstrap returns the bootstrap node (Validate ensures there is exactly one).
+func (c *Config) Bootstrap() Node {
+	for _, n := range c.Nodes {
+		if n.Role == RoleBootstrap {
+			return n
+		}
+	}
+	return Node{}
+}
+
+// SizeOf returns node n's effective VM size: its own fields over its role's.
+func (c *Config) SizeOf(n Node) Size {
+	var s Size
+	switch n.Role {
+	case RoleBootstrap:
+		s = c.Sizes.Bootstrap
+	case RoleMaster:
+		s = c.Sizes.Master
+	default:
+		s = c.Sizes.Worker
+	}
+	if n.VCPUs != 0 {
+		s.VCPUs = n.VCPUs
+	}
+	if n.MemoryMiB != 0 {
+		s.MemoryMiB = n.MemoryMiB
+	}
+	if n.DiskGiB != 0 {
+		s.DiskGiB = n.DiskGiB
+	}
+	return s
+}
+
+// Values is how the engine reads config values: the canonical JSON of the value at a dotted
+// path, and whether the path exists.
+type Values interface {
+	Lookup(path string) ([]byte, bool)
+}
+
+// Lookup implements Values. Path segments are JSON field names; inside the nodes list a
+// segment is a node name ("nodes.master-1.ip"). A known field that is unset reads as null.
+func (c *Config) Lookup(p string) ([]byte, bool) {
+	if c.lk == nil {
+		c.lk = &lookupCache{}
+	}
+	lk := c.lk
+	lk.once.Do(func() {
+		b, err := json.Marshal(c)
+		if err != nil {
+			panic(err)
+		}
+		if err := json.Unmarshal(b, &lk.tree); err != nil {
+			panic(err)
+		}
+	})
+	v, ok := lookupTree(lk.tree, p)
+	if !ok {
+		return nil, false
+	}
+	b, err := json.Marshal(v) // encoding/json sorts map keys: a canonical encoding
+	if err != nil {
+		return nil, false
+	}
+	return b, true
+}
+
+// lookupTree walks a generic JSON tree by a dotted path. In arrays a segment matches an
+// element's "name" field or an index.
+func lookupTree(v any, p string) (any, bool) {
+	if p == "" {
+		return v, true
+	}
+	for _, seg := range strings.Split(p, ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			next, ok := x[seg]
+			if !ok {
+				return nil, false
+			}
+			v = next
+		case []any:
+			found := false
+			for _, e := range x {
+				if m, ok := e.(map[string]any); ok && m["name"] == seg {
+					v, found = e, true
+					break
+				}
+			}
+			if !found {
+				i, err := strconv.Atoi(seg)
+				if err != nil || i < 0 || i >= len(x) {
+					return nil, false
+				}
+				v = x[i]
+			}
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// Redacted returns the effective config as YAML for `labbuild config`. The config holds only
+// paths to secrets, never their content, so nothing needs masking beyond the mirror
+// credentials that a URL might carry.
+func (c *Config) Redacted() ([]byte, error) {
+	cp := *c
+	cp.lk = nil
+	if len(c.Release.Mirrors) > 0 {
+		cp.Release.Mirrors = map[string]string{}
+		for k, v := range c.Release.Mirrors {
+			cp.Release.Mirrors[k] = redactURL(v)
+		}
+	}
+	return yaml.Marshal(&cp)
+}
+
+func redactURL(s string) string {
+	if i := strings.Index(s, "@"); i >= 0 && strings.Contains(s[:i], ":") && strings.Contains(s, "://") {
+		return s[:strings.Index(s, "://")+3] + "REDACTED@" + s[i+1:]
+	}
+	return s
+}
+
+// baseDirOf returns the directory relative paths in the config at path are taken from.
+func baseDirOf(path string) string {
+	if path == "" {
+		wd, _ := os.Getwd()
+		return wd
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.Dir(path)
+	}
+	return filepath.Dir(abs)
+}
+
+var _ = fmt.Sprintf

@@ -1,0 +1,138 @@
+// Package targets declares labbuild's targets and runs them.
+//
+// A Target is a value, declared once in its family's file (pki.go, ignition.go, ...), in the
+// manner of an x/tools Analyzer or a kubeadm phase. It names what it reads — config fields by
+// path, files named by config fields, and upstream targets — and a Run function that writes its
+// outputs through a Step. The engine (engine.go) keys each target by those declared inputs, so
+// nothing undeclared can change its output and everything declared that changes rebuilds it.
+package targets
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// Target is one buildable artifact.
+type Target struct {
+	// Name is "family/name", lowercase, slash-separated: "pki/etcd-server", "ignition/master-0".
+	Name string
+	// Doc is one line shown by `labbuild list` and `labbuild graph --format tree`.
+	Doc string
+	// Deps are the upstream targets whose outputs this target reads (Step.DepFile).
+	Deps []string
+	// Reads are the config fields this target reads, by path ("network.apiVIP",
+	// "nodes.master-1.ip", "sizes.worker"). A path may name a subtree; its canonical JSON is
+	// hashed. Step.Value refuses any path not listed here.
+	Reads []string
+	// Files are config fields whose value is a path to a file this target reads
+	// ("access.pullSecretFile"). The file's content digest, not its path, is a key input.
+	Files []string
+	// Version is the recipe version; bump it when Run changes what it writes, so cache entries
+	// made by the old recipe stop matching.
+	Version int
+	// OutDir is where outputs are materialized, relative to the output directory. Empty means
+	// Name, so outputs land in out/<family>/<name>/. Several targets may share an OutDir
+	// (ignition/* write out/ignition/<node>.ign) as long as their file names differ.
+	OutDir string
+	// Sticky marks generated secrets (private keys, passwords): once built, the output is
+	// restored from the store, never re-run by -B or trimmed away. Only a change of the
+	// target's own inputs, or an explicit --regenerate, makes a new one.
+	Sticky bool
+	// External marks targets whose real result lives outside the filesystem (libvirt objects,
+	// host services, a running cluster). Their outputs are a record of what they made. They are
+	// never part of the default goal; a user names them (`labbuild cluster`).
+	External bool
+	// Run writes the target's outputs through s. It gets its declared values, files and
+	// upstream outputs from s and nothing else. Required.
+	Run func(ctx context.Context, s *Step) error
+	// Probe, when set, observes the real state outside the filesystem (a libvirt domain, a
+	// cluster) and says whether it matches the recorded outputs. It runs whenever the target's
+	// files are otherwise up to date; any action but Keep makes the target run.
+	Probe func(ctx context.Context, s *Step) (ProbeResult, error)
+	// Destroy, when set, undoes what Run made outside the filesystem, using the recorded
+	// outputs (Step.Prev). It must be safe to call again after it succeeded.
+	Destroy func(ctx context.Context, s *Step) error
+}
+
+// Action is what a plan says will happen to an external object.
+type Action string
+
+// The plan actions of external targets, as Terraform-like tools and labbuild's plan print them.
+const (
+	Keep    Action = "keep"
+	Create  Action = "create"
+	Update  Action = "update"
+	Replace Action = "replace"
+)
+
+// ProbeResult is what a Probe saw: the action needed to make real state match the declared
+// one, and a one-line reason naming the drifted object or field. It must not contain secrets.
+type ProbeResult struct {
+	Action Action
+	Reason string
+}
+
+// Family returns the part of the name before the first slash ("pki" for "pki/etcd-server").
+func (t *Target) Family() string {
+	if i := strings.IndexByte(t.Name, '/'); i >= 0 {
+		return t.Name[:i]
+	}
+	return t.Name
+}
+
+// Dir returns the directory, relative to the output directory, where t's outputs appear.
+func (t *Target) Dir() string {
+	if t.OutDir != "" {
+		return t.OutDir
+	}
+	return t.Name
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*(/[a-z0-9][a-z0-9.-]*)+$`)
+
+// check reports declaration mistakes: a malformed name, a missing Run, duplicate reads.
+func (t *Target) check() error {
+	if !nameRE.MatchString(t.Name) {
+		return fmt.Errorf("target %q: name must be family/name in lowercase letters, digits, '.' and '-'", t.Name)
+	}
+	if t.Run == nil {
+		return fmt.Errorf("%s: no Run function", t.Name)
+	}
+	if t.OutDir != "" && (path.IsAbs(t.OutDir) || path.Clean(t.OutDir) != t.OutDir || strings.HasPrefix(t.OutDir, ".")) {
+		return fmt.Errorf("%s: OutDir %q must be a clean relative path", t.Name, t.OutDir)
+	}
+	seen := map[string]bool{}
+	for _, r := range append(append([]string{}, t.Reads...), t.Files...) {
+		if seen[r] {
+			return fmt.Errorf("%s: %q declared twice", t.Name, r)
+		}
+		seen[r] = true
+	}
+	return nil
+}
+
+// Family is a group of targets declared in one file, generated from the lab config.
+type Family struct {
+	// Name is the family word users type: "pki" builds every pki/* target.
+	Name string
+	// Doc is one line for `labbuild list`.
+	Doc string
+	// Targets returns the family's targets for config c. Per-node targets come from c.Nodes.
+	Targets func(c *Config) []*Target
+}
+
+var families []Family
+
+// Register adds a family; each family file calls it from init. Registering a name twice panics
+// (a programming error caught by every test).
+func Register(f Family) {
+	for _, g := range families {
+		if g.Name == f.Name {
+			panic("targets: family " + f.Name + " registered twice")
+		}
+	}
+	families = append(families, f)
+}
