@@ -81,7 +81,12 @@ func HashFile(path string) (Digest, int64, error) {
 var ErrMiss = errors.New("cache miss")
 
 // Hasher builds a key from labelled parts, unambiguously: each part is length-prefixed.
-type Hasher struct{ h interface{ Write([]byte) (int, error); Sum([]byte) []byte } }
+type Hasher struct {
+	h interface {
+		Write([]byte) (int, error)
+		Sum([]byte) []byte
+	}
+}
 
 // NewHasher starts a key.
 func NewHasher() *Hasher { return &Hasher{h: sha256.New()} }
