@@ -83,6 +83,9 @@ type Result struct {
 	// Plan lists, in build order, every target that ran, was restored or (with DryRun) would be.
 	Plan     []PlanItem    `json:"plan"`
 	Duration time.Duration `json:"durationNs"`
+	// Inputs maps each evaluated target to its labelled key inputs ("config:network.apiVIP",
+	// "file:access.pullSecretFile", "dep:pki/ca/root", "version") and their digests.
+	Inputs map[string]map[string]cache.Digest `json:"-"`
 }
 
 // Summary returns the one line printed at the end of a build.
@@ -447,7 +450,7 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 	wg.Wait()
 	b.clearStatus()
 
-	res := &Result{}
+	res := &Result{Inputs: map[string]map[string]cache.Digest{}}
 	var skippedByFail []string
 	for _, i := range g.Order() {
 		n := nodes[i]
@@ -472,6 +475,9 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 		}
 		if n.plan != nil {
 			res.Plan = append(res.Plan, *n.plan)
+		}
+		if n.rs != nil {
+			res.Inputs[n.t.Name] = n.rs.inputs
 		}
 	}
 	for _, l := range [][]string{res.Executed, res.Reused, res.UpToDate, res.Failed, res.Skipped} {

@@ -1,0 +1,537 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/pflag"
+
+	"github.com/labbuild/labbuild/targets"
+)
+
+// verb is one labbuild subcommand: its usage line, a paragraph of help, examples, and code.
+type verb struct {
+	usage    string
+	short    string
+	long     string
+	examples []string
+	run      func(ctx context.Context, c *cli, args []string) error
+}
+
+var verbs map[string]verb
+
+func init() {
+	verbs = map[string]verb{
+		"build": {
+			usage: "labbuild [flags] [target|family ...]",
+			short: "build targets (the default verb)",
+			long: `Builds the named targets and what they need. A family name (pki) builds every target of
+the family; a prefix (manifests/static-pods) every target under it. With no target, every file
+artifact through ignition is built and no libvirt object is touched; External targets (libvirt,
+haproxy/service, cluster) must be named. Each target is keyed by what it declares it reads, so a
+second run does nothing and an edit rebuilds only what it affects.`,
+			examples: []string{
+				"labbuild                       # every file artifact, through ignition",
+				"labbuild ignition/master-0     # one Ignition config and what it needs",
+				"labbuild -n --explain pki      # what would rebuild in pki, and why",
+				"labbuild -j4 -k cluster        # the whole lab, keep going past failures",
+				"labbuild -B kubeconfig         # rebuild every kubeconfig",
+			},
+			run: runBuild,
+		},
+		"graph": {
+			usage: "labbuild graph [--format dot|svg|png|tree|json] [--output file] [target|family ...]",
+			short: "print the dependency graph",
+			long: `Prints the graph of the selected targets (default: the default goal; --all: every target),
+nodes coloured by state: green up to date, orange stale, red failed. svg and png are drawn with
+Graphviz's dot (Debian package graphviz).`,
+			examples: []string{
+				"labbuild graph | dot -Tsvg > graph.svg",
+				"labbuild graph --format tree ignition/master-0",
+				"labbuild graph --format png --output graph.png --all",
+			},
+			run: runGraph,
+		},
+		"list": {
+			usage:    "labbuild list [--json] [--all] [target|family ...]",
+			short:    "list targets with their doc lines",
+			long:     "Lists targets, one a line, with their doc line. --json adds deps, reads and files.",
+			examples: []string{"labbuild list pki", "labbuild list --json --all | jq -r '.[].name'"},
+			run:      runList,
+		},
+		"explain": {
+			usage: "labbuild explain [--json] TARGET",
+			short: "say whether TARGET is up to date, and why not",
+			long: `Shows TARGET's state (up to date, or what would run and why), its declared inputs with their
+current digests, and its upstream targets. Changes nothing.`,
+			examples: []string{"labbuild explain pki/cert/kube-apiserver", "labbuild explain --json ignition/master-1"},
+			run:      runExplain,
+		},
+		"clean": {
+			usage: "labbuild clean [--cache] [target|family ...]",
+			short: "remove built files (the store stays, so a rebuild restores them)",
+			long: `Removes the outputs and state of the selected targets (default: all). The content store
+stays, so the next build restores everything (keys included) without running anything. --cache
+removes the store too: sticky keys and passwords are then generated anew. libvirt objects are
+left alone: use labbuild destroy.`,
+			examples: []string{"labbuild clean", "labbuild clean ignition", "labbuild clean --cache"},
+			run:      runClean,
+		},
+		"destroy": {
+			usage:    "labbuild destroy [-n] [target|family ...]",
+			short:    "remove what labbuild created in libvirt and on the host, from its records",
+			long:     "Removes exactly what labbuild's records name (VMs, volumes, pool, network, haproxy) in reverse dependency order. Safe to rerun.",
+			examples: []string{"labbuild destroy", "labbuild destroy -n", "labbuild destroy libvirt/vm/worker-1"},
+			run:      runDestroy,
+		},
+		"init": {
+			usage:    "labbuild init [-f lab.yaml]",
+			short:    "write a commented lab.yaml with every default",
+			long:     "Writes the embedded default lab config, commented, to lab.yaml (or -f). It refuses to overwrite.",
+			examples: []string{"labbuild init && $EDITOR lab.yaml"},
+			run:      runInit,
+		},
+		"config": {
+			usage:    "labbuild config",
+			short:    "print the effective lab config (validated; secrets are never printed)",
+			long:     "Prints the effective config after defaults, as YAML, after validating it. The config holds paths to secrets, never their content.",
+			examples: []string{"labbuild config", "labbuild -f other.yaml config"},
+			run:      runConfig,
+		},
+		"certs": {
+			usage:    "labbuild certs [--json]",
+			short:    "list every built certificate: subject, SANs, EKUs, issuer, time left",
+			long:     "Reads the built certificates under the output directory and prints one line each.",
+			examples: []string{"labbuild certs", "labbuild certs --json"},
+			run:      runCerts,
+		},
+		"version": {
+			usage: "labbuild version",
+			short: "print the version",
+			run: func(ctx context.Context, c *cli, args []string) error {
+				fmt.Fprintln(c.stdout, "labbuild", versionString())
+				return nil
+			},
+		},
+		"completion": {
+			usage:    "labbuild completion bash|zsh|fish",
+			short:    "print a shell completion script",
+			long:     "Prints a completion script that completes verbs, flags, families and target names.",
+			examples: []string{"source <(labbuild completion bash)", "labbuild completion fish > ~/.config/fish/completions/labbuild.fish"},
+			run:      runCompletion,
+		},
+		"help": {usage: "labbuild help [verb]", short: "show help for labbuild or a verb"},
+	}
+}
+
+// certReport is set by a family file that can list certificates (pki.go), so the CLI does not
+// depend on which families exist.
+var certReport func(outDir string, jsonOut bool, w io.Writer) error
+
+func printHelp(w io.Writer, name string, fs *pflag.FlagSet) {
+	if v, ok := verbs[name]; ok && name != "" {
+		fmt.Fprintf(w, "Usage: %s\n\n", v.usage)
+		if v.long != "" {
+			fmt.Fprintf(w, "%s\n\n", v.long)
+		} else {
+			fmt.Fprintf(w, "%s\n\n", v.short)
+		}
+		if len(v.examples) > 0 {
+			fmt.Fprintf(w, "Examples:\n")
+			for _, e := range v.examples {
+				fmt.Fprintf(w, "  %s\n", e)
+			}
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "Flags:\n%s", fs.FlagUsages())
+		return
+	}
+	b := verbs["build"]
+	fmt.Fprintf(w, "labbuild builds an OpenShift 4 lab on libvirt the hard way, as content-hashed targets.\n\n")
+	fmt.Fprintf(w, "Usage: %s\n       labbuild VERB [flags] [args]\n\n%s\n\nVerbs:\n", b.usage, b.long)
+	names := make([]string, 0, len(verbs))
+	for n := range verbs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, n := range names {
+		fmt.Fprintf(tw, "  %s\t%s\n", n, verbs[n].short)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nExamples:\n")
+	for _, e := range b.examples {
+		fmt.Fprintf(w, "  %s\n", e)
+	}
+	fmt.Fprintf(w, "\nFlags:\n%s\nRun 'labbuild help VERB' for a verb's help. Exit status: 0 ok, 1 a target failed, 2 bad usage or lab config.\n", fs.FlagUsages())
+}
+
+func runBuild(ctx context.Context, c *cli, args []string) error {
+	o, err := c.options(args)
+	if err != nil {
+		return err
+	}
+	res, err := targets.Build(ctx, o)
+	if res == nil {
+		return err
+	}
+	if c.dryRun {
+		if c.json {
+			enc := json.NewEncoder(c.stdout)
+			enc.SetIndent("", "  ")
+			if res.Plan == nil {
+				res.Plan = []targets.PlanItem{}
+			}
+			if e := enc.Encode(res.Plan); e != nil {
+				return e
+			}
+			return err
+		}
+		if len(res.Plan) == 0 {
+			fmt.Fprintln(c.stdout, "labbuild: nothing to do: everything is up to date")
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+		for _, p := range res.Plan {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Action, p.Target, strings.Join(p.Reasons, "; "))
+		}
+		tw.Flush()
+		return err
+	}
+	if len(res.Executed)+len(res.Reused)+len(res.Failed) == 0 && err == nil {
+		fmt.Fprintf(c.stdout, "labbuild: no work to do (%s)\n", res.Summary())
+	} else {
+		fmt.Fprintf(c.stdout, "labbuild: %s\n", res.Summary())
+	}
+	return err
+}
+
+// status computes, without building, each selected target's state for graph colouring and
+// explain: a dry run.
+func (c *cli) status(ctx context.Context, goals []string) (*targets.Project, *targets.Result, targets.Options, error) {
+	o, err := c.options(goals)
+	if err != nil {
+		return nil, nil, o, err
+	}
+	p, err := targets.Load(o)
+	if err != nil {
+		return nil, nil, o, err
+	}
+	o.DryRun, o.Explain, o.Stdout, o.Stderr = true, false, io.Discard, io.Discard
+	res, err := targets.Build(ctx, o)
+	if res == nil && err != nil {
+		return nil, nil, o, err
+	}
+	return p, res, o, nil
+}
+
+func stateOf(res *targets.Result) map[string]string {
+	st := map[string]string{}
+	for _, n := range res.UpToDate {
+		st[n] = "up to date"
+	}
+	for _, p := range res.Plan {
+		st[p.Target] = "stale"
+		for _, r := range p.Reasons {
+			if r == "last attempt failed" {
+				st[p.Target] = "failed"
+			}
+		}
+	}
+	for _, n := range res.Failed {
+		st[n] = "failed"
+	}
+	return st
+}
+
+var stateColor = map[string]string{"up to date": "palegreen", "stale": "orange", "failed": "tomato"}
+
+func runGraph(ctx context.Context, c *cli, args []string) error {
+	goals := args
+	if len(goals) == 0 && c.all {
+		goals = []string{}
+	}
+	var p *targets.Project
+	var res *targets.Result
+	var err error
+	if c.all && len(args) == 0 {
+		o, oerr := c.options(nil)
+		if oerr != nil {
+			return oerr
+		}
+		p, err = targets.Load(o)
+		if err != nil {
+			return err
+		}
+		var names []string
+		for _, t := range p.Targets {
+			names = append(names, t.Name)
+		}
+		p, res, _, err = c.status(ctx, names)
+	} else {
+		p, res, _, err = c.status(ctx, goals)
+	}
+	if err != nil {
+		return err
+	}
+	ids, err := p.Select(goals)
+	if c.all && len(args) == 0 {
+		ids = nil
+		for i := range p.Targets {
+			ids = append(ids, i)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	sel := p.Graph.Closure(ids)
+	st := stateOf(res)
+	attrs := func(i int) map[string]string {
+		t := p.Targets[i]
+		m := map[string]string{"style": "filled", "fillcolor": stateColor[st[t.Name]], "tooltip": t.Doc}
+		if t.External {
+			m["shape"] = "box"
+		}
+		return m
+	}
+	var w io.Writer = c.stdout
+	if c.output != "" {
+		f, err := os.Create(c.output)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	switch c.format {
+	case "dot":
+		return p.Graph.DOT(w, sel, attrs, nil)
+	case "tree":
+		return p.Graph.Tree(w, sel, func(i int) string { return "[" + st[p.Targets[i].Name] + "]" })
+	case "json":
+		return p.Graph.JSON(w, sel, func(i int) map[string]string {
+			return map[string]string{"state": st[p.Targets[i].Name], "doc": p.Targets[i].Doc}
+		})
+	case "svg", "png":
+		dot, err := exec.LookPath("dot")
+		if err != nil {
+			return fmt.Errorf("graph --format %s needs Graphviz's dot: apt-get install graphviz (or use --format dot)", c.format)
+		}
+		var buf bytes.Buffer
+		if err := p.Graph.DOT(&buf, sel, attrs, nil); err != nil {
+			return err
+		}
+		cmd := exec.CommandContext(ctx, dot, "-T"+c.format)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = &buf, w, c.stderr
+		return cmd.Run()
+	}
+	return usagef("--format %q: want dot, svg, png, tree or json", c.format)
+}
+
+type listItem struct {
+	Name     string   `json:"name"`
+	Doc      string   `json:"doc"`
+	Deps     []string `json:"deps"`
+	Reads    []string `json:"reads"`
+	Files    []string `json:"files"`
+	External bool     `json:"external,omitempty"`
+	Sticky   bool     `json:"sticky,omitempty"`
+}
+
+func runList(ctx context.Context, c *cli, args []string) error {
+	o, err := c.options(nil)
+	if err != nil {
+		return err
+	}
+	p, err := targets.Load(o)
+	if err != nil {
+		return err
+	}
+	var ids []int
+	if len(args) > 0 {
+		if ids, err = p.Select(args); err != nil {
+			return err
+		}
+	} else {
+		for i := range p.Targets {
+			ids = append(ids, i)
+		}
+	}
+	sort.Slice(ids, func(a, b int) bool { return p.Targets[ids[a]].Name < p.Targets[ids[b]].Name })
+	var items []listItem
+	for _, i := range ids {
+		t := p.Targets[i]
+		items = append(items, listItem{Name: t.Name, Doc: t.Doc, Deps: nonNil(t.Deps), Reads: nonNil(t.Reads), Files: nonNil(t.Files), External: t.External, Sticky: t.Sticky})
+	}
+	if c.json {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if items == nil {
+			items = []listItem{}
+		}
+		return enc.Encode(items)
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
+	for _, it := range items {
+		mark := ""
+		if it.External {
+			mark = " (external)"
+		}
+		fmt.Fprintf(tw, "%s\t%s%s\n", it.Name, it.Doc, mark)
+	}
+	return tw.Flush()
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+type explanation struct {
+	Target  string            `json:"target"`
+	State   string            `json:"state"`
+	Action  string            `json:"action,omitempty"`
+	Reasons []string          `json:"reasons,omitempty"`
+	Inputs  map[string]string `json:"inputs"`
+	Deps    []string          `json:"deps"`
+	Doc     string            `json:"doc"`
+}
+
+func runExplain(ctx context.Context, c *cli, args []string) error {
+	if len(args) != 1 {
+		return usagef("explain takes one target (labbuild list shows them)")
+	}
+	p, res, _, err := c.status(ctx, args)
+	if err != nil {
+		return err
+	}
+	t := p.Target(args[0])
+	if t == nil {
+		return usagef("explain: %q is not a target (a family? explain one of its targets: labbuild list %s)", args[0], args[0])
+	}
+	ex := explanation{Target: t.Name, Doc: t.Doc, State: stateOf(res)[t.Name], Deps: nonNil(t.Deps), Inputs: map[string]string{}}
+	for _, pl := range res.Plan {
+		if pl.Target == t.Name {
+			ex.Action, ex.Reasons = pl.Action, pl.Reasons
+		}
+	}
+	for l, d := range res.Inputs[t.Name] {
+		ex.Inputs[l] = d.Short()
+	}
+	if ex.State == "" {
+		ex.State = "not evaluated (an upstream cannot be evaluated)"
+	}
+	if c.json {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(ex)
+	}
+	fmt.Fprintf(c.stdout, "%s: %s\n  %s\n", ex.Target, ex.State, ex.Doc)
+	if ex.Action != "" {
+		fmt.Fprintf(c.stdout, "would %s because:\n", ex.Action)
+		for _, r := range ex.Reasons {
+			fmt.Fprintf(c.stdout, "  - %s\n", r)
+		}
+	}
+	fmt.Fprintf(c.stdout, "inputs (digests of their values):\n")
+	labels := make([]string, 0, len(ex.Inputs))
+	for l := range ex.Inputs {
+		labels = append(labels, l)
+	}
+	sort.Strings(labels)
+	for _, l := range labels {
+		fmt.Fprintf(c.stdout, "  %-50s %s\n", l, ex.Inputs[l])
+	}
+	return nil
+}
+
+func runClean(ctx context.Context, c *cli, args []string) error {
+	o, err := c.options(args)
+	if err != nil {
+		return err
+	}
+	names, err := targets.Clean(ctx, o, targets.CleanOptions{Cache: c.cacheToo})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "labbuild: cleaned %d targets\n", len(names))
+	if c.cacheToo {
+		fmt.Fprintf(c.stdout, "labbuild: removed the content store: the next build generates new keys\n")
+	}
+	return nil
+}
+
+func runDestroy(ctx context.Context, c *cli, args []string) error {
+	o, err := c.options(args)
+	if err != nil {
+		return err
+	}
+	names, err := targets.Destroy(ctx, o)
+	verb := "destroyed"
+	if c.dryRun {
+		verb = "would destroy"
+	}
+	for _, n := range names {
+		fmt.Fprintf(c.stdout, "%s %s\n", verb, n)
+	}
+	if len(names) == 0 && err == nil {
+		fmt.Fprintln(c.stdout, "labbuild: nothing recorded to destroy")
+	}
+	return err
+}
+
+func runInit(ctx context.Context, c *cli, args []string) error {
+	path := c.file
+	if path == "" {
+		path = "lab.yaml"
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if os.IsExist(err) {
+		return usagef("init: %s exists; remove it or pass -f other.yaml", path)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(targets.DefaultLabYAML()); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "labbuild: wrote %s; edit it, then run labbuild\n", path)
+	return nil
+}
+
+func runConfig(ctx context.Context, c *cli, args []string) error {
+	o, err := c.options(nil)
+	if err != nil {
+		return err
+	}
+	if o.Config == nil {
+		return usagef("config: no lab config with --synthetic")
+	}
+	b, err := o.Config.Redacted()
+	if err != nil {
+		return err
+	}
+	_, err = c.stdout.Write(b)
+	return err
+}
+
+func runCerts(ctx context.Context, c *cli, args []string) error {
+	if certReport == nil {
+		return fmt.Errorf("certs: this build of labbuild has no pki family")
+	}
+	return certReport(c.outDir, c.json, c.stdout)
+}
