@@ -124,9 +124,10 @@ func (c *Cache) PutFile(path string) (Digest, int64, error) {
 }
 
 // Materialize writes object d (size bytes) to path with mode, through a temporary file in
-// path's directory and a rename, verifying the digest on the way: a corrupt or truncated
+// tmpDir (on path's file system, so the rename is atomic; a crash leaves debris only there,
+// where the next build removes it), verifying the digest on the way: a corrupt or truncated
 // object is reported as ErrMiss and path is left as it was.
-func (c *Cache) Materialize(d Digest, size int64, path string, mode os.FileMode) error {
+func (c *Cache) Materialize(d Digest, size int64, path string, mode os.FileMode, tmpDir string) error {
 	src, err := os.Open(c.objectPath(d))
 	if err != nil {
 		return fmt.Errorf("%w: object %s: %v", ErrMiss, d.Short(), err)
@@ -135,7 +136,7 @@ func (c *Cache) Materialize(d Digest, size int64, path string, mode os.FileMode)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-")
+	f, err := os.CreateTemp(tmpDir, "m-")
 	if err != nil {
 		return err
 	}

@@ -904,7 +904,7 @@ func stalens(t time.Time) int64 {
 func (b *builder) restore(n *node, e *cache.Entry, prev *cache.TargetState) error {
 	dir := filepath.Join(b.out, n.t.Dir())
 	for _, f := range e.Outputs {
-		if err := b.cache.Materialize(f.Digest, f.Size, filepath.Join(dir, filepath.FromSlash(f.Path)), os.FileMode(f.Mode)); err != nil {
+		if err := b.cache.Materialize(f.Digest, f.Size, filepath.Join(dir, filepath.FromSlash(f.Path)), os.FileMode(f.Mode), filepath.Join(b.meta, tmpDir)); err != nil {
 			return err
 		}
 	}
