@@ -13,8 +13,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
+	"sync"
 )
 
 // Digest is a SHA-256 digest.
@@ -66,7 +68,9 @@ func HashFile(path string) (Digest, int64, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, f)
+	buf := bufPool.Get().(*[]byte)
+	n, err := io.CopyBuffer(h, struct{ io.Reader }{f}, *buf)
+	bufPool.Put(buf)
 	if err != nil {
 		return Digest{}, 0, err
 	}
@@ -77,15 +81,16 @@ func HashFile(path string) (Digest, int64, error) {
 	return d, n, nil
 }
 
+// bufPool holds copy buffers, so hashing many small files does not allocate 32 KiB each.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
 // ErrMiss reports an absent or unusable cache entry; the error's text says why.
 var ErrMiss = errors.New("cache miss")
 
 // Hasher builds a key from labelled parts, unambiguously: each part is length-prefixed.
 type Hasher struct {
-	h interface {
-		Write([]byte) (int, error)
-		Sum([]byte) []byte
-	}
+	h   hash.Hash
+	buf [256]byte // label scratch space, so labels cost no allocation
 }
 
 // NewHasher starts a key.
@@ -102,6 +107,21 @@ func (k *Hasher) Add(label string, value []byte) {
 		k.h.Write(n[:])
 		k.h.Write(p)
 	}
+}
+
+// Add2 appends a part labelled prefix+name without building that string.
+func (k *Hasher) Add2(prefix, name string, value []byte) {
+	var n [8]byte
+	put := func(l int) {
+		for i := range n {
+			n[i] = byte(l >> (8 * i))
+		}
+		k.h.Write(n[:])
+	}
+	put(len(prefix) + len(name))
+	k.h.Write(append(append(k.buf[:0], prefix...), name...))
+	put(len(value))
+	k.h.Write(value)
 }
 
 // Sum returns the key.

@@ -13,7 +13,7 @@ import (
 
 // stateHeader starts every state file; a file with another header reads as empty (a new
 // format after an upgrade costs one rebuild-from-cache, not a crash).
-const stateHeader = "labbuild-state 1\n"
+const stateHeader = "labbuild-state 2\n"
 
 // TargetState is what the last build recorded for one target.
 type TargetState struct {
@@ -88,7 +88,8 @@ func (s *State) parse(text string) {
 		if len(line) < 2 || line[1] != '\t' {
 			continue
 		}
-		f := splitTabs(line[2:])
+		var buf [8]string
+		f := splitTabs(buf[:0], line[2:])
 		switch line[0] {
 		case 'T':
 			if len(f) != 7 {
@@ -127,11 +128,11 @@ func (s *State) parse(text string) {
 				cur = nil
 			}
 		case 'F':
-			if len(f) != 5 {
+			if len(f) != 6 {
 				continue
 			}
-			fp, ok := parseFP(f[1:4])
-			d, err := ParseDigest(f[4])
+			fp, ok := parseFP(f[1:5])
+			d, err := ParseDigest(f[5])
 			if !ok || err != nil {
 				continue
 			}
@@ -144,8 +145,8 @@ func (s *State) parse(text string) {
 	}
 }
 
-func splitTabs(s string) []string {
-	out := make([]string, 0, 8)
+// splitTabs appends the tab-separated fields of s to out (a caller's array: no allocation).
+func splitTabs(out []string, s string) []string {
 	for {
 		i := strings.IndexByte(s, '\t')
 		if i < 0 {
@@ -211,7 +212,7 @@ func appendTarget(b []byte, name string, ts *TargetState) []byte {
 }
 
 func appendFile(b []byte, path string, fs FileState) []byte {
-	return fmt.Appendf(b, "F\t%s\t%d\t%d\t%d\t%s\n", path, fs.FP.Size, fs.FP.Mtime, fs.FP.Ino, fs.Digest)
+	return fmt.Appendf(b, "F\t%s\t%d\t%d\t%d\t%o\t%s\n", path, fs.FP.Size, fs.FP.Mtime, fs.FP.Ino, fs.FP.Mode, fs.Digest)
 }
 
 func (s *State) appendLocked(b []byte, records int) error {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -235,19 +236,33 @@ const (
 // request, and other errors for trouble with the output directory.
 func Build(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
+	// Declaring the targets and reading the state are independent: overlap them.
+	type opened struct {
+		b   *builder
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		b, err := openBuilder(o)
+		ch <- opened{b, err}
+	}()
 	p, err := Load(o)
+	ob := <-ch
+	if ob.err != nil {
+		return nil, ob.err
+	}
+	b := ob.b
+	defer b.close()
 	if err != nil {
+		return nil, err
+	}
+	if err := b.attach(p); err != nil {
 		return nil, err
 	}
 	roots, err := p.Select(o.Goals)
 	if err != nil {
 		return nil, err
 	}
-	b, err := newBuilder(p, o)
-	if err != nil {
-		return nil, err
-	}
-	defer b.close()
 	res, err := b.run(ctx, roots)
 	if res != nil {
 		res.Duration = time.Since(start)
@@ -262,6 +277,7 @@ type builder struct {
 	out     string // absolute output directory
 	meta    string
 	now     time.Time
+	wall    time.Time // real start time, for the racy-file rule (never the injected clock)
 	lock    *cache.Lock
 	cache   *cache.Cache
 	state   *cache.State
@@ -276,12 +292,39 @@ type builder struct {
 	status bool // a status line is on screen
 }
 
+// newBuilder opens the output directory for project p.
 func newBuilder(p *Project, o Options) (*builder, error) {
+	b, err := openBuilder(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.attach(p); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// attach sets the project and checks the options that name its targets.
+func (b *builder) attach(p *Project) error {
+	b.p = p
+	for _, r := range b.o.Regenerate {
+		t := p.Target(r)
+		if t == nil || !t.Sticky {
+			return &UsageError{Msg: fmt.Sprintf("--regenerate %s: not a sticky target (labbuild list shows them)", r)}
+		}
+		b.regen[r] = true
+	}
+	return nil
+}
+
+// openBuilder locks the output directory and reads its state.
+func openBuilder(o Options) (*builder, error) {
 	out, err := filepath.Abs(o.OutDir)
 	if err != nil {
 		return nil, err
 	}
-	b := &builder{p: p, o: o, out: out, meta: filepath.Join(out, metaDir), baseDir: baseDirOf(o.ConfigPath), regen: map[string]bool{}}
+	b := &builder{o: o, out: out, meta: filepath.Join(out, metaDir), baseDir: baseDirOf(o.ConfigPath), regen: map[string]bool{}, wall: time.Now()}
 	b.stdout, b.stderr = o.Stdout, o.Stderr
 	if b.stdout == nil {
 		b.stdout = io.Discard
@@ -293,13 +336,6 @@ func newBuilder(p *Project, o Options) (*builder, error) {
 		b.now = o.Now()
 	} else {
 		b.now = time.Now()
-	}
-	for _, r := range o.Regenerate {
-		t := p.Target(r)
-		if t == nil || !t.Sticky {
-			return nil, &UsageError{Msg: fmt.Sprintf("--regenerate %s: not a sticky target (labbuild list shows them)", r)}
-		}
-		b.regen[r] = true
 	}
 	if !o.DryRun {
 		if err := os.MkdirAll(b.meta, 0o755); err != nil {
@@ -376,6 +412,7 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 		nodes[i] = n
 		b.total++
 	}
+	quick := b.quick(nodes)
 	jobs := b.o.Jobs
 	if jobs <= 0 {
 		jobs = runtime.NumCPU()
@@ -390,8 +427,18 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 	stop := false // a failure without -k: start nothing new
 	ready := make(chan *node, b.total)
 	finished := make(chan *node, b.total)
+	// Up-to-date targets found by the fast path are finished already: release their dependents.
 	for _, i := range g.Order() {
-		if n := nodes[i]; n != nil && n.waiting == 0 {
+		if n := nodes[i]; n != nil && n.outcome == UpToDate {
+			for _, j := range g.Dependents(i) {
+				if nodes[j] != nil {
+					nodes[j].waiting--
+				}
+			}
+		}
+	}
+	for _, i := range g.Order() {
+		if n := nodes[i]; n != nil && n.outcome == "" && n.waiting == 0 {
 			ready <- n
 		}
 	}
@@ -419,7 +466,7 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 			}
 		}()
 	}
-	for left := b.total; left > 0; left-- {
+	for left := b.total - quick; left > 0; left-- {
 		n := <-finished
 		for _, j := range g.Dependents(n.id) {
 			d := nodes[j]
@@ -495,6 +542,79 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 	return res, nil
 }
 
+// quick is the null-build fast path. For every selected target with a clean record it computes
+// the key it would have if its deps are up to date too (their recorded output digests) and
+// stats its outputs, in parallel on every CPU; then one pass in build order marks as up to date
+// each target whose guess held and whose deps are up to date. The scheduler handles the rest.
+// It returns how many targets it finished.
+func (b *builder) quick(nodes []*node) int {
+	if b.o.Force || b.o.Explain {
+		return 0
+	}
+	var cand []*node
+	for _, n := range nodes {
+		if n != nil && n.t.Probe == nil && !b.regen[n.t.Name] {
+			cand = append(cand, n)
+		}
+	}
+	ok := make([]bool, len(nodes))
+	prevs := make([]*cache.TargetState, len(nodes))
+	for _, n := range cand {
+		prevs[n.id] = b.state.Target(n.t.Name)
+	}
+	depDigest := func(j int) cache.Digest {
+		if p := prevs[j]; p != nil {
+			return p.OutDigest
+		}
+		return cache.Digest{}
+	}
+	workers := runtime.NumCPU()
+	var wg sync.WaitGroup
+	chunk := (len(cand) + workers - 1) / max(workers, 1)
+	for w := 0; w < workers && w*chunk < len(cand); w++ {
+		part := cand[w*chunk : min((w+1)*chunk, len(cand))]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, n := range part {
+				prev := prevs[n.id]
+				if prev == nil || prev.Failed {
+					continue
+				}
+				key, _, _, renew, err := b.keyWith(n, depDigest, false)
+				if err != nil || renew != "" || key != prev.Key {
+					continue
+				}
+				if _, upToDate := b.check(n, key, prev, "", nil); upToDate {
+					ok[n.id] = true
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	done := 0
+	g := b.p.Graph
+	for _, i := range g.Order() {
+		n := nodes[i]
+		if n == nil || !ok[i] {
+			continue
+		}
+		for _, j := range g.Deps(i) {
+			if nodes[j].outcome != UpToDate {
+				ok[i] = false
+				break
+			}
+		}
+		if ok[i] {
+			n.outcome = UpToDate
+			n.outDig = prevs[i].OutDigest
+			n.files = outputNames(prevs[i].Outputs)
+			done++
+		}
+	}
+	return done
+}
+
 // visit decides and does what target n needs. Its deps are finished.
 func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan struct{}) {
 	if n.outcome == Skipped {
@@ -515,14 +635,21 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 		b.explain(n)
 		return
 	}
-	key, inputs, epoch, renew, err := b.key(n, nodes)
+	key, inputs, epoch, renew, err := b.key(n, nodes, b.o.DryRun || b.o.Explain)
 	if err != nil {
 		b.fail(n, err)
 		return
 	}
-	n.rs = &reasonState{inputs: inputs}
 	prev := b.state.Target(t.Name)
-	reasons, upToDate := b.check(n, key, prev, inputs, renew)
+	reasons, upToDate := b.check(n, key, prev, renew, func() map[string]cache.Digest {
+		if inputs == nil {
+			_, inputs, _, _, _ = b.key(n, nodes, true)
+		}
+		return inputs
+	})
+	if b.o.DryRun || b.o.Explain {
+		n.rs = &reasonState{inputs: inputs}
+	}
 
 	sticky := t.Sticky && !b.regen[t.Name]
 	if b.o.Force && !sticky {
@@ -610,6 +737,9 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 	}
 	n.plan = &PlanItem{Target: t.Name, Action: action, Reasons: reasons}
 	b.explain(n)
+	if inputs == nil {
+		_, inputs, _, _, _ = b.key(n, nodes, true)
+	}
 	if err := b.execute(ctx, n, key, inputs, epoch, probe, nodes, prev); err != nil {
 		b.fail(n, err)
 		return
@@ -635,33 +765,49 @@ func entryNames(e *cache.Entry) []string {
 
 // key computes n's action key: SHA-256 over its name, recipe version, declared config values,
 // declared files' digests, its deps' output digests and, for targets that have gone stale by
-// time before, their generation epoch. inputs maps each labelled part to its digest, for
-// explanations.
-func (b *builder) key(n *node, nodes []*node) (key cache.Digest, inputs map[string]cache.Digest, epoch int64, renew string, err error) {
+// time before, their generation epoch. With withInputs it also returns each labelled part's
+// digest, for explanations; a null build skips that map.
+func (b *builder) key(n *node, nodes []*node, withInputs bool) (key cache.Digest, inputs map[string]cache.Digest, epoch int64, renew string, err error) {
+	return b.keyWith(n, func(j int) cache.Digest { return nodes[j].outDig }, withInputs)
+}
+
+// keyWith is key with the deps' output digests from depDigest (by node ID): the scheduler's
+// results, or, in the null-build fast path, the digests recorded in the state.
+func (b *builder) keyWith(n *node, depDigest func(j int) cache.Digest, withInputs bool) (key cache.Digest, inputs map[string]cache.Digest, epoch int64, renew string, err error) {
 	t := n.t
 	h := cache.NewHasher()
-	inputs = make(map[string]cache.Digest, len(t.Reads)+len(t.Files)+len(t.Deps)+1)
-	h.Add("name", []byte(t.Name))
-	v := []byte(fmt.Sprint(t.Version))
+	if withInputs {
+		inputs = make(map[string]cache.Digest, len(t.Reads)+len(t.Files)+len(t.Deps)+1)
+	}
+	h.Add2("name", t.Name, nil)
+	v := strconv.AppendInt(nil, int64(t.Version), 10)
 	h.Add("version", v)
-	inputs["version"] = cache.Sum(v)
+	if withInputs {
+		inputs["version"] = cache.Sum(v)
+	}
 	for _, r := range t.Reads {
 		raw, _ := b.p.values.Lookup(r)
-		h.Add("config:"+r, raw)
-		inputs["config:"+r] = cache.Sum(raw)
+		h.Add2("config:", r, raw)
+		if withInputs {
+			inputs["config:"+r] = cache.Sum(raw)
+		}
 	}
 	for _, f := range t.Files {
 		d, ferr := b.fileDigest(f)
 		if ferr != nil {
 			return key, nil, 0, "", fmt.Errorf("%s: %w", t.Name, ferr)
 		}
-		h.Add("file:"+f, d[:])
-		inputs["file:"+f] = d
+		h.Add2("file:", f, d[:])
+		if withInputs {
+			inputs["file:"+f] = d
+		}
 	}
 	for _, j := range b.p.Graph.Deps(n.id) {
-		d := nodes[j]
-		h.Add("dep:"+d.t.Name, d.outDig[:])
-		inputs["dep:"+d.t.Name] = d.outDig
+		name, dg := b.p.Targets[j].Name, depDigest(j)
+		h.Add2("dep:", name, dg[:])
+		if withInputs {
+			inputs["dep:"+name] = dg
+		}
 	}
 	// Time as an input: a target that set a stale time keeps its epoch until that time passes;
 	// then it is renewed with the build's clock reading as its new epoch.
@@ -675,16 +821,24 @@ func (b *builder) key(n *node, nodes []*node) (key cache.Digest, inputs map[stri
 		}
 	}
 	if prev != nil && prev.StaleAt != 0 {
-		e := []byte(fmt.Sprint(epoch))
+		e := strconv.AppendInt(nil, epoch, 10)
 		h.Add("epoch", e)
-		inputs["epoch"] = cache.Sum(e)
+		if withInputs {
+			inputs["epoch"] = cache.Sum(e)
+		}
 	}
 	return h.Sum(), inputs, epoch, renew, nil
 }
 
+// racyWindow is the file system's timestamp granularity with a margin: ext4 and tmpfs stamp
+// mtimes from the kernel's coarse clock (one jiffy, up to 10 ms), so a file modified again
+// within one tick of being read can keep its mtime.
+const racyWindow = 20 * time.Millisecond
+
 // fileDigest returns the digest of the file named by config field f, trusting the recorded
-// digest when the stat fingerprint matches (so a null build reads no input file). A file
-// modified during or after the build's start is hashed again next time (git's "racy" rule).
+// digest when the stat fingerprint matches (so a null build reads no input file). A file whose
+// mtime is not safely before the build's start is not recorded, and is hashed again next time
+// (git's "racily clean" rule).
 func (b *builder) fileDigest(f string) (cache.Digest, error) {
 	path, err := resolveFile(b.p.values, b.baseDir, f)
 	if err != nil {
@@ -701,14 +855,14 @@ func (b *builder) fileDigest(f string) (cache.Digest, error) {
 	if err != nil {
 		return cache.Digest{}, fmt.Errorf("%s: %v", f, err)
 	}
-	if !b.o.DryRun && fp.Mtime < b.now.UnixNano()-int64(time.Second) {
+	if !b.o.DryRun && fp.Mtime < b.wall.Add(-racyWindow).UnixNano() {
 		b.state.SetFile(path, cache.FileState{FP: fp, Digest: d})
 	}
 	return d, nil
 }
 
 // check compares n's key and outputs with the state; it returns why n is stale, or true.
-func (b *builder) check(n *node, key cache.Digest, prev *cache.TargetState, inputs map[string]cache.Digest, renew string) ([]string, bool) {
+func (b *builder) check(n *node, key cache.Digest, prev *cache.TargetState, renew string, inputs func() map[string]cache.Digest) ([]string, bool) {
 	t := n.t
 	if prev == nil {
 		return []string{"never built"}, false
@@ -716,7 +870,7 @@ func (b *builder) check(n *node, key cache.Digest, prev *cache.TargetState, inpu
 	if prev.Failed {
 		reasons := []string{"last attempt failed"}
 		if prev.Key != key {
-			reasons = append(reasons, b.diffInputs(prev.Key, inputs)...)
+			reasons = append(reasons, b.diffInputs(prev.Key, inputs())...)
 		}
 		return reasons, false
 	}
@@ -724,7 +878,7 @@ func (b *builder) check(n *node, key cache.Digest, prev *cache.TargetState, inpu
 		if renew != "" {
 			return []string{"renewal: " + renew}, false
 		}
-		return b.diffInputs(prev.Key, inputs), false
+		return b.diffInputs(prev.Key, inputs()), false
 	}
 	dir := filepath.Join(b.out, t.Dir())
 	for _, o := range prev.Outputs {

@@ -238,7 +238,9 @@ func resolveFile(v Values, baseDir, p string) (string, error) {
 		return "", fmt.Errorf("config has no field %q", p)
 	}
 	var name string
-	if err := json.Unmarshal(raw, &name); err != nil || bytes.Equal(raw, []byte("null")) || name == "" {
+	if len(raw) > 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		name = string(raw[1 : len(raw)-1]) // the common case, without a JSON decoder
+	} else if err := json.Unmarshal(raw, &name); err != nil || bytes.Equal(raw, []byte("null")) || name == "" {
 		return "", fmt.Errorf("%s is not set: set it in lab.yaml to a file path", p)
 	}
 	if strings.HasPrefix(name, "~/") {

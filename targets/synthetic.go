@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,8 +37,13 @@ type SyntheticSpec struct {
 	Delay time.Duration
 }
 
-// SyntheticName returns the name of synthetic target i.
-func SyntheticName(i int) string { return fmt.Sprintf("syn/t%05d", i) }
+// SyntheticName returns the name of synthetic target i: syn/t00042.
+func SyntheticName(i int) string {
+	var b [16]byte
+	n := strconv.AppendInt(b[:0], int64(i), 10)
+	out := append([]byte("syn/t"), "00000"[min(len(n), 5):]...)
+	return string(append(out, n...))
+}
 
 // SyntheticDeps returns the indexes synthetic target i depends on.
 func SyntheticDeps(i int) []int {
@@ -64,22 +70,29 @@ func Synthetic(spec SyntheticSpec, values MapValues) []*Target {
 		spec.Fields = 10
 	}
 	ts := make([]*Target, spec.N)
+	fields := make([]string, spec.Fields)
+	for k := range fields {
+		fields[k] = "syn.v" + strconv.Itoa(k)
+	}
+	names := make([]string, spec.N)
+	for i := range names {
+		names[i] = SyntheticName(i)
+	}
 	for i := range ts {
-		t := &Target{Name: SyntheticName(i), Doc: "synthetic target", Version: 1}
-		field := fmt.Sprintf("syn.v%d", i%spec.Fields)
+		t := &Target{Name: names[i], Doc: "synthetic target", Version: 1}
+		field := fields[i%spec.Fields]
 		t.Reads = []string{field}
 		if _, ok := values[field]; !ok {
 			values[field] = json.RawMessage(`"x"`)
 		}
 		var src string
 		if spec.SrcDir != "" {
-			src = fmt.Sprintf("syn.src%d", i)
+			src = "syn.src" + strconv.Itoa(i)
 			t.Files = []string{src}
-			b, _ := json.Marshal(filepath.Join(spec.SrcDir, fmt.Sprintf("%d.txt", i)))
-			values[src] = b
+			values[src] = strconv.AppendQuote(nil, filepath.Join(spec.SrcDir, strconv.Itoa(i)+".txt"))
 		}
 		for _, d := range SyntheticDeps(i) {
-			t.Deps = append(t.Deps, SyntheticName(d))
+			t.Deps = append(t.Deps, names[d])
 		}
 		delay := spec.Delay
 		t.Run = func(ctx context.Context, s *Step) error {

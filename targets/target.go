@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
 )
 
@@ -91,11 +90,36 @@ func (t *Target) Dir() string {
 	return t.Name
 }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*(/[a-z0-9][a-z0-9.-]*)+$`)
+// validName reports whether name is family/name: two or more slash-separated segments of
+// lowercase letters, digits, '.' and '-', each starting with a letter or digit. (A hand-written
+// check: a regexp here cost a millisecond per thousand targets in every null build.)
+func validName(name string) bool {
+	segs, start := 0, true
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c == '/':
+			if start {
+				return false
+			}
+			segs++
+			start = true
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+			start = false
+		case c == '.' || c == '-':
+			if start {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return !start && segs >= 1
+}
 
 // check reports declaration mistakes: a malformed name, a missing Run, duplicate reads.
 func (t *Target) check() error {
-	if !nameRE.MatchString(t.Name) {
+	if !validName(t.Name) {
 		return fmt.Errorf("target %q: name must be family/name in lowercase letters, digits, '.' and '-'", t.Name)
 	}
 	if t.Run == nil {
@@ -104,12 +128,13 @@ func (t *Target) check() error {
 	if t.OutDir != "" && (path.IsAbs(t.OutDir) || path.Clean(t.OutDir) != t.OutDir || strings.HasPrefix(t.OutDir, ".")) {
 		return fmt.Errorf("%s: OutDir %q must be a clean relative path", t.Name, t.OutDir)
 	}
-	seen := map[string]bool{}
-	for _, r := range append(append([]string{}, t.Reads...), t.Files...) {
-		if seen[r] {
-			return fmt.Errorf("%s: %q declared twice", t.Name, r)
+	all := append(t.Reads[:len(t.Reads):len(t.Reads)], t.Files...)
+	for i, r := range all {
+		for _, q := range all[:i] {
+			if q == r {
+				return fmt.Errorf("%s: %q declared twice", t.Name, r)
+			}
 		}
-		seen[r] = true
 	}
 	return nil
 }
