@@ -1,0 +1,94 @@
+// Command mco-standin is a STAND-IN for the OpenShift 4.18 machine-config-operator and
+// machine-config-controller binaries, for tests and the sample payload (there is no real MCO
+// binary outside a real release). It is not the MCO.
+//
+// It honours the two bootstrap command lines labbuild runs (../shared/spec/mco-bootstrap.md,
+// MCO release-4.18 cmd/machine-config-operator/bootstrap.go and
+// cmd/machine-config-controller/bootstrap.go): the same flags, the same required inputs
+// (failing like the real one when one is missing) and the same output layout. The controller
+// renders the REAL templates tree (--templates, default /etc/mcc/templates) with Go
+// text/template over the template YAML files, as MCO's pkg/controller/template does, merges
+// the per-role MachineConfigs with Ignition's merge and writes rendered-<pool>-<md5>
+// MachineConfigs whose spec.config is Ignition 3.4.0.
+//
+// Differences from the real binaries, by design: the md5 salt is the stand-in's own (names
+// have the real shape, not the real value); the generated 97/98/99-<pool>-generated-*
+// MachineConfigs (node config, feature gates in kubelet.conf, registries from ICSP/IDMS) are not
+// produced (a log line says so); a template that fails to render is skipped with a log line;
+// inline contents are encoded as base64 data URLs (gzip when large) rather than by Butane.
+//
+// Invocation: as machine-config-operator or machine-config-controller (argv[0] basename, e.g.
+// through a symlink or a copy), or with that name as the first argument:
+//
+//	mco-standin machine-config-operator bootstrap --root-ca=... --dest-dir=...
+//	mco-standin machine-config-controller bootstrap --manifest-dir=... --dest-dir=...
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Stand-in identity, stamped into generated-by-controller-version annotations so a rendered
+// config says which program made it.
+const standinVersion = "labbuild-mco-standin-4.18"
+
+func main() {
+	os.Exit(dispatch(os.Args[0], os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// dispatch picks the emulated program from argv0's base name or, failing that, the first
+// argument, and runs it. It returns the exit status.
+func dispatch(argv0 string, args []string, stdout, stderr io.Writer) int {
+	prog := filepath.Base(argv0)
+	if prog != "machine-config-operator" && prog != "machine-config-controller" {
+		if len(args) == 0 {
+			fmt.Fprintln(stderr, "mco-standin: usage: mco-standin machine-config-operator|machine-config-controller bootstrap [flags]")
+			return 2
+		}
+		prog, args = args[0], args[1:]
+	}
+	var err error
+	switch prog {
+	case "machine-config-operator":
+		err = runOperator(args, stdout, stderr)
+	case "machine-config-controller":
+		err = runController(args, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "mco-standin: unknown program %q (want machine-config-operator or machine-config-controller)\n", prog)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "F %s: %v\n", prog, err)
+		return 255 // klog.Fatalf exits 255
+	}
+	return 0
+}
+
+// rootValueFlags are the root (persistent) flags that take a value and may precede the
+// subcommand: MCO's --payload-version, --operator-image, the controller's --templates, and
+// klog's -v.
+var rootValueFlags = map[string]bool{"--payload-version": true, "--operator-image": true, "--templates": true, "-v": true, "--v": true}
+
+// splitSubcommand returns the subcommand (must be "bootstrap") and the remaining flags; root
+// persistent flags may come before it.
+func splitSubcommand(prog string, args []string) ([]string, error) {
+	for i, a := range args {
+		if !strings.HasPrefix(a, "-") {
+			if a != "bootstrap" {
+				return nil, fmt.Errorf("unknown command %q for %q (the stand-in only implements bootstrap)", a, prog)
+			}
+			return append(append([]string{}, args[:i]...), args[i+1:]...), nil
+		}
+		// A root flag given as "--flag value" consumes the next word.
+		if !strings.Contains(a, "=") && i+1 < len(args) && rootValueFlags[a] {
+			// Join "--flag value" into "--flag=value" so the value is not taken as the command.
+			args = append(append([]string{}, args[:i]...), append([]string{a + "=" + args[i+1]}, args[i+2:]...)...)
+			return splitSubcommand(prog, args)
+		}
+	}
+	return nil, fmt.Errorf("%s: missing command (the stand-in only implements bootstrap)", prog)
+}
