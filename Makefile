@@ -11,7 +11,7 @@ BIN      := ./labbuild
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/labbuild
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/labbuild
 
 # The main job on the embedded default lab: every file artifact through Ignition, with the
 # release payload taken from the sample OCI layout (see README: which parts are real).

@@ -367,14 +367,46 @@ func openBuilder(o Options) (*builder, error) {
 	return b, nil
 }
 
+// Trim policy for the content store: entries unused for TrimAge, then the least recently used
+// past TrimBytes, go; pinned (sticky) entries stay. Checked at most once a day, after a build.
+const (
+	TrimAge      = 30 * 24 * time.Hour
+	TrimBytes    = 10 << 30
+	trimInterval = 24 * time.Hour
+	trimStamp    = "trimmed"
+)
+
 func (b *builder) close() {
 	if b.state != nil {
 		if !b.o.DryRun {
 			b.state.Compact(false)
+			b.maybeTrim()
 		}
 		b.state.Close()
 	}
 	b.lock.Release()
+}
+
+// maybeTrim trims the store when the last trim is over a day old (a stamp file's mtime).
+func (b *builder) maybeTrim() {
+	stamp := filepath.Join(b.meta, trimStamp)
+	if st, err := os.Stat(stamp); err == nil && time.Since(st.ModTime()) < trimInterval {
+		return
+	}
+	if _, err := b.cache.Trim(TrimAge, TrimBytes, time.Now()); err == nil {
+		os.WriteFile(stamp, nil, 0o644)
+	}
+}
+
+// TrimCache trims the output directory's content store now (labbuild clean --trim), holding
+// the lock, with the given limits (0: no limit of that kind).
+func TrimCache(o Options, maxAge time.Duration, maxBytes int64) (cache.TrimStats, error) {
+	b, err := openBuilder(o)
+	if err != nil {
+		return cache.TrimStats{}, err
+	}
+	defer b.close()
+	return b.cache.Trim(maxAge, maxBytes, time.Now())
 }
 
 // node is the scheduler's record of one selected target.
@@ -631,7 +663,19 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 	if len(pendingDeps) > 0 {
 		n.pending = true
 		n.outcome = Planned
-		n.plan = &PlanItem{Target: t.Name, Action: "run", Reasons: []string{"upstream " + strings.Join(pendingDeps, ", ") + " will change first"}}
+		var reasons []string
+		if _, inputs, _, _, err := b.key(n, nodes, true); err == nil {
+			n.rs = &reasonState{inputs: inputs} // pending upstreams show as the zero digest
+			if prev := b.state.Target(t.Name); prev != nil {
+				for _, r := range b.diffInputs(prev.Key, inputs) {
+					if !strings.HasPrefix(r, "upstream ") && r != "inputs changed" {
+						reasons = append(reasons, r) // its own inputs that changed too
+					}
+				}
+			}
+		}
+		reasons = append(reasons, "upstream "+strings.Join(pendingDeps, ", ")+" will change first")
+		n.plan = &PlanItem{Target: t.Name, Action: "run", Reasons: reasons}
 		b.explain(n)
 		return
 	}

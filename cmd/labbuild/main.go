@@ -50,6 +50,7 @@ type cli struct {
 	output      string
 	all         bool
 	cacheToo    bool
+	trim        bool
 	regenerate  []string
 	now         string
 	synthetic   int
@@ -99,6 +100,7 @@ func newFlags(c *cli) *pflag.FlagSet {
 	fs.StringVar(&c.output, "output", "", "write graph output to `file` instead of standard output")
 	fs.BoolVar(&c.all, "all", false, "graph/list: include every target, not only the default goal")
 	fs.BoolVar(&c.cacheToo, "cache", false, "clean: also remove the content store (sticky keys are lost)")
+	fs.BoolVar(&c.trim, "trim", false, "clean: only trim the content store (old entries; keys are kept)")
 	fs.StringSliceVar(&c.regenerate, "regenerate", nil, "make sticky `target`s anew (a new CA key, a new password)")
 	fs.BoolVarP(&c.quiet, "quiet", "q", false, "no status lines; only failures and the summary")
 	fs.BoolVarP(&c.help, "help", "h", false, "show help")

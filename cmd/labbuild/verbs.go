@@ -76,13 +76,14 @@ current digests, and its upstream targets. Changes nothing.`,
 			run:      runExplain,
 		},
 		"clean": {
-			usage: "labbuild clean [--cache] [target|family ...]",
+			usage: "labbuild clean [--cache | --trim] [target|family ...]",
 			short: "remove built files (the store stays, so a rebuild restores them)",
 			long: `Removes the outputs and state of the selected targets (default: all). The content store
 stays, so the next build restores everything (keys included) without running anything. --cache
-removes the store too: sticky keys and passwords are then generated anew. libvirt objects are
-left alone: use labbuild destroy.`,
-			examples: []string{"labbuild clean", "labbuild clean ignition", "labbuild clean --cache"},
+removes the store too: sticky keys and passwords are then generated anew. --trim only trims the
+store (entries unused for 30 days, then the oldest past 10 GiB; keys are kept), as every build
+does once a day. libvirt objects are left alone: use labbuild destroy.`,
+			examples: []string{"labbuild clean", "labbuild clean ignition", "labbuild clean --trim", "labbuild clean --cache"},
 			run:      runClean,
 		},
 		"destroy": {
@@ -114,8 +115,9 @@ left alone: use labbuild destroy.`,
 			run:      runCerts,
 		},
 		"version": {
-			usage: "labbuild version",
-			short: "print the version",
+			usage:    "labbuild version",
+			short:    "print the version",
+			examples: []string{"labbuild version", "labbuild --version"},
 			run: func(ctx context.Context, c *cli, args []string) error {
 				fmt.Fprintln(c.stdout, "labbuild", versionString())
 				return nil
@@ -215,7 +217,7 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 
 // status computes, without building, each selected target's state for graph colouring and
 // explain: a dry run.
-func (c *cli) status(ctx context.Context, goals []string) (*targets.Project, *targets.Result, targets.Options, error) {
+func (c *cli) status(ctx context.Context, goals []string, inputs bool) (*targets.Project, *targets.Result, targets.Options, error) {
 	o, err := c.options(goals)
 	if err != nil {
 		return nil, nil, o, err
@@ -224,7 +226,8 @@ func (c *cli) status(ctx context.Context, goals []string) (*targets.Project, *ta
 	if err != nil {
 		return nil, nil, o, err
 	}
-	o.DryRun, o.Explain, o.Stdout, o.Stderr = true, false, io.Discard, io.Discard
+	// Explain (inputs) turns off the null-build fast path, which skips computing them.
+	o.DryRun, o.Explain, o.Stdout, o.Stderr = true, inputs, io.Discard, io.Discard
 	res, err := targets.Build(ctx, o)
 	if res == nil && err != nil {
 		return nil, nil, o, err
@@ -274,9 +277,9 @@ func runGraph(ctx context.Context, c *cli, args []string) error {
 		for _, t := range p.Targets {
 			names = append(names, t.Name)
 		}
-		p, res, _, err = c.status(ctx, names)
+		p, res, _, err = c.status(ctx, names, false)
 	} else {
-		p, res, _, err = c.status(ctx, goals)
+		p, res, _, err = c.status(ctx, goals, false)
 	}
 	if err != nil {
 		return err
@@ -410,7 +413,7 @@ func runExplain(ctx context.Context, c *cli, args []string) error {
 	if len(args) != 1 {
 		return usagef("explain takes one target (labbuild list shows them)")
 	}
-	p, res, _, err := c.status(ctx, args)
+	p, res, _, err := c.status(ctx, args, true)
 	if err != nil {
 		return err
 	}
@@ -426,6 +429,9 @@ func runExplain(ctx context.Context, c *cli, args []string) error {
 	}
 	for l, d := range res.Inputs[t.Name] {
 		ex.Inputs[l] = d.Short()
+		if d.IsZero() {
+			ex.Inputs[l] = "pending (upstream will change first)"
+		}
 	}
 	if ex.State == "" {
 		ex.State = "not evaluated (an upstream cannot be evaluated)"
@@ -458,6 +464,15 @@ func runClean(ctx context.Context, c *cli, args []string) error {
 	o, err := c.options(args)
 	if err != nil {
 		return err
+	}
+	if c.trim {
+		st, err := targets.TrimCache(o, targets.TrimAge, targets.TrimBytes)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "labbuild: trimmed the store: %d entries and %d objects (%d bytes) removed, %d entries (%d bytes) kept\n",
+			st.EntriesRemoved, st.ObjectsRemoved, st.BytesRemoved, st.EntriesKept, st.BytesKept)
+		return nil
 	}
 	names, err := targets.Clean(ctx, o, targets.CleanOptions{Cache: c.cacheToo})
 	if err != nil {
