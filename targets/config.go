@@ -164,10 +164,15 @@ func DefaultConfig() *Config {
 func ParseConfig(data []byte, name string) (*Config, error) {
 	c := &Config{}
 	if name != "default lab.yaml" {
-		d := DefaultConfig()
-		// Nodes replace the default list as a whole; everything else merges field by field.
-		d.Nodes = nil
-		c = d
+		c = DefaultConfig()
+		// A nodes list replaces the default one as a whole. (Decoding into the default slice
+		// would keep default fields, such as a mac, in elements the file does not set.)
+		var top map[string]json.RawMessage
+		if yaml.Unmarshal(data, &top) == nil {
+			if _, ok := top["nodes"]; ok {
+				c.Nodes = nil
+			}
+		}
 	}
 	if err := yaml.UnmarshalStrict(data, c); err != nil {
 		return nil, &ConfigError{File: name, Msg: strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: "), Fix: "see `labbuild init` for every field"}

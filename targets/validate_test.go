@@ -1,0 +1,149 @@
+package targets
+
+import (
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestDefaultConfigIsValid(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate("default"); err != nil {
+		t.Fatalf("embedded default invalid:\n%v", err)
+	}
+	if got := len(c.NodesByRole(RoleMaster)); got != 3 {
+		t.Errorf("%d masters, want 3", got)
+	}
+	if c.Bootstrap().IP != "192.168.126.100" || c.Network.APIVIP != "192.168.126.10" || c.Cluster.Domain() != "ocp4.example.com" {
+		t.Errorf("default lab differs from the seed's: %+v", c.Network)
+	}
+}
+
+func TestValidateNamesFieldAndFix(t *testing.T) {
+	tests := []struct {
+		name  string
+		yaml  string
+		field string
+		msg   string
+	}{
+		{"bad CIDR", "network: {machineNetwork: 192.168.126.0/33}", "network.machineNetwork", "not an IPv4 CIDR"},
+		{"host bits", "network: {serviceNetwork: 172.30.0.1/16}", "network.serviceNetwork", "host bits set"},
+		{"VIP outside", "network: {apiVIP: 10.1.2.3}", "network.apiVIP", "outside network.machineNetwork"},
+		{"ingress VIP equals API VIP", "network: {ingressVIP: 192.168.126.10}", "network.ingressVIP", "is also network.apiVIP"},
+		{"overlap cluster/service", "network: {serviceNetwork: 10.128.0.0/16}", "network.serviceNetwork", "overlaps network.clusterNetwork"},
+		{"overlap machine/cluster", "network: {clusterNetwork: 192.168.0.0/16}", "network.clusterNetwork", "overlaps network.machineNetwork"},
+		{"hostPrefix", "network: {hostPrefix: 12}", "network.hostPrefix", "between"},
+		{"node IP outside", nodes("192.168.127.101", "master-1"), "nodes.master-1.ip", "outside"},
+		{"duplicate IP", nodes("192.168.126.101", "master-1"), "nodes.master-1.ip", "is also nodes.master-0.ip"},
+		{"duplicate name", nodes("192.168.126.102", "master-0"), "nodes.master-0.name", "duplicate node name"},
+		{"node in DHCP range", nodes("192.168.126.210", "master-1"), "nodes.master-1.ip", "DHCP range"},
+		{"memory below minimum", "sizes: {master: {vcpus: 4, memoryMiB: 8192, diskGiB: 100}}", "sizes.master.memoryMiB", "below the master minimum of 16384"},
+		{"per-node memory", strings.Replace(nodes("192.168.126.102", "master-1"), "{name: worker-0, role: worker, ip: 192.168.126.110}", "{name: worker-0, role: worker, ip: 192.168.126.110, memoryMiB: 2048}", 1), "nodes.worker-0.memoryMiB", "below the worker minimum"},
+		{"two masters", "nodes:\n  - {name: bootstrap, role: bootstrap, ip: 192.168.126.100}\n  - {name: m0, role: master, ip: 192.168.126.101}\n  - {name: m1, role: master, ip: 192.168.126.102}\n", "nodes", "2 masters"},
+		{"key algorithm", "pki: {keyAlgorithm: DSA}", "pki.keyAlgorithm", "unknown algorithm"},
+		{"cluster name", "cluster: {name: OCP_4}", "cluster.name", "not a DNS label"},
+		{"feature set", "cluster: {featureSet: Everything}", "cluster.featureSet", "unknown feature set"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tt.yaml), "lab.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Validate("lab.yaml")
+			var ces ConfigErrors
+			if !errors.As(err, &ces) {
+				t.Fatalf("Validate = %v, want ConfigErrors", err)
+			}
+			for _, e := range ces {
+				if e.Field == tt.field && strings.Contains(e.Msg, tt.msg) {
+					if e.Fix == "" {
+						t.Errorf("%s: no fix given", e.Field)
+					}
+					return
+				}
+			}
+			t.Errorf("no error for %s containing %q; got:\n%v", tt.field, tt.msg, err)
+		})
+	}
+}
+
+// nodes returns a node list with master-1 (named name) at ip.
+func nodes(ip, name string) string {
+	return "nodes:\n" +
+		"  - {name: bootstrap, role: bootstrap, ip: 192.168.126.100}\n" +
+		"  - {name: master-0, role: master, ip: 192.168.126.101}\n" +
+		"  - {name: " + name + ", role: master, ip: " + ip + "}\n" +
+		"  - {name: master-2, role: master, ip: 192.168.126.103}\n" +
+		"  - {name: worker-0, role: worker, ip: 192.168.126.110}\n"
+}
+
+func TestTopologies(t *testing.T) {
+	for _, tt := range []struct{ name, yaml string }{
+		{"1+1", "nodes:\n  - {name: bootstrap, role: bootstrap, ip: 192.168.126.100}\n  - {name: master-0, role: master, ip: 192.168.126.101}\n  - {name: worker-0, role: worker, ip: 192.168.126.110}\n"},
+		{"3+0 compact", "nodes:\n  - {name: bootstrap, role: bootstrap, ip: 192.168.126.100}\n  - {name: master-0, role: master, ip: 192.168.126.101}\n  - {name: master-1, role: master, ip: 192.168.126.102}\n  - {name: master-2, role: master, ip: 192.168.126.103}\n"},
+	} {
+		c, err := ParseConfig([]byte(tt.yaml), "lab.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate("lab.yaml"); err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+}
+
+func TestLookupPaths(t *testing.T) {
+	c := DefaultConfig()
+	tests := []struct{ path, want string }{
+		{"network.apiVIP", `"192.168.126.10"`},
+		{"nodes.master-1.ip", `"192.168.126.102"`},
+		{"nodes.worker-1.memoryMiB", ``},
+		{"sizes.worker.memoryMiB", `8192`},
+		{"cluster", `{"baseDomain":"example.com","featureSet":"Default","name":"ocp4","profile":"self-managed-high-availability"}`},
+	}
+	for _, tt := range tests {
+		got, ok := c.Lookup(tt.path)
+		if tt.want == "" {
+			if ok {
+				t.Errorf("%s = %s, want absent (an unset optional field)", tt.path, got)
+			}
+			continue
+		}
+		if !ok || string(got) != tt.want {
+			t.Errorf("%s = %s (%v), want %s", tt.path, got, ok, tt.want)
+		}
+	}
+	if _, ok := c.Lookup("nodes.master-9.ip"); ok {
+		t.Error("unknown node found")
+	}
+}
+
+func TestCheckSecrets(t *testing.T) {
+	good := `{"auths":{"quay.io":{"auth":"` + base64.StdEncoding.EncodeToString([]byte("u:p4ssw0rd-very-secret")) + `"}}}`
+	tests := []struct {
+		data string
+		ok   bool
+	}{
+		{good, true},
+		{`{"auths":{}}`, false},
+		{`not json p4ssw0rd-very-secret`, false},
+		{`{"auths":{"quay.io":{"auth":"!!!"}}}`, false},
+	}
+	for _, tt := range tests {
+		err := CheckPullSecret([]byte(tt.data), "access.pullSecretFile")
+		if (err == nil) != tt.ok {
+			t.Errorf("CheckPullSecret(%.20q) = %v, want ok=%v", tt.data, err, tt.ok)
+		}
+		if err != nil && strings.Contains(err.Error(), "p4ssw0rd") {
+			t.Errorf("error leaks the secret: %v", err)
+		}
+	}
+	if err := CheckSSHKey([]byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHd5s1S7jcY2O6jWvBb7oZ7A4DMpWD5Z2eG0m9lE1kZ7 user@host\n"), "access.sshKeyFile"); err != nil {
+		t.Errorf("valid key refused: %v", err)
+	}
+	if err := CheckSSHKey([]byte("-----BEGIN OPENSSH PRIVATE KEY-----\n"), "access.sshKeyFile"); err == nil {
+		t.Error("private key accepted as a public key")
+	}
+}
