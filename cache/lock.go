@@ -42,8 +42,8 @@ func Acquire(path string, waiting func(pid int)) (*Lock, error) {
 			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
 	}
-	f.Truncate(0)
-	f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	// A fixed-width record needs no truncate (which costs half a millisecond on ext4).
+	f.WriteAt([]byte(fmt.Sprintf("%-19d\n", os.Getpid())), 0)
 	return &Lock{f: f}, nil
 }
 

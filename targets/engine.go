@@ -52,6 +52,8 @@ type Options struct {
 	Explain bool
 	// Targets, when non-nil, replaces the registered families (tests, synthetic graphs).
 	Targets []*Target
+	// Stats prints, at the end, how long each phase of the build took (-d stats).
+	Stats bool
 }
 
 // Outcome is what a build did with one target.
@@ -247,7 +249,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		ch <- opened{b, err}
 	}()
 	p, err := Load(o)
+	tLoad := time.Since(start)
 	ob := <-ch
+	tOpen := time.Since(start)
 	if ob.err != nil {
 		return nil, ob.err
 	}
@@ -267,6 +271,10 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if res != nil {
 		res.Duration = time.Since(start)
 	}
+	if o.Stats {
+		fmt.Fprintf(b.stderr, "labbuild stats: %d targets; declare+graph %v, lock+state %v (overlapped), fast path %v (%d up to date), scheduler %v, total %v\n",
+			len(p.Targets), tLoad.Round(time.Microsecond), tOpen.Round(time.Microsecond), b.tQuick.Round(time.Microsecond), b.nQuick, b.tSched.Round(time.Microsecond), time.Since(start).Round(time.Microsecond))
+	}
 	return res, err
 }
 
@@ -285,6 +293,9 @@ type builder struct {
 	stdout  io.Writer
 	stderr  io.Writer
 	regen   map[string]bool
+	tQuick  time.Duration // -d stats
+	tSched  time.Duration
+	nQuick  int
 
 	mu     sync.Mutex // guards printing and the counters below
 	done   int
@@ -444,7 +455,10 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 		nodes[i] = n
 		b.total++
 	}
+	t0 := time.Now()
 	quick := b.quick(nodes)
+	b.tQuick, b.nQuick = time.Since(t0), quick
+	defer func() { b.tSched = time.Since(t0) - b.tQuick }()
 	jobs := b.o.Jobs
 	if jobs <= 0 {
 		jobs = runtime.NumCPU()

@@ -44,6 +44,7 @@ type cli struct {
 	file        string
 	outDir      string
 	explain     bool
+	stats       bool
 	debug       []string
 	json        bool
 	format      string
@@ -94,7 +95,7 @@ func newFlags(c *cli) *pflag.FlagSet {
 	fs.StringVarP(&c.file, "file", "f", "", "lab config `file` (default: lab.yaml if present, else the embedded default)")
 	fs.StringVarP(&c.outDir, "out", "o", "out", "output `dir`ectory")
 	fs.BoolVar(&c.explain, "explain", false, "print why each target runs (the config field, file or upstream that changed)")
-	fs.StringSliceVarP(&c.debug, "debug", "d", nil, "debug `mode`: explain (same as --explain)")
+	fs.StringSliceVarP(&c.debug, "debug", "d", nil, "debug `mode`: explain (same as --explain), stats (time per phase)")
 	fs.BoolVar(&c.json, "json", false, "JSON output for list, explain, certs and the plan (-n)")
 	fs.StringVar(&c.format, "format", "dot", "graph output `format`: dot, svg, png, tree, json")
 	fs.StringVar(&c.output, "output", "", "write graph output to `file` instead of standard output")
@@ -126,10 +127,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	for _, d := range c.debug {
-		if d == "explain" {
+		switch d {
+		case "explain":
 			c.explain = true
-		} else {
-			fmt.Fprintf(stderr, "labbuild: unknown debug mode %q (known: explain)\n", d)
+		case "stats":
+			c.stats = true
+		default:
+			fmt.Fprintf(stderr, "labbuild: unknown debug mode %q (known: explain, stats)\n", d)
 			return exitUsage
 		}
 	}
@@ -216,7 +220,7 @@ func (c *cli) options(goals []string) (targets.Options, error) {
 	o := targets.Options{
 		OutDir: c.outDir, Goals: goals, Jobs: c.jobs, KeepGoing: c.keepGoing, DryRun: c.dryRun,
 		Force: c.force, Regenerate: c.regenerate, Explain: c.explain, Terminal: c.terminal,
-		Stdout: c.stdout, Stderr: c.stderr,
+		Stdout: c.stdout, Stderr: c.stderr, Stats: c.stats,
 	}
 	if c.quiet {
 		o.Stdout = io.Discard
