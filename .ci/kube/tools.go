@@ -1,0 +1,14 @@
+//go:build tools
+
+// Package kube pins the Kubernetes control-plane commands labbuild's tests run for real:
+// kube-apiserver, kube-controller-manager and kube-scheduler have no Debian package, and
+// `go install k8s.io/kubernetes/cmd/...@v` fails on k8s.io/kubernetes's replace directives, so
+// this module requires k8s.io/kubernetes and replaces each staging module with its published
+// version (see go.mod). .ci/build-kube.sh builds them.
+package kube
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+)
