@@ -13,10 +13,10 @@ import (
 	_ "github.com/openshift/api/config/v1"
 	_ "github.com/rogpeppe/go-internal/testscript"
 	_ "github.com/spf13/pflag"
+	_ "golang.org/x/crypto/bcrypt"
+	_ "golang.org/x/term"
 	_ "k8s.io/api/core/v1"
 	_ "k8s.io/client-go/tools/clientcmd"
 	_ "libvirt.org/go/libvirtxml"
 	_ "sigs.k8s.io/yaml"
-	_ "golang.org/x/crypto/bcrypt"
-	_ "golang.org/x/term"
 )

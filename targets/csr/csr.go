@@ -1,0 +1,317 @@
+// Package csr approves the certificate signing requests of the lab's nodes, and only those.
+//
+// A node joins in two waves (spec stage 11): first its kubelet, holding only the bootstrap
+// identity, asks for a client certificate (signer kubernetes.io/kube-apiserver-client-kubelet);
+// once that is issued and the kubelet runs as system:node:<name>, it asks for a serving
+// certificate (signer kubernetes.io/kubelet-serving, because the MCO's kubelet config sets
+// serverTLSBootstrap: true). openshift-the-hard-way approves every pending CSR by hand
+// (`oc get csr -o name | xargs oc adm certificate approve`); no machine-approver runs at that
+// point. This package decides like OpenShift's cluster-machine-approver and kube-controller-
+// manager's csrapproving controller do, narrowed to the node names the lab config declares:
+//
+//   - client CSRs: requestor is the MCO node-bootstrapper service account
+//     (system:serviceaccount:openshift-machine-config-operator:node-bootstrapper, the
+//     identity in a kubeconfig minted from that SA's token) or the user system:bootstrapper in
+//     group system:bootstrappers (openshift-the-hard-way's kubelet-bootstrap certificate,
+//     spec §5.3); subject exactly CN=system:node:<name>, O=system:nodes; no SANs; usages
+//     client auth + digital signature (+ key encipherment, which RSA kubelets still ask for).
+//     These are the checks of k8s.io/kubernetes pkg/apis/certificates ValidateKubeletClientCSR.
+//   - serving CSRs: requestor is the node itself (system:node:<name> in group system:nodes)
+//     and the subject says the same; usages server auth + digital signature (+ key
+//     encipherment); every DNS SAN is the node's name (or an alias the config gives) and every
+//     IP SAN is one of the node's addresses; no e-mail or URI SANs.
+//
+// Everything else is refused and left pending (not denied): a foreign CSR may belong to someone
+// else's approver, and a denial cannot be undone.
+package csr
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"strings"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Identities of the requestors and subjects involved, as Kubernetes and OpenShift name them.
+const (
+	// NodeBootstrapperSA is the MCO's node-bootstrapper service account user name
+	// (openshift/machine-config-operator manifests/machineconfigserver/node-bootstrapper-sa.yaml;
+	// cluster-machine-approver's nodeBootstrapperUsername).
+	NodeBootstrapperSA = "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper"
+	// BootstrapUser is the CN of openshift-the-hard-way's kubelet-bootstrap client certificate.
+	BootstrapUser = "system:bootstrapper"
+	// BootstrappersGroup is the O of that certificate; Kubernetes bootstrap tokens use it too.
+	BootstrappersGroup = "system:bootstrappers"
+	// NodeUserPrefix + node name is a kubelet's user name; NodesGroup is its group
+	// (k8s.io/apiserver pkg/authentication/user and the Node authorizer).
+	NodeUserPrefix = "system:node:"
+	NodesGroup     = "system:nodes"
+
+	// The two signers a kubelet uses (k8s.io/api/certificates/v1).
+	SignerClient  = certificatesv1.KubeAPIServerClientKubeletSignerName // "kubernetes.io/kube-apiserver-client-kubelet"
+	SignerServing = certificatesv1.KubeletServingSignerName             // "kubernetes.io/kubelet-serving"
+
+	// ApprovalReason is the reason on the Approved condition labbuild adds, so `oc get csr -o
+	// yaml` shows who approved.
+	ApprovalReason = "LabbuildNodeApprover"
+)
+
+// nodeBootstrapperSAGroups are the groups a service-account token for the node-bootstrapper
+// carries; cluster-machine-approver requires exactly these.
+var nodeBootstrapperSAGroups = []string{
+	"system:authenticated",
+	"system:serviceaccounts",
+	"system:serviceaccounts:openshift-machine-config-operator",
+}
+
+// NodeIdentity is what the lab config says a node is: its Kubernetes node name (the kubelet
+// uses the host name, which labbuild's Ignition sets to the FQDN <node>.<cluster domain>), the
+// addresses its serving certificate may name, and extra DNS names it may claim (the short
+// name). Role ("master", "worker") is informational.
+type NodeIdentity struct {
+	Name     string
+	Role     string
+	IPs      []string
+	DNSNames []string
+}
+
+// Decision is the verdict on one CSR.
+type Decision struct {
+	CSR      string // object name (csr-xxxxx)
+	Signer   string
+	Node     string // node name the CSR is for ("" when not a node CSR)
+	Approve  bool
+	Approved bool   // true when Approve ran and the API accepted the approval
+	Reason   string // why it is approved or refused
+}
+
+// Decide says whether csr is one of the lab's expected node CSRs, with the reason either way.
+// expected maps node name → identity. It looks only at the object: requestor (spec.username,
+// spec.groups), signer, usages and the PEM request (subject, SANs, signature). A CSR that is
+// already approved, denied or failed is refused ("already ...").
+func Decide(csr *certificatesv1.CertificateSigningRequest, expected map[string]NodeIdentity) (approve bool, reason string) {
+	for _, c := range csr.Status.Conditions {
+		switch c.Type {
+		case certificatesv1.CertificateApproved, certificatesv1.CertificateDenied, certificatesv1.CertificateFailed:
+			if c.Status != corev1.ConditionFalse {
+				return false, "already " + strings.ToLower(string(c.Type))
+			}
+		}
+	}
+	req, err := parseRequest(csr.Spec.Request)
+	if err != nil {
+		return false, err.Error()
+	}
+	switch csr.Spec.SignerName {
+	case SignerClient:
+		return decideClient(csr, req, expected)
+	case SignerServing:
+		return decideServing(csr, req, expected)
+	default:
+		return false, fmt.Sprintf("signer %q is not a kubelet signer (%s, %s)", csr.Spec.SignerName, SignerClient, SignerServing)
+	}
+}
+
+func parseRequest(b []byte) (*x509.CertificateRequest, error) {
+	block, _ := pem.Decode(b)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return nil, fmt.Errorf("spec.request is not a PEM CERTIFICATE REQUEST")
+	}
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("spec.request: %v", err)
+	}
+	if err := req.CheckSignature(); err != nil {
+		return nil, fmt.Errorf("spec.request signature: %v", err)
+	}
+	return req, nil
+}
+
+// nodeFromSubject checks the subject is exactly CN=system:node:<name>, O=system:nodes and
+// returns the name.
+func nodeFromSubject(req *x509.CertificateRequest) (string, string) {
+	s := req.Subject
+	if !slices.Equal(s.Organization, []string{NodesGroup}) {
+		return "", fmt.Sprintf("subject O=%q, want exactly [%s]", s.Organization, NodesGroup)
+	}
+	if !strings.HasPrefix(s.CommonName, NodeUserPrefix) || len(s.CommonName) == len(NodeUserPrefix) {
+		return "", fmt.Sprintf("subject CN %q is not %s<node name>", s.CommonName, NodeUserPrefix)
+	}
+	if len(s.Country)+len(s.Locality)+len(s.Province)+len(s.StreetAddress)+len(s.PostalCode)+len(s.OrganizationalUnit) > 0 || s.SerialNumber != "" {
+		return "", "subject has fields besides CN and O"
+	}
+	return strings.TrimPrefix(s.CommonName, NodeUserPrefix), ""
+}
+
+// checkUsages requires want and allows only want plus key encipherment.
+func checkUsages(got []certificatesv1.KeyUsage, want ...certificatesv1.KeyUsage) string {
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			return fmt.Sprintf("usages %v lack %q", got, w)
+		}
+	}
+	for _, g := range got {
+		if !slices.Contains(want, g) && g != certificatesv1.UsageKeyEncipherment {
+			return fmt.Sprintf("usage %q is not allowed (want %v, optionally %q)", g, want, certificatesv1.UsageKeyEncipherment)
+		}
+	}
+	return ""
+}
+
+func decideClient(csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, expected map[string]NodeIdentity) (bool, string) {
+	user, groups := csr.Spec.Username, csr.Spec.Groups
+	switch {
+	case user == NodeBootstrapperSA:
+		want := slices.Clone(nodeBootstrapperSAGroups)
+		got := slices.Clone(groups)
+		sort.Strings(got)
+		if !slices.Equal(slices.Compact(got), want) {
+			return false, fmt.Sprintf("requestor %s has groups %v, want exactly %v", user, groups, want)
+		}
+	case user == BootstrapUser:
+		if !slices.Contains(groups, BootstrappersGroup) {
+			return false, fmt.Sprintf("requestor %s is not in group %s (the kubelet-bootstrap certificate needs O=%s)", user, BootstrappersGroup, BootstrappersGroup)
+		}
+	default:
+		return false, fmt.Sprintf("requestor %q is not the node bootstrapper (%s or %s in %s)", user, NodeBootstrapperSA, BootstrapUser, BootstrappersGroup)
+	}
+	name, why := nodeFromSubject(req)
+	if why != "" {
+		return false, why
+	}
+	if _, ok := expected[name]; !ok {
+		return false, fmt.Sprintf("node %q is not one of the lab's nodes (%s)", name, names(expected))
+	}
+	if len(req.DNSNames)+len(req.IPAddresses)+len(req.EmailAddresses)+len(req.URIs) > 0 {
+		return false, "a kubelet client certificate request must carry no SANs"
+	}
+	if why := checkUsages(csr.Spec.Usages, certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth); why != "" {
+		return false, why
+	}
+	return true, fmt.Sprintf("client certificate for node %s requested by %s", name, user)
+}
+
+func decideServing(csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, expected map[string]NodeIdentity) (bool, string) {
+	user := csr.Spec.Username
+	if !strings.HasPrefix(user, NodeUserPrefix) || !slices.Contains(csr.Spec.Groups, NodesGroup) {
+		return false, fmt.Sprintf("requestor %q is not a node (%s<name> in group %s)", user, NodeUserPrefix, NodesGroup)
+	}
+	name, why := nodeFromSubject(req)
+	if why != "" {
+		return false, why
+	}
+	if user != NodeUserPrefix+name {
+		return false, fmt.Sprintf("requestor %q asks for a certificate of another node, %q", user, name)
+	}
+	id, ok := expected[name]
+	if !ok {
+		return false, fmt.Sprintf("node %q is not one of the lab's nodes (%s)", name, names(expected))
+	}
+	if len(req.EmailAddresses)+len(req.URIs) > 0 {
+		return false, "a kubelet serving certificate request must carry no e-mail or URI SANs"
+	}
+	if len(req.DNSNames)+len(req.IPAddresses) == 0 {
+		return false, "a kubelet serving certificate request must name the node (DNS or IP SAN)"
+	}
+	for _, d := range req.DNSNames {
+		if !strings.EqualFold(d, id.Name) && !slices.ContainsFunc(id.DNSNames, func(a string) bool { return strings.EqualFold(a, d) }) {
+			return false, fmt.Sprintf("DNS SAN %q is not node %s's name", d, name)
+		}
+	}
+	for _, ip := range req.IPAddresses {
+		if !slices.ContainsFunc(id.IPs, func(s string) bool { p := net.ParseIP(s); return p != nil && p.Equal(ip) }) {
+			return false, fmt.Sprintf("IP SAN %s is not node %s's address (%s)", ip, name, strings.Join(id.IPs, ", "))
+		}
+	}
+	if why := checkUsages(csr.Spec.Usages, certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth); why != "" {
+		return false, why
+	}
+	return true, fmt.Sprintf("serving certificate for node %s requested by the node", name)
+}
+
+func names(m map[string]NodeIdentity) string {
+	out := make([]string, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return "none expected"
+	}
+	return strings.Join(out, ", ")
+}
+
+// Pending reports whether csr has no Approved, Denied or Failed condition: the state `oc get
+// csr` shows as Pending and approve-csrs.sh looks for (status.conditions empty).
+func Pending(csr *certificatesv1.CertificateSigningRequest) bool {
+	for _, c := range csr.Status.Conditions {
+		switch c.Type {
+		case certificatesv1.CertificateApproved, certificatesv1.CertificateDenied, certificatesv1.CertificateFailed:
+			return false
+		}
+	}
+	return true
+}
+
+// NodeOf returns the node name a kubelet CSR is for (from its subject CN), or "".
+func NodeOf(csr *certificatesv1.CertificateSigningRequest) string {
+	req, err := parseRequest(csr.Spec.Request)
+	if err != nil || !strings.HasPrefix(req.Subject.CommonName, NodeUserPrefix) {
+		return ""
+	}
+	return strings.TrimPrefix(req.Subject.CommonName, NodeUserPrefix)
+}
+
+// Approve lists the CSRs, decides on every pending one, and approves those Decide accepts
+// through the approval subresource (what `oc adm certificate approve` does: an Approved=True
+// condition with reason ApprovalReason). It returns one Decision per pending CSR, sorted by
+// name; refused CSRs are left pending. An approval that loses a race (the CSR changed or was
+// approved meanwhile) is not an error: the next pass sees the new state. Errors name the
+// failing API call; the caller retries them.
+func Approve(ctx context.Context, client kubernetes.Interface, expected map[string]NodeIdentity) ([]Decision, error) {
+	list, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list CSRs: %w", err)
+	}
+	var out []Decision
+	for i := range list.Items {
+		c := &list.Items[i]
+		if !Pending(c) {
+			continue
+		}
+		ok, why := Decide(c, expected)
+		d := Decision{CSR: c.Name, Signer: c.Spec.SignerName, Node: NodeOf(c), Approve: ok, Reason: why}
+		if ok {
+			c = c.DeepCopy()
+			c.Status.Conditions = append(c.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+				Type:           certificatesv1.CertificateApproved,
+				Status:         corev1.ConditionTrue,
+				Reason:         ApprovalReason,
+				Message:        "labbuild: " + why,
+				LastUpdateTime: metav1.Now(),
+			})
+			_, err := client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, c.Name, c, metav1.UpdateOptions{})
+			switch {
+			case err == nil:
+				d.Approved = true
+			case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+				// Changed or gone meanwhile: decide again on the next pass.
+			default:
+				return out, fmt.Errorf("approve CSR %s (node %s): %w", c.Name, d.Node, err)
+			}
+		}
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].CSR < out[j].CSR })
+	return out, nil
+}
