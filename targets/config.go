@@ -136,6 +136,13 @@ type PKIConfig struct {
 	// CADays and CertDays are the validity of CAs and of leaf certificates, in days.
 	CADays   int `json:"caDays"`
 	CertDays int `json:"certDays"`
+	// BootstrapHours is the validity, in hours, of the short-lived bootstrap credentials (the
+	// kubelet-bootstrap client certificate), as openshift-install's ValidityOneDay (24 h).
+	// labbuild renews them on the next build once they near expiry, instead of failing the join.
+	BootstrapHours int `json:"bootstrapHours"`
+	// RenewPercent is the renewal margin: a certificate with less than this share of its
+	// lifetime left is stale and is re-issued, with its dependents, on the next build.
+	RenewPercent int `json:"renewPercent"`
 }
 
 // HAProxyConfig configures the host load balancer.

@@ -433,6 +433,7 @@ type node struct {
 	plan    *PlanItem    // set when it ran, was restored, or would be
 	failDep string       // the upstream that failed, for skipped targets
 	rs      *reasonState // inputs, for explain
+	base    cache.Digest // the key without the epoch (see keyWith)
 }
 
 type reasonState struct {
@@ -878,14 +879,24 @@ func (b *builder) keyWith(n *node, depDigest func(j int) cache.Digest, withInput
 			epoch = b.now.UnixNano()
 		}
 	}
+	n.base = h.Sum()
 	if prev != nil && prev.StaleAt != 0 {
-		e := strconv.AppendInt(nil, epoch, 10)
-		h.Add("epoch", e)
-		if withInputs {
-			inputs["epoch"] = cache.Sum(e)
-		}
+		return epochKey(n.base, epoch, inputs), inputs, epoch, renew, nil
 	}
-	return h.Sum(), inputs, epoch, renew, nil
+	return n.base, inputs, epoch, renew, nil
+}
+
+// epochKey is the key of a target whose output depends on time (it set a stale time): its
+// base key and its epoch. inputs, when non-nil, gets the epoch's digest for explanations.
+func epochKey(base cache.Digest, epoch int64, inputs map[string]cache.Digest) cache.Digest {
+	e := strconv.AppendInt(nil, epoch, 10)
+	if inputs != nil {
+		inputs["epoch"] = cache.Sum(e)
+	}
+	h := cache.NewHasher()
+	h.Add("base", base[:])
+	h.Add("epoch", e)
+	return h.Sum()
 }
 
 // racyWindow is the file system's timestamp granularity with a margin: ext4 and tmpfs stamp
@@ -1068,6 +1079,17 @@ func (b *builder) execute(ctx context.Context, n *node, key cache.Digest, inputs
 			err = fmt.Errorf("%s: %w", t.Name, err)
 		}
 		return err
+	}
+	// Whether the epoch is part of the key is known only now: a target that set a stale time
+	// for the first time is keyed with its epoch from here on (and one that stopped, without),
+	// so the next build computes the same key and does nothing.
+	if timed, wasTimed := !s.staleAt.IsZero(), prev != nil && prev.StaleAt != 0; timed != wasTimed {
+		if timed {
+			key = epochKey(n.base, epoch, inputs)
+		} else {
+			key = n.base
+			delete(inputs, "epoch")
+		}
 	}
 	rels := s.outputs()
 	files := make([]cache.File, 0, len(rels))

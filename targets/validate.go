@@ -199,6 +199,12 @@ func (c *Config) Validate(file string) error {
 	if c.PKI.CADays < 1 || c.PKI.CertDays < 1 || c.PKI.CertDays > c.PKI.CADays {
 		bad("pki.certDays", fmt.Sprintf("caDays %d, certDays %d", c.PKI.CADays, c.PKI.CertDays), "both at least 1, and certificates may not outlive their CA")
 	}
+	if c.PKI.BootstrapHours < 1 || c.PKI.BootstrapHours > 24*c.PKI.CADays {
+		bad("pki.bootstrapHours", fmt.Sprintf("%d", c.PKI.BootstrapHours), "at least 1 hour (openshift-install uses 24), and within the CA's life")
+	}
+	if c.PKI.RenewPercent < 1 || c.PKI.RenewPercent > 90 {
+		bad("pki.renewPercent", fmt.Sprintf("%d", c.PKI.RenewPercent), "a percentage between 1 and 90 (default 25)")
+	}
 	if c.HAProxy.StatsPort < 1 || c.HAProxy.StatsPort > 65535 {
 		bad("haproxy.statsPort", fmt.Sprintf("%d is not a port", c.HAProxy.StatsPort), "1-65535")
 	}

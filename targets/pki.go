@@ -1,0 +1,356 @@
+package targets
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/labbuild/labbuild/render/pki"
+)
+
+// The pki family: keys, CAs and leaf certificates (openshift-the-hard-way stage 05,
+// ../shared/spec/stages.md §5, with its fixes; target-graph.md §3.3).
+//
+// Output conventions other families rely on: pki/key/<id> writes tls.key (0600, PEM);
+// pki/ca/<id> and pki/cert/<id> write tls.crt, and their key is pki/key/<id>; pki/sa writes
+// sa.pub (its key is pki/key/service-account).
+//
+// Differences from openshift-the-hard-way, on purpose:
+//   - Every CA is self-signed, as openshift-install's signers are. OTHW signs etcd-ca,
+//     kubernetes-ca and front-proxy-ca with a root and then trusts each intermediate alone,
+//     which works in Go but not in openssl without -partial_chain.
+//   - The etcd CA is etcd-signer (with etcd-metric-signer beside it), the names the
+//     cluster-etcd-operator reads from openshift-config, so the operator trusts the CA the
+//     bootstrap etcd was started with instead of minting its own.
+//   - front-proxy-client's CN is system:openshift-aggregator, which the kube-apiserver's
+//     --requestheader-allowed-names accepts; OTHW's "front-proxy-client" is refused.
+//   - kubelet-bootstrap is short-lived (pki.bootstrapHours, 24 h like the installer's) and in
+//     group system:bootstrappers, and like every certificate it is renewed by the next build
+//     once less than pki.renewPercent of its life is left.
+//   - The unused kubelet-ca and the etcd-peer-master-N certs (the cluster-etcd-operator issues
+//     those) are not made.
+
+// pkiCA describes one signer.
+type pkiCA struct {
+	id, cn, doc string
+}
+
+// pkiCAs are the lab's signers; each is self-signed with OU openshift (pkg/asset/tls
+// SelfSignedCertificate requires CN and OU).
+var pkiCAs = []pkiCA{
+	{"root", "root-ca", "root CA: the machine-config server's CA and MCO --root-ca"},
+	{"kubernetes", "kubernetes-ca", "Kubernetes CA: client CA, kubelet CSR signer, kubeconfig CA, MCO --kube-ca"},
+	{"front-proxy", "front-proxy-ca", "front-proxy CA: the kube-apiserver's --requestheader-client-ca-file"},
+	{"etcd-signer", "etcd-signer", "etcd CA (openshift-config/etcd-signer): bootstrap etcd's trusted CA"},
+	{"etcd-metric-signer", "etcd-metric-signer", "etcd metrics CA (openshift-config/etcd-metric-signer)"},
+}
+
+// pkiLeaf describes one leaf certificate. spec reads what it needs through the Step, so the
+// values are declared and hashed; reads lists those config paths.
+type pkiLeaf struct {
+	id, issuer, doc string
+	short           bool // validity from pki.bootstrapHours instead of pki.certDays
+	reads           func(c *Config) []string
+	spec            func(s *Step) (pki.Spec, error)
+}
+
+// pkiLeaves returns the leaf certificates for c. Node names are identities captured by the
+// closures; every value comes through the Step.
+func pkiLeaves(c *Config) []pkiLeaf {
+	boot := c.Bootstrap().Name
+	var masters []string
+	for _, m := range c.NodesByRole(RoleMaster) {
+		masters = append(masters, m.Name)
+	}
+	nodeIPs := func(names ...string) []string {
+		var r []string
+		for _, n := range names {
+			r = append(r, "nodes."+n+".ip")
+		}
+		return r
+	}
+	domainReads := []string{"cluster.name", "cluster.baseDomain"}
+	client := func(cn string, o ...string) func(*Step) (pki.Spec, error) {
+		return func(*Step) (pki.Spec, error) {
+			return pki.Spec{CommonName: cn, Organization: o, Client: true}, nil
+		}
+	}
+	none := func(*Config) []string { return nil }
+	return []pkiLeaf{
+		{
+			id: "etcd-server", issuer: "etcd-signer",
+			doc: "bootstrap etcd serving cert (server+client: etcd and its probes present it as a client)",
+			reads: func(*Config) []string {
+				return append(append(domainReads[:2:2], nodeIPs(boot)...), nodeIPs(masters...)...)
+			},
+			spec: func(s *Step) (pki.Spec, error) {
+				dom, err := pkiDomain(s)
+				if err != nil {
+					return pki.Spec{}, err
+				}
+				ips, err := pkiNodeIPs(s, append([]string{boot}, masters...))
+				if err != nil {
+					return pki.Spec{}, err
+				}
+				return pki.Spec{CommonName: "etcd-server", Server: true, Client: true,
+					DNSNames: []string{"localhost", "etcd." + dom},
+					IPs:      append(ips, "127.0.0.1")}, nil
+			},
+		},
+		{
+			id: "etcd-peer", issuer: "etcd-signer",
+			doc: "bootstrap etcd peer cert (server+client), named for the bootstrap node",
+			reads: func(*Config) []string {
+				return append(append(domainReads[:2:2], "nodes."+boot+".name"), nodeIPs(boot)...)
+			},
+			spec: func(s *Step) (pki.Spec, error) {
+				dom, err := pkiDomain(s)
+				if err != nil {
+					return pki.Spec{}, err
+				}
+				name, err := s.String("nodes." + boot + ".name")
+				if err != nil {
+					return pki.Spec{}, err
+				}
+				ips, err := pkiNodeIPs(s, []string{boot})
+				if err != nil {
+					return pki.Spec{}, err
+				}
+				return pki.Spec{CommonName: "system:etcd-peer:" + name, Organization: []string{"system:etcd-peers"},
+					Server: true, Client: true,
+					DNSNames: []string{name + "." + dom, "localhost"},
+					IPs:      append(ips, "127.0.0.1")}, nil
+			},
+		},
+		{id: "etcd-client", issuer: "etcd-signer", doc: "etcd client cert of the kube-apiserver and the etcd operator (openshift-config/etcd-client)", reads: none, spec: client("system:etcd-client")},
+		{id: "etcd-metric-client", issuer: "etcd-metric-signer", doc: "etcd metrics client cert (openshift-config/etcd-metric-client)", reads: none, spec: client("system:etcd-metric-client")},
+		{
+			id: "kube-apiserver", issuer: "kubernetes",
+			doc: "bootstrap kube-apiserver serving cert: localhost, api, api-int, VIP, bootstrap and master IPs, first service IP",
+			reads: func(*Config) []string {
+				r := append(domainReads[:2:2], "network.apiVIP", "network.serviceNetwork")
+				return append(append(r, nodeIPs(boot)...), nodeIPs(masters...)...)
+			},
+			spec: func(s *Step) (pki.Spec, error) {
+				dom, err := pkiDomain(s)
+				if err != nil {
+					return pki.Spec{}, err
+				}
+				vip, err := s.String("network.apiVIP")
+				if err != nil {
+					return pki.Spec{}, err
+				}
+				svc, err := pkiServiceIP(s)
+				if err != nil {
+					return pki.Spec{}, err
+				}
+				ips, err := pkiNodeIPs(s, append([]string{boot}, masters...))
+				if err != nil {
+					return pki.Spec{}, err
+				}
+				return pki.Spec{CommonName: "kube-apiserver", Server: true, Client: true,
+					DNSNames: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc",
+						"kubernetes.default.svc.cluster.local", "api." + dom, "api-int." + dom, "localhost"},
+					IPs: append(append([]string{vip}, ips...), "127.0.0.1", svc)}, nil
+			},
+		},
+		{id: "kube-apiserver-kubelet-client", issuer: "kubernetes", doc: "kube-apiserver's client cert to kubelets", reads: none, spec: client("system:kube-apiserver", "kube-master")},
+		{id: "kube-controller-manager", issuer: "kubernetes", doc: "kube-controller-manager client cert", reads: none, spec: client("system:kube-controller-manager")},
+		{id: "kube-scheduler", issuer: "kubernetes", doc: "kube-scheduler client cert", reads: none, spec: client("system:kube-scheduler")},
+		{id: "front-proxy-client", issuer: "front-proxy", doc: "aggregator (front-proxy) client cert, CN in --requestheader-allowed-names", reads: none, spec: client("system:openshift-aggregator")},
+		{id: "admin", issuer: "kubernetes", doc: "cluster-admin client cert (system:admin in system:masters)", reads: none, spec: client("system:admin", "system:masters")},
+		{id: "kubelet-bootstrap", issuer: "kubernetes", short: true, doc: "kubelet bootstrap client cert (short-lived; renewed while a boot is ahead)", reads: none, spec: client("system:bootstrapper", "system:bootstrappers")},
+	}
+}
+
+func pkiDomain(s *Step) (string, error) {
+	name, err := s.String("cluster.name")
+	if err != nil {
+		return "", err
+	}
+	base, err := s.String("cluster.baseDomain")
+	if err != nil {
+		return "", err
+	}
+	return name + "." + base, nil
+}
+
+func pkiNodeIPs(s *Step, names []string) ([]string, error) {
+	var ips []string
+	for _, n := range names {
+		ip, err := s.String("nodes." + n + ".ip")
+		if err != nil {
+			return nil, err
+		}
+		ips = append(ips, ip)
+	}
+	return ips, nil
+}
+
+// pkiServiceIP is the first host of network.serviceNetwork: the kubernetes Service's
+// ClusterIP (172.30.0.1 by default; OTHW hard-codes it).
+func pkiServiceIP(s *Step) (string, error) {
+	cidr, err := s.String("network.serviceNetwork")
+	if err != nil {
+		return "", err
+	}
+	p, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return "", fmt.Errorf("network.serviceNetwork %q: %w", cidr, err)
+	}
+	return p.Masked().Addr().Next().String(), nil
+}
+
+// pkiKeyIDs lists every key: one per CA and leaf, plus the service-account signing key.
+func pkiKeyIDs(c *Config) []string {
+	var ids []string
+	for _, ca := range pkiCAs {
+		ids = append(ids, ca.id)
+	}
+	for _, l := range pkiLeaves(c) {
+		ids = append(ids, l.id)
+	}
+	return append(ids, "service-account")
+}
+
+// pkiStaleAt is when a certificate issued at epoch (valid until notAfter) should be renewed:
+// when less than pct percent of its lifetime is left.
+func pkiStaleAt(epoch, notAfter time.Time, pct int) time.Time {
+	life := notAfter.Sub(epoch)
+	return notAfter.Add(-life * time.Duration(pct) / 100)
+}
+
+// pkiIssue is the shared Run of CAs and leaves: load the key (and the issuer), issue, write
+// tls.crt, and record when it goes stale.
+func pkiIssue(s *Step, id, issuer string, spec pki.Spec, validity time.Duration) error {
+	key, err := s.DepFile("pki/key/"+id, "tls.key")
+	if err != nil {
+		return err
+	}
+	var iss *pki.Issuer
+	if issuer != "" {
+		crt, err := s.DepFile("pki/ca/"+issuer, "tls.crt")
+		if err != nil {
+			return err
+		}
+		ik, err := s.DepFile("pki/key/"+issuer, "tls.key")
+		if err != nil {
+			return err
+		}
+		iss = &pki.Issuer{CertPEM: crt, KeyPEM: ik}
+	}
+	var pct int
+	if err := s.Value("pki.renewPercent", &pct); err != nil {
+		return err
+	}
+	spec.Validity = validity
+	crt, notAfter, err := pki.Issue(spec, key, iss, s.Epoch())
+	if err != nil {
+		return err
+	}
+	s.SetStaleAt(pkiStaleAt(s.Epoch(), notAfter, pct))
+	return s.WriteFile("tls.crt", crt, 0o644)
+}
+
+func pkiTargets(c *Config) []*Target {
+	var ts []*Target
+	for _, id := range pkiKeyIDs(c) {
+		ts = append(ts, &Target{
+			Name:    "pki/key/" + id,
+			Doc:     "private key of " + id + " (sticky: made once, kept until pki.keyAlgorithm changes or --regenerate)",
+			Reads:   []string{"pki.keyAlgorithm"},
+			Version: 1,
+			Sticky:  true,
+			Run: func(ctx context.Context, s *Step) error {
+				alg, err := s.String("pki.keyAlgorithm")
+				if err != nil {
+					return err
+				}
+				k, err := pki.GenerateKey(alg, rand.Reader)
+				if err != nil {
+					return fmt.Errorf("pki.keyAlgorithm: %w", err)
+				}
+				return s.WriteFile("tls.key", k, 0o600)
+			},
+		})
+	}
+	for _, ca := range pkiCAs {
+		ca := ca
+		ts = append(ts, &Target{
+			Name:    "pki/ca/" + ca.id,
+			Doc:     ca.doc,
+			Deps:    []string{"pki/key/" + ca.id},
+			Reads:   []string{"pki.caDays", "pki.renewPercent"},
+			Version: 1,
+			Run: func(ctx context.Context, s *Step) error {
+				var days int
+				if err := s.Value("pki.caDays", &days); err != nil {
+					return err
+				}
+				spec := pki.Spec{CommonName: ca.cn, OrganizationalUnit: []string{"openshift"}, CA: true}
+				return pkiIssue(s, ca.id, "", spec, time.Duration(days)*24*time.Hour)
+			},
+		})
+	}
+	for _, l := range pkiLeaves(c) {
+		l := l
+		reads := append([]string{"pki.renewPercent"}, l.reads(c)...)
+		if l.short {
+			reads = append(reads, "pki.bootstrapHours")
+		} else {
+			reads = append(reads, "pki.certDays")
+		}
+		ts = append(ts, &Target{
+			Name:    "pki/cert/" + l.id,
+			Doc:     l.doc,
+			Deps:    []string{"pki/key/" + l.id, "pki/ca/" + l.issuer, "pki/key/" + l.issuer},
+			Reads:   reads,
+			Version: 1,
+			Run: func(ctx context.Context, s *Step) error {
+				spec, err := l.spec(s)
+				if err != nil {
+					return err
+				}
+				var validity time.Duration
+				if l.short {
+					var h int
+					if err := s.Value("pki.bootstrapHours", &h); err != nil {
+						return err
+					}
+					validity = time.Duration(h) * time.Hour
+				} else {
+					var d int
+					if err := s.Value("pki.certDays", &d); err != nil {
+						return err
+					}
+					validity = time.Duration(d) * 24 * time.Hour
+				}
+				return pkiIssue(s, l.id, l.issuer, spec, validity)
+			},
+		})
+	}
+	ts = append(ts, &Target{
+		Name:    "pki/sa",
+		Doc:     "service-account token verification key (sa.pub, PKIX PEM): --service-account-key-file",
+		Deps:    []string{"pki/key/service-account"},
+		Version: 1,
+		Run: func(ctx context.Context, s *Step) error {
+			k, err := s.DepFile("pki/key/service-account", "tls.key")
+			if err != nil {
+				return err
+			}
+			pub, err := pki.PublicKeyPEM(k)
+			if err != nil {
+				return err
+			}
+			return s.WriteFile("sa.pub", pub, 0o644)
+		},
+	})
+	return ts
+}
+
+func init() {
+	Register(Family{Name: "pki", Doc: "keys (sticky), CAs and certificates of the control plane", Targets: pkiTargets})
+}
