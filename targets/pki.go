@@ -3,8 +3,17 @@ package targets
 import (
 	"context"
 	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/labbuild/labbuild/render/pki"
@@ -353,4 +362,102 @@ func pkiTargets(c *Config) []*Target {
 
 func init() {
 	Register(Family{Name: "pki", Doc: "keys (sticky), CAs and certificates of the control plane", Targets: pkiTargets})
+}
+
+// CertInfo is one built certificate as `labbuild certs` shows it.
+type CertInfo struct {
+	Target   string    `json:"target"` // pki/ca/<id> or pki/cert/<id>
+	Subject  string    `json:"subject"`
+	Issuer   string    `json:"issuer"`
+	DNSNames []string  `json:"dnsNames,omitempty"`
+	IPs      []string  `json:"ips,omitempty"`
+	Usages   []string  `json:"usages"` // "CA", "serverAuth", "clientAuth"
+	NotAfter time.Time `json:"notAfter"`
+	// Left is the time to NotAfter from the report's clock, in seconds (negative once expired).
+	Left int64 `json:"leftSeconds"`
+}
+
+// Certs reads every built certificate under outDir (out/pki/{ca,cert}/<id>/tls.crt), sorted by
+// target name. It reads only certificates, never keys.
+func Certs(outDir string, now time.Time) ([]CertInfo, error) {
+	var infos []CertInfo
+	for _, kind := range []string{"ca", "cert"} {
+		dir := filepath.Join(outDir, "pki", kind)
+		ents, err := os.ReadDir(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			p := filepath.Join(dir, e.Name(), "tls.crt")
+			b, err := os.ReadFile(p)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			} else if err != nil {
+				return nil, err
+			}
+			c, err := pki.ParseCert(b)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", p, err)
+			}
+			in := CertInfo{Target: "pki/" + kind + "/" + e.Name(), Subject: c.Subject.String(), Issuer: c.Issuer.String(),
+				DNSNames: c.DNSNames, NotAfter: c.NotAfter.UTC(), Left: int64(c.NotAfter.Sub(now) / time.Second)}
+			for _, ip := range c.IPAddresses {
+				in.IPs = append(in.IPs, ip.String())
+			}
+			if c.IsCA {
+				in.Usages = append(in.Usages, "CA")
+			}
+			for _, u := range c.ExtKeyUsage {
+				switch u {
+				case x509.ExtKeyUsageServerAuth:
+					in.Usages = append(in.Usages, "serverAuth")
+				case x509.ExtKeyUsageClientAuth:
+					in.Usages = append(in.Usages, "clientAuth")
+				}
+			}
+			infos = append(infos, in)
+		}
+	}
+	return infos, nil
+}
+
+// CertReport writes Certs(outDir, now) to w: a table, or JSON with jsonOut. A certificate
+// within a day of expiry, or expired, is marked so the user sees it before a boot fails.
+func CertReport(outDir string, now time.Time, jsonOut bool, w io.Writer) error {
+	infos, err := Certs(outDir, now)
+	if err != nil {
+		return err
+	}
+	if jsonOut {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if infos == nil {
+			infos = []CertInfo{}
+		}
+		return enc.Encode(infos)
+	}
+	if len(infos) == 0 {
+		fmt.Fprintf(w, "no certificates under %s (run `labbuild pki`)\n", outDir)
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tSUBJECT\tISSUER\tUSAGES\tSANS\tNOT AFTER\tLEFT")
+	for _, in := range infos {
+		sans := append(append([]string(nil), in.DNSNames...), in.IPs...)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Target, in.Subject, in.Issuer, strings.Join(in.Usages, ","),
+			strings.Join(sans, ","), in.NotAfter.Format(time.RFC3339), pkiLeft(time.Duration(in.Left)*time.Second))
+	}
+	return tw.Flush()
+}
+
+func pkiLeft(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "EXPIRED"
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh%02dm (renew)", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }

@@ -342,3 +342,38 @@ func pkiFreePort(t *testing.T) string {
 	_, p, _ := net.SplitHostPort(ln.Addr().String())
 	return p
 }
+
+func TestCertReport(t *testing.T) {
+	l := newPKILab(t)
+	l.build()
+	var js bytes.Buffer
+	if err := CertReport(l.out, pkiT0.Add(23*time.Hour), true, &js); err != nil {
+		t.Fatal(err)
+	}
+	var infos []CertInfo
+	if err := json.Unmarshal(js.Bytes(), &infos); err != nil {
+		t.Fatal(err)
+	}
+	if want := len(pkiCAs) + len(pkiLeaves(l.cfg)); len(infos) != want {
+		t.Fatalf("%d certificates, want %d", len(infos), want)
+	}
+	var table bytes.Buffer
+	if err := CertReport(l.out, pkiT0.Add(23*time.Hour), false, &table); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(table.String(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "pki/cert/kubelet-bootstrap "):
+			if !strings.Contains(line, "(renew)") || !strings.Contains(line, "clientAuth") {
+				t.Errorf("kubelet-bootstrap line lacks the renewal mark or its usage: %q", line)
+			}
+		case strings.HasPrefix(line, "pki/cert/kube-apiserver "):
+			if !strings.Contains(line, "api-int.ocp4.example.com") || !strings.Contains(line, "serverAuth,clientAuth") || !strings.HasSuffix(strings.TrimSpace(line), "364d") {
+				t.Errorf("kube-apiserver line: %q", line)
+			}
+		}
+		if strings.Contains(line, "PRIVATE KEY") {
+			t.Errorf("key material in the report")
+		}
+	}
+}

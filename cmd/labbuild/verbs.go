@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -133,10 +134,6 @@ does once a day. libvirt objects are left alone: use labbuild destroy.`,
 		"help": {usage: "labbuild help [verb]", short: "show help for labbuild or a verb"},
 	}
 }
-
-// certReport is set by a family file that can list certificates (pki.go), so the CLI does not
-// depend on which families exist.
-var certReport func(outDir string, jsonOut bool, w io.Writer) error
 
 func printHelp(w io.Writer, name string, fs *pflag.FlagSet) {
 	if v, ok := verbs[name]; ok && name != "" {
@@ -545,8 +542,13 @@ func runConfig(ctx context.Context, c *cli, args []string) error {
 }
 
 func runCerts(ctx context.Context, c *cli, args []string) error {
-	if certReport == nil {
-		return fmt.Errorf("certs: this build of labbuild has no pki family")
+	now := time.Now()
+	if c.now != "" {
+		t, err := time.Parse(time.RFC3339, c.now)
+		if err != nil {
+			return usagef("--now: %v", err)
+		}
+		now = t
 	}
-	return certReport(c.outDir, c.json, c.stdout)
+	return targets.CertReport(c.outDir, now, c.json, c.stdout)
 }

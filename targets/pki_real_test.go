@@ -1,0 +1,295 @@
+package targets
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/render/pki"
+)
+
+// pkiProc runs a real program for a test, with its output in a file that the test prints only
+// on failure (it holds no secrets: certificate paths, never key bytes).
+func pkiProc(t *testing.T, name, bin string, args ...string) {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			if len(b) > 4000 {
+				b = b[len(b)-4000:]
+			}
+			t.Logf("%s log (tail):\n%s", name, b)
+		}
+		logf.Close()
+	})
+}
+
+// pkiWaitFor polls ready until it succeeds or the deadline passes. Waiting for a real process
+// to come up is the one place a test polls; nothing is timed.
+func pkiWaitFor(t *testing.T, what string, d time.Duration, ready func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := ready()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after %v: %v", what, d, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// pkiTLSClient is an HTTPS client presenting cert/key and trusting ca.
+func pkiTLSClient(t *testing.T, ca, cert, key []byte) *http.Client {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	cfg := &tls.Config{RootCAs: pool}
+	if cert != nil {
+		pair, err := tls.X509KeyPair(cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+}
+
+// pkiStranger issues certificates the lab did not make: from a foreign CA, or from the lab's
+// own CA but without clientAuth.
+func pkiStranger(t *testing.T, spec pki.Spec, issuer *pki.Issuer) (cert, key []byte) {
+	t.Helper()
+	key, err := pki.GenerateKey(pki.ECDSAP256, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Validity = 24 * time.Hour
+	cert, _, err = pki.Issue(spec, key, issuer, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
+}
+
+// pkiStartEtcd starts Debian's etcd with the lab's etcd-server and etcd-peer certs and mutual
+// TLS on both ports, as the bootstrap etcd static pod does; it returns the client URL.
+func pkiStartEtcd(t *testing.T, l *pkiLab) string {
+	etcd := testenv.Require(t, "etcd")
+	cport, pport := pkiFreePort(t), pkiFreePort(t)
+	curl, purl := "https://127.0.0.1:"+cport, "https://127.0.0.1:"+pport
+	pkiProc(t, "etcd", etcd,
+		"--name", "etcd-bootstrap", "--data-dir", t.TempDir(),
+		"--listen-client-urls", curl, "--advertise-client-urls", curl,
+		"--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
+		"--initial-cluster", "etcd-bootstrap="+purl, "--initial-cluster-state", "new",
+		"--cert-file", l.path("pki/cert/etcd-server", "tls.crt"), "--key-file", l.path("pki/key/etcd-server", "tls.key"),
+		"--trusted-ca-file", l.path("pki/ca/etcd-signer", "tls.crt"), "--client-cert-auth",
+		"--peer-cert-file", l.path("pki/cert/etcd-peer", "tls.crt"), "--peer-key-file", l.path("pki/key/etcd-peer", "tls.key"),
+		"--peer-trusted-ca-file", l.path("pki/ca/etcd-signer", "tls.crt"), "--peer-client-cert-auth")
+	good := pkiTLSClient(t, l.file("pki/ca/etcd-signer", "tls.crt"), l.file("pki/cert/etcd-client", "tls.crt"), l.file("pki/key/etcd-client", "tls.key"))
+	pkiWaitFor(t, "etcd", 20*time.Second, func() error { return pkiGet(good, curl+"/health", `"health":"true"`) })
+	return curl
+}
+
+func pkiGet(c *http.Client, url, want string) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+		return fmt.Errorf("GET %s: %s %.200s", url, resp.Status, b)
+	}
+	return nil
+}
+
+// TestPKIEtcd proves the etcd certificates with a real etcd: the lab's client cert is
+// accepted; a cert from another CA, and one from the etcd CA without clientAuth, are refused.
+func TestPKIEtcd(t *testing.T) {
+	l := newPKILab(t)
+	l.now = time.Now() // real programs check validity against the real clock
+	l.build()
+	curl := pkiStartEtcd(t, l)
+	ca := l.file("pki/ca/etcd-signer", "tls.crt")
+	foreignCAKey, _ := pki.GenerateKey(pki.ECDSAP256, rand.Reader)
+	foreignCA, _, err := pki.Issue(pki.Spec{CommonName: "foreign-ca", CA: true, Validity: time.Hour}, foreignCAKey, nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc, fk := pkiStranger(t, pki.Spec{CommonName: "system:etcd-client", Client: true}, &pki.Issuer{CertPEM: foreignCA, KeyPEM: foreignCAKey})
+	sc, sk := pkiStranger(t, pki.Spec{CommonName: "server-only", Server: true},
+		&pki.Issuer{CertPEM: ca, KeyPEM: l.file("pki/key/etcd-signer", "tls.key")})
+	tests := []struct {
+		name       string
+		cert, key  []byte
+		wantAccept bool
+	}{
+		{"lab etcd-client", l.file("pki/cert/etcd-client", "tls.crt"), l.file("pki/key/etcd-client", "tls.key"), true},
+		{"lab etcd-server as client (probes)", l.file("pki/cert/etcd-server", "tls.crt"), l.file("pki/key/etcd-server", "tls.key"), true},
+		{"foreign CA", fc, fk, false},
+		{"etcd CA without clientAuth", sc, sk, false},
+		{"no client cert", nil, nil, false},
+	}
+	for _, tt := range tests {
+		err := pkiGet(pkiTLSClient(t, ca, tt.cert, tt.key), curl+"/health", `"health":"true"`)
+		if (err == nil) != tt.wantAccept {
+			t.Errorf("%s: accepted=%v, want %v (%v)", tt.name, err == nil, tt.wantAccept, err)
+		}
+	}
+}
+
+// TestPKIKubeAPIServer runs a real kube-apiserver with the lab's certificates against the real
+// etcd, and checks every kubeconfig: /readyz answers, and the server authenticates the
+// kubeconfig's user as the certificate says. A foreign client cert is refused, and the
+// front-proxy client cert is accepted as a request-header authenticator (its CN is allowed).
+func TestPKIKubeAPIServer(t *testing.T) {
+	apiserver := testenv.Require(t, "kube-apiserver")
+	l := newPKILab(t)
+	l.now = time.Now()
+	l.build()
+	curl := pkiStartEtcd(t, l)
+	port := pkiFreePort(t)
+	// The flags of the bootstrap kube-apiserver static pod that concern PKI (spec §7.1), on
+	// loopback.
+	pkiProc(t, "kube-apiserver", apiserver,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+port,
+		"--etcd-servers="+curl,
+		"--etcd-cafile="+l.path("pki/ca/etcd-signer", "tls.crt"),
+		"--etcd-certfile="+l.path("pki/cert/etcd-client", "tls.crt"),
+		"--etcd-keyfile="+l.path("pki/key/etcd-client", "tls.key"),
+		"--client-ca-file="+l.path("pki/ca/kubernetes", "tls.crt"),
+		"--tls-cert-file="+l.path("pki/cert/kube-apiserver", "tls.crt"),
+		"--tls-private-key-file="+l.path("pki/key/kube-apiserver", "tls.key"),
+		"--kubelet-client-certificate="+l.path("pki/cert/kube-apiserver-kubelet-client", "tls.crt"),
+		"--kubelet-client-key="+l.path("pki/key/kube-apiserver-kubelet-client", "tls.key"),
+		"--service-account-key-file="+l.path("pki/sa", "sa.pub"),
+		"--service-account-signing-key-file="+l.path("pki/key/service-account", "tls.key"),
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-cluster-ip-range=172.30.0.0/16",
+		"--requestheader-client-ca-file="+l.path("pki/ca/front-proxy", "tls.crt"),
+		"--requestheader-allowed-names=kube-apiserver-proxy,system:kube-apiserver-proxy,system:openshift-aggregator",
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file="+l.path("pki/cert/front-proxy-client", "tls.crt"),
+		"--proxy-client-key-file="+l.path("pki/key/front-proxy-client", "tls.key"),
+		"--authorization-mode=Node,RBAC",
+		"--anonymous-auth=false",
+	)
+	ca := l.file("pki/ca/kubernetes", "tls.crt")
+	admin := pkiTLSClient(t, ca, l.file("pki/cert/admin", "tls.crt"), l.file("pki/key/admin", "tls.key"))
+	base := "https://127.0.0.1:" + port
+	pkiWaitFor(t, "kube-apiserver", 90*time.Second, func() error { return pkiGet(admin, base+"/readyz", "ok") })
+
+	for _, k := range kcSpecs {
+		t.Run("kubeconfig/"+k.name, func(t *testing.T) {
+			cfg, err := clientcmd.BuildConfigFromFlags("", l.path("kubeconfig/"+k.name, "kubeconfig"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The kubeconfig's server name is api/api-int/localhost: keep it for certificate
+			// verification (the SAN check) and dial loopback instead of resolving it.
+			if !strings.HasSuffix(cfg.Host, ":6443") {
+				t.Fatalf("server %s: want port 6443", cfg.Host)
+			}
+			host := strings.TrimSuffix(strings.TrimPrefix(cfg.Host, "https://"), ":6443")
+			cfg.Host, cfg.TLSClientConfig.ServerName = base, host
+			pkiSelf(t, cfg, pkiUser(k.user))
+		})
+	}
+	t.Run("foreign client cert", func(t *testing.T) {
+		fkey, _ := pki.GenerateKey(pki.ECDSAP256, rand.Reader)
+		fca, _, _ := pki.Issue(pki.Spec{CommonName: "kubernetes-ca", CA: true, Validity: time.Hour}, fkey, nil, time.Now())
+		c, k := pkiStranger(t, pki.Spec{CommonName: "system:admin", Organization: []string{"system:masters"}, Client: true}, &pki.Issuer{CertPEM: fca, KeyPEM: fkey})
+		cfg := &rest.Config{Host: base, TLSClientConfig: rest.TLSClientConfig{CAData: ca, CertData: c, KeyData: k, ServerName: "localhost"}}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cs.AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err == nil || !strings.Contains(err.Error(), "Unauthorized") {
+			t.Errorf("foreign cert: %v, want Unauthorized", err)
+		}
+	})
+	t.Run("front-proxy request header", func(t *testing.T) {
+		cfg := &rest.Config{Host: base, TLSClientConfig: rest.TLSClientConfig{CAData: ca,
+			CertData: l.file("pki/cert/front-proxy-client", "tls.crt"), KeyData: l.file("pki/key/front-proxy-client", "tls.key"), ServerName: "localhost"}}
+		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return pkiHeaders{rt, map[string]string{"X-Remote-User": "alice", "X-Remote-Group": "system:authenticated"}}
+		}
+		pkiSelf(t, cfg, "alice")
+	})
+}
+
+// pkiUser is the user name a kubeconfig's certificate authenticates as.
+func pkiUser(user string) string {
+	switch user {
+	case "admin":
+		return "system:admin"
+	}
+	return user
+}
+
+// pkiSelf asks the apiserver who cfg is (SelfSubjectReview, GA in 1.28) and checks the name.
+func pkiSelf(t *testing.T, cfg *rest.Config, want string) {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := cs.RESTClient().Get().AbsPath("/readyz").DoRaw(context.Background())
+	if err != nil || string(body) != "ok" {
+		t.Fatalf("/readyz: %q %v", body, err)
+	}
+	r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(context.Background(), &authv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("SelfSubjectReview: %v", err)
+	}
+	if got := r.Status.UserInfo.Username; got != want {
+		t.Errorf("authenticated as %q, want %q", got, want)
+	}
+}
+
+type pkiHeaders struct {
+	rt http.RoundTripper
+	h  map[string]string
+}
+
+func (p pkiHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range p.h {
+		r.Header.Set(k, v)
+	}
+	return p.rt.RoundTrip(r)
+}
