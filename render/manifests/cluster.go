@@ -1,0 +1,614 @@
+package manifests
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	configv1 "github.com/openshift/api/config/v1"
+	"github.com/openshift/api/features"
+	operatorv1 "github.com/openshift/api/operator/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// File is one rendered manifest: Name is its file name under manifests/ (the name sets the
+// apply order: bootkube applies the files in byte order, so every name starts with a two-digit
+// group); Secret marks files that hold secret material (mode 0600).
+type File struct {
+	Name   string
+	Data   []byte
+	Secret bool
+}
+
+// The apply order of cluster manifests, by file-name prefix. CRDs (release/crds, named
+// 0000_<nn>_...) sort before all of these.
+const (
+	OrderNamespaces = "01" // Namespaces, before anything namespaced
+	OrderConfig     = "02" // config.openshift.io singletons, operator Network, ClusterVersion
+	OrderRBAC       = "03" // ClusterRoleBindings
+	OrderObjects    = "04" // ConfigMaps and Secrets
+)
+
+// StatusKinds are the kinds whose status labbuild writes in the manifest. Applying a file
+// drops the status of a kind with a status subresource, so the apply step must also apply
+// these files to the status subresource (kubectl apply --server-side --subresource=status).
+var StatusKinds = map[string]bool{"Infrastructure": true, "FeatureGate": true}
+
+func newFile(name string, o any) (File, error) {
+	b, err := marshal(o)
+	if err != nil {
+		return File{}, err
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		return File{}, fmt.Errorf("manifests: %s: %w", name, err)
+	}
+	if api, _ := m["apiVersion"].(string); strings.Contains(api, "openshift.io/") {
+		// An OpenShift config or operator object: serialize only the fields labbuild sets.
+		// The github.com/openshift/api module in go.mod is newer than 4.18 and its types write
+		// zero values of fields the 4.18 CRDs do not declare (ClusterVersion
+		// spec.signatureStores, Scheduler spec.profileCustomizations), which server-side
+		// apply refuses ("field not declared in schema").
+		if !StatusKinds[fmt.Sprint(m["kind"])] {
+			delete(m, "status")
+		}
+		pruneZero(m)
+		if _, ok := m["spec"]; !ok {
+			m["spec"] = map[string]any{} // every config CRD requires spec
+		}
+		if b, err = yaml.Marshal(m); err != nil {
+			return File{}, fmt.Errorf("manifests: %s: %w", name, err)
+		}
+	}
+	return File{Name: name, Data: b}, nil
+}
+
+// pruneZero removes, depth first, null values, empty strings and maps left empty from m.
+// Lists and booleans are kept (an empty gate list and false are meaningful).
+func pruneZero(m map[string]any) {
+	for k, v := range m {
+		switch x := v.(type) {
+		case nil:
+			delete(m, k)
+		case string:
+			if x == "" {
+				delete(m, k)
+			}
+		case map[string]any:
+			pruneZero(x)
+			if len(x) == 0 {
+				delete(m, k)
+			}
+		case []any:
+			for _, e := range x {
+				if em, ok := e.(map[string]any); ok {
+					pruneZero(em)
+				}
+			}
+		}
+	}
+}
+
+func configMeta(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }
+
+var configTM = func(kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: "config.openshift.io/v1", Kind: kind}
+}
+
+// Namespace names, in order, that the bootstrap manifests create (OTHW's 01-namespaces.yaml).
+var Namespaces = []string{
+	"openshift-config", "openshift-config-managed", "openshift-etcd", "openshift-kube-apiserver",
+	"openshift-kube-controller-manager", "openshift-kube-scheduler", "openshift-cluster-version",
+	"openshift-machine-config-operator", "openshift-infra", "openshift-node",
+}
+
+// NamespaceFiles renders one file per namespace in Namespaces. openshift-etcd carries
+// run-level "0" and an empty node selector, as the cluster-etcd-operator's own namespace
+// manifest: its pods must start before the SCC admission exists and on any node.
+func NamespaceFiles() ([]File, error) {
+	var out []File
+	for _, ns := range Namespaces {
+		o := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ns}}
+		if ns == "openshift-etcd" {
+			o.Labels = map[string]string{"openshift.io/run-level": "0"}
+			o.Annotations = map[string]string{"openshift.io/node-selector": ""}
+		}
+		f, err := newFile(OrderNamespaces+"-namespace-"+ns+".yaml", o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// RBACFiles renders the ClusterRoleBindings of OTHW's 02-rbac.yaml: the kubelet bootstrap
+// identity (User system:bootstrapper) may create node CSRs (system:node-bootstrapper) and run
+// kube-proxy (system:node-proxier); system:admin gets system:node-admin.
+func RBACFiles() ([]File, error) {
+	crb := func(name, role, user string) *rbacv1.ClusterRoleBinding {
+		return &rbacv1.ClusterRoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}},
+		}
+	}
+	var out []File
+	for _, b := range []*rbacv1.ClusterRoleBinding{
+		crb("system:bootstrapper", "system:node-bootstrapper", "system:bootstrapper"),
+		crb("system:bootstrapper-proxy", "system:node-proxier", "system:bootstrapper"),
+		crb("system:node-admin", "system:node-admin", "system:admin"),
+	} {
+		f, err := newFile(OrderRBAC+"-clusterrolebinding-"+strings.ReplaceAll(b.Name, ":", "-")+".yaml", b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// Topologies returns the control-plane and infrastructure topologies openshift-install 4.18
+// derives from the replica counts (pkg/asset/manifests/topologies.go): fewer than 3 masters
+// is SingleReplica; no workers means the infrastructure follows the control plane, one worker
+// is SingleReplica, more is HighlyAvailable.
+func Topologies(masters, workers int) (controlPlane, infra configv1.TopologyMode) {
+	controlPlane = configv1.HighlyAvailableTopologyMode
+	if masters < 3 {
+		controlPlane = configv1.SingleReplicaTopologyMode
+	}
+	switch {
+	case workers == 0:
+		infra = controlPlane
+	case workers == 1:
+		infra = configv1.SingleReplicaTopologyMode
+	default:
+		infra = configv1.HighlyAvailableTopologyMode
+	}
+	return controlPlane, infra
+}
+
+// Infrastructure renders Infrastructure `cluster` with spec and status as openshift-install's
+// cluster-infrastructure-02-config.yml for platform None: API URLs on domain
+// (<name>.<baseDomain>), the infrastructure name infraID (see InfraID) and the topologies of
+// Topologies. Its status is applied through the status subresource (StatusKinds).
+func Infrastructure(domain, infraID string, masters, workers int) (File, error) {
+	if domain == "" || infraID == "" {
+		return File{}, errors.New("infrastructure: empty cluster domain or infrastructure name")
+	}
+	cp, infra := Topologies(masters, workers)
+	o := &configv1.Infrastructure{
+		TypeMeta:   configTM("Infrastructure"),
+		ObjectMeta: configMeta("cluster"),
+		Spec: configv1.InfrastructureSpec{
+			PlatformSpec: configv1.PlatformSpec{Type: configv1.NonePlatformType},
+		},
+		Status: configv1.InfrastructureStatus{
+			InfrastructureName:     infraID,
+			Platform:               configv1.NonePlatformType,
+			PlatformStatus:         &configv1.PlatformStatus{Type: configv1.NonePlatformType},
+			APIServerURL:           "https://api." + domain + ":6443",
+			APIServerInternalURL:   "https://api-int." + domain + ":6443",
+			ControlPlaneTopology:   cp,
+			InfrastructureTopology: infra,
+			CPUPartitioning:        configv1.CPUPartitioningNone,
+		},
+	}
+	return newFile(OrderConfig+"-config-infrastructure.yaml", o)
+}
+
+// NetworkConfig renders config.openshift.io Network `cluster` (cluster-network-02-config.yml):
+// one cluster network with its per-node prefix, one service network, OVNKubernetes.
+func NetworkConfig(clusterNetwork string, hostPrefix int, serviceNetwork string) (File, error) {
+	if err := checkCIDR("network: cluster network", clusterNetwork); err != nil {
+		return File{}, err
+	}
+	if err := checkCIDR("network: service network", serviceNetwork); err != nil {
+		return File{}, err
+	}
+	o := &configv1.Network{
+		TypeMeta:   configTM("Network"),
+		ObjectMeta: configMeta("cluster"),
+		Spec: configv1.NetworkSpec{
+			ClusterNetwork: []configv1.ClusterNetworkEntry{{CIDR: clusterNetwork, HostPrefix: uint32(hostPrefix)}},
+			ServiceNetwork: []string{serviceNetwork},
+			NetworkType:    "OVNKubernetes",
+		},
+	}
+	return newFile(OrderConfig+"-config-network.yaml", o)
+}
+
+// OperatorNetwork renders operator.openshift.io Network `cluster`, which the
+// cluster-network-operator needs at start ("No networks.operator.openshift.io cluster found"
+// otherwise; spec §7.3 #5). managementState Managed: the CRD rejects an empty one.
+func OperatorNetwork(clusterNetwork string, hostPrefix int, serviceNetwork string) (File, error) {
+	if err := checkCIDR("operator network: cluster network", clusterNetwork); err != nil {
+		return File{}, err
+	}
+	if err := checkCIDR("operator network: service network", serviceNetwork); err != nil {
+		return File{}, err
+	}
+	o := &operatorv1.Network{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "operator.openshift.io/v1", Kind: "Network"},
+		ObjectMeta: configMeta("cluster"),
+		Spec: operatorv1.NetworkSpec{
+			OperatorSpec:   operatorv1.OperatorSpec{ManagementState: operatorv1.Managed},
+			ClusterNetwork: []operatorv1.ClusterNetworkEntry{{CIDR: clusterNetwork, HostPrefix: uint32(hostPrefix)}},
+			ServiceNetwork: []string{serviceNetwork},
+			DefaultNetwork: operatorv1.DefaultNetworkDefinition{Type: operatorv1.NetworkTypeOVNKubernetes},
+		},
+	}
+	return newFile(OrderConfig+"-operator-network.yaml", o)
+}
+
+// DNS renders DNS `cluster` with spec.baseDomain = the cluster domain <name>.<baseDomain>, as
+// openshift-install does (OTHW writes the bare baseDomain, so ingress and DNS records land one
+// level too high).
+func DNS(domain string) (File, error) {
+	if domain == "" {
+		return File{}, errors.New("dns: empty cluster domain")
+	}
+	return newFile(OrderConfig+"-config-dns.yaml", &configv1.DNS{
+		TypeMeta: configTM("DNS"), ObjectMeta: configMeta("cluster"),
+		Spec: configv1.DNSSpec{BaseDomain: domain}})
+}
+
+// Ingress renders Ingress `cluster` with spec.domain apps.<domain>.
+func Ingress(domain string) (File, error) {
+	if domain == "" {
+		return File{}, errors.New("ingress: empty cluster domain")
+	}
+	return newFile(OrderConfig+"-config-ingress.yaml", &configv1.Ingress{
+		TypeMeta: configTM("Ingress"), ObjectMeta: configMeta("cluster"),
+		Spec: configv1.IngressSpec{Domain: "apps." + domain}})
+}
+
+// Proxy renders the empty Proxy `cluster` (no proxy): operators read it and wait without it.
+func Proxy() (File, error) {
+	return newFile(OrderConfig+"-config-proxy.yaml", &configv1.Proxy{TypeMeta: configTM("Proxy"), ObjectMeta: configMeta("cluster")})
+}
+
+// Scheduler renders Scheduler `cluster`; masters are schedulable when there are no workers
+// (openshift-install: compute replicas sum to 0).
+func Scheduler(workers int) (File, error) {
+	return newFile(OrderConfig+"-config-scheduler.yaml", &configv1.Scheduler{
+		TypeMeta: configTM("Scheduler"), ObjectMeta: configMeta("cluster"),
+		Spec: configv1.SchedulerSpec{MastersSchedulable: workers == 0}})
+}
+
+// FeatureSet maps labbuild's cluster.featureSet ("Default" or "") to the API value: Default is
+// the empty string in FeatureGate spec.featureSet.
+func FeatureSet(s string) configv1.FeatureSet {
+	if s == "Default" {
+		return configv1.Default
+	}
+	return configv1.FeatureSet(s)
+}
+
+// FeatureGate renders FeatureGate `cluster` with spec.featureSet and, as the cluster-config-api
+// image's `render` does at bootstrap, status.featureGates for payloadVersion: the enabled and
+// disabled gates of (profile, featureSet) from github.com/openshift/api/features (the module
+// pinned in go.mod, the data of featureGate-<Profile>-<Set>.yaml in the payload). The CVO
+// exits on a feature-set mismatch if it is missing. Its status goes through the status
+// subresource (StatusKinds). CustomNoUpgrade is refused: it needs explicit gate lists.
+func FeatureGate(featureSet, profile, payloadVersion string) (File, error) {
+	fs := FeatureSet(featureSet)
+	if fs == configv1.CustomNoUpgrade {
+		return File{}, errors.New("featuregate: cluster.featureSet CustomNoUpgrade is not supported (it needs explicit gate lists); use Default, TechPreviewNoUpgrade or DevPreviewNoUpgrade")
+	}
+	if payloadVersion == "" {
+		return File{}, errors.New("featuregate: empty payload version (set release.version)")
+	}
+	gates, err := features.FeatureSets(features.ClusterProfileName("include.release.openshift.io/"+profile), fs)
+	if err != nil {
+		return File{}, fmt.Errorf("featuregate: cluster.profile %q, cluster.featureSet %q: %w", profile, featureSet, err)
+	}
+	attrs := func(ds []features.FeatureGateDescription) []configv1.FeatureGateAttributes {
+		out := make([]configv1.FeatureGateAttributes, 0, len(ds))
+		for _, d := range ds {
+			out = append(out, d.FeatureGateAttributes)
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return out
+	}
+	o := &configv1.FeatureGate{
+		TypeMeta: configTM("FeatureGate"), ObjectMeta: configMeta("cluster"),
+		Spec: configv1.FeatureGateSpec{FeatureGateSelection: configv1.FeatureGateSelection{FeatureSet: fs}},
+		Status: configv1.FeatureGateStatus{FeatureGates: []configv1.FeatureGateDetails{{
+			Version: payloadVersion, Enabled: attrs(gates.Enabled), Disabled: attrs(gates.Disabled)}}},
+	}
+	return newFile(OrderConfig+"-config-featuregate.yaml", o)
+}
+
+// ClusterVersion renders ClusterVersion `version` with channel stable-<major>.<minor> of
+// payloadVersion and clusterID (see ClusterID); no desiredUpdate and no upstream, so the CVO
+// installs the payload it runs (spec §7.3 #12).
+func ClusterVersion(payloadVersion, clusterID string) (File, error) {
+	parts := strings.SplitN(payloadVersion, ".", 3)
+	if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
+		return File{}, fmt.Errorf("clusterversion: release.version %q is not <major>.<minor>[.<patch>]", payloadVersion)
+	}
+	if clusterID == "" {
+		return File{}, errors.New("clusterversion: empty cluster ID")
+	}
+	return newFile(OrderConfig+"-config-clusterversion.yaml", &configv1.ClusterVersion{
+		TypeMeta: configTM("ClusterVersion"), ObjectMeta: configMeta("version"),
+		Spec: configv1.ClusterVersionSpec{ClusterID: configv1.ClusterID(clusterID), Channel: "stable-" + parts[0] + "." + parts[1]}})
+}
+
+// InstallConfig is the part of an install-config labbuild knows (openshift-install's
+// types.InstallConfig, apiVersion v1), for kube-system/cluster-config-v1.
+type InstallConfig struct {
+	Name, BaseDomain               string
+	ClusterNetwork                 string
+	HostPrefix                     int
+	ServiceNetwork, MachineNetwork string
+	Masters, Workers               int
+}
+
+// installConfig mirrors the YAML shape of openshift-install's install-config after defaulting
+// (the fields the cluster-network-operator and the MCO read). Field order is alphabetical in
+// the output, as sigs.k8s.io/yaml writes it.
+type installConfig struct {
+	APIVersion                  string            `json:"apiVersion"`
+	AdditionalTrustBundlePolicy string            `json:"additionalTrustBundlePolicy"`
+	BaseDomain                  string            `json:"baseDomain"`
+	Compute                     []machinePool     `json:"compute"`
+	ControlPlane                machinePool       `json:"controlPlane"`
+	Metadata                    map[string]string `json:"metadata"`
+	Networking                  icNetworking      `json:"networking"`
+	Platform                    map[string]any    `json:"platform"`
+	Publish                     string            `json:"publish"`
+	PullSecret                  string            `json:"pullSecret"`
+}
+
+type machinePool struct {
+	Architecture   string         `json:"architecture"`
+	Hyperthreading string         `json:"hyperthreading"`
+	Name           string         `json:"name"`
+	Platform       map[string]any `json:"platform"`
+	Replicas       int            `json:"replicas"`
+}
+
+type icNetworking struct {
+	ClusterNetwork []map[string]any `json:"clusterNetwork"`
+	MachineNetwork []map[string]any `json:"machineNetwork"`
+	NetworkType    string           `json:"networkType"`
+	ServiceNetwork []string         `json:"serviceNetwork"`
+}
+
+// ClusterConfigV1 renders ConfigMap kube-system/cluster-config-v1 whose `install-config` key
+// is the install-config this lab would have had (platform none, OVNKubernetes), as
+// openshift-install's manifests/cluster-config.yaml. pullSecret is "" as the installer writes
+// it: the pull secret never goes into this ConfigMap (or a log).
+func ClusterConfigV1(ic InstallConfig) (File, error) {
+	for field, v := range map[string]string{"cluster network": ic.ClusterNetwork, "service network": ic.ServiceNetwork, "machine network": ic.MachineNetwork} {
+		if err := checkCIDR("cluster-config-v1: "+field, v); err != nil {
+			return File{}, err
+		}
+	}
+	if ic.Name == "" || ic.BaseDomain == "" {
+		return File{}, errors.New("cluster-config-v1: empty cluster.name or cluster.baseDomain")
+	}
+	pool := func(name string, n int) machinePool {
+		return machinePool{Architecture: "amd64", Hyperthreading: "Enabled", Name: name, Platform: map[string]any{}, Replicas: n}
+	}
+	cfg := installConfig{
+		APIVersion: "v1", AdditionalTrustBundlePolicy: "Proxyonly", BaseDomain: ic.BaseDomain,
+		Compute: []machinePool{pool("worker", ic.Workers)}, ControlPlane: pool("master", ic.Masters),
+		Metadata: map[string]string{"name": ic.Name},
+		Networking: icNetworking{
+			ClusterNetwork: []map[string]any{{"cidr": ic.ClusterNetwork, "hostPrefix": ic.HostPrefix}},
+			MachineNetwork: []map[string]any{{"cidr": ic.MachineNetwork}},
+			NetworkType:    "OVNKubernetes",
+			ServiceNetwork: []string{ic.ServiceNetwork},
+		},
+		Platform: map[string]any{"none": map[string]any{}},
+		Publish:  "External",
+	}
+	y, err := marshal(cfg)
+	if err != nil {
+		return File{}, err
+	}
+	return newFile(OrderObjects+"-kube-system-configmap-cluster-config-v1.yaml", &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "cluster-config-v1", Namespace: "kube-system",
+			Annotations: map[string]string{"kubernetes.io/description": "The install-config content used to create the cluster. The cluster configuration may have changed since installation. This resource will be deleted once it is no longer needed."}},
+		Data: map[string]string{"install-config": string(y)},
+	})
+}
+
+// EtcdBootstrapAnnotation is the annotation on openshift-etcd/etcd-endpoints from which the
+// cluster-etcd-operator 4.18 reads the bootstrap member's IP (pkg/etcdcli
+// BootstrapIPAnnotationKey); OTHW's data.bootstrapIP is never read.
+const EtcdBootstrapAnnotation = "alpha.installer.openshift.io/etcd-bootstrap"
+
+// EtcdEndpoints renders ConfigMap openshift-etcd/etcd-endpoints with EtcdBootstrapAnnotation
+// set to bootstrapIP and no data, as the operator's bindata/bootkube 00_etcd-endpoints-cm.yaml.
+func EtcdEndpoints(bootstrapIP string) (File, error) {
+	if err := checkIP("etcd-endpoints: bootstrap IP", bootstrapIP); err != nil {
+		return File{}, err
+	}
+	return newFile(OrderObjects+"-openshift-etcd-configmap-etcd-endpoints.yaml", &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "etcd-endpoints", Namespace: "openshift-etcd",
+			Annotations: map[string]string{EtcdBootstrapAnnotation: bootstrapIP}},
+	})
+}
+
+// library-go certrotation annotations: a signer Secret without them is regenerated.
+const (
+	AnnotationNotBefore = "auth.openshift.io/certificate-not-before"
+	AnnotationNotAfter  = "auth.openshift.io/certificate-not-after"
+	AnnotationIssuer    = "auth.openshift.io/certificate-issuer"
+)
+
+// parseCert returns the first certificate of a PEM block list.
+func parseCert(what string, certPEM []byte) (*x509.Certificate, error) {
+	b, _ := pem.Decode(certPEM)
+	if b == nil || b.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("%s: tls.crt is not a PEM certificate", what)
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: tls.crt: %w", what, err)
+	}
+	return c, nil
+}
+
+// TLSSecret renders a kubernetes.io/tls Secret ns/name with the certrotation annotations
+// (not-before, not-after in RFC 3339, issuer CN) taken from certPEM, so the
+// cluster-etcd-operator's certrotation keeps it instead of minting a new signer (spec §7.4).
+// Used for openshift-etcd/etcd-signer, etcd-metric-signer and etcd-client. The file is
+// Secret (it holds keyPEM); errors never include key bytes.
+func TLSSecret(ns, name string, certPEM, keyPEM []byte) (File, error) {
+	what := ns + "/" + name
+	c, err := parseCert(what, certPEM)
+	if err != nil {
+		return File{}, err
+	}
+	if b, _ := pem.Decode(keyPEM); b == nil || !strings.Contains(b.Type, "PRIVATE KEY") {
+		return File{}, fmt.Errorf("%s: tls.key is not a PEM private key", what)
+	}
+	f, err := newFile(OrderObjects+"-"+ns+"-secret-"+name+".yaml", &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{
+			AnnotationNotBefore: c.NotBefore.UTC().Format(time.RFC3339),
+			AnnotationNotAfter:  c.NotAfter.UTC().Format(time.RFC3339),
+			AnnotationIssuer:    c.Issuer.CommonName,
+		}},
+		Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
+	})
+	f.Secret = true
+	return f, err
+}
+
+// CABundle renders ConfigMap ns/name with key ca-bundle.crt = caPEM (etcd-ca-bundle,
+// etcd-metrics-ca-bundle), labelled as certrotation's managed CA bundles.
+func CABundle(ns, name string, caPEM []byte) (File, error) {
+	if _, err := parseCert(ns+"/"+name, caPEM); err != nil {
+		return File{}, err
+	}
+	return newFile(OrderObjects+"-"+ns+"-configmap-"+name+".yaml", &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+			Labels: map[string]string{"auth.openshift.io/managed-certificate-type": "ca-bundle"}},
+		Data: map[string]string{"ca-bundle.crt": string(caPEM)},
+	})
+}
+
+// PullSecret renders Secret openshift-config/pull-secret (kubernetes.io/dockerconfigjson)
+// holding dockerConfigJSON, as the installer's openshift-config-secret-pull-secret.yaml.
+// The caller validates the content (targets.CheckPullSecret); the file is Secret.
+func PullSecret(dockerConfigJSON []byte) (File, error) {
+	if len(dockerConfigJSON) == 0 {
+		return File{}, errors.New("pull-secret: empty pull secret")
+	}
+	f, err := newFile(OrderObjects+"-openshift-config-secret-pull-secret.yaml", &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: "pull-secret", Namespace: "openshift-config"},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: dockerConfigJSON},
+	})
+	f.Secret = true
+	return f, err
+}
+
+// KubeadminSecret renders Secret kube-system/kubeadmin whose `kubeadmin` key is bcryptHash
+// (the oauth-server checks the kubeadmin password against it), as the installer's
+// 99_kubeadmin-password-secret.yaml. It refuses anything that is not a bcrypt hash ($2a$/$2b$/
+// $2y$): OTHW falls back to the base64 of the plain password when htpasswd is missing.
+func KubeadminSecret(bcryptHash []byte) (File, error) {
+	h := string(bcryptHash)
+	if len(h) != 60 || !(strings.HasPrefix(h, "$2a$") || strings.HasPrefix(h, "$2b$") || strings.HasPrefix(h, "$2y$")) {
+		return File{}, errors.New("kubeadmin: the hash is not a bcrypt hash")
+	}
+	f, err := newFile(OrderObjects+"-kube-system-secret-kubeadmin.yaml", &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: "kubeadmin", Namespace: "kube-system"},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{"kubeadmin": bcryptHash},
+	})
+	f.Secret = true
+	return f, err
+}
+
+// BootstrapComplete renders ConfigMap kube-system/bootstrap with status "complete", which the
+// installer's report-progress.sh creates once bootkube is done, the API is HA and etcd no
+// longer needs the bootstrap member. It is applied at pivot, never with the bootstrap
+// manifests: the cluster-etcd-operator removes the etcd-bootstrap member when it sees it.
+func BootstrapComplete() (File, error) {
+	return newFile("kube-system-configmap-bootstrap.yaml", &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "bootstrap", Namespace: "kube-system"},
+		Data:       map[string]string{"status": "complete"},
+	})
+}
+
+// randomString returns n characters of alphabet chosen uniformly with bytes from r (rejection
+// sampling, so there is no modulo bias).
+func randomString(r io.Reader, alphabet string, n int) (string, error) {
+	limit := 256 - 256%len(alphabet)
+	out := make([]byte, 0, n)
+	var b [1]byte
+	for len(out) < n {
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return "", fmt.Errorf("random source: %w", err)
+		}
+		if int(b[0]) < limit {
+			out = append(out, alphabet[int(b[0])%len(alphabet)])
+		}
+	}
+	return string(out), nil
+}
+
+// InfraID returns the infrastructure name as openshift-install makes it
+// (pkg/asset/installconfig/clusterid.go): the cluster name cut to 21 characters without a
+// trailing '-', then '-' and 5 characters of k8s.io/apimachinery's utilrand alphabet.
+func InfraID(clusterName string, r io.Reader) (string, error) {
+	base := clusterName
+	if len(base) > 21 {
+		base = strings.TrimRight(base[:21], "-")
+	}
+	suffix, err := randomString(r, "bcdfghjklmnpqrstvwxz2456789", 5)
+	if err != nil {
+		return "", err
+	}
+	return base + "-" + suffix, nil
+}
+
+// ClusterID returns a random (version 4) UUID from r, the ClusterVersion's spec.clusterID.
+func ClusterID(r io.Reader) (string, error) {
+	var u [16]byte
+	if _, err := io.ReadFull(r, u[:]); err != nil {
+		return "", fmt.Errorf("random source: %w", err)
+	}
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16]), nil
+}
+
+// KubeadminPassword returns a password as openshift-install generates it
+// (pkg/asset/password): 4 groups of 5 characters of [a-zA-Z0-9] joined by '-' (23 characters).
+func KubeadminPassword(r io.Reader) (string, error) {
+	const alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	var groups []string
+	for i := 0; i < 4; i++ {
+		g, err := randomString(r, alnum, 5)
+		if err != nil {
+			return "", err
+		}
+		groups = append(groups, g)
+	}
+	return strings.Join(groups, "-"), nil
+}

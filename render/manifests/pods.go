@@ -1,0 +1,365 @@
+package manifests
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+)
+
+// Static pod file names (static-pods/<file> → StaticPodDir/<file> on the bootstrap node; the
+// kube-proxy pod goes to the masters).
+const (
+	EtcdPodFile                  = "etcd-bootstrap.yaml"
+	KubeAPIServerPodFile         = "kube-apiserver-bootstrap.yaml"
+	KubeControllerManagerPodFile = "kube-controller-manager-bootstrap.yaml"
+	KubeSchedulerPodFile         = "kube-scheduler-bootstrap.yaml"
+	CVOPodFile                   = "cvo-bootstrap.yaml"
+	KubeProxyPodFile             = "kube-proxy.yaml"
+)
+
+// etcdCipherSuites are the four ECDHE AES-GCM suites OTHW's etcd pod sets (ETCD_CIPHER_SUITES).
+const etcdCipherSuites = "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"
+
+// checkImage rejects an empty pull spec or one not pinned by digest: every image of a static
+// pod comes from the resolved release payload (release/image/<tag>, release/resolve).
+func checkImage(what, image string) error {
+	if image == "" {
+		return fmt.Errorf("%s: empty image pull spec (the release target wrote an empty pullspec)", what)
+	}
+	if !strings.Contains(image, "@sha256:") {
+		return fmt.Errorf("%s: image %q is not a digest pull spec (want repo@sha256:...)", what, image)
+	}
+	return nil
+}
+
+func checkCIDR(field, v string) error {
+	p, err := netip.ParsePrefix(v)
+	if err != nil || !p.Addr().Is4() || p.Masked() != p {
+		return fmt.Errorf("%s: %q is not an IPv4 network in CIDR form (e.g. 10.128.0.0/14)", field, v)
+	}
+	return nil
+}
+
+func checkIP(field, v string) error {
+	a, err := netip.ParseAddr(v)
+	if err != nil || !a.Is4() {
+		return fmt.Errorf("%s: %q is not an IPv4 address", field, v)
+	}
+	return nil
+}
+
+func hostPathVolume(name, path string, t corev1.HostPathType) corev1.Volume {
+	v := corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path}}}
+	if t != "" {
+		v.HostPath.Type = &t
+	}
+	return v
+}
+
+var (
+	secretsVolume     = hostPathVolume("secrets", BootstrapSecretsDir, "")
+	kubeconfigsVolume = hostPathVolume("kubeconfigs", KubeconfigsDir, "")
+	secretsMount      = corev1.VolumeMount{Name: "secrets", MountPath: SecretsMountPath, ReadOnly: true}
+	kubeconfigsMount  = corev1.VolumeMount{Name: "kubeconfigs", MountPath: KubeconfigsDir, ReadOnly: true}
+)
+
+func requests(mem, cpu string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceMemory: resource.MustParse(mem),
+		corev1.ResourceCPU:    resource.MustParse(cpu),
+	}}
+}
+
+func httpsProbe(path string, port, delay, period int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Scheme: corev1.URISchemeHTTPS, Path: path, Port: intstr.FromInt32(port)}},
+		InitialDelaySeconds: delay, PeriodSeconds: period,
+	}
+}
+
+// staticPod wraps one container in a host-network pod.
+func staticPod(name, ns string, labels map[string]string, c corev1.Container, vols ...corev1.Volume) *corev1.Pod {
+	c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+	return &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: corev1.PodSpec{
+			HostNetwork:       true,
+			PriorityClassName: "system-node-critical",
+			Containers:        []corev1.Container{c},
+			Volumes:           vols,
+		},
+	}
+}
+
+// marshal serializes a typed object as YAML.
+func marshal(o any) ([]byte, error) {
+	b, err := yaml.Marshal(o)
+	if err != nil {
+		return nil, fmt.Errorf("manifests: %w", err)
+	}
+	return b, nil
+}
+
+// EtcdPod renders etcd-bootstrap.yaml: the single-member bootstrap etcd in openshift-etcd,
+// mutual TLS on client (2379) and peer (2380) ports with the etcd-signer CA (spec §7.1).
+// image is the payload's `etcd` tag by digest; bootstrapIP the bootstrap node's IPv4 address,
+// advertised to clients and peers. The liveness probe is etcdctl presenting the server
+// certificate as a client (it has clientAuth).
+func EtcdPod(image, bootstrapIP string) ([]byte, error) {
+	if err := checkImage("etcd pod", image); err != nil {
+		return nil, err
+	}
+	if err := checkIP("etcd pod: bootstrap IP", bootstrapIP); err != nil {
+		return nil, err
+	}
+	c := corev1.Container{
+		Name: "etcd", Image: image,
+		Command: []string{"/usr/bin/etcd"},
+		Args: []string{
+			"--name=etcd-bootstrap",
+			"--data-dir=/var/lib/etcd",
+			"--listen-client-urls=https://0.0.0.0:2379",
+			"--advertise-client-urls=https://" + bootstrapIP + ":2379",
+			"--listen-peer-urls=https://0.0.0.0:2380",
+			"--initial-advertise-peer-urls=https://" + bootstrapIP + ":2380",
+			"--initial-cluster=etcd-bootstrap=https://" + bootstrapIP + ":2380",
+			"--initial-cluster-state=new",
+			"--initial-cluster-token=openshift-etcd",
+			"--cert-file=" + inPod("etcd-server.crt"),
+			"--key-file=" + inPod("etcd-server.key"),
+			"--client-cert-auth=true",
+			"--trusted-ca-file=" + inPod("etcd-ca.crt"),
+			"--peer-cert-file=" + inPod("etcd-peer.crt"),
+			"--peer-key-file=" + inPod("etcd-peer.key"),
+			"--peer-client-cert-auth=true",
+			"--peer-trusted-ca-file=" + inPod("etcd-ca.crt"),
+			"--quota-backend-bytes=8589934592",
+		},
+		Env: []corev1.EnvVar{{Name: "ETCD_CIPHER_SUITES", Value: etcdCipherSuites}},
+		Ports: []corev1.ContainerPort{
+			{Name: "client", ContainerPort: 2379, Protocol: corev1.ProtocolTCP},
+			{Name: "peer", ContainerPort: 2380, Protocol: corev1.ProtocolTCP},
+		},
+		LivenessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{
+				"etcdctl", "--cacert=" + inPod("etcd-ca.crt"),
+				"--cert=" + inPod("etcd-server.crt"), "--key=" + inPod("etcd-server.key"),
+				"--endpoints=https://localhost:2379", "endpoint", "health"}}},
+			InitialDelaySeconds: 45, PeriodSeconds: 30, TimeoutSeconds: 10,
+		},
+		Resources: requests("600Mi", "300m"),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "data-dir", MountPath: "/var/lib/etcd"},
+			secretsMount,
+		},
+	}
+	return marshal(staticPod("etcd-bootstrap", "openshift-etcd", map[string]string{"app": "etcd", "k8s-app": "etcd"}, c,
+		hostPathVolume("data-dir", "/var/lib/etcd", corev1.HostPathDirectoryOrCreate), secretsVolume))
+}
+
+// KubeAPIServerPod renders kube-apiserver-bootstrap.yaml (spec §7.1) for the payload's
+// `hyperkube` image and the service network CIDR. It serves on 6443 on every address.
+//
+// Fixed against OTHW: --requestheader-allowed-names lists the front-proxy client's CN
+// system:openshift-aggregator together with the kube-apiserver-proxy names openshift's
+// operator uses; OTHW's "front-proxy-client" CN would be refused.
+func KubeAPIServerPod(image, serviceNetwork string) ([]byte, error) {
+	if err := checkImage("kube-apiserver pod", image); err != nil {
+		return nil, err
+	}
+	if err := checkCIDR("kube-apiserver pod: service network", serviceNetwork); err != nil {
+		return nil, err
+	}
+	c := corev1.Container{
+		Name: "kube-apiserver", Image: image,
+		Command: []string{"hyperkube", "kube-apiserver"},
+		Args: []string{
+			"--etcd-servers=https://localhost:2379",
+			"--etcd-cafile=" + inPod("etcd-ca.crt"),
+			"--etcd-certfile=" + inPod("etcd-client.crt"),
+			"--etcd-keyfile=" + inPod("etcd-client.key"),
+			"--tls-cert-file=" + inPod("kube-apiserver.crt"),
+			"--tls-private-key-file=" + inPod("kube-apiserver.key"),
+			"--client-ca-file=" + inPod("kubernetes-ca.crt"),
+			"--service-account-key-file=" + inPod("service-account.pub"),
+			"--service-account-signing-key-file=" + inPod("service-account.key"),
+			"--service-account-issuer=https://kubernetes.default.svc",
+			"--api-audiences=https://kubernetes.default.svc",
+			"--service-cluster-ip-range=" + serviceNetwork,
+			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction",
+			"--requestheader-client-ca-file=" + inPod("front-proxy-ca.crt"),
+			"--requestheader-allowed-names=kube-apiserver-proxy,system:kube-apiserver-proxy,system:openshift-aggregator",
+			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+			"--requestheader-group-headers=X-Remote-Group",
+			"--requestheader-username-headers=X-Remote-User",
+			"--proxy-client-cert-file=" + inPod("front-proxy-client.crt"),
+			"--proxy-client-key-file=" + inPod("front-proxy-client.key"),
+			"--kubelet-client-certificate=" + inPod("kube-apiserver-kubelet-client.crt"),
+			"--kubelet-client-key=" + inPod("kube-apiserver-kubelet-client.key"),
+			"--kubelet-certificate-authority=" + inPod("kubernetes-ca.crt"),
+			"--enable-bootstrap-token-auth=true",
+			"--allow-privileged=true",
+			"--v=2",
+		},
+		Ports:          []corev1.ContainerPort{{Name: "https", ContainerPort: 6443, Protocol: corev1.ProtocolTCP}},
+		LivenessProbe:  httpsProbe("/healthz", 6443, 45, 10),
+		ReadinessProbe: httpsProbe("/readyz", 6443, 10, 10),
+		Resources:      requests("1Gi", "500m"),
+		VolumeMounts:   []corev1.VolumeMount{secretsMount},
+	}
+	return marshal(staticPod("kube-apiserver", "openshift-kube-apiserver", map[string]string{"app": "openshift-kube-apiserver"}, c, secretsVolume))
+}
+
+// kubeconfigFlags are the three kubeconfig flags of the controller manager and the scheduler.
+func kubeconfigFlags(name string) []string {
+	kc := KubeconfigsDir + "/" + name + ".kubeconfig"
+	return []string{"--kubeconfig=" + kc, "--authentication-kubeconfig=" + kc, "--authorization-kubeconfig=" + kc}
+}
+
+var leaderElection = []string{"--leader-elect=true", "--leader-elect-retry-period=3s", "--leader-elect-resource-lock=leases"}
+
+// KubeControllerManagerPod renders kube-controller-manager-bootstrap.yaml (spec §7.1) for the
+// `hyperkube` image, the cluster network (CIDR and per-node prefix length) and the service
+// network. It signs kubelet CSRs with the Kubernetes CA, whose key is therefore on the
+// bootstrap node.
+//
+// Fixed against OTHW: --node-cidr-mask-size is the install's hostPrefix (23 by default); OTHW
+// leaves the controller's default /24, so node podCIDRs disagree with OVN-Kubernetes' subnets.
+func KubeControllerManagerPod(image, clusterNetwork string, hostPrefix int, serviceNetwork string) ([]byte, error) {
+	if err := checkImage("kube-controller-manager pod", image); err != nil {
+		return nil, err
+	}
+	if err := checkCIDR("kube-controller-manager pod: cluster network", clusterNetwork); err != nil {
+		return nil, err
+	}
+	if err := checkCIDR("kube-controller-manager pod: service network", serviceNetwork); err != nil {
+		return nil, err
+	}
+	if bits := netip.MustParsePrefix(clusterNetwork).Bits(); hostPrefix <= bits || hostPrefix > 30 {
+		return nil, fmt.Errorf("kube-controller-manager pod: host prefix %d must be longer than the cluster network's /%d and at most 30", hostPrefix, bits)
+	}
+	args := append(kubeconfigFlags("kube-controller-manager"),
+		"--cluster-cidr="+clusterNetwork,
+		"--node-cidr-mask-size="+strconv.Itoa(hostPrefix),
+		"--service-cluster-ip-range="+serviceNetwork,
+		"--allocate-node-cidrs=true",
+		"--service-account-private-key-file="+inPod("service-account.key"),
+		"--root-ca-file="+inPod("kubernetes-ca.crt"),
+		"--use-service-account-credentials=true",
+		"--cluster-signing-cert-file="+inPod("kubernetes-ca.crt"),
+		"--cluster-signing-key-file="+inPod("kubernetes-ca.key"),
+		"--controllers=*,bootstrapsigner,tokencleaner",
+	)
+	args = append(append(args, leaderElection...), "--v=2")
+	c := corev1.Container{
+		Name: "kube-controller-manager", Image: image,
+		Command:       []string{"hyperkube", "kube-controller-manager"},
+		Args:          args,
+		LivenessProbe: httpsProbe("/healthz", 10257, 45, 10),
+		Resources:     requests("256Mi", "200m"),
+		VolumeMounts:  []corev1.VolumeMount{secretsMount, kubeconfigsMount},
+	}
+	return marshal(staticPod("kube-controller-manager", "openshift-kube-controller-manager", map[string]string{"app": "kube-controller-manager"}, c, secretsVolume, kubeconfigsVolume))
+}
+
+// KubeSchedulerPod renders kube-scheduler-bootstrap.yaml (spec §7.1) for the `hyperkube` image.
+func KubeSchedulerPod(image string) ([]byte, error) {
+	if err := checkImage("kube-scheduler pod", image); err != nil {
+		return nil, err
+	}
+	c := corev1.Container{
+		Name: "kube-scheduler", Image: image,
+		Command:       []string{"hyperkube", "kube-scheduler"},
+		Args:          append(append(kubeconfigFlags("kube-scheduler"), leaderElection...), "--v=2"),
+		LivenessProbe: httpsProbe("/healthz", 10259, 45, 10),
+		Resources:     requests("128Mi", "100m"),
+		VolumeMounts:  []corev1.VolumeMount{kubeconfigsMount},
+	}
+	return marshal(staticPod("kube-scheduler", "openshift-kube-scheduler", map[string]string{"app": "openshift-kube-scheduler"}, c, kubeconfigsVolume))
+}
+
+// CVOPod renders cvo-bootstrap.yaml: the bootstrap cluster-version operator, after the CVO's
+// own bootstrap/bootstrap-pod.yaml (release-4.18). It runs the release image itself (the CVO
+// reads /release-manifests inside its own image), by digest, with CLUSTER_PROFILE=profile,
+// privileged, and an empty --listen (no TLS metrics endpoint, which needs serving certs the
+// bootstrap does not have). It talks to the local kube-apiserver with the localhost
+// kubeconfig. NODE_NAME comes from spec.nodeName as upstream.
+func CVOPod(releaseImage, profile string) ([]byte, error) {
+	if err := checkImage("cluster-version-operator pod", releaseImage); err != nil {
+		return nil, err
+	}
+	if profile == "" {
+		return nil, errors.New("cluster-version-operator pod: empty cluster profile (set cluster.profile, e.g. self-managed-high-availability)")
+	}
+	priv := true
+	kc := KubeconfigsDir + "/localhost.kubeconfig"
+	c := corev1.Container{
+		Name: "cluster-version-operator", Image: releaseImage,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Args: []string{"start", "--release-image=" + releaseImage, "--enable-auto-update=false",
+			"--kubeconfig=" + kc, "--listen=", "--v=2"},
+		SecurityContext: &corev1.SecurityContext{Privileged: &priv},
+		Env: []corev1.EnvVar{
+			{Name: "KUBERNETES_SERVICE_PORT", Value: "6443"},
+			{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"},
+			{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+			{Name: "CLUSTER_PROFILE", Value: profile},
+		},
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: "etc-ssl-certs", MountPath: "/etc/ssl/certs", ReadOnly: true},
+			kubeconfigsMount,
+		},
+	}
+	p := staticPod("bootstrap-cluster-version-operator", "openshift-cluster-version", map[string]string{"k8s-app": "cluster-version-operator"}, c,
+		hostPathVolume("etc-ssl-certs", "/etc/ssl/certs", ""), kubeconfigsVolume)
+	p.Spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+	grace := int64(130)
+	p.Spec.TerminationGracePeriodSeconds = &grace
+	return marshal(p)
+}
+
+// KubeProxyPod renders kube-proxy.yaml, the masters' static pod (spec §7.2) that programs the
+// `kubernetes` Service ClusterIP until OVN-Kubernetes takes over. image is the payload's
+// dedicated `kube-proxy` tag (hyperkube's entrypoint fails there). It is privileged
+// (iptables) and authenticates with the kubelet bootstrap kubeconfig at MasterKubeconfigPath.
+func KubeProxyPod(image, clusterNetwork string) ([]byte, error) {
+	if err := checkImage("kube-proxy pod", image); err != nil {
+		return nil, err
+	}
+	if err := checkCIDR("kube-proxy pod: cluster network", clusterNetwork); err != nil {
+		return nil, err
+	}
+	priv := true
+	c := corev1.Container{
+		Name: "kube-proxy", Image: image,
+		Command: []string{"/usr/bin/kube-proxy"},
+		Args: []string{"--kubeconfig=" + MasterKubeconfigPath, "--cluster-cidr=" + clusterNetwork,
+			"--v=2"},
+		SecurityContext: &corev1.SecurityContext{Privileged: &priv},
+		VolumeMounts:    []corev1.VolumeMount{{Name: "kubeconfig", MountPath: MasterKubeconfigPath, ReadOnly: true}},
+	}
+	return marshal(staticPod("kube-proxy", "kube-system", map[string]string{"k8s-app": "kube-proxy"}, c,
+		hostPathVolume("kubeconfig", MasterKubeconfigPath, corev1.HostPathFile)))
+}
+
+// CRIOPauseConf renders the CRI-O drop-in (CRIOPausePath) that names the payload's `pod`
+// image as the pause image, authenticated with the kubelet's pull secret; without it CRI-O
+// pulls registry.k8s.io/pause (spec §8.2 #2).
+func CRIOPauseConf(podImage string) ([]byte, error) {
+	if err := checkImage("CRI-O pause image", podImage); err != nil {
+		return nil, err
+	}
+	return []byte("[crio.image]\npause_image = " + strconv.Quote(podImage) +
+		"\npause_image_auth_file = \"/var/lib/kubelet/config.json\"\n"), nil
+}

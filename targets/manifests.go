@@ -1,0 +1,707 @@
+package targets
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+
+	"github.com/labbuild/labbuild/render/manifests"
+)
+
+// The manifests family: the bootstrap control plane's static pods and the cluster manifests
+// applied before the CVO starts (openshift-the-hard-way stage 07, ../shared/spec/stages.md §7
+// with the §7.4 fixes; target-graph.md §3.5–3.6). Each static pod and each group of cluster
+// objects is its own target, so a config change rebuilds only what reads it; the collector
+// manifests/bootstrap gathers them in the layout the bootstrap Ignition copies:
+//
+//	static-pods/<file>   → /etc/kubernetes/manifests/<file>
+//	manifests/<file>     → /opt/openshift/manifests/<file>, applied in name order: the CRDs of
+//	                       release/crds (0000_...), then 01 namespaces, 02 config singletons,
+//	                       03 RBAC, 04 ConfigMaps and Secrets
+//	crio/00-pause.conf   → /etc/crio/crio.conf.d/00-pause.conf
+//
+// manifests/kube-proxy (kube-proxy.yaml, the masters' static pod) and
+// manifests/cluster/bootstrap-complete (applied at pivot) are not in the collector.
+// Images come from release/image/<tag> (pullspec) and the CVO's from release/resolve.
+
+// mfPullspec reads the digest pull spec an upstream release target wrote.
+func mfPullspec(s *Step, dep string) (string, error) {
+	b, err := s.DepFile(dep, "pullspec")
+	if err != nil {
+		return "", err
+	}
+	p := strings.TrimSpace(string(b))
+	if p == "" {
+		return "", fmt.Errorf("%s: %s wrote an empty pullspec (rebuild it: labbuild -B %s)", s.Target().Name, dep, dep)
+	}
+	return p, nil
+}
+
+// mfDomain returns <cluster.name>.<cluster.baseDomain>.
+func mfDomain(s *Step) (string, error) { return pkiDomain(s) }
+
+// mfRoleReads declares the role of every node: the replica counts (topologies, schedulable
+// masters, install-config replicas) follow from them.
+func mfRoleReads(c *Config) []string {
+	var r []string
+	for _, n := range c.Nodes {
+		r = append(r, "nodes."+n.Name+".role")
+	}
+	return r
+}
+
+// mfCounts counts masters and workers through the declared role reads.
+func mfCounts(s *Step, names []string) (masters, workers int, err error) {
+	for _, n := range names {
+		role, err := s.String("nodes." + n + ".role")
+		if err != nil {
+			return 0, 0, err
+		}
+		switch role {
+		case RoleMaster:
+			masters++
+		case RoleWorker:
+			workers++
+		}
+	}
+	return masters, workers, nil
+}
+
+// mfInt reads an integer config value.
+func mfInt(s *Step, p string) (int, error) {
+	var v int
+	err := s.Value(p, &v)
+	return v, err
+}
+
+// mfWrite writes rendered manifest files, 0600 when they hold secrets.
+func mfWrite(s *Step, fs ...manifests.File) error {
+	for _, f := range fs {
+		mode := os.FileMode(0o644)
+		if f.Secret {
+			mode = 0o600
+		}
+		if err := s.WriteFile(f.Name, f.Data, mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mfOne adapts a renderer of one File.
+func mfOne(f manifests.File, err error) ([]manifests.File, error) {
+	if err != nil {
+		return nil, err
+	}
+	return []manifests.File{f}, nil
+}
+
+// mfCluster declares one manifests/cluster/<name> target writing the files render returns.
+func mfCluster(name, doc string, deps, reads []string, render func(s *Step) ([]manifests.File, error)) *Target {
+	return &Target{
+		Name: "manifests/cluster/" + name, Doc: doc, Deps: deps, Reads: reads, Version: 1,
+		Run: func(ctx context.Context, s *Step) error {
+			fs, err := render(s)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Target().Name, err)
+			}
+			return mfWrite(s, fs...)
+		},
+	}
+}
+
+// mfStaticPod declares one static pod target writing file.
+func mfStaticPod(name, doc, file string, deps, reads []string, render func(s *Step) ([]byte, error)) *Target {
+	return &Target{
+		Name: name, Doc: doc, Deps: deps, Reads: reads, Version: 1,
+		Run: func(ctx context.Context, s *Step) error {
+			b, err := render(s)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Target().Name, err)
+			}
+			return s.WriteFile(file, b, 0o644)
+		},
+	}
+}
+
+// mfClusterNames are the cluster manifest targets the collector gathers, in no particular
+// order (the file names order them).
+var mfClusterNames = []string{"namespaces", "rbac", "infrastructure", "network-config", "network-operator",
+	"dns", "ingress", "proxy", "scheduler", "featuregate", "clusterversion", "cluster-config-v1",
+	"etcd-endpoints", "etcd-signer", "pull-secret"}
+
+func manifestsTargets(c *Config) []*Target {
+	boot := c.Bootstrap().Name
+	var nodeNames []string
+	for _, n := range c.Nodes {
+		nodeNames = append(nodeNames, n.Name)
+	}
+	bootIP := "nodes." + boot + ".ip"
+	netReads := []string{"network.clusterNetwork", "network.hostPrefix", "network.serviceNetwork"}
+	netValues := func(s *Step) (cn string, hp int, sn string, err error) {
+		if cn, err = s.String("network.clusterNetwork"); err != nil {
+			return
+		}
+		if hp, err = mfInt(s, "network.hostPrefix"); err != nil {
+			return
+		}
+		sn, err = s.String("network.serviceNetwork")
+		return
+	}
+	roleReads := mfRoleReads(c)
+	domainReads := []string{"cluster.name", "cluster.baseDomain"}
+
+	ts := []*Target{
+		mfStaticPod("manifests/static-pods/etcd", "bootstrap etcd static pod (etcd-bootstrap.yaml)", manifests.EtcdPodFile,
+			[]string{"release/image/etcd"}, []string{bootIP}, func(s *Step) ([]byte, error) {
+				img, err := mfPullspec(s, "release/image/etcd")
+				if err != nil {
+					return nil, err
+				}
+				ip, err := s.String(bootIP)
+				if err != nil {
+					return nil, err
+				}
+				return manifests.EtcdPod(img, ip)
+			}),
+		mfStaticPod("manifests/static-pods/kube-apiserver", "bootstrap kube-apiserver static pod", manifests.KubeAPIServerPodFile,
+			[]string{"release/image/hyperkube"}, []string{"network.serviceNetwork"}, func(s *Step) ([]byte, error) {
+				img, err := mfPullspec(s, "release/image/hyperkube")
+				if err != nil {
+					return nil, err
+				}
+				sn, err := s.String("network.serviceNetwork")
+				if err != nil {
+					return nil, err
+				}
+				return manifests.KubeAPIServerPod(img, sn)
+			}),
+		mfStaticPod("manifests/static-pods/kube-controller-manager", "bootstrap kube-controller-manager static pod", manifests.KubeControllerManagerPodFile,
+			[]string{"release/image/hyperkube"}, netReads, func(s *Step) ([]byte, error) {
+				img, err := mfPullspec(s, "release/image/hyperkube")
+				if err != nil {
+					return nil, err
+				}
+				cn, hp, sn, err := netValues(s)
+				if err != nil {
+					return nil, err
+				}
+				return manifests.KubeControllerManagerPod(img, cn, hp, sn)
+			}),
+		mfStaticPod("manifests/static-pods/kube-scheduler", "bootstrap kube-scheduler static pod", manifests.KubeSchedulerPodFile,
+			[]string{"release/image/hyperkube"}, nil, func(s *Step) ([]byte, error) {
+				img, err := mfPullspec(s, "release/image/hyperkube")
+				if err != nil {
+					return nil, err
+				}
+				return manifests.KubeSchedulerPod(img)
+			}),
+		mfStaticPod("manifests/static-pods/cvo", "bootstrap cluster-version operator static pod (the release image, CLUSTER_PROFILE, --listen=)", manifests.CVOPodFile,
+			[]string{"release/resolve"}, []string{"cluster.profile"}, func(s *Step) ([]byte, error) {
+				img, err := mfPullspec(s, "release/resolve")
+				if err != nil {
+					return nil, err
+				}
+				p, err := s.String("cluster.profile")
+				if err != nil {
+					return nil, err
+				}
+				return manifests.CVOPod(img, p)
+			}),
+		mfStaticPod("manifests/kube-proxy", "masters' kube-proxy static pod (kube-proxy.yaml) until OVN-Kubernetes runs", manifests.KubeProxyPodFile,
+			[]string{"release/image/kube-proxy"}, []string{"network.clusterNetwork"}, func(s *Step) ([]byte, error) {
+				img, err := mfPullspec(s, "release/image/kube-proxy")
+				if err != nil {
+					return nil, err
+				}
+				cn, err := s.String("network.clusterNetwork")
+				if err != nil {
+					return nil, err
+				}
+				return manifests.KubeProxyPod(img, cn)
+			}),
+		mfStaticPod("manifests/crio-pause", "CRI-O drop-in naming the payload's pause image (bootstrap)", "00-pause.conf",
+			[]string{"release/image/pod"}, nil, func(s *Step) ([]byte, error) {
+				img, err := mfPullspec(s, "release/image/pod")
+				if err != nil {
+					return nil, err
+				}
+				return manifests.CRIOPauseConf(img)
+			}),
+		{
+			Name:    "manifests/ids",
+			Doc:     "the cluster's random identities: infrastructure name and cluster ID (sticky)",
+			Reads:   []string{"cluster.name"},
+			Version: 1,
+			Sticky:  true,
+			Run: func(ctx context.Context, s *Step) error {
+				name, err := s.String("cluster.name")
+				if err != nil {
+					return err
+				}
+				infra, err := manifests.InfraID(name, rand.Reader)
+				if err != nil {
+					return err
+				}
+				id, err := manifests.ClusterID(rand.Reader)
+				if err != nil {
+					return err
+				}
+				if err := s.WriteFile("infrastructure-name", []byte(infra+"\n"), 0o644); err != nil {
+					return err
+				}
+				return s.WriteFile("cluster-id", []byte(id+"\n"), 0o644)
+			},
+		},
+		{
+			Name:    "manifests/kubeadmin",
+			Doc:     "kubeadmin password (kubeadmin-password, 0600) and its bcrypt Secret kube-system/kubeadmin (sticky)",
+			Version: 1,
+			Sticky:  true,
+			Run: func(ctx context.Context, s *Step) error {
+				pw, err := manifests.KubeadminPassword(rand.Reader)
+				if err != nil {
+					return err
+				}
+				hash, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
+				if err != nil {
+					return fmt.Errorf("%s: bcrypt: %w", s.Target().Name, err)
+				}
+				f, err := manifests.KubeadminSecret(hash)
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Target().Name, err)
+				}
+				if err := s.WriteFile("kubeadmin-password", []byte(pw), 0o600); err != nil {
+					return err
+				}
+				return mfWrite(s, f)
+			},
+		},
+		mfCluster("namespaces", "the 10 bootstrap namespaces (openshift-etcd at run-level 0)", nil, nil,
+			func(*Step) ([]manifests.File, error) { return manifests.NamespaceFiles() }),
+		mfCluster("rbac", "ClusterRoleBindings: system:bootstrapper → node-bootstrapper and node-proxier; system:admin → node-admin", nil, nil,
+			func(*Step) ([]manifests.File, error) { return manifests.RBACFiles() }),
+		mfCluster("infrastructure", "Infrastructure cluster: platform None, API URLs, topologies (spec and status)",
+			[]string{"manifests/ids"}, append(domainReads[:2:2], roleReads...), func(s *Step) ([]manifests.File, error) {
+				dom, err := mfDomain(s)
+				if err != nil {
+					return nil, err
+				}
+				id, err := s.DepFile("manifests/ids", "infrastructure-name")
+				if err != nil {
+					return nil, err
+				}
+				m, w, err := mfCounts(s, nodeNames)
+				if err != nil {
+					return nil, err
+				}
+				return mfOne(manifests.Infrastructure(dom, strings.TrimSpace(string(id)), m, w))
+			}),
+		mfCluster("network-config", "config.openshift.io Network cluster (OVNKubernetes, cluster and service networks)", nil, netReads,
+			func(s *Step) ([]manifests.File, error) {
+				cn, hp, sn, err := netValues(s)
+				if err != nil {
+					return nil, err
+				}
+				return mfOne(manifests.NetworkConfig(cn, hp, sn))
+			}),
+		mfCluster("network-operator", "operator.openshift.io Network cluster (needed by the network operator)", nil, netReads,
+			func(s *Step) ([]manifests.File, error) {
+				cn, hp, sn, err := netValues(s)
+				if err != nil {
+					return nil, err
+				}
+				return mfOne(manifests.OperatorNetwork(cn, hp, sn))
+			}),
+		mfCluster("dns", "DNS cluster (baseDomain = the cluster domain)", nil, domainReads, func(s *Step) ([]manifests.File, error) {
+			dom, err := mfDomain(s)
+			if err != nil {
+				return nil, err
+			}
+			return mfOne(manifests.DNS(dom))
+		}),
+		mfCluster("ingress", "Ingress cluster (apps.<domain>)", nil, domainReads, func(s *Step) ([]manifests.File, error) {
+			dom, err := mfDomain(s)
+			if err != nil {
+				return nil, err
+			}
+			return mfOne(manifests.Ingress(dom))
+		}),
+		mfCluster("proxy", "Proxy cluster (no proxy)", nil, nil, func(*Step) ([]manifests.File, error) { return mfOne(manifests.Proxy()) }),
+		mfCluster("scheduler", "Scheduler cluster (masters schedulable without workers)", nil, roleReads, func(s *Step) ([]manifests.File, error) {
+			_, w, err := mfCounts(s, nodeNames)
+			if err != nil {
+				return nil, err
+			}
+			return mfOne(manifests.Scheduler(w))
+		}),
+		mfCluster("featuregate", "FeatureGate cluster with status for the payload version", nil,
+			[]string{"cluster.featureSet", "cluster.profile", "release.version"}, func(s *Step) ([]manifests.File, error) {
+				fs, err := s.String("cluster.featureSet")
+				if err != nil {
+					return nil, err
+				}
+				p, err := s.String("cluster.profile")
+				if err != nil {
+					return nil, err
+				}
+				v, err := s.String("release.version")
+				if err != nil {
+					return nil, err
+				}
+				return mfOne(manifests.FeatureGate(fs, p, v))
+			}),
+		mfCluster("clusterversion", "ClusterVersion version (channel, clusterID; no desiredUpdate)", []string{"manifests/ids"},
+			[]string{"release.version"}, func(s *Step) ([]manifests.File, error) {
+				v, err := s.String("release.version")
+				if err != nil {
+					return nil, err
+				}
+				id, err := s.DepFile("manifests/ids", "cluster-id")
+				if err != nil {
+					return nil, err
+				}
+				return mfOne(manifests.ClusterVersion(v, strings.TrimSpace(string(id))))
+			}),
+		mfCluster("cluster-config-v1", "ConfigMap kube-system/cluster-config-v1 (the install-config, no pull secret)", nil,
+			append(append(append(domainReads[:2:2], netReads...), "network.machineNetwork"), roleReads...), func(s *Step) ([]manifests.File, error) {
+				ic := manifests.InstallConfig{}
+				var err error
+				if ic.Name, err = s.String("cluster.name"); err != nil {
+					return nil, err
+				}
+				if ic.BaseDomain, err = s.String("cluster.baseDomain"); err != nil {
+					return nil, err
+				}
+				if ic.ClusterNetwork, ic.HostPrefix, ic.ServiceNetwork, err = netValues(s); err != nil {
+					return nil, err
+				}
+				if ic.MachineNetwork, err = s.String("network.machineNetwork"); err != nil {
+					return nil, err
+				}
+				if ic.Masters, ic.Workers, err = mfCounts(s, nodeNames); err != nil {
+					return nil, err
+				}
+				return mfOne(manifests.ClusterConfigV1(ic))
+			}),
+		mfCluster("etcd-endpoints", "ConfigMap openshift-etcd/etcd-endpoints with the etcd-bootstrap annotation", nil, []string{bootIP},
+			func(s *Step) ([]manifests.File, error) {
+				ip, err := s.String(bootIP)
+				if err != nil {
+					return nil, err
+				}
+				return mfOne(manifests.EtcdEndpoints(ip))
+			}),
+		mfCluster("etcd-signer", "openshift-etcd signer Secrets and CA bundles (etcd-signer, etcd-metric-signer, etcd-client) so the etcd operator keeps the bootstrap's CA",
+			[]string{"pki/ca/etcd-signer", "pki/key/etcd-signer", "pki/ca/etcd-metric-signer", "pki/key/etcd-metric-signer", "pki/cert/etcd-client", "pki/key/etcd-client"}, nil,
+			func(s *Step) ([]manifests.File, error) {
+				read := func(id, kind, file string) ([]byte, error) { return s.DepFile("pki/"+kind+"/"+id, file) }
+				var out []manifests.File
+				for _, x := range []struct{ secret, kind, bundle string }{
+					{"etcd-signer", "ca", "etcd-ca-bundle"},
+					{"etcd-metric-signer", "ca", "etcd-metrics-ca-bundle"},
+					{"etcd-client", "cert", ""},
+				} {
+					crt, err := read(x.secret, x.kind, "tls.crt")
+					if err != nil {
+						return nil, err
+					}
+					key, err := read(x.secret, "key", "tls.key")
+					if err != nil {
+						return nil, err
+					}
+					f, err := manifests.TLSSecret("openshift-etcd", x.secret, crt, key)
+					if err != nil {
+						return nil, err
+					}
+					out = append(out, f)
+					if x.bundle != "" {
+						b, err := manifests.CABundle("openshift-etcd", x.bundle, crt)
+						if err != nil {
+							return nil, err
+						}
+						out = append(out, b)
+					}
+				}
+				return out, nil
+			}),
+		{
+			Name:    "manifests/cluster/pull-secret",
+			Doc:     "Secret openshift-config/pull-secret (0600)",
+			Files:   []string{"access.pullSecretFile"},
+			Version: 1,
+			Run: func(ctx context.Context, s *Step) error {
+				b, err := s.File("access.pullSecretFile")
+				if err != nil {
+					return err
+				}
+				if err := CheckPullSecret(b, "access.pullSecretFile"); err != nil {
+					return err
+				}
+				f, err := manifests.PullSecret(bytes.TrimSpace(b))
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Target().Name, err)
+				}
+				return mfWrite(s, f)
+			},
+		},
+		mfCluster("bootstrap-complete", "ConfigMap kube-system/bootstrap status=complete, applied at pivot (not at bootstrap)", nil, nil,
+			func(*Step) ([]manifests.File, error) { return mfOne(manifests.BootstrapComplete()) }),
+	}
+
+	collectorDeps := []string{"manifests/static-pods/etcd", "manifests/static-pods/kube-apiserver",
+		"manifests/static-pods/kube-controller-manager", "manifests/static-pods/kube-scheduler",
+		"manifests/static-pods/cvo", "manifests/crio-pause", "release/crds", "manifests/kubeadmin"}
+	for _, n := range mfClusterNames {
+		collectorDeps = append(collectorDeps, "manifests/cluster/"+n)
+	}
+	ts = append(ts, &Target{
+		Name:    "manifests/bootstrap",
+		Doc:     "the bootstrap's manifest tree: static-pods/, manifests/ (CRDs first, in apply order), crio/",
+		Deps:    collectorDeps,
+		Version: 1,
+		Run: func(ctx context.Context, s *Step) error {
+			for _, dep := range s.Target().Deps {
+				files, err := s.DepFiles(dep)
+				if err != nil {
+					return err
+				}
+				for _, rel := range files {
+					var dst string
+					switch {
+					case strings.HasPrefix(dep, "manifests/static-pods/"):
+						dst = "static-pods/" + rel
+					case dep == "manifests/crio-pause":
+						dst = "crio/" + rel
+					case dep == "release/crds":
+						if !strings.HasPrefix(rel, "crds/") {
+							continue
+						}
+						dst = "manifests/" + path.Base(rel)
+					case strings.HasSuffix(rel, ".yaml"): // cluster manifests; not kubeadmin-password
+						dst = "manifests/" + rel
+					default:
+						continue
+					}
+					if err := mfCopy(s, dep, rel, dst); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		},
+	})
+	return ts
+}
+
+// mfCopy copies output rel of dep to dst, keeping 0600 for secret files.
+func mfCopy(s *Step, dep, rel, dst string) error {
+	p, err := s.DepPath(dep, rel)
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	mode := fs.FileMode(0o644)
+	if st.Mode().Perm()&0o077 == 0 {
+		mode = 0o600
+	}
+	return s.WriteFile(dst, b, mode)
+}
+
+func init() {
+	Register(Family{Name: "manifests", Doc: "static pods and cluster manifests of the bootstrap control plane (stage 07)",
+		Targets: func(c *Config) []*Target {
+			// TODO(release family): drop this guard once targets/release.go registers the
+			// release family. Until then the release/* targets this family depends on do not
+			// exist, and declaring them would make every build of the registered families fail
+			// with "depends on unknown target".
+			if !mfFamilyRegistered("release") {
+				return nil
+			}
+			return manifestsTargets(c)
+		}})
+}
+
+// mfFamilyRegistered reports whether a family named name is registered.
+func mfFamilyRegistered(name string) bool {
+	for _, f := range families {
+		if f.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// mfApplier applies manifests to a cluster with server-side apply, as the bootstrap's apply step
+// must: every document of every file in order; a kind in manifests.StatusKinds also through
+// its status subresource (apply drops status otherwise). CRDs are waited for until
+// Established before later files use them. FieldManager is "labbuild".
+type mfApplier struct {
+	cfg    *rest.Config
+	dyn    dynamic.Interface
+	mapper *restmapper.DeferredDiscoveryRESTMapper
+	dryRun bool
+	log    io.Writer
+}
+
+func newMFApplier(cfg *rest.Config, log io.Writer) (*mfApplier, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("apply: discovery client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("apply: dynamic client: %w", err)
+	}
+	if log == nil {
+		log = io.Discard
+	}
+	return &mfApplier{cfg: cfg, dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), log: log}, nil
+}
+
+// mfDocs splits a YAML file into its non-empty documents as unstructured objects.
+func mfDocs(name string, data []byte) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for i, doc := range bytes.Split(data, []byte("\n---")) {
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			return nil, fmt.Errorf("%s: document %d: %w", name, i+1, err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+	return out, nil
+}
+
+// apply applies one object; it returns the object as the server has it.
+func (a *mfApplier) apply(ctx context.Context, file string, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	gvk := o.GroupVersionKind()
+	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if meta.IsNoMatchError(err) {
+		a.mapper.Reset() // a CRD applied earlier in this run
+		m, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s %s: %w (is its CRD applied first?)", file, gvk.Kind, o.GetName(), err)
+	}
+	var ri dynamic.ResourceInterface = a.dyn.Resource(m.Resource)
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		ri = a.dyn.Resource(m.Resource).Namespace(o.GetNamespace())
+	}
+	body, err := o.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	force := true
+	opts := metav1.PatchOptions{FieldManager: "labbuild", Force: &force}
+	if a.dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	got, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, body, opts)
+	if err != nil {
+		// The error text is the server's; it names the object, never Secret data.
+		return nil, fmt.Errorf("%s: apply %s %s/%s: %w", file, gvk.Kind, o.GetNamespace(), o.GetName(), err)
+	}
+	if _, hasStatus := o.Object["status"]; hasStatus && manifests.StatusKinds[gvk.Kind] {
+		got, err = ri.Patch(ctx, o.GetName(), types.ApplyPatchType, body, opts, "status")
+		if err != nil {
+			return nil, fmt.Errorf("%s: apply status of %s %s: %w", file, gvk.Kind, o.GetName(), err)
+		}
+	}
+	fmt.Fprintf(a.log, "applied %s %s/%s (%s)\n", gvk.Kind, o.GetNamespace(), o.GetName(), file)
+	if mfIsCRD(o) && !a.dryRun {
+		// Later files create objects of this kind: wait until the server serves it.
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		for !mfCRDEstablished(got) {
+			select {
+			case <-wctx.Done():
+				return nil, fmt.Errorf("%s: CRD %s not Established after 30s", file, o.GetName())
+			case <-time.After(50 * time.Millisecond):
+			}
+			if got, err = ri.Get(wctx, o.GetName(), metav1.GetOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("%s: CRD %s: %w", file, o.GetName(), err)
+			}
+			if got == nil {
+				got = &unstructured.Unstructured{Object: map[string]any{}}
+			}
+		}
+	}
+	return got, nil
+}
+
+// mfIsCRD reports whether o is a CustomResourceDefinition.
+func mfIsCRD(o *unstructured.Unstructured) bool {
+	return o.GetKind() == "CustomResourceDefinition" && strings.HasPrefix(o.GetAPIVersion(), "apiextensions.k8s.io/")
+}
+
+// mfCRDEstablished reports whether a CRD object has condition Established=True.
+func mfCRDEstablished(o *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Established" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+// applyFiles applies files (name → content) in name order. A failure of one object is
+// recorded and the rest continue (as bootkube's retrying apply); the joined error names every
+// failed file and object.
+func (a *mfApplier) applyFiles(ctx context.Context, files map[string][]byte) error {
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, n := range names {
+		docs, err := mfDocs(n, files[n])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, o := range docs {
+			if _, err := a.apply(ctx, n, o); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
