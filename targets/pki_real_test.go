@@ -8,9 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,50 +21,6 @@ import (
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/render/pki"
 )
-
-// pkiProc runs a real program for a test, with its output in a file that the test prints only
-// on failure (it holds no secrets: certificate paths, never key bytes).
-func pkiProc(t *testing.T, name, bin string, args ...string) {
-	t.Helper()
-	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
-			}
-			t.Logf("%s log (tail):\n%s", name, b)
-		}
-		logf.Close()
-	})
-}
-
-// pkiWaitFor polls ready until it succeeds or the deadline passes. Waiting for a real process
-// to come up is the one place a test polls; nothing is timed.
-func pkiWaitFor(t *testing.T, what string, d time.Duration, ready func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := ready()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready after %v: %v", what, d, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 // pkiTLSClient is an HTTPS client presenting cert/key and trusting ca.
 func pkiTLSClient(t *testing.T, ca, cert, key []byte) *http.Client {
@@ -104,21 +57,12 @@ func pkiStranger(t *testing.T, spec pki.Spec, issuer *pki.Issuer) (cert, key []b
 // pkiStartEtcd starts Debian's etcd with the lab's etcd-server and etcd-peer certs and mutual
 // TLS on both ports, as the bootstrap etcd static pod does; it returns the client URL.
 func pkiStartEtcd(t *testing.T, l *pkiLab) string {
-	etcd := testenv.Require(t, "etcd")
-	cport, pport := pkiFreePort(t), pkiFreePort(t)
-	curl, purl := "https://127.0.0.1:"+cport, "https://127.0.0.1:"+pport
-	pkiProc(t, "etcd", etcd,
-		"--name", "etcd-bootstrap", "--data-dir", t.TempDir(),
-		"--listen-client-urls", curl, "--advertise-client-urls", curl,
-		"--listen-peer-urls", purl, "--initial-advertise-peer-urls", purl,
-		"--initial-cluster", "etcd-bootstrap="+purl, "--initial-cluster-state", "new",
-		"--cert-file", l.path("pki/cert/etcd-server", "tls.crt"), "--key-file", l.path("pki/key/etcd-server", "tls.key"),
-		"--trusted-ca-file", l.path("pki/ca/etcd-signer", "tls.crt"), "--client-cert-auth",
-		"--peer-cert-file", l.path("pki/cert/etcd-peer", "tls.crt"), "--peer-key-file", l.path("pki/key/etcd-peer", "tls.key"),
-		"--peer-trusted-ca-file", l.path("pki/ca/etcd-signer", "tls.crt"), "--peer-client-cert-auth")
-	good := pkiTLSClient(t, l.file("pki/ca/etcd-signer", "tls.crt"), l.file("pki/cert/etcd-client", "tls.crt"), l.file("pki/key/etcd-client", "tls.key"))
-	pkiWaitFor(t, "etcd", 20*time.Second, func() error { return pkiGet(good, curl+"/health", `"health":"true"`) })
-	return curl
+	return testenv.StartEtcd(t, testenv.EtcdTLS{
+		CA:         l.path("pki/ca/etcd-signer", "tls.crt"),
+		ServerCert: l.path("pki/cert/etcd-server", "tls.crt"), ServerKey: l.path("pki/key/etcd-server", "tls.key"),
+		PeerCert: l.path("pki/cert/etcd-peer", "tls.crt"), PeerKey: l.path("pki/key/etcd-peer", "tls.key"),
+		ClientCert: l.path("pki/cert/etcd-client", "tls.crt"), ClientKey: l.path("pki/key/etcd-client", "tls.key"),
+	})
 }
 
 func pkiGet(c *http.Client, url, want string) error {
@@ -174,43 +118,40 @@ func TestPKIEtcd(t *testing.T) {
 // kubeconfig's user as the certificate says. A foreign client cert is refused, and the
 // front-proxy client cert is accepted as a request-header authenticator (its CN is allowed).
 func TestPKIKubeAPIServer(t *testing.T) {
-	apiserver := testenv.Require(t, "kube-apiserver")
+	testenv.Require(t, "kube-apiserver")
 	l := newPKILab(t)
 	l.now = time.Now()
 	l.build()
 	curl := pkiStartEtcd(t, l)
-	port := pkiFreePort(t)
+	ca := l.file("pki/ca/kubernetes", "tls.crt")
+	admin := &rest.Config{TLSClientConfig: rest.TLSClientConfig{CAData: ca,
+		CertData: l.file("pki/cert/admin", "tls.crt"), KeyData: l.file("pki/key/admin", "tls.key"), ServerName: "localhost"}}
 	// The flags of the bootstrap kube-apiserver static pod that concern PKI (spec §7.1), on
 	// loopback.
-	pkiProc(t, "kube-apiserver", apiserver,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+port,
-		"--etcd-servers="+curl,
-		"--etcd-cafile="+l.path("pki/ca/etcd-signer", "tls.crt"),
-		"--etcd-certfile="+l.path("pki/cert/etcd-client", "tls.crt"),
-		"--etcd-keyfile="+l.path("pki/key/etcd-client", "tls.key"),
-		"--client-ca-file="+l.path("pki/ca/kubernetes", "tls.crt"),
-		"--tls-cert-file="+l.path("pki/cert/kube-apiserver", "tls.crt"),
-		"--tls-private-key-file="+l.path("pki/key/kube-apiserver", "tls.key"),
-		"--kubelet-client-certificate="+l.path("pki/cert/kube-apiserver-kubelet-client", "tls.crt"),
-		"--kubelet-client-key="+l.path("pki/key/kube-apiserver-kubelet-client", "tls.key"),
-		"--service-account-key-file="+l.path("pki/sa", "sa.pub"),
-		"--service-account-signing-key-file="+l.path("pki/key/service-account", "tls.key"),
+	base := testenv.StartKubeAPIServer(t, []string{
+		"--etcd-servers=" + curl,
+		"--etcd-cafile=" + l.path("pki/ca/etcd-signer", "tls.crt"),
+		"--etcd-certfile=" + l.path("pki/cert/etcd-client", "tls.crt"),
+		"--etcd-keyfile=" + l.path("pki/key/etcd-client", "tls.key"),
+		"--client-ca-file=" + l.path("pki/ca/kubernetes", "tls.crt"),
+		"--tls-cert-file=" + l.path("pki/cert/kube-apiserver", "tls.crt"),
+		"--tls-private-key-file=" + l.path("pki/key/kube-apiserver", "tls.key"),
+		"--kubelet-client-certificate=" + l.path("pki/cert/kube-apiserver-kubelet-client", "tls.crt"),
+		"--kubelet-client-key=" + l.path("pki/key/kube-apiserver-kubelet-client", "tls.key"),
+		"--service-account-key-file=" + l.path("pki/sa", "sa.pub"),
+		"--service-account-signing-key-file=" + l.path("pki/key/service-account", "tls.key"),
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-cluster-ip-range=172.30.0.0/16",
-		"--requestheader-client-ca-file="+l.path("pki/ca/front-proxy", "tls.crt"),
+		"--requestheader-client-ca-file=" + l.path("pki/ca/front-proxy", "tls.crt"),
 		"--requestheader-allowed-names=kube-apiserver-proxy,system:kube-apiserver-proxy,system:openshift-aggregator",
 		"--requestheader-username-headers=X-Remote-User",
 		"--requestheader-group-headers=X-Remote-Group",
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-		"--proxy-client-cert-file="+l.path("pki/cert/front-proxy-client", "tls.crt"),
-		"--proxy-client-key-file="+l.path("pki/key/front-proxy-client", "tls.key"),
+		"--proxy-client-cert-file=" + l.path("pki/cert/front-proxy-client", "tls.crt"),
+		"--proxy-client-key-file=" + l.path("pki/key/front-proxy-client", "tls.key"),
 		"--authorization-mode=Node,RBAC",
 		"--anonymous-auth=false",
-	)
-	ca := l.file("pki/ca/kubernetes", "tls.crt")
-	admin := pkiTLSClient(t, ca, l.file("pki/cert/admin", "tls.crt"), l.file("pki/key/admin", "tls.key"))
-	base := "https://127.0.0.1:" + port
-	pkiWaitFor(t, "kube-apiserver", 90*time.Second, func() error { return pkiGet(admin, base+"/readyz", "ok") })
+	}, admin)
 
 	for _, k := range kcSpecs {
 		t.Run("kubeconfig/"+k.name, func(t *testing.T) {

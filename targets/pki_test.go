@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -329,18 +328,6 @@ func TestPKIKeyAlgorithms(t *testing.T) {
 			}
 		})
 	}
-}
-
-// pkiFreePort returns a loopback TCP port that was free a moment ago.
-func pkiFreePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	_, p, _ := net.SplitHostPort(ln.Addr().String())
-	return p
 }
 
 func TestCertReport(t *testing.T) {
