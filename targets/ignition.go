@@ -1,0 +1,273 @@
+package targets
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/labbuild/labbuild/render/ignition"
+	"github.com/labbuild/labbuild/render/manifests"
+)
+
+// The ignition family: one Ignition 3.4 config per node (openshift-the-hard-way stage 08,
+// ../shared/spec/stages.md §8, target-graph.md §3.8), written to out/ignition/<node>.ign.
+//
+//   - ignition/bootstrap: render/ignition.Bootstrap over manifests/bootstrap's tree
+//     (static-pods/ → /etc/kubernetes/manifests, manifests/ → /opt/openshift/manifests — CRDs
+//     included —, crio/00-pause.conf), the TLS files and kubeconfigs at the node paths of
+//     render/manifests.BootstrapTLSPaths and BootstrapKubeconfigPaths, the localhost admin
+//     kubeconfig for the apply step, pull secret, SSH key, hostname and static network.
+//   - ignition/master-N, ignition/worker-N: render/ignition.Node over mco/base/<role> (the
+//     rendered pool config) plus what the Machine Config Server adds, the kubelet bootstrap
+//     kubeconfig, /etc/kubernetes/ca.crt, pull secret, SSH key, hostname, static network and,
+//     on masters, the kube-proxy static pod. Additions replace entries by path.
+//
+// Each target reads only its own node's fields, so a change to master-1's IP rebuilds
+// ignition/master-1 and (through the etcd and kube-apiserver certificates)
+// ignition/bootstrap, and nothing else. Every config is validated by Ignition's own parser
+// (any report entry fails) and written 0600: it carries the pull secret and client keys.
+
+// ignOutDir is the shared output directory of every ignition/<node> target.
+const ignOutDir = "ignition"
+
+// ignPathKubernetesCA is the Kubernetes CA on masters and workers (OTHW's
+// /etc/kubernetes/ca.crt; the kubelet's kubeconfig embeds the same CA).
+const ignPathKubernetesCA = "/etc/kubernetes/ca.crt"
+
+// ignNodeReads are the config fields of node name's network and hostname.
+func ignNodeReads(name string) []string {
+	return []string{"nodes." + name + ".name", "nodes." + name + ".ip", "cluster.name", "cluster.baseDomain",
+		"network.machineNetwork", "network.gateway", "network.dns"}
+}
+
+// ignNodeNet returns node name's FQDN and static network from its declared reads.
+func ignNodeNet(s *Step, name string) (string, ignition.StaticNetwork, error) {
+	var n ignition.StaticNetwork
+	get := func(p string) (string, error) { return s.String(p) }
+	host, err := get("nodes." + name + ".name")
+	if err != nil {
+		return "", n, err
+	}
+	dom, err := pkiDomain(s)
+	if err != nil {
+		return "", n, err
+	}
+	if n.Address, err = get("nodes." + name + ".ip"); err != nil {
+		return "", n, err
+	}
+	mn, err := get("network.machineNetwork")
+	if err != nil {
+		return "", n, err
+	}
+	pfx, err := netip.ParsePrefix(mn)
+	if err != nil {
+		return "", n, &ConfigError{Field: "network.machineNetwork", Msg: "not a CIDR (" + err.Error() + ")", Fix: "write it as 192.168.126.0/24"}
+	}
+	n.Prefix = pfx.Bits()
+	if n.Gateway, err = get("network.gateway"); err != nil {
+		return "", n, err
+	}
+	dns, err := get("network.dns")
+	if err != nil {
+		return "", n, err
+	}
+	n.DNS = []string{dns}
+	n.Search = dom
+	return host + "." + dom, n, nil
+}
+
+// ignAccess reads and checks the pull secret and SSH key files.
+func ignAccess(s *Step) (pull []byte, sshKey string, err error) {
+	if pull, err = s.File("access.pullSecretFile"); err != nil {
+		return nil, "", err
+	}
+	if err = CheckPullSecret(pull, "access.pullSecretFile"); err != nil {
+		return nil, "", err
+	}
+	key, err := s.File("access.sshKeyFile")
+	if err != nil {
+		return nil, "", err
+	}
+	if err = CheckSSHKey(key, "access.sshKeyFile"); err != nil {
+		return nil, "", err
+	}
+	return bytes.TrimSpace(pull), strings.TrimSpace(string(key)), nil
+}
+
+// ignWrite writes <node>.ign (0600) and logs its size.
+func ignWrite(s *Step, node string, raw []byte, files, units int) error {
+	s.Logf("%s.ign: %d bytes, %d files, %d units", node, len(raw), files, units)
+	return s.WriteFile(node+".ign", raw, 0o600)
+}
+
+// ignNodeTarget declares ignition/<node> for a master or worker.
+func ignNodeTarget(n Node) *Target {
+	name, role := n.Name, n.Role
+	base := "mco/base/" + role
+	deps := []string{base, "kubeconfig/kubelet-bootstrap", "pki/ca/kubernetes"}
+	if role == RoleMaster {
+		deps = append(deps, "manifests/kube-proxy")
+	}
+	return &Target{
+		Name:    "ignition/" + name,
+		Doc:     "the " + role + " " + name + "'s Ignition: rendered " + role + " pool config + MCS files, network, hostname, SSH key" + map[bool]string{true: ", kube-proxy", false: ""}[role == RoleMaster],
+		Deps:    deps,
+		Reads:   ignNodeReads(name),
+		Files:   []string{"access.pullSecretFile", "access.sshKeyFile"},
+		Version: 1,
+		OutDir:  ignOutDir,
+		Run: func(ctx context.Context, s *Step) error {
+			in := ignition.NodeInput{}
+			var err error
+			if in.Hostname, in.Network, err = ignNodeNet(s, name); err != nil {
+				return err
+			}
+			if in.PullSecret, in.SSHKey, err = ignAccess(s); err != nil {
+				return err
+			}
+			if in.RenderedMachineConfig, err = s.DepFile(base, "machineconfig.yaml"); err != nil {
+				return err
+			}
+			if in.KubeletCA, err = s.DepFile(base, "kubelet-ca.crt"); err != nil {
+				return err
+			}
+			if in.BootstrapKubeconfig, err = s.DepFile("kubeconfig/kubelet-bootstrap", "kubeconfig"); err != nil {
+				return err
+			}
+			ca, err := s.DepFile("pki/ca/kubernetes", "tls.crt")
+			if err != nil {
+				return err
+			}
+			in.Extra = []ignition.File{{Path: ignPathKubernetesCA, Mode: ignition.ModeFile, Contents: ca}}
+			if role == RoleMaster {
+				if in.KubeProxyPod, err = s.DepFile("manifests/kube-proxy", manifests.KubeProxyPodFile); err != nil {
+					return err
+				}
+			}
+			res, err := ignition.Node(in)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Target().Name, err)
+			}
+			s.Logf("based on %s", res.Rendered)
+			return ignWrite(s, name, res.JSON, res.Files, res.Units)
+		},
+	}
+}
+
+// ignBootstrapTarget declares ignition/bootstrap for bootstrap node boot.
+func ignBootstrapTarget(boot string) *Target {
+	deps := []string{"manifests/bootstrap"}
+	seen := map[string]bool{"manifests/bootstrap": true}
+	for _, f := range append(append([]manifests.NodeFile{}, manifests.BootstrapTLSPaths...), manifests.BootstrapKubeconfigPaths...) {
+		if !seen[f.Target] {
+			seen[f.Target] = true
+			deps = append(deps, f.Target)
+		}
+	}
+	// The apply step uses the localhost admin kubeconfig the control plane pods already get
+	// (BootstrapKubeconfigPaths); Bootstrap refuses a path that is not among the files.
+	applyKubeconfig := manifests.KubeconfigsDir + "/localhost.kubeconfig"
+	return &Target{
+		Name: "ignition/bootstrap",
+		Doc: "the bootstrap node's Ignition: standalone kubelet, static pods, TLS files, kubeconfigs, CRDs and cluster manifests, " +
+			"CRI-O pause drop-in, pull secret, SSH key, hostname, network",
+		Deps:    deps,
+		Reads:   ignNodeReads(boot),
+		Files:   []string{"access.pullSecretFile", "access.sshKeyFile"},
+		Version: 1,
+		OutDir:  ignOutDir,
+		Run: func(ctx context.Context, s *Step) error {
+			in := ignition.BootstrapInput{ApplyKubeconfig: applyKubeconfig}
+			var err error
+			if in.Hostname, in.Network, err = ignNodeNet(s, boot); err != nil {
+				return err
+			}
+			if in.PullSecret, in.SSHKey, err = ignAccess(s); err != nil {
+				return err
+			}
+			tree, err := s.DepFiles("manifests/bootstrap")
+			if err != nil {
+				return err
+			}
+			for _, rel := range tree {
+				b, err := s.DepFile("manifests/bootstrap", rel)
+				if err != nil {
+					return err
+				}
+				dir, file := path.Split(rel)
+				switch {
+				case dir == "static-pods/":
+					in.StaticPods = append(in.StaticPods, ignition.File{Path: manifests.StaticPodDir + "/" + file, Mode: ignition.ModeFile, Contents: b})
+				case rel == "crio/00-pause.conf":
+					in.CRIOPause = b
+				case dir == "manifests/":
+					mode, err := ignDepMode(s, "manifests/bootstrap", rel)
+					if err != nil {
+						return err
+					}
+					in.Files = append(in.Files, ignition.File{Path: manifests.ManifestsDir + "/" + file, Mode: mode, Contents: b})
+				default:
+					return fmt.Errorf("%s: manifests/bootstrap output %q has no place on the bootstrap node (want static-pods/, manifests/ or crio/00-pause.conf)", s.Target().Name, rel)
+				}
+			}
+			nodeFiles := append(append([]manifests.NodeFile{}, manifests.BootstrapTLSPaths...), manifests.BootstrapKubeconfigPaths...)
+			for _, f := range nodeFiles {
+				b, err := s.DepFile(f.Target, f.File)
+				if err != nil {
+					return err
+				}
+				in.Files = append(in.Files, ignition.File{Path: f.Path, Mode: int(f.Mode.Perm()), Contents: b})
+			}
+			res, err := ignition.Bootstrap(in)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Target().Name, err)
+			}
+			return ignWrite(s, boot, res.JSON, res.Files, res.Units)
+		},
+	}
+}
+
+// ignDepMode returns the node mode of an upstream file: 0600 when the upstream wrote it
+// private (Secrets), 0644 otherwise.
+func ignDepMode(s *Step, dep, rel string) (int, error) {
+	p, err := s.DepPath(dep, rel)
+	if err != nil {
+		return 0, err
+	}
+	st, err := os.Stat(p)
+	if err != nil {
+		return 0, err
+	}
+	if st.Mode().Perm()&0o077 == 0 {
+		return ignition.ModeSecret, nil
+	}
+	return ignition.ModeFile, nil
+}
+
+func ignitionTargets(c *Config) []*Target {
+	var ts []*Target
+	for _, n := range c.Nodes {
+		switch n.Role {
+		case RoleBootstrap:
+			ts = append(ts, ignBootstrapTarget(n.Name))
+		case RoleMaster, RoleWorker:
+			ts = append(ts, ignNodeTarget(n))
+		}
+	}
+	return ts
+}
+
+func init() {
+	Register(Family{Name: "ignition", Doc: "one Ignition 3.4 config per node, out/ignition/<node>.ign (stage 08)",
+		Targets: func(c *Config) []*Target {
+			// TODO(release family): as mco and manifests, nothing until release/* exists.
+			if !mfFamilyRegistered("release") {
+				return nil
+			}
+			return ignitionTargets(c)
+		}})
+}

@@ -1,0 +1,360 @@
+package targets
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/labbuild/labbuild/render/ignition"
+	"github.com/labbuild/labbuild/render/mco"
+)
+
+// The mco family: the node OS render (openshift-the-hard-way stage 08's MCO part,
+// ../shared/spec/mco-bootstrap.md, target-graph.md §3.7). It runs the release's own
+// machine-config-operator and machine-config-controller bootstrap programs (release/mco:
+// bin/ and the /etc/mcc/templates tree) on a work dir labbuild renders:
+//
+//	mco/inputs               the work dir (render/mco.WorkDir): CAs, cluster objects, pull
+//	                         secret, FeatureGate with status, image-references
+//	mco/operator-bootstrap   `machine-config-operator bootstrap` → ControllerConfig, pools, ...
+//	mco/controller-bootstrap `machine-config-controller bootstrap` → machine-pools/,
+//	                         machine-configs/rendered-<pool>-<hash>.yaml, controller-config/
+//	mco/base/<pool>          config.ign (the pool's Ignition), machineconfig.yaml (the rendered
+//	                         MachineConfig), kubelet-ca.crt (ControllerConfig
+//	                         kubeAPIServerServingCAData, which the MCS serves)
+//
+// The split gives early cutoff where mco-bootstrap.md says the render does not change: a new
+// release digest or infrastructure name changes the ControllerConfig but not the rendered
+// configs, so mco/base/* and the node Ignition stay as they are.
+
+// mcoRoleReads are the node role reads (replica counts in the install-config and topologies).
+func mcoRoleReads(c *Config) []string { return mfRoleReads(c) }
+
+// mcoWriteFile writes one output, 0600 when secret.
+func mcoWriteFile(s *Step, rel string, data []byte, secret bool) error {
+	mode := fs.FileMode(0o644)
+	if secret {
+		mode = 0o600
+	}
+	return s.WriteFile(rel, data, mode)
+}
+
+// mcoRun runs program (an absolute path) with args, records its command line and output in
+// the target's log, and on failure returns an error with the output's last lines.
+func mcoRun(ctx context.Context, s *Step, program string, args []string) error {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		// TODO(mco podman): run the machine-config-operator image with podman on other hosts
+		// (and when the lab config asks for it); the release's binaries are linux/amd64.
+		return fmt.Errorf("%s: the release's %s is a linux/amd64 program and this host is %s/%s; running it under podman is not implemented yet",
+			s.Target().Name, path.Base(program), runtime.GOOS, runtime.GOARCH)
+	}
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, program, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+	s.Logf("$ %s %s", path.Base(program), strings.Join(args, " "))
+	err := cmd.Run()
+	s.Log().Write(out.Bytes())
+	if err != nil {
+		return fmt.Errorf("%s: %s bootstrap failed: %w; last output lines:\n%s\n(full output in the target's log)",
+			s.Target().Name, path.Base(program), err, mco.Tail(out.Bytes(), 15))
+	}
+	return nil
+}
+
+// mcoCollect writes every regular file under dir as an output at prefix/<rel>; files whose
+// content holds the pull secret (the Secret copy, rendered MachineConfigs) are 0600.
+func mcoCollect(s *Step, dir string, secret func(rel string) bool) (int, error) {
+	n := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		n++
+		rel = filepath.ToSlash(rel)
+		return mcoWriteFile(s, rel, b, secret(rel))
+	})
+	return n, err
+}
+
+// mcoDepDir returns the directory of upstream dep whose outputs start with prefix + "/"
+// (the templates tree of release/mco), found through one of its files.
+func mcoDepDir(s *Step, dep, prefix string) (string, error) {
+	files, err := s.DepFiles(dep)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range files {
+		if strings.HasPrefix(f, prefix+"/") {
+			p, err := s.DepPath(dep, f)
+			if err != nil {
+				return "", err
+			}
+			return strings.TrimSuffix(p, filepath.FromSlash(f)) + prefix, nil
+		}
+	}
+	return "", fmt.Errorf("%s: %s wrote no %s/ tree (the machine-config-operator image's /etc/mcc/templates); rebuild it: labbuild -B %s",
+		s.Target().Name, dep, prefix, dep)
+}
+
+func mcoTargets(c *Config) []*Target {
+	reads := append([]string{"cluster.name", "cluster.baseDomain", "network.clusterNetwork", "network.hostPrefix",
+		"network.serviceNetwork", "network.machineNetwork", "cluster.featureSet", "cluster.profile", "release.version"},
+		mcoRoleReads(c)...)
+	var nodeNames []string
+	for _, n := range c.Nodes {
+		nodeNames = append(nodeNames, n.Name)
+	}
+	ts := []*Target{
+		{
+			Name:    "mco/inputs",
+			Doc:     "the MCO bootstrap work dir: root and kube-apiserver CAs, cluster-config-v1, pull-secret Secret, Infrastructure, Network, DNS, Proxy, FeatureGate, image-references",
+			Deps:    []string{"pki/ca/root", "pki/ca/kubernetes", "manifests/ids", "release/image-references"},
+			Reads:   reads,
+			Files:   []string{"access.pullSecretFile"},
+			Version: 1,
+			Run: func(ctx context.Context, s *Step) error {
+				in := mco.Inputs{}
+				var err error
+				str := func(p string, into *string) {
+					if err == nil {
+						*into, err = s.String(p)
+					}
+				}
+				str("cluster.name", &in.ClusterName)
+				str("cluster.baseDomain", &in.BaseDomain)
+				str("network.clusterNetwork", &in.ClusterNetwork)
+				str("network.serviceNetwork", &in.ServiceNetwork)
+				str("network.machineNetwork", &in.MachineNetwork)
+				str("cluster.featureSet", &in.FeatureSet)
+				str("cluster.profile", &in.Profile)
+				str("release.version", &in.PayloadVersion)
+				if err != nil {
+					return err
+				}
+				if in.HostPrefix, err = mfInt(s, "network.hostPrefix"); err != nil {
+					return err
+				}
+				if in.Masters, in.Workers, err = mfCounts(s, nodeNames); err != nil {
+					return err
+				}
+				if in.PullSecret, err = s.File("access.pullSecretFile"); err != nil {
+					return err
+				}
+				if err := CheckPullSecret(in.PullSecret, "access.pullSecretFile"); err != nil {
+					return err
+				}
+				id, err := s.DepFile("manifests/ids", "infrastructure-name")
+				if err != nil {
+					return err
+				}
+				in.InfraID = strings.TrimSpace(string(id))
+				if in.RootCA, err = s.DepFile("pki/ca/root", "tls.crt"); err != nil {
+					return err
+				}
+				if in.KubeCA, err = s.DepFile("pki/ca/kubernetes", "tls.crt"); err != nil {
+					return err
+				}
+				if in.ImageReferences, err = s.DepFile("release/image-references", "image-references"); err != nil {
+					return err
+				}
+				files, err := mco.WorkDir(in)
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Target().Name, err)
+				}
+				for _, f := range files {
+					if err := mcoWriteFile(s, f.Path, f.Data, f.Secret); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
+		},
+		{
+			Name:    "mco/operator-bootstrap",
+			Doc:     "runs the release's `machine-config-operator bootstrap`: ControllerConfig, master/worker pools, pull-secret copy, bootstrap pod",
+			Deps:    []string{"mco/inputs", "release/mco", "release/resolve"},
+			Reads:   []string{"release.version"},
+			Version: 1,
+			Run: func(ctx context.Context, s *Step) error {
+				version, err := s.String("release.version")
+				if err != nil {
+					return err
+				}
+				release, err := mfPullspec(s, "release/resolve")
+				if err != nil {
+					return err
+				}
+				bin, err := s.DepPath("release/mco", "bin/machine-config-operator")
+				if err != nil {
+					return err
+				}
+				// Any work-dir file locates the work dir (the dep's output directory).
+				ref, err := s.DepPath("mco/inputs", mco.ImageReferencesFile)
+				if err != nil {
+					return err
+				}
+				work := filepath.Dir(ref)
+				scratch, err := s.Scratch()
+				if err != nil {
+					return err
+				}
+				dest := filepath.Join(scratch, "mco-bootstrap")
+				if err := mcoRun(ctx, s, bin, mco.OperatorArgs(work, dest, release, version)); err != nil {
+					return err
+				}
+				n, err := mcoCollect(s, dest, func(rel string) bool { return rel == mco.OperatorPullSecret })
+				if err == nil && n == 0 {
+					err = fmt.Errorf("%s: machine-config-operator bootstrap wrote nothing to --dest-dir", s.Target().Name)
+				}
+				return err
+			},
+		},
+		{
+			Name:    "mco/controller-bootstrap",
+			Doc:     "runs the release's `machine-config-controller bootstrap` over the templates: rendered-<pool>-<hash> MachineConfigs, pools, ControllerConfig",
+			Deps:    []string{"mco/operator-bootstrap", "mco/inputs", "release/mco"},
+			Reads:   []string{"release.version"},
+			Version: 1,
+			Run: func(ctx context.Context, s *Step) error {
+				version, err := s.String("release.version")
+				if err != nil {
+					return err
+				}
+				bin, err := s.DepPath("release/mco", "bin/machine-config-controller")
+				if err != nil {
+					return err
+				}
+				templates, err := mcoDepDir(s, "release/mco", "templates")
+				if err != nil {
+					return err
+				}
+				scratch, err := s.Scratch()
+				if err != nil {
+					return err
+				}
+				// The --manifest-dir is flat: stage 1's bootstrap/manifests/* plus the
+				// FeatureGate, as bootkube.sh copies them to /etc/mcc/bootstrap.
+				mdir := filepath.Join(scratch, "mcc-bootstrap")
+				if err := os.MkdirAll(mdir, 0o700); err != nil {
+					return err
+				}
+				files, err := s.DepFiles("mco/operator-bootstrap")
+				if err != nil {
+					return err
+				}
+				copyIn := func(dep, rel string) error {
+					b, err := s.DepFile(dep, rel)
+					if err != nil {
+						return err
+					}
+					return os.WriteFile(filepath.Join(mdir, path.Base(rel)), b, 0o600)
+				}
+				for _, rel := range files {
+					if path.Dir(rel) == mco.OperatorManifestDir {
+						if err := copyIn("mco/operator-bootstrap", rel); err != nil {
+							return err
+						}
+					}
+				}
+				if err := copyIn("mco/inputs", mco.FeatureGateFile); err != nil {
+					return err
+				}
+				pull, err := s.DepPath("mco/operator-bootstrap", mco.OperatorPullSecret)
+				if err != nil {
+					return err
+				}
+				dest := filepath.Join(scratch, "mcs-bootstrap")
+				if err := mcoRun(ctx, s, bin, mco.ControllerArgs(templates, mdir, dest, pull, version)); err != nil {
+					return err
+				}
+				// Rendered MachineConfigs embed the pull secret (/var/lib/kubelet/config.json).
+				_, err = mcoCollect(s, dest, func(rel string) bool { return strings.HasPrefix(rel, "machine-configs/") })
+				if err != nil {
+					return err
+				}
+				for _, p := range mco.Pools {
+					if _, ok := s.written[mco.PoolFile(p)]; !ok {
+						return fmt.Errorf("%s: machine-config-controller bootstrap wrote no %s (are the pools in its --manifest-dir?)", s.Target().Name, mco.PoolFile(p))
+					}
+				}
+				return nil
+			},
+		},
+	}
+	for _, pool := range mco.Pools {
+		ts = append(ts, &Target{
+			Name:    "mco/base/" + pool,
+			Doc:     "the " + pool + " pool's rendered MachineConfig and its Ignition 3.4 config (spec.config), plus the kubelet CA the MCS serves",
+			Deps:    []string{"mco/controller-bootstrap"},
+			Version: 1,
+			Run: func(ctx context.Context, s *Step) error {
+				pd, err := s.DepFile("mco/controller-bootstrap", mco.PoolFile(pool))
+				if err != nil {
+					return err
+				}
+				name, err := mco.RenderedName(pd)
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Target().Name, err)
+				}
+				doc, err := s.DepFile("mco/controller-bootstrap", mco.MachineConfigFile(name))
+				if err != nil {
+					return err
+				}
+				mc, err := ignition.ParseMachineConfig(doc)
+				if err != nil {
+					return fmt.Errorf("%s: %s: %w", s.Target().Name, mco.MachineConfigFile(name), err)
+				}
+				raw, err := ignition.Encode(mc.Config)
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Target().Name, err)
+				}
+				ccDoc, err := s.DepFile("mco/controller-bootstrap", mco.ControllerConfigFile)
+				if err != nil {
+					return err
+				}
+				ca, err := ignition.KubeletCAFromControllerConfig(ccDoc)
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Target().Name, err)
+				}
+				s.Logf("%s: %d files, %d units, %d bytes", name, len(mc.Config.Storage.Files), len(mc.Config.Systemd.Units), len(raw))
+				if err := s.WriteFile("config.ign", raw, 0o600); err != nil {
+					return err
+				}
+				if err := s.WriteFile("machineconfig.yaml", doc, 0o600); err != nil {
+					return err
+				}
+				return s.WriteFile("kubelet-ca.crt", ca, 0o644)
+			},
+		})
+	}
+	return ts
+}
+
+func init() {
+	Register(Family{Name: "mco", Doc: "node OS render by the release's machine-config-operator/controller bootstrap (stage 08)",
+		Targets: func(c *Config) []*Target {
+			// TODO(release family): as manifests.go, declare nothing until targets/release.go
+			// registers release/mco, release/resolve and release/image-references; until then
+			// every build of the registered families would fail on the missing upstreams.
+			if !mfFamilyRegistered("release") {
+				return nil
+			}
+			return mcoTargets(c)
+		}})
+}
