@@ -29,6 +29,8 @@ type Config struct {
 	Access  AccessConfig  `json:"access"`
 	PKI     PKIConfig     `json:"pki"`
 	HAProxy HAProxyConfig `json:"haproxy"`
+	// Wait bounds the cluster/* waits (labbuild cluster).
+	Wait WaitConfig `json:"wait"`
 
 	lk *lookupCache // the config as generic JSON, for Lookup; built on first use
 }
@@ -118,6 +120,10 @@ type LibvirtConfig struct {
 	Network  string `json:"network"`
 	Pool     string `json:"pool"`
 	PoolPath string `json:"poolPath"`
+	// DomainType is the libvirt domain type of the VMs: "kvm" (hardware virtualization),
+	// "qemu" (software emulation, where KVM cannot run guests, such as nested in a microVM) or
+	// "test" (libvirt's test driver, test:///default).
+	DomainType string `json:"domainType"`
 }
 
 // AccessConfig names the secret and key files. Paths may start with "~/" and are otherwise
@@ -143,6 +149,26 @@ type PKIConfig struct {
 	// RenewPercent is the renewal margin: a certificate with less than this share of its
 	// lifetime left is stale and is re-issued, with its dependents, on the next build.
 	RenewPercent int `json:"renewPercent"`
+}
+
+// WaitConfig holds the timeouts, in minutes, of the cluster/* phases (targets/cluster.go). A
+// timeout fails only that phase; everything built before it is kept and a rerun continues.
+// Defaults follow openshift-the-hard-way's wait scripts (spec stages 10-13) where they exist.
+type WaitConfig struct {
+	// BootstrapMinutes bounds cluster/bootstrap: the API answering through the VIP
+	// (wait-bootstrap.sh: 600 s) and then the CVO reporting progress.
+	BootstrapMinutes int `json:"bootstrapMinutes"`
+	// MastersMinutes bounds cluster/masters: every master Ready (wait-masters.sh: 1800 s).
+	MastersMinutes int `json:"mastersMinutes"`
+	// EtcdMinutes bounds cluster/etcd: the cluster-etcd-operator's etcd running on every master.
+	EtcdMinutes int `json:"etcdMinutes"`
+	// PivotMinutes bounds cluster/pivot: the API answering through the VIP without bootstrap.
+	PivotMinutes int `json:"pivotMinutes"`
+	// WorkersMinutes bounds cluster/workers: every worker Ready.
+	WorkersMinutes int `json:"workersMinutes"`
+	// ConvergeMinutes bounds cluster/converge: every ClusterOperator Available
+	// (wait-convergence.sh: 3600 s).
+	ConvergeMinutes int `json:"convergeMinutes"`
 }
 
 // HAProxyConfig configures the host load balancer.

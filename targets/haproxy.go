@@ -1,0 +1,317 @@
+package targets
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/labbuild/labbuild/render/haproxy"
+	rl "github.com/labbuild/labbuild/render/libvirt"
+)
+
+// The haproxy family is the host load balancer of stage 02 (setup-haproxy.sh):
+//
+//	haproxy/config             haproxy.cfg with the bootstrap in the API and MCS backends
+//	haproxy/config-post-pivot  haproxy.cfg without it (cluster/pivot switches to it)
+//	haproxy/service  labbuild's own haproxy process for this cluster, bound to the API and
+//	                 ingress VIPs, which it adds to the lab bridge (External)
+//
+// Unlike stage 02, nothing in /etc is edited and no system unit is used: each cluster has its
+// own process (its VIPs differ, so several clusters do not collide), started and reloaded
+// (haproxy -sf) by labbuild, recorded by pid, and stopped by `labbuild destroy`.
+func init() {
+	Register(Family{Name: "haproxy", Doc: "host load balancer: haproxy.cfg and labbuild's haproxy on the VIPs (stage 02)", Targets: haproxyTargets})
+}
+
+// HAProxyConfigFile is the output of haproxy/config and haproxy/config-post-pivot.
+const HAProxyConfigFile = "haproxy.cfg"
+
+func haproxyTargets(c *Config) []*Target {
+	reads := []string{"network.apiVIP", "network.ingressVIP", "haproxy.statsPort"}
+	for _, n := range c.Nodes {
+		reads = append(reads, "nodes."+n.Name+".role", "nodes."+n.Name+".ip")
+	}
+	return []*Target{
+		{
+			Name: "haproxy/config", Doc: "haproxy.cfg: TCP 6443/22623/80/443 on the VIPs, /readyz checks, bootstrap in the backends",
+			Reads: reads, Version: 1,
+			Run: func(ctx context.Context, s *Step) error { return hpConfigRun(s, false) },
+		},
+		{
+			Name: "haproxy/config-post-pivot", Doc: "haproxy.cfg after the pivot: the same without the bootstrap",
+			Reads: reads, Version: 1,
+			Run: func(ctx context.Context, s *Step) error { return hpConfigRun(s, true) },
+		},
+		{
+			Name: "haproxy/service", Doc: "labbuild's haproxy for this cluster on the API and ingress VIPs (added to the lab bridge)",
+			Deps:    []string{"haproxy/config", "libvirt/network"},
+			Reads:   []string{"libvirt.network", "network.machineNetwork", "network.apiVIP", "network.ingressVIP"},
+			Version: 1, External: true,
+			Run: hpServiceRun, Probe: hpServiceProbe, Destroy: hpServiceDestroy,
+		},
+	}
+}
+
+// hpSpec assembles the load balancer from the declared values, nodes in config order.
+func hpSpec(s *Step) (haproxy.Spec, error) {
+	var sp haproxy.Spec
+	var err error
+	if sp.APIVIP, err = s.String("network.apiVIP"); err != nil {
+		return sp, err
+	}
+	if sp.IngressVIP, err = s.String("network.ingressVIP"); err != nil {
+		return sp, err
+	}
+	if err := s.Value("haproxy.statsPort", &sp.StatsPort); err != nil {
+		return sp, err
+	}
+	for _, r := range s.Target().Reads {
+		name, ok := strings.CutSuffix(strings.TrimPrefix(r, "nodes."), ".ip")
+		if !ok || !strings.HasPrefix(r, "nodes.") {
+			continue
+		}
+		srv := haproxy.Server{Name: name}
+		if srv.IP, err = s.String(r); err != nil {
+			return sp, err
+		}
+		role, err := s.String("nodes." + name + ".role")
+		if err != nil {
+			return sp, err
+		}
+		switch role {
+		case RoleBootstrap:
+			sp.Bootstrap = &srv
+		case RoleMaster:
+			sp.Masters = append(sp.Masters, srv)
+		default:
+			sp.Workers = append(sp.Workers, srv)
+		}
+	}
+	return sp, nil
+}
+
+func hpConfigRun(s *Step, postPivot bool) error {
+	sp, err := hpSpec(s)
+	if err != nil {
+		return err
+	}
+	if postPivot {
+		sp = haproxy.PostPivot(sp)
+	}
+	cfg, err := haproxy.Config(sp)
+	if err != nil {
+		return err
+	}
+	return s.WriteFile(HAProxyConfigFile, cfg, 0o644)
+}
+
+// hpCommand builds the commands haproxy/service runs (ip, haproxy). Tests replace it to run
+// them inside their network namespace.
+var hpCommand = exec.Command
+
+// hpRecord is what haproxy/service made: the process and the addresses it added.
+type hpRecord struct {
+	PID    int      `json:"pid"`
+	Config string   `json:"config"`
+	Bridge string   `json:"bridge"`
+	Addrs  []string `json:"addrs"` // "VIP/prefix" added to Bridge
+}
+
+type hpServiceSpec struct {
+	bridge string
+	addrs  []string
+}
+
+func hpService(s *Step) (hpServiceSpec, error) {
+	var sp hpServiceSpec
+	net, err := s.String("libvirt.network")
+	if err != nil {
+		return sp, err
+	}
+	sp.bridge = rl.Bridge(net)
+	mn, err := s.String("network.machineNetwork")
+	if err != nil {
+		return sp, err
+	}
+	pfx, err := netip.ParsePrefix(mn)
+	if err != nil {
+		return sp, fmt.Errorf("network.machineNetwork %q: %w", mn, err)
+	}
+	for _, p := range []string{"network.apiVIP", "network.ingressVIP"} {
+		v, err := s.String(p)
+		if err != nil {
+			return sp, err
+		}
+		a := v + "/" + strconv.Itoa(pfx.Bits())
+		if len(sp.addrs) == 0 || sp.addrs[0] != a {
+			sp.addrs = append(sp.addrs, a)
+		}
+	}
+	return sp, nil
+}
+
+func hpPrev(s *Step) (hpRecord, bool, error) {
+	b, err := s.Prev("record.json")
+	if errors.Is(err, fs.ErrNotExist) {
+		return hpRecord{}, false, nil
+	}
+	if err != nil {
+		return hpRecord{}, false, err
+	}
+	var r hpRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return hpRecord{}, false, fmt.Errorf("%s: record.json: %w", s.Target().Name, err)
+	}
+	return r, true, nil
+}
+
+// hpAlive reports whether pid is a running haproxy (not a reused pid of another program).
+func hpAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err == nil && bytes.Contains(b, []byte("haproxy"))
+}
+
+func hpRun(name string, args ...string) error {
+	out, err := hpCommand(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// hpAddrsPresent reports which of addrs are on bridge.
+func hpAddrsMissing(bridge string, addrs []string) ([]string, error) {
+	out, err := hpCommand("ip", "-o", "-4", "addr", "show", "dev", bridge).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("ip addr show dev %s: %w: %s (is libvirt/network running?)", bridge, err, bytes.TrimSpace(out))
+	}
+	var missing []string
+	for _, a := range addrs {
+		if !bytes.Contains(out, []byte(" "+a+" ")) {
+			missing = append(missing, a)
+		}
+	}
+	return missing, nil
+}
+
+func hpServiceRun(ctx context.Context, s *Step) error {
+	sp, err := hpService(s)
+	if err != nil {
+		return err
+	}
+	cfg, err := s.DepPath("haproxy/config", HAProxyConfigFile)
+	if err != nil {
+		return err
+	}
+	prev, hadPrev, err := hpPrev(s)
+	if err != nil {
+		return err
+	}
+	// Addresses recorded before but no longer wanted (a VIP moved) are removed.
+	if hadPrev {
+		for _, a := range prev.Addrs {
+			if !slices.Contains(sp.addrs, a) || prev.Bridge != sp.bridge {
+				_ = hpRun("ip", "addr", "del", a, "dev", prev.Bridge)
+			}
+		}
+	}
+	for _, a := range sp.addrs {
+		if err := hpRun("ip", "addr", "replace", a, "dev", sp.bridge); err != nil {
+			return fmt.Errorf("%s: add VIP: %w", s.Target().Name, err)
+		}
+	}
+	if err := hpRun("haproxy", "-c", "-q", "-f", cfg); err != nil {
+		return fmt.Errorf("%s: config check: %w", s.Target().Name, err)
+	}
+	scratch, err := s.Scratch()
+	if err != nil {
+		return err
+	}
+	pidfile := filepath.Join(scratch, "haproxy.pid")
+	args := []string{"-D", "-p", pidfile, "-f", cfg}
+	if hadPrev && hpAlive(prev.PID) {
+		// Soft reload: the new process takes the listeners, the old one finishes its
+		// connections and exits (haproxy -sf).
+		args = append(args, "-sf", strconv.Itoa(prev.PID))
+		s.Logf("reload haproxy (old pid %d)", prev.PID)
+	}
+	// The daemon inherits the command's stdout and stderr: a file, not a pipe, or waiting for
+	// the pipe's end would wait for the daemon's.
+	logf, err := os.Create(filepath.Join(scratch, "haproxy-start.log"))
+	if err != nil {
+		return err
+	}
+	cmd := hpCommand("haproxy", args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	err = cmd.Run()
+	logf.Close()
+	if err != nil {
+		out, _ := os.ReadFile(logf.Name())
+		return fmt.Errorf("%s: haproxy %s: %w: %s", s.Target().Name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		return fmt.Errorf("%s: haproxy wrote no pid file: %w", s.Target().Name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil {
+		return fmt.Errorf("%s: pid file %q: %w", s.Target().Name, b, err)
+	}
+	s.Logf("haproxy pid %d on %s", pid, strings.Join(sp.addrs, ", "))
+	rec, _ := json.MarshalIndent(hpRecord{PID: pid, Config: cfg, Bridge: sp.bridge, Addrs: sp.addrs}, "", "  ")
+	return s.WriteFile("record.json", append(rec, '\n'), 0o644)
+}
+
+func hpServiceProbe(ctx context.Context, s *Step) (ProbeResult, error) {
+	prev, ok, err := hpPrev(s)
+	if err != nil {
+		return ProbeResult{}, err
+	}
+	if !ok || !hpAlive(prev.PID) {
+		return ProbeResult{Action: Create, Reason: "haproxy is not running"}, nil
+	}
+	sp, err := hpService(s)
+	if err != nil {
+		return ProbeResult{}, err
+	}
+	missing, err := hpAddrsMissing(sp.bridge, sp.addrs)
+	if err != nil {
+		return ProbeResult{}, err
+	}
+	if len(missing) > 0 {
+		return ProbeResult{Action: Update, Reason: "VIPs " + strings.Join(missing, ", ") + " missing on " + sp.bridge}, nil
+	}
+	return ProbeResult{Action: Keep}, nil
+}
+
+// hpServiceDestroy stops the recorded haproxy (by its pid, after checking it is haproxy) and
+// removes the VIPs it added. Safe to rerun.
+func hpServiceDestroy(ctx context.Context, s *Step) error {
+	prev, ok, err := hpPrev(s)
+	if err != nil || !ok {
+		return err
+	}
+	if hpAlive(prev.PID) {
+		if err := syscall.Kill(prev.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("stop haproxy pid %d: %w", prev.PID, err)
+		}
+	}
+	for _, a := range prev.Addrs {
+		_ = hpRun("ip", "addr", "del", a, "dev", prev.Bridge) // gone with the bridge is fine
+	}
+	return nil
+}

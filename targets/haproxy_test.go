@@ -1,0 +1,154 @@
+package targets
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labbuild/labbuild/internal/testenv"
+)
+
+// TestHAProxyConfigTarget builds haproxy/config and haproxy/config-post-pivot for the default
+// lab: both configs pass
+// `haproxy -c`, the bootstrap is in the pre-pivot backends only, and a worker's IP change
+// rebuilds it.
+func TestHAProxyConfigTarget(t *testing.T) {
+	ctx := context.Background()
+	out := t.TempDir()
+	c := DefaultConfig()
+	goals := []string{"haproxy/config", "haproxy/config-post-pivot"}
+	r, err := Build(ctx, Options{Config: c, OutDir: out, Goals: goals})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Executed, goals) {
+		t.Fatalf("executed %v", r.Executed)
+	}
+	pre, _ := os.ReadFile(filepath.Join(out, "haproxy/config", HAProxyConfigFile))
+	post, _ := os.ReadFile(filepath.Join(out, "haproxy/config-post-pivot", HAProxyConfigFile))
+	if !strings.Contains(string(pre), "server bootstrap 192.168.126.100:6443") || strings.Contains(string(post), "bootstrap") {
+		t.Errorf("bootstrap: pre-pivot has it %v, post-pivot has it %v", strings.Contains(string(pre), "server bootstrap"), strings.Contains(string(post), "bootstrap"))
+	}
+	if !strings.Contains(string(pre), "server worker-1 192.168.126.111:443") || !strings.Contains(string(pre), "bind 192.168.126.10:6443") {
+		t.Errorf("pre-pivot config lacks the worker-1 ingress server or the API VIP bind:\n%s", pre)
+	}
+	if bin, err := exec.LookPath("haproxy"); err == nil {
+		for _, f := range goals {
+			if o, err := exec.Command(bin, "-c", "-f", filepath.Join(out, f, HAProxyConfigFile)).CombinedOutput(); err != nil {
+				t.Errorf("haproxy -c %s: %v\n%s", f, err, o)
+			}
+		}
+	}
+	c = DefaultConfig() // a fresh config: a Config caches its lookups
+	c.Nodes[5].IP = "192.168.126.112"
+	r, err = Build(ctx, Options{Config: c, OutDir: out, Goals: goals})
+	if err != nil || !slices.Equal(r.Executed, goals) {
+		t.Errorf("after worker-1 ip change: executed %v, err %v", r.Executed, err)
+	}
+}
+
+// TestHAProxyServiceReal runs haproxy/service inside a network namespace with a real libvirt
+// network: the VIPs appear on the bridge, haproxy serves its stats page on the API VIP, a
+// second build keeps it, a changed config reloads it (new pid), and destroy stops it and
+// removes the VIPs.
+func TestHAProxyServiceReal(t *testing.T) {
+	d := testenv.StartLibvirtd(t)
+	testenv.Require(t, "haproxy")
+	curl := testenv.Require(t, "curl")
+	orig := hpCommand
+	hpCommand = func(name string, args ...string) *exec.Cmd {
+		return orig("ip", append([]string{"netns", "exec", d.NetNS, name}, args...)...)
+	}
+	t.Cleanup(func() { hpCommand = orig })
+
+	ctx := context.Background()
+	out := t.TempDir()
+	c := lvLab(d)
+	build := func(c *Config) *Result {
+		t.Helper()
+		var log strings.Builder
+		r, err := Build(ctx, Options{Config: c, OutDir: out, Goals: []string{"haproxy/service"}, Stdout: &log, Stderr: &log,
+			Now: func() time.Time { return time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC) }})
+		if err != nil {
+			t.Fatalf("build: %v\n%s", err, log.String())
+		}
+		return r
+	}
+	r := build(c)
+	for _, want := range []string{"libvirt/network", "haproxy/config", "haproxy/service"} {
+		if !slices.Contains(r.Executed, want) {
+			t.Errorf("first build did not run %s: %v", want, r.Executed)
+		}
+	}
+	t.Cleanup(func() { Destroy(ctx, Options{Config: c, OutDir: out}) })
+	rec := func() hpRecord {
+		var s Step
+		s.t = &Target{Name: "haproxy/service"}
+		s.prevDir = filepath.Join(out, "haproxy/service")
+		r, ok, err := hpPrev(&s)
+		if err != nil || !ok {
+			t.Fatalf("record: %v %v", ok, err)
+		}
+		return r
+	}
+	first := rec()
+	if !hpAlive(first.PID) {
+		t.Fatalf("haproxy pid %d not running", first.PID)
+	}
+	stats := func(port string) string {
+		o, err := d.Exec(curl, "-s", "--max-time", "3", "http://198.18.0.10:"+port+"/stats;csv")
+		if err != nil {
+			t.Errorf("stats page on the API VIP: %v\n%s", err, o)
+		}
+		return string(o)
+	}
+	testenv.WaitFor(t, "haproxy stats", 5*time.Second, func() error {
+		if !strings.Contains(stats("9000"), "kubernetes-api-backend,master-0") {
+			return os.ErrNotExist
+		}
+		return nil
+	})
+	if r := build(c); len(r.Executed) != 0 {
+		t.Errorf("second build executed %v", r.Executed)
+	}
+
+	c2 := lvLab(d)
+	c2.HAProxy.StatsPort = 9001
+	r = build(c2)
+	if !slices.Contains(r.Executed, "haproxy/service") || slices.Contains(r.Executed, "libvirt/network") {
+		t.Errorf("stats port change executed %v, want haproxy/config and haproxy/service only", r.Executed)
+	}
+	second := rec()
+	if second.PID == first.PID || !hpAlive(second.PID) {
+		t.Errorf("reload: pid %d -> %d (alive %v)", first.PID, second.PID, hpAlive(second.PID))
+	}
+	testenv.WaitFor(t, "old haproxy to exit", 10*time.Second, func() error {
+		if hpAlive(first.PID) {
+			return os.ErrExist
+		}
+		return nil
+	})
+	if !strings.Contains(stats("9001"), "kubernetes-api-backend") {
+		t.Error("stats not served on the new port")
+	}
+
+	for round := 0; round < 2; round++ {
+		if _, err := Destroy(ctx, Options{Config: c2, OutDir: out}); err != nil {
+			t.Fatalf("destroy round %d: %v", round, err)
+		}
+	}
+	testenv.WaitFor(t, "haproxy to stop", 10*time.Second, func() error {
+		if hpAlive(second.PID) {
+			return os.ErrExist
+		}
+		return nil
+	})
+	if o, err := d.Exec("ip", "-o", "addr"); err != nil || strings.Contains(string(o), "198.18.0.10") {
+		t.Errorf("VIP left behind (%v):\n%s", err, o)
+	}
+}

@@ -1,0 +1,251 @@
+package targets
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labbuild/labbuild/internal/testenv"
+	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/targets/virt"
+)
+
+// TestLibvirtTargetsDeclared checks the family's shape on the default lab: one network and
+// pool, a volume and a VM per node, all External with Probe and Destroy; and that a node's
+// size override is read only by that node's VM.
+func TestLibvirtTargetsDeclared(t *testing.T) {
+	c := DefaultConfig()
+	ts := libvirtTargets(c)
+	if len(ts) != 2+2*len(c.Nodes) {
+		t.Fatalf("%d targets, want %d", len(ts), 2+2*len(c.Nodes))
+	}
+	for _, tg := range ts {
+		if !tg.External || tg.Probe == nil || tg.Destroy == nil {
+			t.Errorf("%s: External %v, Probe %v, Destroy %v: want all set", tg.Name, tg.External, tg.Probe != nil, tg.Destroy != nil)
+		}
+		if err := tg.check(); err != nil {
+			t.Error(err)
+		}
+	}
+	c.Nodes[5].MemoryMiB = 12288 // worker-1
+	for _, tg := range libvirtTargets(c) {
+		has := slices.Contains(tg.Reads, "nodes.worker-1.memoryMiB")
+		if has != (tg.Name == "libvirt/vm/worker-1") {
+			t.Errorf("%s reads nodes.worker-1.memoryMiB: %v", tg.Name, has)
+		}
+	}
+}
+
+// lvLab is a small lab on 198.18.0.0/24 (RFC 2544 benchmarking range), used only inside the
+// test's network namespace, with VMs of 128 MiB and 1 GiB disks in software emulation.
+func lvLab(d *testenv.Libvirtd) *Config {
+	c := DefaultConfig()
+	c.Cluster.Name, c.Cluster.BaseDomain = "lbt", "example.test"
+	c.Network.MachineNetwork, c.Network.Gateway, c.Network.DNS = "198.18.0.0/24", "198.18.0.1", "198.18.0.1"
+	c.Network.APIVIP, c.Network.IngressVIP = "198.18.0.10", "198.18.0.11"
+	c.Network.DHCPStart, c.Network.DHCPEnd = "198.18.0.200", "198.18.0.254"
+	for i := range c.Nodes {
+		c.Nodes[i].IP = strings.Replace(c.Nodes[i].IP, "192.168.126.", "198.18.0.", 1)
+	}
+	small := Size{VCPUs: 1, MemoryMiB: 128, DiskGiB: 1}
+	c.Sizes = Sizes{Bootstrap: small, Master: small, Worker: small}
+	c.Libvirt = LibvirtConfig{URI: d.URI("qemu:///system"), Network: "lbt", Pool: "lbt", PoolPath: filepath.Join(d.Dir, "pool"), DomainType: "qemu"}
+	return c
+}
+
+// TestLibvirtFamilyReal builds the family against a real libvirtd in a network namespace:
+// everything is created and the network's dnsmasq answers; a second build changes nothing;
+// one worker's memory edit plans and applies exactly that VM; a domain removed by hand shows
+// in the plan as create; destroy leaves nothing and is safe to rerun.
+func TestLibvirtFamilyReal(t *testing.T) {
+	d := testenv.StartLibvirtd(t)
+	testenv.Require(t, "dig")
+	ctx := context.Background()
+	out := t.TempDir()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	build := func(c *Config, dry bool) *Result {
+		t.Helper()
+		var log strings.Builder
+		r, err := Build(ctx, Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, DryRun: dry, Jobs: 2,
+			Now: func() time.Time { return now }, Stdout: &log, Stderr: &log})
+		if err != nil {
+			t.Fatalf("build (dry %v): %v\n%s", dry, err, log.String())
+		}
+		return r
+	}
+	c := lvLab(d)
+	r := build(c, false)
+	if len(r.Executed) != 2+2*len(c.Nodes) {
+		t.Fatalf("first build executed %v", r.Executed)
+	}
+	t.Cleanup(func() { Destroy(ctx, Options{Config: c, OutDir: out}) }) // if the test stops early
+
+	dig := func(name, typ string) string {
+		o, err := d.Exec("dig", "@198.18.0.1", "+short", "+time=2", "+tries=2", name, typ)
+		if err != nil {
+			t.Errorf("dig %s: %v\n%s", name, err, o)
+		}
+		return strings.TrimSpace(string(o))
+	}
+	for name, want := range map[string]string{
+		"api.lbt.example.test": "198.18.0.10", "api-int.lbt.example.test": "198.18.0.10",
+		"master-2.lbt.example.test": "198.18.0.103", "foo.apps.lbt.example.test": "198.18.0.11",
+	} {
+		if got := dig(name, "A"); got != want {
+			t.Errorf("dig %s = %q, want %q", name, got, want)
+		}
+	}
+	if srv := dig("_etcd-server-ssl._tcp.lbt.example.test", "SRV"); strings.Count(srv, " 2380 etcd-") != 3 {
+		t.Errorf("SRV answer:\n%s", srv)
+	}
+
+	// VMs start (paused) and stop.
+	conn, err := virt.Connect(c.Libvirt.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.StartDomain("lbt-master-0", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.StopDomain("lbt-master-0"); err != nil {
+		t.Fatal(err)
+	}
+
+	if r := build(c, false); len(r.Executed)+len(r.Reused) != 0 {
+		t.Errorf("second build did something: executed %v reused %v", r.Executed, r.Reused)
+	}
+
+	c2 := lvLab(d)
+	c2.Nodes[5].MemoryMiB = 256
+	if p := build(c2, true); len(p.Plan) != 1 || p.Plan[0].Target != "libvirt/vm/worker-1" {
+		t.Errorf("plan after a memory edit: %+v, want only libvirt/vm/worker-1", p.Plan)
+	}
+	if r := build(c2, false); !slices.Equal(r.Executed, []string{"libvirt/vm/worker-1"}) {
+		t.Errorf("apply after a memory edit executed %v", r.Executed)
+	}
+	if dom, _, _, err := conn.Domain("lbt-worker-1"); err != nil || dom.Memory.Value != 256*1024 {
+		t.Errorf("worker-1 memory after apply: %+v, %v", dom.Memory, err)
+	}
+
+	// Drift made by hand: a deleted domain and a deleted DNS-bearing network show in the plan.
+	if err := conn.DeleteDomain("lbt-worker-0"); err != nil {
+		t.Fatal(err)
+	}
+	p := build(c2, true)
+	if len(p.Plan) != 1 || p.Plan[0].Target != "libvirt/vm/worker-0" || p.Plan[0].Action != string(Create) {
+		t.Errorf("plan after deleting a domain by hand: %+v", p.Plan)
+	}
+	if r := build(c2, false); !slices.Equal(r.Executed, []string{"libvirt/vm/worker-0"}) {
+		t.Errorf("repair executed %v", r.Executed)
+	}
+
+	for round := 0; round < 2; round++ {
+		if _, err := Destroy(ctx, Options{Config: c2, OutDir: out}); err != nil {
+			t.Fatalf("destroy round %d: %v", round, err)
+		}
+	}
+	for _, n := range c.Nodes {
+		if _, _, found, _ := conn.Domain("lbt-" + n.Name); found {
+			t.Errorf("domain lbt-%s left behind", n.Name)
+		}
+	}
+	if _, _, found, _ := conn.Pool("lbt"); found {
+		t.Error("pool left behind")
+	}
+	if _, _, found, _ := conn.Network("lbt"); found {
+		t.Error("network left behind")
+	}
+	if o, err := d.Exec("ip", "link", "show", rl.Bridge("lbt")); err == nil {
+		t.Errorf("bridge left behind: %s", o)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(d.Dir, "pool")); len(ents) != 0 {
+		t.Errorf("pool directory not empty: %v", ents)
+	}
+}
+
+// TestLibvirtFamilyTestDriver runs the family against libvirt's test driver (objects only, no
+// processes): hand-made drift in the network's DNS is planned as a replace and repaired, and a
+// renamed network removes the old one instead of leaving it behind.
+func TestLibvirtFamilyTestDriver(t *testing.T) {
+	d := testenv.StartLibvirtd(t)
+	ctx := context.Background()
+	out := t.TempDir()
+	lab := func(network string) *Config {
+		c := lvLab(d)
+		c.Libvirt.URI, c.Libvirt.DomainType, c.Libvirt.Network = d.URI("test:///default"), "test", network
+		return c
+	}
+	// The test driver keeps its state only while a connection is open.
+	conn, err := virt.Connect(d.URI("test:///default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	build := func(c *Config, dry bool) *Result {
+		t.Helper()
+		var log strings.Builder
+		r, err := Build(ctx, Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, DryRun: dry, Stdout: &log, Stderr: &log})
+		if err != nil {
+			t.Fatalf("build: %v\n%s", err, log.String())
+		}
+		return r
+	}
+	c := lab("lbt")
+	if r := build(c, false); len(r.Executed) != 2+2*len(c.Nodes) {
+		t.Fatalf("first build executed %v", r.Executed)
+	}
+
+	// Drift: someone redefines the network without master-2's DNS entry.
+	got, _, _, err := conn.Network("lbt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range got.DNS.Host {
+		if h.IP == "198.18.0.103" {
+			got.DNS.Host = slices.Delete(got.DNS.Host, i, i+1)
+			break
+		}
+	}
+	got.UUID = ""
+	if err := conn.DeleteNetwork("lbt"); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.CreateNetwork(got); err != nil {
+		t.Fatal(err)
+	}
+	p := build(c, true)
+	if len(p.Plan) != 1 || p.Plan[0].Target != "libvirt/network" || p.Plan[0].Action != string(Replace) ||
+		!strings.Contains(strings.Join(p.Plan[0].Reasons, " "), "master-2.lbt.example.test") {
+		t.Errorf("plan after DNS drift: %+v", p.Plan)
+	}
+	if r := build(c, false); !slices.Equal(r.Executed, []string{"libvirt/network"}) {
+		t.Errorf("repair executed %v", r.Executed)
+	}
+	if r := build(c, false); len(r.Executed) != 0 {
+		t.Errorf("build after repair executed %v", r.Executed)
+	}
+
+	// Rename: the old network goes, the VMs follow the new one.
+	c2 := lab("lbt2")
+	r := build(c2, false)
+	if !slices.Contains(r.Executed, "libvirt/network") || !slices.Contains(r.Executed, "libvirt/vm/master-0") {
+		t.Errorf("rename executed %v", r.Executed)
+	}
+	if _, _, found, _ := conn.Network("lbt"); found {
+		t.Error("the renamed network's old definition was left behind")
+	}
+	if _, err := Destroy(ctx, Options{Config: c2, OutDir: out}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, found, _ := conn.Network("lbt2"); found {
+		t.Error("network left after destroy")
+	}
+	if _, _, found, _ := conn.Domain("lbt-master-0"); found {
+		t.Error("domain left after destroy")
+	}
+}
