@@ -299,6 +299,14 @@ type Values interface {
 	Lookup(path string) ([]byte, bool)
 }
 
+// Refresh drops the cached JSON form of the config, so that Lookup sees fields edited since
+// the last call. Build calls it first; a nil Config is allowed.
+func (c *Config) Refresh() {
+	if c != nil {
+		c.lk = nil
+	}
+}
+
 // Lookup implements Values. Path segments are JSON field names; inside the nodes list a
 // segment is a node name ("nodes.master-1.ip"). A known field that is unset reads as null.
 func (c *Config) Lookup(p string) ([]byte, bool) {

@@ -238,6 +238,9 @@ const (
 // request, and other errors for trouble with the output directory.
 func Build(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
+	// A caller that keeps a Config across builds (tests, a watch loop) may have edited its
+	// fields since the last one: read values afresh.
+	o.Config.Refresh()
 	// Declaring the targets and reading the state are independent: overlap them.
 	type opened struct {
 		b   *builder
