@@ -188,6 +188,11 @@ func (c *Config) Validate(file string) error {
 	if c.Libvirt.Pool == "" {
 		bad("libvirt.pool", "is empty", "name the libvirt storage pool")
 	}
+	switch c.Libvirt.DomainType {
+	case "", "kvm", "qemu", "test":
+	default:
+		bad("libvirt.domainType", fmt.Sprintf("%q", c.Libvirt.DomainType), "use kvm, qemu (software emulation) or test (libvirt's test driver)")
+	}
 	if !strings.HasPrefix(c.Libvirt.PoolPath, "/") {
 		bad("libvirt.poolPath", fmt.Sprintf("%q is not an absolute path", c.Libvirt.PoolPath), "e.g. /var/lib/libvirt/images/ocp4")
 	}
