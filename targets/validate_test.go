@@ -44,7 +44,7 @@ func TestValidateNamesFieldAndFix(t *testing.T) {
 		{"key algorithm", "pki: {keyAlgorithm: DSA}", "pki.keyAlgorithm", "unknown algorithm"},
 		{"cluster name", "cluster: {name: OCP_4}", "cluster.name", "not a DNS label"},
 		{"feature set", "cluster: {featureSet: Everything}", "cluster.featureSet", "unknown feature set"},
-		{"domain type", "libvirt: {domainType: xen}", "libvirt.domainType", "use kvm, qemu"},
+		{"domain type", "libvirt: {domainType: xen}", "libvirt.domainType", `"xen"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
