@@ -1,0 +1,495 @@
+package targets
+
+// The release family reads the OpenShift release payload (../shared/spec/target-graph.md §3.1)
+// with go-containerregistry through targets/oci: no oc, no podman. Everything downstream pins
+// images by the digests these targets write.
+//
+//	release/resolve            release.image (tag or digest) → pullspec (digest pull spec)
+//	release/image-references   /release-manifests/image-references of the payload's last layer
+//	release/metadata           /release-manifests/release-metadata, checked against the above
+//	release/image/<tag>        pullspec of one payload tag (one target per tag: early cutoff)
+//	release/crds               crds/<file>: the cluster-config-api CRDs the cluster's feature set
+//	                           and profile select, plus ClusterVersion and ClusterOperator
+//	release/mco                bin/machine-config-{operator,controller}, templates/ (/etc/mcc/templates)
+//
+// The pull secret is only a registry credential here: it is declared (so a new one re-runs the
+// pulls) but no output depends on it, and early cutoff stops the rebuild at these targets.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/labbuild/labbuild/targets/oci"
+)
+
+// ReleaseImageTags are the payload tags labbuild's targets read, one release/image/<tag> target
+// each: the tags of ../shared/fixtures/release/payload-components-4.18.tsv that the installer's
+// bootkube.sh and the MCO bootstrap resolve, and which labbuild's manifests, MCO and Ignition
+// targets use.
+var ReleaseImageTags = []string{
+	"etcd", "hyperkube", "kube-proxy", "pod", "machine-config-operator", "cluster-config-api",
+	"cluster-version-operator", "cluster-etcd-operator", "keepalived-ipfailover", "haproxy-router",
+	"coredns", "baremetal-runtimecfg", "rhel-coreos", "rhel-coreos-extensions", "kube-rbac-proxy",
+	"oauth-proxy",
+}
+
+// ReleaseResolveTTL is how long a tag's resolution holds: after it, the next build asks the
+// registry again (and downstream rebuilds only if the digest moved). A digest never expires.
+var ReleaseResolveTTL = 24 * time.Hour
+
+// Defaults of the CRD selection (openshift/api payload-command/render: InstallerFeatureSet and
+// ClusterProfile).
+const (
+	releaseDefaultFeatureSet = "Default"
+	releaseDefaultProfile    = "self-managed-high-availability"
+)
+
+// Payload paths read by the release targets (oc adm release extract; openshift/api
+// Dockerfile.ocp; MCO Dockerfile).
+const (
+	releaseImageReferencesPath = "/release-manifests/image-references"
+	releaseMetadataPath        = "/release-manifests/release-metadata"
+	releaseManifestsDir        = "/manifests/"
+	releaseMCOOperatorPath     = "/usr/bin/machine-config-operator"
+	releaseMCOControllerPath   = "/usr/bin/machine-config-controller"
+	releaseMCOTemplatesDir     = "/etc/mcc/templates/"
+)
+
+// releaseClientHook lets tests adjust the pull client (sleep, transport); nil in production.
+var releaseClientHook func(*oci.Client)
+
+// releaseClient builds the pull client from the declared pull secret and mirrors.
+func releaseClient(s *Step) (*oci.Client, error) {
+	ps, err := s.File("access.pullSecretFile")
+	if err != nil {
+		return nil, err
+	}
+	kc, err := oci.NewKeychain(ps)
+	if err != nil {
+		return nil, fmt.Errorf("%s: access.pullSecretFile: %w", s.Target().Name, err)
+	}
+	c := &oci.Client{Keychain: kc}
+	if slices.Contains(s.Target().Reads, "release.mirrors") { // declared only when set
+		if err := s.Value("release.mirrors", &c.Mirrors); err != nil {
+			return nil, err
+		}
+	}
+	if releaseClientHook != nil {
+		releaseClientHook(c)
+	}
+	return c, nil
+}
+
+// releaseImage opens the image whose digest pull spec upstream dep wrote.
+func releaseImage(ctx context.Context, s *Step, c *oci.Client, dep string) (*oci.Image, error) {
+	ref, err := mfPullspec(s, dep)
+	if err != nil {
+		return nil, err
+	}
+	img, err := c.Image(ctx, ref)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	return img, nil
+}
+
+// releaseReadFiles extracts the wanted paths into memory (small files only: manifests).
+func releaseReadFiles(ctx context.Context, c *oci.Client, img *oci.Image, w oci.Want) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	_, err := c.Extract(ctx, img, w, func(f oci.File, r io.Reader) error {
+		b, err := io.ReadAll(io.LimitReader(r, 64<<20))
+		out[f.Name] = b
+		return err
+	})
+	return out, err
+}
+
+// releaseImageStream is the part of /release-manifests/image-references labbuild reads: an
+// image.openshift.io/v1 ImageStream whose metadata.name is the release version and whose
+// spec.tags map a payload tag to a DockerImage digest pull spec (oc adm release new).
+type releaseImageStream struct {
+	Kind     string `json:"kind"`
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Spec struct {
+		Tags []struct {
+			Name string `json:"name"`
+			From struct {
+				Kind string `json:"kind"`
+				Name string `json:"name"`
+			} `json:"from"`
+		} `json:"tags"`
+	} `json:"spec"`
+}
+
+// releaseParseImageReferences decodes and checks image-references: kind ImageStream, a name,
+// and every tag pinned by digest.
+func releaseParseImageReferences(b []byte) (*releaseImageStream, error) {
+	var is releaseImageStream
+	if err := json.Unmarshal(b, &is); err != nil {
+		return nil, fmt.Errorf("image-references is not an ImageStream JSON: %w", err)
+	}
+	if is.Kind != "ImageStream" || is.Metadata.Name == "" || len(is.Spec.Tags) == 0 {
+		return nil, fmt.Errorf("image-references: want kind ImageStream with metadata.name and spec.tags, got kind %q, name %q, %d tags",
+			is.Kind, is.Metadata.Name, len(is.Spec.Tags))
+	}
+	for _, t := range is.Spec.Tags {
+		if !oci.IsDigest(t.From.Name) {
+			return nil, fmt.Errorf("image-references: tag %q points at %q, not a digest pull spec", t.Name, t.From.Name)
+		}
+	}
+	return &is, nil
+}
+
+// Pullspec returns tag's digest pull spec, or "" when the payload lacks the tag.
+func (is *releaseImageStream) Pullspec(tag string) string {
+	for _, t := range is.Spec.Tags {
+		if t.Name == tag {
+			return t.From.Name
+		}
+	}
+	return ""
+}
+
+// releaseMetadata is /release-manifests/release-metadata (cincinnati-metadata-v0).
+type releaseMetadata struct {
+	Kind    string `json:"kind"`
+	Version string `json:"version"`
+}
+
+// releaseSelectCRD reports whether a CRD manifest belongs to a cluster of featureSet and
+// profile, as openshift/api payload-command/render/renderassets does: the
+// release.openshift.io/feature-set annotation is absent or lists featureSet (comma-separated),
+// and include.release.openshift.io/<profile> is "true".
+func releaseSelectCRD(data []byte, featureSet, profile string) (bool, error) {
+	var m struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return false, err
+	}
+	a := m.Metadata.Annotations
+	if a["include.release.openshift.io/"+profile] != "true" {
+		return false, nil
+	}
+	fs, ok := a["release.openshift.io/feature-set"]
+	if !ok {
+		return true, nil
+	}
+	return slices.Contains(strings.Split(fs, ","), featureSet), nil
+}
+
+func releaseTargets(c *Config) []*Target {
+	resolve := &Target{
+		Name:    "release/resolve",
+		Doc:     "release.image → digest pull spec (a digest never touches the network; a tag is re-resolved after a TTL or -B)",
+		Reads:   []string{"release.image"},
+		Version: 1,
+		Run: func(ctx context.Context, s *Step) error {
+			image, err := s.String("release.image")
+			if err != nil {
+				return err
+			}
+			if oci.IsDigest(image) {
+				d, err := (&oci.Client{}).Resolve(ctx, image) // canonical form, no network
+				if err != nil {
+					return fmt.Errorf("%s: release.image: %w", s.Target().Name, err)
+				}
+				return s.WriteFile("pullspec", []byte(d+"\n"), 0o644)
+			}
+			cl, err := releaseClient(s)
+			if err != nil {
+				return err
+			}
+			d, err := cl.Resolve(ctx, image)
+			if err != nil {
+				return fmt.Errorf("%s: release.image: %w", s.Target().Name, err)
+			}
+			s.Logf("resolved %s to %s at %s; re-resolved after %s", image, d, s.Now().UTC().Format(time.RFC3339), ReleaseResolveTTL)
+			s.SetStaleAt(s.Now().Add(ReleaseResolveTTL))
+			return s.WriteFile("pullspec", []byte(d+"\n"), 0o644)
+		},
+	}
+	// Only a tag needs the credential to resolve; a digest keeps the pull secret out of the key.
+	if !oci.IsDigest(c.Release.Image) {
+		resolve.Files = []string{"access.pullSecretFile"}
+	}
+	pullFiles := []string{"access.pullSecretFile"}
+	// release.mirrors is omitted from the config when unset, and a target may only declare
+	// fields the config has; without mirrors, releaseClient finds none.
+	withMirrors := func(reads ...string) []string {
+		if len(c.Release.Mirrors) > 0 {
+			return append(reads, "release.mirrors")
+		}
+		return reads
+	}
+	ts := []*Target{resolve,
+		{
+			Name:    "release/image-references",
+			Doc:     "the payload's /release-manifests/image-references (ImageStream: tag → digest pull spec), from its last layer",
+			Deps:    []string{"release/resolve"},
+			Reads:   withMirrors(),
+			Files:   pullFiles,
+			Version: 1,
+			Run: func(ctx context.Context, s *Step) error {
+				cl, err := releaseClient(s)
+				if err != nil {
+					return err
+				}
+				img, err := releaseImage(ctx, s, cl, "release/resolve")
+				if err != nil {
+					return err
+				}
+				files, err := releaseReadFiles(ctx, cl, img, oci.Want{Paths: []string{releaseImageReferencesPath}, LastLayerOnly: true})
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Target().Name, err)
+				}
+				b, ok := files[strings.TrimPrefix(releaseImageReferencesPath, "/")]
+				if !ok {
+					return fmt.Errorf("%s: %s has no %s in its last layer: is release.image a release payload?", s.Target().Name, img.Ref, releaseImageReferencesPath)
+				}
+				if _, err := releaseParseImageReferences(b); err != nil {
+					return fmt.Errorf("%s: %s: %w", s.Target().Name, img.Ref, err)
+				}
+				return s.WriteFile("image-references", b, 0o644)
+			},
+		},
+		{
+			Name:    "release/metadata",
+			Doc:     "the payload's /release-manifests/release-metadata; its version must match image-references and release.version",
+			Deps:    []string{"release/resolve", "release/image-references"},
+			Reads:   withMirrors("release.version"),
+			Files:   pullFiles,
+			Version: 1,
+			Run: func(ctx context.Context, s *Step) error {
+				want, err := s.String("release.version")
+				if err != nil {
+					return err
+				}
+				refs, err := s.DepFile("release/image-references", "image-references")
+				if err != nil {
+					return err
+				}
+				is, err := releaseParseImageReferences(refs)
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Target().Name, err)
+				}
+				cl, err := releaseClient(s)
+				if err != nil {
+					return err
+				}
+				img, err := releaseImage(ctx, s, cl, "release/resolve")
+				if err != nil {
+					return err
+				}
+				files, err := releaseReadFiles(ctx, cl, img, oci.Want{Paths: []string{releaseMetadataPath}, LastLayerOnly: true})
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Target().Name, err)
+				}
+				b, ok := files[strings.TrimPrefix(releaseMetadataPath, "/")]
+				if !ok {
+					return fmt.Errorf("%s: %s has no %s in its last layer", s.Target().Name, img.Ref, releaseMetadataPath)
+				}
+				var md releaseMetadata
+				if err := json.Unmarshal(b, &md); err != nil || md.Version == "" {
+					return fmt.Errorf("%s: %s: release-metadata has no version (want cincinnati-metadata-v0 JSON)", s.Target().Name, img.Ref)
+				}
+				if md.Version != is.Metadata.Name {
+					return fmt.Errorf("%s: %s is inconsistent: release-metadata says version %s but image-references is named %s; the payload is broken, use another release.image",
+						s.Target().Name, img.Ref, md.Version, is.Metadata.Name)
+				}
+				if md.Version != want {
+					return fmt.Errorf("%s: release.version is %s but release.image %s is version %s; set release.version: %s in lab.yaml (or pick the image of %s)",
+						s.Target().Name, want, img.Ref, md.Version, md.Version, want)
+				}
+				return s.WriteFile("release-metadata", b, 0o644)
+			},
+		},
+		{
+			Name:    "release/crds",
+			Doc:     "CRDs of the cluster-config-api image selected by cluster.featureSet and cluster.profile, plus ClusterVersion and ClusterOperator from the payload",
+			Deps:    []string{"release/resolve", "release/image/cluster-config-api"},
+			Reads:   withMirrors("cluster.featureSet", "cluster.profile"),
+			Files:   pullFiles,
+			Version: 1,
+			Run:     releaseRunCRDs,
+		},
+		{
+			Name:    "release/mco",
+			Doc:     "the machine-config-operator image's operator and controller programs (bin/) and /etc/mcc/templates (templates/)",
+			Deps:    []string{"release/image/machine-config-operator"},
+			Reads:   withMirrors(),
+			Files:   pullFiles,
+			Version: 1,
+			Run:     releaseRunMCO,
+		},
+	}
+	for _, tag := range ReleaseImageTags {
+		ts = append(ts, &Target{
+			Name:    "release/image/" + tag,
+			Doc:     "digest pull spec of payload tag " + tag + " (from image-references)",
+			Deps:    []string{"release/image-references"},
+			Version: 1,
+			Run: func(ctx context.Context, s *Step) error {
+				b, err := s.DepFile("release/image-references", "image-references")
+				if err != nil {
+					return err
+				}
+				is, err := releaseParseImageReferences(b)
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Target().Name, err)
+				}
+				p := is.Pullspec(tag)
+				if p == "" {
+					return fmt.Errorf("%s: payload %s has no tag %q in image-references", s.Target().Name, is.Metadata.Name, tag)
+				}
+				return s.WriteFile("pullspec", []byte(p+"\n"), 0o644)
+			},
+		})
+	}
+	return ts
+}
+
+func releaseRunCRDs(ctx context.Context, s *Step) error {
+	featureSet, err := s.String("cluster.featureSet")
+	if err != nil {
+		return err
+	}
+	if featureSet == "" {
+		featureSet = releaseDefaultFeatureSet
+	}
+	profile, err := s.String("cluster.profile")
+	if err != nil {
+		return err
+	}
+	if profile == "" {
+		profile = releaseDefaultProfile
+	}
+	cl, err := releaseClient(s)
+	if err != nil {
+		return err
+	}
+	selected := map[string][]byte{}
+	for _, src := range []struct {
+		dep  string
+		keep func(string) bool
+	}{
+		{"release/image/cluster-config-api", func(n string) bool { return strings.HasSuffix(n, ".crd.yaml") }},
+		// The release image is the cluster-version-operator image: its own CRDs are in /manifests.
+		{"release/resolve", func(n string) bool {
+			return strings.HasPrefix(n, "0000_00_cluster-version-operator_") && strings.HasSuffix(n, ".crd.yaml")
+		}},
+	} {
+		img, err := releaseImage(ctx, s, cl, src.dep)
+		if err != nil {
+			return err
+		}
+		files, err := releaseReadFiles(ctx, cl, img, oci.Want{Paths: []string{releaseManifestsDir}})
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Target().Name, err)
+		}
+		n := 0
+		for name, b := range files {
+			base := path.Base(name)
+			if path.Dir(name) != "manifests" || !src.keep(base) {
+				continue
+			}
+			n++
+			ok, err := releaseSelectCRD(b, featureSet, profile)
+			if err != nil {
+				return fmt.Errorf("%s: %s: %s: %w", s.Target().Name, img.Ref, name, err)
+			}
+			if ok {
+				selected[base] = b
+			}
+		}
+		if n == 0 {
+			return fmt.Errorf("%s: %s (%s) has no CRD files in %s", s.Target().Name, img.Ref, src.dep, releaseManifestsDir)
+		}
+	}
+	names := make([]string, 0, len(selected))
+	for n := range selected {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	cv, co := false, false
+	for _, n := range names {
+		cv = cv || strings.HasPrefix(n, "0000_00_cluster-version-operator_01_clusterversions")
+		co = co || strings.HasPrefix(n, "0000_00_cluster-version-operator_01_clusteroperators")
+	}
+	if !cv || !co {
+		return fmt.Errorf("%s: the payload's /manifests gave no ClusterVersion or ClusterOperator CRD for feature set %s and profile %s", s.Target().Name, featureSet, profile)
+	}
+	s.Logf("selected %d CRDs for feature set %s, profile %s", len(names), featureSet, profile)
+	for _, n := range names {
+		if err := s.WriteFile("crds/"+n, selected[n], 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func releaseRunMCO(ctx context.Context, s *Step) error {
+	cl, err := releaseClient(s)
+	if err != nil {
+		return err
+	}
+	img, err := releaseImage(ctx, s, cl, "release/image/machine-config-operator")
+	if err != nil {
+		return err
+	}
+	var templates int
+	got := map[string]bool{}
+	_, err = cl.Extract(ctx, img, oci.Want{Paths: []string{releaseMCOOperatorPath, releaseMCOControllerPath, releaseMCOTemplatesDir}},
+		func(f oci.File, r io.Reader) error {
+			var rel string
+			mode := f.Mode
+			switch {
+			case "/"+f.Name == releaseMCOOperatorPath || "/"+f.Name == releaseMCOControllerPath:
+				rel, mode = "bin/"+path.Base(f.Name), 0o755
+			default:
+				rel = "templates/" + strings.TrimPrefix("/"+f.Name, releaseMCOTemplatesDir)
+				mode = 0o644
+				templates++
+			}
+			got[rel] = true
+			w, err := s.Create(rel, mode)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(w, r); err != nil {
+				w.Close()
+				return err
+			}
+			return w.Close()
+		})
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	for _, b := range []string{"bin/machine-config-operator", "bin/machine-config-controller"} {
+		if !got[b] {
+			return fmt.Errorf("%s: %s has no /usr/%s: is release/image/machine-config-operator the MCO image?", s.Target().Name, img.Ref, b)
+		}
+	}
+	if templates == 0 {
+		return fmt.Errorf("%s: %s has no files under %s", s.Target().Name, img.Ref, releaseMCOTemplatesDir)
+	}
+	s.Logf("extracted the MCO programs and %d template files from %s", templates, img.Ref)
+	return nil
+}
+
+func init() {
+	Register(Family{Name: "release", Doc: "the OpenShift release payload: digests, image-references, metadata, CRDs, MCO (stage 03)", Targets: releaseTargets})
+}
