@@ -58,6 +58,7 @@ func TestHAProxyConfigTarget(t *testing.T) {
 // removes the VIPs.
 func TestHAProxyServiceReal(t *testing.T) {
 	d := testenv.StartLibvirtd(t)
+	sr := testenv.StartSampleRelease(t, true)
 	testenv.Require(t, "haproxy")
 	curl := testenv.Require(t, "curl")
 	orig := hpCommand
@@ -68,7 +69,7 @@ func TestHAProxyServiceReal(t *testing.T) {
 
 	ctx := context.Background()
 	out := t.TempDir()
-	c := lvLab(d)
+	c := lvLab(d, sr)
 	build := func(c *Config) *Result {
 		t.Helper()
 		var log strings.Builder
@@ -117,7 +118,7 @@ func TestHAProxyServiceReal(t *testing.T) {
 		t.Errorf("second build executed %v", r.Executed)
 	}
 
-	c2 := lvLab(d)
+	c2 := lvLab(d, sr)
 	c2.HAProxy.StatsPort = 9001
 	r = build(c2)
 	if !slices.Contains(r.Executed, "haproxy/service") || slices.Contains(r.Executed, "libvirt/network") {
