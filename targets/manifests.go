@@ -4,30 +4,19 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path"
-	"sort"
 	"strings"
-	"time"
 
 	"golang.org/x/crypto/bcrypt"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/targets/kube"
 )
 
 // The manifests family: the bootstrap control plane's static pods and the cluster manifests
@@ -561,147 +550,28 @@ func mfFamilyRegistered(name string) bool {
 	return false
 }
 
-// mfApplier applies manifests to a cluster with server-side apply, as the bootstrap's apply step
-// must: every document of every file in order; a kind in manifests.StatusKinds also through
-// its status subresource (apply drops status otherwise). CRDs are waited for until
-// Established before later files use them. FieldManager is "labbuild".
+// mfApplier is the manifests family's view of kube.Applier (the client-go adapter in
+// targets/kube, shared with cluster/bootstrap's apply step): server-side apply in file order,
+// the kinds of manifests.StatusKinds also through their status subresource, CRDs waited for
+// until Established.
 type mfApplier struct {
-	cfg    *rest.Config
-	dyn    dynamic.Interface
-	mapper *restmapper.DeferredDiscoveryRESTMapper
+	*kube.Applier
 	dryRun bool
-	log    io.Writer
+	dyn    dynamic.Interface
 }
 
 func newMFApplier(cfg *rest.Config, log io.Writer) (*mfApplier, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("apply: discovery client: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("apply: dynamic client: %w", err)
-	}
-	if log == nil {
-		log = io.Discard
-	}
-	return &mfApplier{cfg: cfg, dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), log: log}, nil
-}
-
-// mfDocs splits a YAML file into its non-empty documents as unstructured objects.
-func mfDocs(name string, data []byte) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	for i, doc := range bytes.Split(data, []byte("\n---")) {
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		var m map[string]any
-		if err := yaml.Unmarshal(doc, &m); err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", name, i+1, err)
-		}
-		if len(m) == 0 {
-			continue
-		}
-		out = append(out, &unstructured.Unstructured{Object: m})
-	}
-	return out, nil
-}
-
-// apply applies one object; it returns the object as the server has it.
-func (a *mfApplier) apply(ctx context.Context, file string, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	gvk := o.GroupVersionKind()
-	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		a.mapper.Reset() // a CRD applied earlier in this run
-		m, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %s %s: %w (is its CRD applied first?)", file, gvk.Kind, o.GetName(), err)
-	}
-	var ri dynamic.ResourceInterface = a.dyn.Resource(m.Resource)
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		ri = a.dyn.Resource(m.Resource).Namespace(o.GetNamespace())
-	}
-	body, err := o.MarshalJSON()
+	a, err := kube.NewApplier(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	force := true
-	opts := metav1.PatchOptions{FieldManager: "labbuild", Force: &force}
-	if a.dryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
-	}
-	got, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, body, opts)
-	if err != nil {
-		// The error text is the server's; it names the object, never Secret data.
-		return nil, fmt.Errorf("%s: apply %s %s/%s: %w", file, gvk.Kind, o.GetNamespace(), o.GetName(), err)
-	}
-	if _, hasStatus := o.Object["status"]; hasStatus && manifests.StatusKinds[gvk.Kind] {
-		got, err = ri.Patch(ctx, o.GetName(), types.ApplyPatchType, body, opts, "status")
-		if err != nil {
-			return nil, fmt.Errorf("%s: apply status of %s %s: %w", file, gvk.Kind, o.GetName(), err)
-		}
-	}
-	fmt.Fprintf(a.log, "applied %s %s/%s (%s)\n", gvk.Kind, o.GetNamespace(), o.GetName(), file)
-	if mfIsCRD(o) && !a.dryRun {
-		// Later files create objects of this kind: wait until the server serves it.
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		for !mfCRDEstablished(got) {
-			select {
-			case <-wctx.Done():
-				return nil, fmt.Errorf("%s: CRD %s not Established after 30s", file, o.GetName())
-			case <-time.After(50 * time.Millisecond):
-			}
-			if got, err = ri.Get(wctx, o.GetName(), metav1.GetOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("%s: CRD %s: %w", file, o.GetName(), err)
-			}
-			if got == nil {
-				got = &unstructured.Unstructured{Object: map[string]any{}}
-			}
-		}
-	}
-	return got, nil
+	a.StatusKinds = manifests.StatusKinds
+	return &mfApplier{Applier: a, dyn: a.Dynamic()}, nil
 }
 
-// mfIsCRD reports whether o is a CustomResourceDefinition.
-func mfIsCRD(o *unstructured.Unstructured) bool {
-	return o.GetKind() == "CustomResourceDefinition" && strings.HasPrefix(o.GetAPIVersion(), "apiextensions.k8s.io/")
-}
-
-// mfCRDEstablished reports whether a CRD object has condition Established=True.
-func mfCRDEstablished(o *unstructured.Unstructured) bool {
-	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
-	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == "Established" && m["status"] == "True" {
-			return true
-		}
-	}
-	return false
-}
-
-// applyFiles applies files (name → content) in name order. A failure of one object is
-// recorded and the rest continue (as bootkube's retrying apply); the joined error names every
-// failed file and object.
+// applyFiles applies files (name → content) in name order; see kube.Applier.ApplyFiles.
 func (a *mfApplier) applyFiles(ctx context.Context, files map[string][]byte) error {
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var errs []error
-	for _, n := range names {
-		docs, err := mfDocs(n, files[n])
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for _, o := range docs {
-			if _, err := a.apply(ctx, n, o); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
+	a.Applier.DryRun = a.dryRun
+	_, err := a.ApplyFiles(ctx, files)
+	return err
 }

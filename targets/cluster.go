@@ -1,0 +1,1064 @@
+package targets
+
+// The cluster family drives the lab from installed VMs to a converged cluster (spec stages
+// 10-16): each phase is an External target that a user can run alone
+// (`labbuild cluster/masters`), whose Run makes the phase happen and waits for its
+// done-condition, and whose Probe observes the cluster and says Keep when that condition
+// already holds. A rerun after a failure, a kill or a reboot so skips every finished phase
+// and continues with the first unfinished one; a wait's timeout fails only its phase.
+//
+// Phases, in the order that works:
+//
+//	cluster/install/<node>  first boot of every VM with its Ignition (libvirt family's VM)
+//	cluster/bootstrap       bootstrap VM on; /readyz through the API VIP; CRDs + manifests applied
+//	                        with server-side apply; the CVO reports progress
+//	cluster/csr-approver    one approval pass over pending CSRs: lab nodes only (targets/csr)
+//	cluster/masters         masters on; their CSRs approved (client, then serving); all Ready
+//	cluster/etcd            etcd on every master; then kube-system/bootstrap status=complete
+//	cluster/pivot           HAProxy without the bootstrap; API through the VIP; bootstrap VM off
+//	cluster/workers         workers on; their CSRs approved; all Ready (none: compact cluster)
+//	cluster/converge        every ClusterOperator Available, none Degraded; ClusterVersion Available
+//	cluster/done            summary: console URL, kubeadmin password and admin kubeconfig paths
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/targets/csr"
+	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/targets/wait"
+)
+
+// ClusterMachines powers the lab's VMs for the cluster family. The libvirt family defines
+// them (libvirt/vm/<node>); this interface is the little the phases need, so they are testable
+// without VMs. node is the config's node name ("master-0"). Every method must be idempotent.
+type ClusterMachines interface {
+	// Install boots node for the first time so it installs RHCOS from its Ignition.
+	Install(ctx context.Context, node string) error
+	// Installed reports whether Install has happened (the VM exists and was started once).
+	Installed(ctx context.Context, node string) (bool, error)
+	// Start powers node on; a running VM is left alone.
+	Start(ctx context.Context, node string) error
+	// Stop powers node off (virsh destroy: the bootstrap's disk is thrown away anyway).
+	Stop(ctx context.Context, node string) error
+	// Running reports whether node's VM is running.
+	Running(ctx context.Context, node string) (bool, error)
+}
+
+// ClusterBalancer switches the host's HAProxy to a new configuration file (the post-pivot one,
+// without the bootstrap backends) and reloads it, as OTHW's stage 12 does by hand.
+type ClusterBalancer interface {
+	Switch(ctx context.Context, cfgFile string) error
+}
+
+// clusterWorld is everything outside the build the cluster family touches. Tests replace
+// clusterEnv (and restore it); production uses defaultClusterWorld.
+type clusterWorld struct {
+	// clock drives every wait (wait.RealClock in production).
+	clock wait.Clock
+	// interval maps a phase's production poll interval to the one used (identity in
+	// production; tests shorten it).
+	interval func(time.Duration) time.Duration
+	// restConfig makes the client config from the admin kubeconfig file and the API VIP.
+	restConfig func(kubeconfig, apiVIP string) (*rest.Config, error)
+	// machines returns the VM driver for the libvirt URI and cluster name.
+	machines func(uri, cluster string) ClusterMachines
+	// balancer returns the HAProxy switcher.
+	balancer func() ClusterBalancer
+	// onPoll, when set, sees every poll of every wait (tests: kill a build mid-wait).
+	onPoll func(target string, p wait.Poll)
+}
+
+var clusterEnv = defaultClusterWorld()
+
+func defaultClusterWorld() clusterWorld {
+	return clusterWorld{
+		clock:    wait.RealClock{},
+		interval: func(d time.Duration) time.Duration { return d },
+		restConfig: func(kubeconfig, apiVIP string) (*rest.Config, error) {
+			// The admin kubeconfig names https://api.<domain>:6443; the host reaches it
+			// through the API VIP, which haproxy holds (spec stage 02).
+			return kube.Config(kubeconfig, apiVIP+":6443")
+		},
+		machines: func(uri, cluster string) ClusterMachines { return virshMachines{uri: uri, cluster: cluster} },
+		balancer: func() ClusterBalancer { return haproxyFileBalancer{path: "/etc/haproxy/haproxy.cfg"} },
+	}
+}
+
+// Poll intervals, as OTHW's wait scripts use them (spec stages 10, 11 and 13).
+const (
+	clusterPollAPI   = 5 * time.Second  // wait-bootstrap.sh retry helper
+	clusterPollNodes = 15 * time.Second // wait-masters.sh
+	clusterPollCO    = 15 * time.Second // wait-convergence.sh
+)
+
+// Names of the upstream targets the family reads, owned by other families.
+const (
+	clusterAdminKC   = "kubeconfig/admin"
+	clusterManifests = "manifests/bootstrap"
+	clusterCRDs      = "release/crds"
+	clusterKubeadmin = "manifests/kubeadmin"
+	clusterPostPivot = "haproxy/config-post-pivot"
+)
+
+func init() {
+	Register(Family{Name: "cluster", Doc: "drive the lab from VMs to a converged cluster (stages 10-16; External, resumable)",
+		Targets: func(c *Config) []*Target { return clusterTargets(c, clusterRegistered(c)) }})
+}
+
+// clusterRegistered returns a test of whether a target of another family is in the registered
+// graph for c. Dependencies on families still being written (libvirt, haproxy, release) are
+// declared only when their target exists, so the registered graph always builds.
+func clusterRegistered(c *Config) func(string) bool {
+	cache := map[string]map[string]bool{}
+	return func(name string) bool {
+		fam, _, _ := strings.Cut(name, "/")
+		if fam == "cluster" {
+			return false
+		}
+		set, ok := cache[fam]
+		if !ok {
+			set = map[string]bool{}
+			for _, f := range families {
+				if f.Name == fam {
+					for _, t := range f.Targets(c) {
+						set[t.Name] = true
+					}
+				}
+			}
+			cache[fam] = set
+		}
+		return set[name]
+	}
+}
+
+// clusterNodeName is the Kubernetes node name of a lab node: the FQDN its Ignition writes to
+// /etc/hostname (render/ignition NodeBase), which the kubelet registers as.
+func clusterNodeName(node, domain string) string { return node + "." + domain }
+
+// clusterReads are the config paths every phase that talks to the cluster reads.
+var clusterReads = []string{"cluster.name", "cluster.baseDomain", "network.apiVIP", "libvirt.uri"}
+
+// clusterTargets declares the family for c; have says which upstream targets of other
+// families exist (tests pass their stand-ins).
+func clusterTargets(c *Config, have func(string) bool) []*Target {
+	opt := func(names ...string) []string {
+		var out []string
+		for _, n := range names {
+			if strings.HasPrefix(n, "cluster/") || have(n) { // the family's own targets always exist
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	var ts []*Target
+	install := func(role string) []string {
+		var out []string
+		for _, n := range c.NodesByRole(role) {
+			out = append(out, "cluster/install/"+n.Name)
+		}
+		return out
+	}
+	for _, n := range c.Nodes {
+		node := n.Name // identity only; values come through the Step
+		ts = append(ts, &Target{
+			Name:     "cluster/install/" + node,
+			Doc:      "first boot of " + node + " with its Ignition (RHCOS install)",
+			Deps:     opt("libvirt/vm/"+node, "ignition/"+node),
+			Reads:    []string{"cluster.name", "libvirt.uri"},
+			Version:  1,
+			External: true,
+			Run: func(ctx context.Context, s *Step) error {
+				m, err := clusterMachinesFor(s)
+				if err != nil {
+					return err
+				}
+				if err := m.Install(ctx, node); err != nil {
+					return fmt.Errorf("%s: install %s: %w (check: virsh -c <libvirt.uri> console <cluster>-%s)", s.Target().Name, node, err, node)
+				}
+				return clusterRecord(s, map[string]any{"node": node, "installed": true})
+			},
+			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+				m, err := clusterMachinesFor(s)
+				if err != nil {
+					return ProbeResult{}, err
+				}
+				ok, err := m.Installed(ctx, node)
+				if err != nil {
+					return ProbeResult{Action: Create, Reason: "cannot see VM " + node + ": " + err.Error()}, nil
+				}
+				if !ok {
+					return ProbeResult{Action: Create, Reason: "VM " + node + " not installed"}, nil
+				}
+				return ProbeResult{Action: Keep}, nil
+			},
+		})
+	}
+
+	masters, workers := c.NodesByRole(RoleMaster), c.NodesByRole(RoleWorker)
+	nodeReads := func(ns []Node) []string {
+		var out []string
+		for _, n := range ns {
+			out = append(out, "nodes."+n.Name+".ip")
+		}
+		return out
+	}
+	names := func(ns []Node) []string {
+		var out []string
+		for _, n := range ns {
+			out = append(out, n.Name)
+		}
+		return out
+	}
+	masterNames, workerNames := names(masters), names(workers)
+	allJoining := append(slices.Clone(masters), workers...)
+	bootstrap := c.Bootstrap().Name
+
+	ts = append(ts,
+		&Target{
+			Name:     "cluster/bootstrap",
+			Doc:      "bootstrap VM on; API ready through the VIP; CRDs and manifests applied; CVO reporting",
+			Deps:     append([]string{clusterAdminKC}, opt("cluster/install/"+bootstrap, clusterCRDs, clusterManifests, "haproxy/config")...),
+			Reads:    append(slices.Clone(clusterReads), "wait.bootstrapMinutes"),
+			Version:  1,
+			External: true,
+			Run: func(ctx context.Context, s *Step) error {
+				return clusterBootstrap(ctx, s, bootstrap, masterNames)
+			},
+			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+				k, err := clusterClients(s)
+				if err != nil {
+					return ProbeResult{}, err
+				}
+				if done, _ := kube.BootstrapComplete(ctx, k.Typed); done {
+					return ProbeResult{Action: Keep}, nil // past the pivot: the bootstrap is gone for good
+				}
+				if err := kube.Readyz(ctx, k.Typed); err != nil {
+					return ProbeResult{Action: Update, Reason: "API not ready through the VIP: " + err.Error()}, nil
+				}
+				done, status, err := kube.CVOProgress(ctx, k.Dynamic)
+				if err != nil || !done {
+					return ProbeResult{Action: Update, Reason: "CVO not reporting: " + status + errText(err)}, nil
+				}
+				return ProbeResult{Action: Keep}, nil
+			},
+		},
+		&Target{
+			Name:     "cluster/csr-approver",
+			Doc:      "approve pending CSRs of the lab's nodes only (client, then serving); refuse the rest",
+			Deps:     []string{clusterAdminKC, "cluster/bootstrap"},
+			Reads:    append(slices.Clone(clusterReads), nodeReads(allJoining)...),
+			Version:  1,
+			External: true,
+			Run: func(ctx context.Context, s *Step) error {
+				k, err := clusterClients(s)
+				if err != nil {
+					return err
+				}
+				expected, err := clusterExpected(s, names(allJoining))
+				if err != nil {
+					return err
+				}
+				ds, err := csr.Approve(ctx, k.Typed, expected)
+				if err != nil {
+					return fmt.Errorf("%s: %w (check: oc get csr)", s.Target().Name, err)
+				}
+				clusterLogDecisions(s, ds)
+				return clusterRecord(s, map[string]any{"decisions": ds})
+			},
+			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+				k, err := clusterClients(s)
+				if err != nil {
+					return ProbeResult{}, err
+				}
+				expected, err := clusterExpected(s, names(allJoining))
+				if err != nil {
+					return ProbeResult{}, err
+				}
+				n, err := clusterApprovable(ctx, k, expected)
+				if err != nil {
+					return ProbeResult{Action: Update, Reason: err.Error()}, nil
+				}
+				if n > 0 {
+					return ProbeResult{Action: Update, Reason: fmt.Sprintf("%d lab node CSRs pending", n)}, nil
+				}
+				return ProbeResult{Action: Keep}, nil
+			},
+		},
+		clusterJoin("cluster/masters", "masters on; their CSRs approved; every master Ready",
+			append([]string{clusterAdminKC, "cluster/bootstrap"}, opt(install(RoleMaster)...)...),
+			"wait.mastersMinutes", masterNames, nodeReads(masters), "master"),
+		&Target{
+			Name:     "cluster/etcd",
+			Doc:      "etcd running on every master; then kube-system/bootstrap status=complete (bootstrap member removed)",
+			Deps:     []string{clusterAdminKC, "cluster/masters"},
+			Reads:    append(slices.Clone(clusterReads), "wait.etcdMinutes"),
+			Version:  1,
+			External: true,
+			Run: func(ctx context.Context, s *Step) error {
+				return clusterEtcd(ctx, s, masterNames)
+			},
+			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+				k, err := clusterClients(s)
+				if err != nil {
+					return ProbeResult{}, err
+				}
+				done, err := kube.BootstrapComplete(ctx, k.Typed)
+				if err != nil || !done {
+					return ProbeResult{Action: Create, Reason: "ConfigMap kube-system/bootstrap not complete" + errText(err)}, nil
+				}
+				return ProbeResult{Action: Keep}, nil
+			},
+		},
+		&Target{
+			Name:     "cluster/pivot",
+			Doc:      "HAProxy without the bootstrap; API ready through the VIP; bootstrap VM off",
+			Deps:     append([]string{clusterAdminKC, "cluster/etcd"}, opt(clusterPostPivot)...),
+			Reads:    append(slices.Clone(clusterReads), "wait.pivotMinutes"),
+			Version:  1,
+			External: true,
+			Run: func(ctx context.Context, s *Step) error {
+				return clusterPivot(ctx, s, bootstrap)
+			},
+			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+				m, err := clusterMachinesFor(s)
+				if err != nil {
+					return ProbeResult{}, err
+				}
+				if on, err := m.Running(ctx, bootstrap); err != nil || on {
+					return ProbeResult{Action: Update, Reason: "bootstrap VM still running" + errText(err)}, nil
+				}
+				k, err := clusterClients(s)
+				if err != nil {
+					return ProbeResult{}, err
+				}
+				if err := kube.Readyz(ctx, k.Typed); err != nil {
+					return ProbeResult{Action: Update, Reason: "API not ready through the VIP: " + err.Error()}, nil
+				}
+				return ProbeResult{Action: Keep}, nil
+			},
+		},
+		clusterJoin("cluster/workers", "workers on; their CSRs approved; every worker Ready (none in a compact cluster)",
+			append([]string{clusterAdminKC, "cluster/pivot"}, opt(install(RoleWorker)...)...),
+			"wait.workersMinutes", workerNames, nodeReads(workers), "worker"),
+		&Target{
+			Name:     "cluster/converge",
+			Doc:      "every ClusterOperator Available and not Degraded; ClusterVersion Available",
+			Deps:     []string{clusterAdminKC, "cluster/pivot", "cluster/workers"},
+			Reads:    append(slices.Clone(clusterReads), "wait.convergeMinutes"),
+			Version:  1,
+			External: true,
+			Run:      clusterConverge,
+			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+				k, err := clusterClients(s)
+				if err != nil {
+					return ProbeResult{}, err
+				}
+				cv, err := kube.Converged(ctx, k.Dynamic)
+				if err != nil || !cv.Done() {
+					return ProbeResult{Action: Update, Reason: cv.String() + errText(err)}, nil
+				}
+				return ProbeResult{Action: Keep}, nil
+			},
+		},
+		&Target{
+			Name:     "cluster/done",
+			Doc:      "prints the console URL and where the kubeadmin password and admin kubeconfig are",
+			Deps:     append([]string{clusterAdminKC, "cluster/converge"}, opt(clusterKubeadmin)...),
+			Reads:    []string{"cluster.name", "cluster.baseDomain"},
+			Version:  1,
+			External: true,
+			Run:      clusterDone,
+		},
+	)
+	return ts
+}
+
+// clusterShortErr keeps a wait's remembered error to a few lines: a server's validation error
+// on a large CRD runs to kilobytes and would drown the one line a timeout prints. The full
+// text is in the target's log (the applier logs each object).
+func clusterShortErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if len(msg) <= 600 {
+		return err
+	}
+	return fmt.Errorf("%s… (%d more bytes; see the target's log)", msg[:600], len(msg)-600)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (" + err.Error() + ")"
+}
+
+// clusterRecord writes the phase's record, record.json: the state the phase reached, in terms
+// that do not change when a finished phase runs again (how it got there — CSR verdicts, apply
+// counts — goes to the target's log). A rerun so reproduces the same bytes, and the engine's
+// early cutoff keeps the later phases at their Probe instead of running them again.
+func clusterRecord(s *Step, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return s.WriteFile("record.json", append(b, '\n'), 0o644)
+}
+
+// clusterMachinesFor returns the VM driver for the lab's libvirt URI and cluster name.
+func clusterMachinesFor(s *Step) (ClusterMachines, error) {
+	uri, err := s.String("libvirt.uri")
+	if err != nil {
+		return nil, err
+	}
+	name, err := s.String("cluster.name")
+	if err != nil {
+		return nil, err
+	}
+	return clusterEnv.machines(uri, name), nil
+}
+
+// clusterClients returns clients for the admin kubeconfig reached through the API VIP.
+func clusterClients(s *Step) (*kube.Clients, error) {
+	kc, err := s.DepPath(clusterAdminKC, "kubeconfig")
+	if err != nil {
+		return nil, err
+	}
+	vip, err := s.String("network.apiVIP")
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clusterEnv.restConfig(kc, vip)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	return kube.NewClients(cfg)
+}
+
+// clusterDomain is <cluster.name>.<cluster.baseDomain>.
+func clusterDomain(s *Step) (string, error) {
+	name, err := s.String("cluster.name")
+	if err != nil {
+		return "", err
+	}
+	base, err := s.String("cluster.baseDomain")
+	if err != nil {
+		return "", err
+	}
+	return name + "." + base, nil
+}
+
+// clusterExpected returns the CSR identities of nodes: FQDN node name, short name as DNS
+// alias, the node's IP as the only IP SAN.
+func clusterExpected(s *Step, nodes []string) (map[string]csr.NodeIdentity, error) {
+	domain, err := clusterDomain(s)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]csr.NodeIdentity{}
+	for _, n := range nodes {
+		ip, err := s.String("nodes." + n + ".ip")
+		if err != nil {
+			return nil, err
+		}
+		name := clusterNodeName(n, domain)
+		out[name] = csr.NodeIdentity{Name: name, IPs: []string{ip}, DNSNames: []string{n}}
+	}
+	return out, nil
+}
+
+// clusterApprovable counts the pending CSRs csr.Decide would approve.
+func clusterApprovable(ctx context.Context, k *kube.Clients, expected map[string]csr.NodeIdentity) (int, error) {
+	list, err := k.Typed.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("list CSRs: %w", err)
+	}
+	n := 0
+	for i := range list.Items {
+		if csr.Pending(&list.Items[i]) {
+			if ok, _ := csr.Decide(&list.Items[i], expected); ok {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+// clusterLogDecisions logs every CSR verdict once: approvals and refusals with their reason.
+func clusterLogDecisions(s *Step, ds []csr.Decision) {
+	for _, d := range ds {
+		verdict := "refused (left pending)"
+		switch {
+		case d.Approved:
+			verdict = "approved"
+		case d.Approve:
+			verdict = "to approve, but it changed meanwhile (next pass)"
+		}
+		s.Logf("CSR %s (%s, node %q): %s: %s", d.CSR, d.Signer, d.Node, verdict, d.Reason)
+	}
+}
+
+// clusterMinutes reads a wait.* timeout in minutes; a missing or non-positive value is an
+// error naming the field.
+func clusterMinutes(s *Step, field string) (time.Duration, error) {
+	var m int
+	if err := s.Value(field, &m); err != nil {
+		return 0, err
+	}
+	if m <= 0 {
+		return 0, fmt.Errorf("%s: %s is %d: want a positive number of minutes (lab.yaml wait:)", s.Target().Name, field, m)
+	}
+	return time.Duration(m) * time.Minute, nil
+}
+
+// clusterWait runs one wait of target s with the world's clock, logging to the target's log.
+func clusterWait(ctx context.Context, s *Step, spec wait.Spec, cond wait.Condition) (wait.Result, error) {
+	spec.Clock = clusterEnv.clock
+	spec.Interval = clusterEnv.interval(spec.Interval)
+	spec.Log = s.Log()
+	name := s.Target().Name
+	if clusterEnv.onPoll != nil {
+		spec.OnPoll = func(p wait.Poll) { clusterEnv.onPoll(name, p) }
+	}
+	r, err := wait.Until(ctx, spec, cond)
+	if err != nil {
+		return r, fmt.Errorf("%s: %w", name, err)
+	}
+	return r, nil
+}
+
+// clusterBootstrap is cluster/bootstrap's Run.
+func clusterBootstrap(ctx context.Context, s *Step, bootstrap string, masters []string) error {
+	timeout, err := clusterMinutes(s, "wait.bootstrapMinutes")
+	if err != nil {
+		return err
+	}
+	k, err := clusterClients(s)
+	if err != nil {
+		return err
+	}
+	m, err := clusterMachinesFor(s)
+	if err != nil {
+		return err
+	}
+	vip, _ := s.String("network.apiVIP")
+	apiReady := func(ctx context.Context) (bool, string, error) {
+		if err := kube.Readyz(ctx, k.Typed); err != nil {
+			return false, "API not ready", err
+		}
+		return true, "API ready", nil
+	}
+	// After the pivot the bootstrap is gone for good: starting it again would bring back a
+	// second etcd cluster. So when this phase finished before (its record exists) and the API
+	// does not answer — a host reboot — the masters come up first, and the bootstrap only if
+	// the cluster then says it never got past it.
+	done, err := kube.BootstrapComplete(ctx, k.Typed)
+	if err != nil {
+		if _, perr := s.Prev("record.json"); perr == nil {
+			s.Logf("the API does not answer (%v) but this phase finished before: starting the masters first", err)
+			for _, n := range masters {
+				if err := m.Start(ctx, n); err != nil {
+					return fmt.Errorf("%s: start VM %s: %w", s.Target().Name, n, err)
+				}
+			}
+			if _, err := clusterWait(ctx, s, wait.Spec{
+				What:     "the API to answer through the VIP after the masters started (the cluster was bootstrapped before)",
+				Inspect:  fmt.Sprintf("curl -k https://%s:6443/readyz; virsh list --all", vip),
+				Timeout:  timeout,
+				Interval: clusterPollAPI,
+			}, apiReady); err != nil {
+				return err
+			}
+			done, err = kube.BootstrapComplete(ctx, k.Typed)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Target().Name, err)
+			}
+		}
+	}
+	if done {
+		s.Logf("kube-system/bootstrap is complete: the bootstrap phase is over, nothing to do")
+		return clusterRecord(s, map[string]any{"bootstrapped": true})
+	}
+	if err := m.Start(ctx, bootstrap); err != nil {
+		return fmt.Errorf("%s: start VM %s: %w", s.Target().Name, bootstrap, err)
+	}
+	if _, err := clusterWait(ctx, s, wait.Spec{
+		What:     "the bootstrap API to answer /readyz through the API VIP",
+		Inspect:  fmt.Sprintf("curl -k https://%s:6443/readyz; ssh core@<bootstrap ip> journalctl -u bootkube -u kubelet", vip),
+		Timeout:  timeout,
+		Interval: clusterPollAPI,
+	}, apiReady); err != nil {
+		return err
+	}
+
+	// CRDs first (release/crds), then the cluster manifests in name order, as bootkube does.
+	files := map[string][]byte{}
+	for _, src := range []struct{ dep, dir, prefix string }{{clusterCRDs, "crds/", "0-crds/"}, {clusterManifests, "manifests/", "1-manifests/"}} {
+		rels, err := s.DepFiles(src.dep)
+		if err != nil {
+			// Not declared: its family is not registered yet (see clusterRegistered).
+			s.Logf("TODO: %s is not in the build graph; its objects are not applied", src.dep)
+			continue
+		}
+		for _, rel := range rels {
+			if !strings.HasPrefix(rel, src.dir) || !(strings.HasSuffix(rel, ".yaml") || strings.HasSuffix(rel, ".yml") || strings.HasSuffix(rel, ".json")) {
+				continue
+			}
+			b, err := s.DepFile(src.dep, rel)
+			if err != nil {
+				return err
+			}
+			files[src.prefix+strings.TrimPrefix(rel, src.dir)] = b
+		}
+	}
+	a, err := kube.NewApplier(k.Config, s.Log())
+	if err != nil {
+		return err
+	}
+	a.StatusKinds = manifests.StatusKinds
+	var applied int
+	if _, err := clusterWait(ctx, s, wait.Spec{
+		What:     fmt.Sprintf("%d manifest files to apply", len(files)),
+		Inspect:  "oc get clusterversion; oc get crd",
+		Timeout:  timeout,
+		Interval: clusterPollAPI,
+	}, func(ctx context.Context) (bool, string, error) {
+		// Retried as a whole: server-side apply is idempotent, and an object may need a
+		// namespace or CRD a later retry finds.
+		n, err := a.ApplyFiles(ctx, files)
+		applied = n
+		return err == nil, fmt.Sprintf("%d objects applied", n), clusterShortErr(err)
+	}); err != nil {
+		return err
+	}
+	r, err := clusterWait(ctx, s, wait.Spec{
+		What:     "the cluster-version-operator to report progress",
+		Inspect:  "oc get clusterversion version -o yaml",
+		Timeout:  timeout,
+		Interval: clusterPollAPI,
+	}, func(ctx context.Context) (bool, string, error) { return kube.CVOProgress(ctx, k.Dynamic) })
+	if err != nil {
+		return err
+	}
+	s.Logf("applied %d objects from %d files; CVO: %s", applied, len(files), r.Status)
+	return clusterRecord(s, map[string]any{"bootstrapped": true})
+}
+
+// clusterJoin declares a phase that powers nodes on, approves their CSRs and waits until they
+// are all Ready: cluster/masters and cluster/workers.
+func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, nodeReads []string, role string) *Target {
+	return &Target{
+		Name:     name,
+		Doc:      doc,
+		Deps:     deps,
+		Reads:    append(append(slices.Clone(clusterReads), timeoutField), nodeReads...),
+		Version:  1,
+		External: true,
+		Run: func(ctx context.Context, s *Step) error {
+			timeout, err := clusterMinutes(s, timeoutField)
+			if err != nil {
+				return err
+			}
+			if len(nodes) == 0 {
+				s.Logf("no %s nodes in the config: nothing to join", role)
+				return clusterRecord(s, map[string]any{"nodes": []string{}})
+			}
+			k, err := clusterClients(s)
+			if err != nil {
+				return err
+			}
+			expected, err := clusterExpected(s, nodes)
+			if err != nil {
+				return err
+			}
+			want := make([]string, 0, len(expected))
+			for n := range expected {
+				want = append(want, n)
+			}
+			slices.Sort(want)
+			m, err := clusterMachinesFor(s)
+			if err != nil {
+				return err
+			}
+			for _, n := range nodes {
+				if err := m.Start(ctx, n); err != nil {
+					return fmt.Errorf("%s: start VM %s: %w", name, n, err)
+				}
+			}
+			logged := map[string]bool{} // CSR name → verdict logged (refusals once, not every poll)
+			_, err = clusterWait(ctx, s, wait.Spec{
+				What:     fmt.Sprintf("%d %s nodes Ready (%s), approving their CSRs", len(want), role, strings.Join(want, ", ")),
+				Inspect:  "oc get csr; oc get nodes -l node-role.kubernetes.io/" + role,
+				Timeout:  timeout,
+				Interval: clusterPollNodes,
+			}, func(ctx context.Context) (bool, string, error) {
+				// Approve every poll: the serving CSR appears only after the client
+				// certificate is issued (two waves, spec stage 11).
+				ds, err := csr.Approve(ctx, k.Typed, expected)
+				if err != nil {
+					return false, "approving CSRs", err
+				}
+				for _, d := range ds {
+					if d.Approved || !logged[d.CSR] {
+						logged[d.CSR] = true
+						clusterLogDecisions(s, []csr.Decision{d})
+					}
+				}
+				ready, notReady, err := kube.NodesReady(ctx, k.Typed, want)
+				if err != nil {
+					return false, "listing nodes", err
+				}
+				st := fmt.Sprintf("%d/%d %s nodes Ready", len(ready), len(want), role)
+				if len(notReady) > 0 {
+					st += " (waiting: " + strings.Join(notReady, ", ") + ")"
+				}
+				return len(notReady) == 0, st, nil
+			})
+			if err != nil {
+				return err
+			}
+			return clusterRecord(s, map[string]any{"nodes": want})
+		},
+		Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+			if len(nodes) == 0 {
+				return ProbeResult{Action: Keep}, nil
+			}
+			k, err := clusterClients(s)
+			if err != nil {
+				return ProbeResult{}, err
+			}
+			expected, err := clusterExpected(s, nodes)
+			if err != nil {
+				return ProbeResult{}, err
+			}
+			want := make([]string, 0, len(expected))
+			for n := range expected {
+				want = append(want, n)
+			}
+			_, notReady, err := kube.NodesReady(ctx, k.Typed, want)
+			if err != nil || len(notReady) > 0 {
+				return ProbeResult{Action: Update, Reason: "not Ready: " + strings.Join(notReady, ", ") + errText(err)}, nil
+			}
+			return ProbeResult{Action: Keep}, nil
+		},
+	}
+}
+
+// clusterEtcd is cluster/etcd's Run: wait for the cluster-etcd-operator's etcd on every master,
+// then mark the bootstrap complete so the operator removes the etcd-bootstrap member.
+func clusterEtcd(ctx context.Context, s *Step, masters []string) error {
+	timeout, err := clusterMinutes(s, "wait.etcdMinutes")
+	if err != nil {
+		return err
+	}
+	k, err := clusterClients(s)
+	if err != nil {
+		return err
+	}
+	domain, err := clusterDomain(s)
+	if err != nil {
+		return err
+	}
+	var want []string
+	for _, m := range masters {
+		want = append(want, clusterNodeName(m, domain))
+	}
+	slices.Sort(want)
+	if _, err := clusterWait(ctx, s, wait.Spec{
+		What:     fmt.Sprintf("etcd running on %d masters", len(want)),
+		Inspect:  "oc get pods -n openshift-etcd -l app=etcd -o wide; oc get co etcd",
+		Timeout:  timeout,
+		Interval: clusterPollNodes,
+	}, func(ctx context.Context) (bool, string, error) {
+		on, err := kube.EtcdOn(ctx, k.Typed, want)
+		if err != nil {
+			return false, "listing etcd pods", err
+		}
+		return len(on) == len(want), fmt.Sprintf("etcd Ready on %d/%d masters", len(on), len(want)), nil
+	}); err != nil {
+		return err
+	}
+	if err := kube.MarkBootstrapComplete(ctx, k.Typed); err != nil {
+		return fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	s.Logf("created ConfigMap kube-system/bootstrap status=complete: the cluster-etcd-operator now removes the etcd-bootstrap member")
+	// TODO(cluster/etcd): wait until the etcd-bootstrap member is gone from the member list
+	// (needs an etcd client through the etcd pods); the pivot's API check covers it in part.
+	return clusterRecord(s, map[string]any{"etcdOn": want, "bootstrapComplete": true})
+}
+
+// clusterPivot is cluster/pivot's Run.
+func clusterPivot(ctx context.Context, s *Step, bootstrap string) error {
+	timeout, err := clusterMinutes(s, "wait.pivotMinutes")
+	if err != nil {
+		return err
+	}
+	rec := map[string]any{}
+	if cfg, err := s.DepPath(clusterPostPivot, "haproxy.cfg"); err == nil {
+		if err := clusterEnv.balancer().Switch(ctx, cfg); err != nil {
+			return fmt.Errorf("%s: switch HAProxy to the post-pivot config: %w", s.Target().Name, err)
+		}
+		rec["haproxy"] = "post-pivot"
+	} else {
+		// TODO(haproxy family): declare haproxy/config-post-pivot (haproxy.cfg without the
+		// bootstrap backends); until it exists the bootstrap stays in the backends, which
+		// haproxy's health checks mark DOWN once the VM is off.
+		s.Logf("TODO: %s is not in the build graph; HAProxy keeps the bootstrap backends (health checks mark them DOWN)", clusterPostPivot)
+		rec["haproxy"] = "unchanged"
+	}
+	m, err := clusterMachinesFor(s)
+	if err != nil {
+		return err
+	}
+	if err := m.Stop(ctx, bootstrap); err != nil {
+		return fmt.Errorf("%s: stop VM %s: %w", s.Target().Name, bootstrap, err)
+	}
+	k, err := clusterClients(s)
+	if err != nil {
+		return err
+	}
+	vip, _ := s.String("network.apiVIP")
+	if _, err := clusterWait(ctx, s, wait.Spec{
+		What:     "the API to answer /readyz through the VIP without the bootstrap",
+		Inspect:  fmt.Sprintf("curl -k https://%s:6443/readyz; oc get pods -n openshift-kube-apiserver", vip),
+		Timeout:  timeout,
+		Interval: clusterPollAPI,
+	}, func(ctx context.Context) (bool, string, error) {
+		if err := kube.Readyz(ctx, k.Typed); err != nil {
+			return false, "API not ready", err
+		}
+		return true, "API ready", nil
+	}); err != nil {
+		return err
+	}
+	rec["bootstrapStopped"] = true
+	return clusterRecord(s, rec)
+}
+
+// clusterConverge is cluster/converge's Run.
+func clusterConverge(ctx context.Context, s *Step) error {
+	timeout, err := clusterMinutes(s, "wait.convergeMinutes")
+	if err != nil {
+		return err
+	}
+	k, err := clusterClients(s)
+	if err != nil {
+		return err
+	}
+	var last kube.Convergence
+	if _, err := clusterWait(ctx, s, wait.Spec{
+		What:     "every ClusterOperator Available and not Degraded, and ClusterVersion Available",
+		Inspect:  "oc get co; oc get clusterversion",
+		Timeout:  timeout,
+		Interval: clusterPollCO,
+	}, func(ctx context.Context) (bool, string, error) {
+		c, err := kube.Converged(ctx, k.Dynamic)
+		if err != nil {
+			return false, "reading ClusterOperators", err
+		}
+		last = c
+		return c.Done(), c.String(), nil
+	}); err != nil {
+		return err
+	}
+	s.Logf("converged: %s", last)
+	return clusterRecord(s, map[string]any{"converged": true})
+}
+
+// clusterDone writes summary.txt: where the user goes next.
+func clusterDone(ctx context.Context, s *Step) error {
+	domain, err := clusterDomain(s)
+	if err != nil {
+		return err
+	}
+	kc, err := s.DepPath(clusterAdminKC, "kubeconfig")
+	if err != nil {
+		return err
+	}
+	pw := "(manifests/kubeadmin is not in the build graph)"
+	if p, err := s.DepPath(clusterKubeadmin, "kubeadmin-password"); err == nil {
+		pw = p
+	}
+	text := fmt.Sprintf("The cluster is up.\n  console:            https://console-openshift-console.apps.%s\n  user:               kubeadmin\n  password file:      %s\n  admin kubeconfig:   export KUBECONFIG=%s\n", domain, pw, kc)
+	s.Logf("%s", text)
+	return s.WriteFile("summary.txt", []byte(text), 0o644)
+}
+
+// virshMachines drives the lab's VMs with virsh, domain "<cluster>-<node>" (OTHW's
+// create-vms.sh names them ocp4-bootstrap, ocp4-master-0; render/libvirt VolumeName uses the
+// same prefix).
+// TODO(libvirt family): replace with the go-libvirt adapter of targets/virt once it exists,
+// and make Install run coreos-installer with the node's Ignition (spec target-graph 3.10)
+// instead of relying on the VM's install media.
+type virshMachines struct{ uri, cluster string }
+
+func (v virshMachines) virsh(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, "virsh", append([]string{"-c", v.uri}, args...)...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("virsh -c %s %s: %w: %.300s", v.uri, strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func (v virshMachines) domain(node string) string { return v.cluster + "-" + node }
+
+func (v virshMachines) Install(ctx context.Context, node string) error { return v.Start(ctx, node) }
+
+func (v virshMachines) Installed(ctx context.Context, node string) (bool, error) {
+	_, err := v.virsh(ctx, "domstate", v.domain(node))
+	return err == nil, nil
+}
+
+func (v virshMachines) Running(ctx context.Context, node string) (bool, error) {
+	st, err := v.virsh(ctx, "domstate", v.domain(node))
+	if err != nil {
+		return false, err
+	}
+	return st == "running", nil
+}
+
+func (v virshMachines) Start(ctx context.Context, node string) error {
+	if on, err := v.Running(ctx, node); err != nil || on {
+		return err
+	}
+	_, err := v.virsh(ctx, "start", v.domain(node))
+	return err
+}
+
+func (v virshMachines) Stop(ctx context.Context, node string) error {
+	on, err := v.Running(ctx, node)
+	if err != nil {
+		if strings.Contains(err.Error(), "failed to get domain") {
+			return nil // already gone
+		}
+		return err
+	}
+	if !on {
+		return nil
+	}
+	_, err = v.virsh(ctx, "destroy", v.domain(node))
+	return err
+}
+
+// haproxyFileBalancer installs a configuration file at path and reloads haproxy, the manual
+// step of OTHW's execute-pivot.sh (edit /etc/haproxy/haproxy.cfg; systemctl reload haproxy).
+// It checks the file with `haproxy -c` first, so a bad config never replaces a good one.
+// TODO(haproxy family): use the haproxy/service target's reload once it exists.
+type haproxyFileBalancer struct{ path string }
+
+func (h haproxyFileBalancer) Switch(ctx context.Context, cfgFile string) error {
+	if out, err := exec.CommandContext(ctx, "haproxy", "-c", "-f", cfgFile).CombinedOutput(); err != nil {
+		return fmt.Errorf("haproxy -c -f %s: %w: %.300s", cfgFile, err, out)
+	}
+	b, err := os.ReadFile(cfgFile)
+	if err != nil {
+		return err
+	}
+	tmp := h.path + ".labbuild-tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, h.path); err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, "systemctl", "reload", "haproxy").CombinedOutput(); err != nil {
+		return fmt.Errorf("systemctl reload haproxy: %w: %.300s (reload it by hand: %s is in place)", err, out, filepath.Clean(h.path))
+	}
+	return nil
+}
+
+// ClusterStatus writes, for `labbuild status`, each cluster stage and node as the cluster and
+// the hypervisor report them: the API through the VIP, the bootstrap, etcd, operators, and per
+// node its role, VM state, Kubernetes Ready condition and pending CSRs. It reads the admin
+// kubeconfig the build wrote (outDir/kubeconfig/admin/kubeconfig). An unreachable API is
+// reported, not returned as an error; errors are for a missing kubeconfig or a failed write.
+func ClusterStatus(ctx context.Context, c *Config, outDir string, w io.Writer) error {
+	kc := filepath.Join(outDir, filepath.FromSlash(clusterAdminKC), "kubeconfig")
+	if _, err := os.Stat(kc); err != nil {
+		return fmt.Errorf("status: %w (build kubeconfig/admin first: labbuild kubeconfig/admin)", err)
+	}
+	cfg, err := clusterEnv.restConfig(kc, c.Network.APIVIP)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	k, err := kube.NewClients(cfg)
+	if err != nil {
+		return err
+	}
+	m := clusterEnv.machines(c.Libvirt.URI, c.Cluster.Name)
+	domain := c.Cluster.Domain()
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	apiErr := kube.Readyz(ctx, k.Typed)
+	if apiErr != nil {
+		fmt.Fprintf(tw, "api\tnot ready through %s:6443: %v\n", c.Network.APIVIP, apiErr)
+	} else {
+		fmt.Fprintf(tw, "api\tready through %s:6443\n", c.Network.APIVIP)
+		if done, err := kube.BootstrapComplete(ctx, k.Typed); err == nil && done {
+			fmt.Fprintf(tw, "bootstrap\tcomplete (kube-system/bootstrap)\n")
+		} else if ok, st, err := kube.CVOProgress(ctx, k.Dynamic); err == nil {
+			fmt.Fprintf(tw, "bootstrap\tin progress; CVO reporting: %v (%s)\n", ok, st)
+		}
+		var masters []string
+		for _, n := range c.NodesByRole(RoleMaster) {
+			masters = append(masters, clusterNodeName(n.Name, domain))
+		}
+		if on, err := kube.EtcdOn(ctx, k.Typed, masters); err == nil {
+			fmt.Fprintf(tw, "etcd\tReady on %d/%d masters\n", len(on), len(masters))
+		}
+		if cv, err := kube.Converged(ctx, k.Dynamic); err == nil {
+			fmt.Fprintf(tw, "operators\t%s\n", cv)
+		}
+	}
+	pending := map[string]int{}
+	ready := map[string]string{}
+	if apiErr == nil {
+		if list, err := k.Typed.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); err == nil {
+			for i := range list.Items {
+				if csr.Pending(&list.Items[i]) {
+					pending[csr.NodeOf(&list.Items[i])]++
+				}
+			}
+		}
+		var names []string
+		for _, n := range c.Nodes {
+			names = append(names, clusterNodeName(n.Name, domain))
+		}
+		if r, nr, err := kube.NodesReady(ctx, k.Typed, names); err == nil {
+			for _, n := range r {
+				ready[n] = "Ready"
+			}
+			for _, n := range nr {
+				ready[n] = "NotReady or absent"
+			}
+		}
+	}
+	fmt.Fprintf(tw, "\nNODE\tROLE\tVM\tKUBERNETES\tPENDING CSRS\n")
+	for _, n := range c.Nodes {
+		vm := "unknown"
+		if on, err := m.Running(ctx, n.Name); err == nil {
+			vm = map[bool]string{true: "running", false: "off"}[on]
+		}
+		fq := clusterNodeName(n.Name, domain)
+		st := ready[fq]
+		if n.Role == RoleBootstrap || st == "" {
+			st = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", n.Name, n.Role, vm, st, pending[fq])
+	}
+	return tw.Flush()
+}

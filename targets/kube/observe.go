@@ -1,0 +1,238 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The OpenShift config API resources the waits read (openshift/api config/v1, CRDs
+// 0000_00_cluster-version-operator_01_clusteroperators.crd.yaml and ..._clusterversions...).
+var (
+	ClusterOperators = schema.GroupVersionResource{Group: "config.openshift.io", Version: "v1", Resource: "clusteroperators"}
+	ClusterVersions  = schema.GroupVersionResource{Group: "config.openshift.io", Version: "v1", Resource: "clusterversions"}
+)
+
+// The kube-system/bootstrap ConfigMap: openshift-install's report-progress.sh creates it with
+// data.status "complete" once bootkube is done, and the cluster-etcd-operator removes the
+// etcd-bootstrap member only after it sees it (library-go pkg/operator/bootstrap
+// IsBootstrapComplete).
+const (
+	BootstrapNamespace = "kube-system"
+	BootstrapConfigMap = "bootstrap"
+)
+
+// EtcdNamespace and EtcdPodLabel select the etcd static pods the cluster-etcd-operator runs on
+// the masters (`oc get pods -n openshift-etcd -l app=etcd`).
+const (
+	EtcdNamespace = "openshift-etcd"
+	EtcdPodLabel  = "app=etcd"
+)
+
+// NodeReady reports whether n has condition Ready=True (what `oc get nodes` prints as Ready).
+func NodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// NodesReady lists the nodes and splits names into those Ready and those not (absent or not
+// Ready), both sorted.
+func NodesReady(ctx context.Context, cs kubernetes.Interface, names []string) (ready, notReady []string, err error) {
+	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list nodes: %w", err)
+	}
+	ok := map[string]bool{}
+	for i := range list.Items {
+		ok[list.Items[i].Name] = NodeReady(&list.Items[i])
+	}
+	for _, n := range names {
+		if ok[n] {
+			ready = append(ready, n)
+		} else {
+			notReady = append(notReady, n)
+		}
+	}
+	sort.Strings(ready)
+	sort.Strings(notReady)
+	return ready, notReady, nil
+}
+
+// EtcdOn returns the nodes among names on which an etcd pod (namespace EtcdNamespace, label
+// EtcdPodLabel) is Running with condition Ready=True, sorted.
+func EtcdOn(ctx context.Context, cs kubernetes.Interface, names []string) ([]string, error) {
+	pods, err := cs.CoreV1().Pods(EtcdNamespace).List(ctx, metav1.ListOptions{LabelSelector: EtcdPodLabel})
+	if err != nil {
+		return nil, fmt.Errorf("list pods -n %s -l %s: %w", EtcdNamespace, EtcdPodLabel, err)
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodRunning || !slices.Contains(names, p.Spec.NodeName) || slices.Contains(out, p.Spec.NodeName) {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				out = append(out, p.Spec.NodeName)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// BootstrapComplete reports whether ConfigMap kube-system/bootstrap has data.status
+// "complete".
+func BootstrapComplete(ctx context.Context, cs kubernetes.Interface) (bool, error) {
+	cm, err := cs.CoreV1().ConfigMaps(BootstrapNamespace).Get(ctx, BootstrapConfigMap, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("get configmap %s/%s: %w", BootstrapNamespace, BootstrapConfigMap, err)
+	}
+	return cm.Data["status"] == "complete", nil
+}
+
+// MarkBootstrapComplete server-side-applies ConfigMap kube-system/bootstrap with data.status
+// "complete" (idempotent), as openshift-install's report-progress.sh does at the end of
+// bootkube.
+func MarkBootstrapComplete(ctx context.Context, cs kubernetes.Interface) error {
+	cm := corev1ac.ConfigMap(BootstrapConfigMap, BootstrapNamespace).WithData(map[string]string{"status": "complete"})
+	if _, err := cs.CoreV1().ConfigMaps(BootstrapNamespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+		return fmt.Errorf("apply configmap %s/%s: %w", BootstrapNamespace, BootstrapConfigMap, err)
+	}
+	return nil
+}
+
+// CVOProgress reports whether the cluster-version-operator has started reporting: the
+// ClusterVersion "version" exists and has a Progressing, Available or Failing condition
+// (the CVO writes them on its first sync; the installer's ClusterVersion has no status).
+// status is a one-line summary, such as `Progressing=True: Working towards 4.18.0`.
+func CVOProgress(ctx context.Context, dyn dynamic.Interface) (done bool, status string, err error) {
+	cv, err := dyn.Resource(ClusterVersions).Get(ctx, "version", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, "no ClusterVersion version yet", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("get clusterversion version: %w", err)
+	}
+	for _, typ := range []string{"Progressing", "Available", "Failing"} {
+		if s := Condition(cv, typ); s != "" {
+			return true, typ + "=" + s + conditionMessage(cv.Object, typ), nil
+		}
+	}
+	return false, "ClusterVersion version has no conditions yet (the CVO has not synced)", nil
+}
+
+func conditionMessage(o map[string]any, typ string) string {
+	st, _ := o["status"].(map[string]any)
+	conds, _ := st["conditions"].([]any)
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == typ {
+			if msg, _ := m["message"].(string); msg != "" {
+				if len(msg) > 120 {
+					msg = msg[:120] + "…"
+				}
+				return ": " + msg
+			}
+		}
+	}
+	return ""
+}
+
+// Convergence is what the ClusterOperators and the ClusterVersion say, counted the way
+// OTHW's wait-convergence.sh counts (spec stage 13), with its defect fixed: zero operators is
+// not convergence.
+type Convergence struct {
+	Total       int
+	Available   int      // operators with Available=True
+	Degraded    []string // operators with Degraded=True, sorted
+	Progressing []string // operators with Progressing=True, sorted
+	Unavailable []string // operators without Available=True, sorted
+	// Version is the ClusterVersion's Available condition status ("" when absent).
+	Version string
+}
+
+// Done reports convergence: at least one ClusterOperator, every one Available and none
+// Degraded, and ClusterVersion Available=True. Progressing operators are reported but do not
+// hold it up (openshift-install's wait-for install-complete waits on ClusterVersion
+// Available, which the CVO sets once every operator reached its level).
+func (c Convergence) Done() bool {
+	return c.Total > 0 && c.Available == c.Total && len(c.Degraded) == 0 && c.Version == "True"
+}
+
+// String is the one-line status a wait shows.
+func (c Convergence) String() string {
+	s := fmt.Sprintf("%d/%d ClusterOperators Available", c.Available, c.Total)
+	if len(c.Unavailable) > 0 {
+		s += " (waiting: " + short(c.Unavailable) + ")"
+	}
+	if len(c.Degraded) > 0 {
+		s += "; Degraded: " + short(c.Degraded)
+	}
+	if len(c.Progressing) > 0 {
+		s += fmt.Sprintf("; %d Progressing", len(c.Progressing))
+	}
+	v := c.Version
+	if v == "" {
+		v = "unknown"
+	}
+	return s + "; ClusterVersion Available=" + v
+}
+
+func short(names []string) string {
+	if len(names) > 5 {
+		return strings.Join(names[:5], ", ") + fmt.Sprintf(" and %d more", len(names)-5)
+	}
+	return strings.Join(names, ", ")
+}
+
+// Converged reads every ClusterOperator and the ClusterVersion "version".
+func Converged(ctx context.Context, dyn dynamic.Interface) (Convergence, error) {
+	var c Convergence
+	list, err := dyn.Resource(ClusterOperators).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return c, fmt.Errorf("list clusteroperators: %w", err)
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		c.Total++
+		if Condition(o, "Available") == "True" {
+			c.Available++
+		} else {
+			c.Unavailable = append(c.Unavailable, o.GetName())
+		}
+		if Condition(o, "Degraded") == "True" {
+			c.Degraded = append(c.Degraded, o.GetName())
+		}
+		if Condition(o, "Progressing") == "True" {
+			c.Progressing = append(c.Progressing, o.GetName())
+		}
+	}
+	sort.Strings(c.Unavailable)
+	sort.Strings(c.Degraded)
+	sort.Strings(c.Progressing)
+	cv, err := dyn.Resource(ClusterVersions).Get(ctx, "version", metav1.GetOptions{})
+	switch {
+	case err == nil:
+		c.Version = Condition(cv, "Available")
+	case !apierrors.IsNotFound(err):
+		return c, fmt.Errorf("get clusterversion version: %w", err)
+	}
+	return c, nil
+}
