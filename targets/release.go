@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	imagev1 "github.com/openshift/api/image/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/targets/oci"
@@ -113,39 +114,29 @@ func releaseReadFiles(ctx context.Context, c *oci.Client, img *oci.Image, w oci.
 	return out, err
 }
 
-// releaseImageStream is the part of /release-manifests/image-references labbuild reads: an
-// image.openshift.io/v1 ImageStream whose metadata.name is the release version and whose
+// releaseImageStream is /release-manifests/image-references: an image.openshift.io/v1
+// ImageStream (openshift/api's type) whose metadata.name is the release version and whose
 // spec.tags map a payload tag to a DockerImage digest pull spec (oc adm release new).
-type releaseImageStream struct {
-	Kind     string `json:"kind"`
-	Metadata struct {
-		Name string `json:"name"`
-	} `json:"metadata"`
-	Spec struct {
-		Tags []struct {
-			Name string `json:"name"`
-			From struct {
-				Kind string `json:"kind"`
-				Name string `json:"name"`
-			} `json:"from"`
-		} `json:"tags"`
-	} `json:"spec"`
-}
+type releaseImageStream struct{ imagev1.ImageStream }
 
 // releaseParseImageReferences decodes and checks image-references: kind ImageStream, a name,
 // and every tag pinned by digest.
 func releaseParseImageReferences(b []byte) (*releaseImageStream, error) {
 	var is releaseImageStream
-	if err := json.Unmarshal(b, &is); err != nil {
+	if err := json.Unmarshal(b, &is.ImageStream); err != nil {
 		return nil, fmt.Errorf("image-references is not an ImageStream JSON: %w", err)
 	}
-	if is.Kind != "ImageStream" || is.Metadata.Name == "" || len(is.Spec.Tags) == 0 {
+	if is.Kind != "ImageStream" || is.Name == "" || len(is.Spec.Tags) == 0 {
 		return nil, fmt.Errorf("image-references: want kind ImageStream with metadata.name and spec.tags, got kind %q, name %q, %d tags",
-			is.Kind, is.Metadata.Name, len(is.Spec.Tags))
+			is.Kind, is.Name, len(is.Spec.Tags))
 	}
 	for _, t := range is.Spec.Tags {
-		if !oci.IsDigest(t.From.Name) {
-			return nil, fmt.Errorf("image-references: tag %q points at %q, not a digest pull spec", t.Name, t.From.Name)
+		if t.From == nil || !oci.IsDigest(t.From.Name) {
+			from := ""
+			if t.From != nil {
+				from = t.From.Name
+			}
+			return nil, fmt.Errorf("image-references: tag %q points at %q, not a digest pull spec", t.Name, from)
 		}
 	}
 	return &is, nil
@@ -154,7 +145,7 @@ func releaseParseImageReferences(b []byte) (*releaseImageStream, error) {
 // Pullspec returns tag's digest pull spec, or "" when the payload lacks the tag.
 func (is *releaseImageStream) Pullspec(tag string) string {
 	for _, t := range is.Spec.Tags {
-		if t.Name == tag {
+		if t.Name == tag && t.From != nil {
 			return t.From.Name
 		}
 	}
@@ -306,9 +297,9 @@ func releaseTargets(c *Config) []*Target {
 				if err := json.Unmarshal(b, &md); err != nil || md.Version == "" {
 					return fmt.Errorf("%s: %s: release-metadata has no version (want cincinnati-metadata-v0 JSON)", s.Target().Name, img.Ref)
 				}
-				if md.Version != is.Metadata.Name {
+				if md.Version != is.Name {
 					return fmt.Errorf("%s: %s is inconsistent: release-metadata says version %s but image-references is named %s; the payload is broken, use another release.image",
-						s.Target().Name, img.Ref, md.Version, is.Metadata.Name)
+						s.Target().Name, img.Ref, md.Version, is.Name)
 				}
 				if md.Version != want {
 					return fmt.Errorf("%s: release.version is %s but release.image %s is version %s; set release.version: %s in lab.yaml (or pick the image of %s)",
@@ -353,7 +344,7 @@ func releaseTargets(c *Config) []*Target {
 				}
 				p := is.Pullspec(tag)
 				if p == "" {
-					return fmt.Errorf("%s: payload %s has no tag %q in image-references", s.Target().Name, is.Metadata.Name, tag)
+					return fmt.Errorf("%s: payload %s has no tag %q in image-references", s.Target().Name, is.Name, tag)
 				}
 				return s.WriteFile("pullspec", []byte(p+"\n"), 0o644)
 			},

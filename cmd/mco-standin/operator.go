@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	configv1 "github.com/openshift/api/config/v1"
+	imagev1 "github.com/openshift/api/image/v1"
 	mcfgv1 "github.com/openshift/api/machineconfiguration/v1"
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -106,20 +107,6 @@ func decodeFile(flag, path, kind string, into any) error {
 	return nil
 }
 
-// imageStream is the release's /release-manifests/image-references.
-type imageStream struct {
-	Kind string `json:"kind"`
-	Spec struct {
-		Tags []struct {
-			Name string `json:"name"`
-			From struct {
-				Kind string `json:"kind"`
-				Name string `json:"name"`
-			} `json:"from"`
-		} `json:"tags"`
-	} `json:"spec"`
-}
-
 func operatorBootstrap(f operatorFlags, log io.Writer) error {
 	rootCA, err := readRequired("root-ca", f.rootCA)
 	if err != nil {
@@ -179,7 +166,7 @@ func operatorBootstrap(f operatorFlags, log io.Writer) error {
 		images[im.tag] = *f.images[im.flag]
 	}
 	if f.imageReferences != "" {
-		var is imageStream
+		var is imagev1.ImageStream
 		b, err := readRequired("image-references", f.imageReferences)
 		if err != nil {
 			return err
@@ -189,7 +176,7 @@ func operatorBootstrap(f operatorFlags, log io.Writer) error {
 		}
 		found := map[string]string{}
 		for _, t := range is.Spec.Tags {
-			if t.From.Kind == "DockerImage" {
+			if t.From != nil && t.From.Kind == "DockerImage" {
 				found[t.Name] = t.From.Name
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 
+	imagev1 "github.com/openshift/api/image/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/render/manifests"
@@ -151,31 +152,17 @@ func WorkDir(in Inputs) ([]File, error) {
 	return out, nil
 }
 
-// imageStream is the shape of image-references (image.openshift.io/v1 ImageStream).
-type imageStream struct {
-	Kind string `json:"kind"`
-	Spec struct {
-		Tags []struct {
-			Name string `json:"name"`
-			From struct {
-				Kind string `json:"kind"`
-				Name string `json:"name"`
-			} `json:"from"`
-		} `json:"tags"`
-	} `json:"spec"`
-}
-
 // CheckImageReferences reports whether b is an ImageStream with every RequiredImageTags tag
 // as a DockerImage, naming the first missing tag (the operator would die on it later, with a
 // less helpful message).
 func CheckImageReferences(b []byte) error {
-	var is imageStream
+	var is imagev1.ImageStream
 	if err := yaml.Unmarshal(b, &is); err != nil || is.Kind != "ImageStream" {
 		return fmt.Errorf("mco: image-references is not an ImageStream (release/image-references): %v", err)
 	}
 	have := map[string]bool{}
 	for _, t := range is.Spec.Tags {
-		if t.From.Kind == "DockerImage" && t.From.Name != "" {
+		if t.From != nil && t.From.Kind == "DockerImage" && t.From.Name != "" {
 			have[t.Name] = true
 		}
 	}
