@@ -115,6 +115,16 @@ does once a day. libvirt objects are left alone: use labbuild destroy.`,
 			examples: []string{"labbuild certs", "labbuild certs --json"},
 			run:      runCerts,
 		},
+		"status": {
+			usage: "labbuild status",
+			short: "report the running cluster: API, bootstrap, etcd, operators, and each node's VM, Ready and CSRs",
+			long: `Asks the cluster (through the admin kubeconfig the build wrote) and the hypervisor where the lab
+stands: the API through the VIP, bootstrap complete or not, etcd, ClusterOperators, and per node its
+role, VM state, Ready condition and pending CSRs. An unreachable API is reported, not an error.
+Changes nothing; use it between the phases of labbuild cluster.`,
+			examples: []string{"labbuild status", "labbuild -f lab.yaml status"},
+			run:      runStatus,
+		},
 		"version": {
 			usage:    "labbuild version",
 			short:    "print the version",
@@ -539,6 +549,17 @@ func runConfig(ctx context.Context, c *cli, args []string) error {
 	}
 	_, err = c.stdout.Write(b)
 	return err
+}
+
+func runStatus(ctx context.Context, c *cli, args []string) error {
+	o, err := c.options(nil)
+	if err != nil {
+		return err
+	}
+	if o.Config == nil {
+		return usagef("status: no lab config with --synthetic")
+	}
+	return targets.ClusterStatus(ctx, o.Config, o.OutDir, c.stdout)
 }
 
 func runCerts(ctx context.Context, c *cli, args []string) error {
