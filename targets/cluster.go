@@ -94,7 +94,7 @@ func defaultClusterWorld() clusterWorld {
 			return kube.Config(kubeconfig, apiVIP+":6443")
 		},
 		machines: func(uri, cluster string) ClusterMachines { return virshMachines{uri: uri, cluster: cluster} },
-		balancer: func() ClusterBalancer { return haproxyFileBalancer{path: "/etc/haproxy/haproxy.cfg"} },
+		balancer: func() ClusterBalancer { return hpReloadBalancer{} },
 	}
 }
 
@@ -958,7 +958,7 @@ func (v virshMachines) Stop(ctx context.Context, node string) error {
 // haproxyFileBalancer installs a configuration file at path and reloads haproxy, the manual
 // step of OTHW's execute-pivot.sh (edit /etc/haproxy/haproxy.cfg; systemctl reload haproxy).
 // It checks the file with `haproxy -c` first, so a bad config never replaces a good one.
-// TODO(haproxy family): use the haproxy/service target's reload once it exists.
+// hpReloadBalancer uses it when no labbuild haproxy runs.
 type haproxyFileBalancer struct{ path string }
 
 func (h haproxyFileBalancer) Switch(ctx context.Context, cfgFile string) error {

@@ -176,6 +176,108 @@ func hpPrev(s *Step) (hpRecord, bool, error) {
 	return r, true, nil
 }
 
+// hpRunningFrom returns the pids of the haproxy processes whose -f configuration lies under
+// dir (the haproxy family's output directory: haproxy/config or haproxy/config-post-pivot),
+// read from /proc. After the pivot's reload the running haproxy is no longer the pid
+// haproxy/service recorded, yet it is still this lab's.
+func hpRunningFrom(dir string) []int {
+	if dir == "" {
+		return nil
+	}
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) == 0 || filepath.Base(args[0]) != "haproxy" {
+			continue
+		}
+		for i := 0; i+1 < len(args); i++ {
+			if args[i] == "-f" && strings.HasPrefix(filepath.Clean(args[i+1]), filepath.Clean(dir)+string(filepath.Separator)) {
+				pids = append(pids, pid)
+				break
+			}
+		}
+	}
+	slices.Sort(pids)
+	return pids
+}
+
+// hpFamilyDir is the haproxy family's output directory, given a config file one of its
+// targets wrote (<out>/haproxy/<target>/haproxy.cfg).
+func hpFamilyDir(cfgFile string) string {
+	if cfgFile == "" {
+		return ""
+	}
+	return filepath.Dir(filepath.Dir(cfgFile))
+}
+
+// hpReload starts haproxy on cfgFile and lets the processes old finish their connections and
+// exit (haproxy -sf): a soft reload that drops no listener. It returns the new pid.
+func hpReload(cfgFile, pidfile string, old []int) (int, error) {
+	if err := hpRun("haproxy", "-c", "-q", "-f", cfgFile); err != nil {
+		return 0, fmt.Errorf("config check: %w", err)
+	}
+	args := []string{"-D", "-p", pidfile, "-f", cfgFile}
+	if len(old) > 0 {
+		args = append(args, "-sf")
+		for _, p := range old {
+			args = append(args, strconv.Itoa(p))
+		}
+	}
+	// The daemon inherits the command's stdout and stderr: a file, not a pipe, or waiting for
+	// the pipe's end would wait for the daemon's.
+	logf, err := os.Create(pidfile + ".log")
+	if err != nil {
+		return 0, err
+	}
+	cmd := hpCommand("haproxy", args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	err = cmd.Run()
+	logf.Close()
+	if err != nil {
+		out, _ := os.ReadFile(logf.Name())
+		return 0, fmt.Errorf("haproxy %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	b, err := os.ReadFile(pidfile)
+	if err != nil {
+		return 0, fmt.Errorf("haproxy wrote no pid file: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
+	if err != nil {
+		return 0, fmt.Errorf("pid file %q: %w", b, err)
+	}
+	return pid, nil
+}
+
+// hpReloadBalancer is cluster/pivot's default ClusterBalancer: it soft-reloads labbuild's own
+// haproxy (the one haproxy/service started, found by its configuration under the haproxy
+// family's output directory) with the post-pivot configuration. A host that runs haproxy
+// under systemd instead (no labbuild haproxy running) gets OTHW's manual step: the file
+// installed at /etc/haproxy/haproxy.cfg and systemctl reload.
+type hpReloadBalancer struct{}
+
+func (hpReloadBalancer) Switch(ctx context.Context, cfgFile string) error {
+	old := hpRunningFrom(hpFamilyDir(cfgFile))
+	if len(old) == 0 {
+		return haproxyFileBalancer{path: "/etc/haproxy/haproxy.cfg"}.Switch(ctx, cfgFile)
+	}
+	dir, err := os.MkdirTemp("", "labbuild-haproxy-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	_, err = hpReload(cfgFile, filepath.Join(dir, "haproxy.pid"), old)
+	return err
+}
+
 // hpAlive reports whether pid is a running haproxy (not a reused pid of another program).
 func hpAlive(pid int) bool {
 	if pid <= 0 {
@@ -234,42 +336,26 @@ func hpServiceRun(ctx context.Context, s *Step) error {
 			return fmt.Errorf("%s: add VIP: %w", s.Target().Name, err)
 		}
 	}
-	if err := hpRun("haproxy", "-c", "-q", "-f", cfg); err != nil {
-		return fmt.Errorf("%s: config check: %w", s.Target().Name, err)
-	}
 	scratch, err := s.Scratch()
 	if err != nil {
 		return err
 	}
-	pidfile := filepath.Join(scratch, "haproxy.pid")
-	args := []string{"-D", "-p", pidfile, "-f", cfg}
+	// Soft reload of what runs: the recorded process, or the one the pivot reloaded.
+	var old []int
 	if hadPrev && hpAlive(prev.PID) {
-		// Soft reload: the new process takes the listeners, the old one finishes its
-		// connections and exits (haproxy -sf).
-		args = append(args, "-sf", strconv.Itoa(prev.PID))
-		s.Logf("reload haproxy (old pid %d)", prev.PID)
+		old = []int{prev.PID}
 	}
-	// The daemon inherits the command's stdout and stderr: a file, not a pipe, or waiting for
-	// the pipe's end would wait for the daemon's.
-	logf, err := os.Create(filepath.Join(scratch, "haproxy-start.log"))
-	if err != nil {
-		return err
+	for _, p := range hpRunningFrom(hpFamilyDir(cfg)) {
+		if !slices.Contains(old, p) {
+			old = append(old, p)
+		}
 	}
-	cmd := hpCommand("haproxy", args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	err = cmd.Run()
-	logf.Close()
-	if err != nil {
-		out, _ := os.ReadFile(logf.Name())
-		return fmt.Errorf("%s: haproxy %s: %w: %s", s.Target().Name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	if len(old) > 0 {
+		s.Logf("reload haproxy (old pids %v)", old)
 	}
-	b, err := os.ReadFile(pidfile)
+	pid, err := hpReload(cfg, filepath.Join(scratch, "haproxy.pid"), old)
 	if err != nil {
-		return fmt.Errorf("%s: haproxy wrote no pid file: %w", s.Target().Name, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
-	if err != nil {
-		return fmt.Errorf("%s: pid file %q: %w", s.Target().Name, b, err)
+		return fmt.Errorf("%s: %w", s.Target().Name, err)
 	}
 	s.Logf("haproxy pid %d on %s", pid, strings.Join(sp.addrs, ", "))
 	rec, _ := json.MarshalIndent(hpRecord{PID: pid, Config: cfg, Bridge: sp.bridge, Addrs: sp.addrs}, "", "  ")
@@ -281,7 +367,7 @@ func hpServiceProbe(ctx context.Context, s *Step) (ProbeResult, error) {
 	if err != nil {
 		return ProbeResult{}, err
 	}
-	if !ok || !hpAlive(prev.PID) {
+	if !ok || !hpAlive(prev.PID) && len(hpRunningFrom(hpFamilyDir(prev.Config))) == 0 {
 		return ProbeResult{Action: Create, Reason: "haproxy is not running"}, nil
 	}
 	sp, err := hpService(s)
@@ -305,9 +391,13 @@ func hpServiceDestroy(ctx context.Context, s *Step) error {
 	if err != nil || !ok {
 		return err
 	}
-	if hpAlive(prev.PID) {
-		if err := syscall.Kill(prev.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("stop haproxy pid %d: %w", prev.PID, err)
+	pids := hpRunningFrom(hpFamilyDir(prev.Config))
+	if hpAlive(prev.PID) && !slices.Contains(pids, prev.PID) {
+		pids = append(pids, prev.PID)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("stop haproxy pid %d: %w", pid, err)
 		}
 	}
 	for _, a := range prev.Addrs {

@@ -134,9 +134,36 @@ func TestHAProxyServiceReal(t *testing.T) {
 		}
 		return nil
 	})
-	if !strings.Contains(stats("9001"), "kubernetes-api-backend") {
-		t.Error("stats not served on the new port")
+	if !strings.Contains(stats("9001"), "kubernetes-api-backend,bootstrap") {
+		t.Error("stats not served on the new port, or the bootstrap is not a backend before the pivot")
 	}
+
+	// The pivot (cluster/pivot's default balancer): labbuild's haproxy is soft-reloaded with
+	// haproxy/config-post-pivot; haproxy/service still sees this lab's haproxy running, and
+	// destroy stops the reloaded process.
+	if _, err := Build(ctx, Options{Config: c2, OutDir: out, Goals: []string{"haproxy/config-post-pivot"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := (hpReloadBalancer{}).Switch(ctx, filepath.Join(out, "haproxy/config-post-pivot", HAProxyConfigFile)); err != nil {
+		t.Fatalf("pivot switch: %v", err)
+	}
+	testenv.WaitFor(t, "pre-pivot haproxy to exit", 10*time.Second, func() error {
+		if hpAlive(second.PID) {
+			return os.ErrExist
+		}
+		return nil
+	})
+	pivoted := hpRunningFrom(filepath.Join(out, "haproxy"))
+	if len(pivoted) != 1 || pivoted[0] == second.PID {
+		t.Fatalf("after the pivot's reload, this lab's haproxy pids are %v (pre-pivot pid %d)", pivoted, second.PID)
+	}
+	if st := stats("9001"); strings.Contains(st, "kubernetes-api-backend,bootstrap") || !strings.Contains(st, "kubernetes-api-backend,master-0") {
+		t.Errorf("post-pivot stats still list the bootstrap, or lost the masters:\n%s", st)
+	}
+	if r := build(c2); len(r.Executed) != 0 {
+		t.Errorf("build after the pivot executed %v, want haproxy/service kept", r.Executed)
+	}
+	second.PID = pivoted[0]
 
 	for round := 0; round < 2; round++ {
 		if _, err := Destroy(ctx, Options{Config: c2, OutDir: out}); err != nil {
