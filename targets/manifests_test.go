@@ -288,41 +288,7 @@ func TestManifestsAPIServer(t *testing.T) {
 	l.now = time.Now() // real programs check validity against the real clock
 	l.build("manifests", "pki", "kubeconfig/kubelet-bootstrap", "kubeconfig/admin")
 
-	local := func(nodeTarget, file string) string { return l.path(nodeTarget, file) }
-	etcdURL := testenv.StartEtcd(t, testenv.EtcdTLS{
-		CA:         local("pki/ca/etcd-signer", "tls.crt"),
-		ServerCert: local("pki/cert/etcd-server", "tls.crt"), ServerKey: local("pki/key/etcd-server", "tls.key"),
-		PeerCert: local("pki/cert/etcd-peer", "tls.crt"), PeerKey: local("pki/key/etcd-peer", "tls.key"),
-		ClientCert: local("pki/cert/etcd-client", "tls.crt"), ClientKey: local("pki/key/etcd-client", "tls.key"),
-	})
-
-	// The apiserver's flags, from the generated static pod.
-	var pod corev1.Pod
-	if err := yaml.UnmarshalStrict(l.file("manifests/bootstrap", "static-pods/"+manifests.KubeAPIServerPodFile), &pod); err != nil {
-		t.Fatal(err)
-	}
-	c := pod.Spec.Containers[0]
-	if strings.Join(c.Command, " ") != "hyperkube kube-apiserver" {
-		t.Fatalf("command %v", c.Command)
-	}
-	var args []string
-	for _, a := range c.Args {
-		k, v, _ := strings.Cut(a, "=")
-		if f, ok := manifests.NodePathOf(v); ok {
-			v = local(f.Target, f.File)
-		} else if strings.HasPrefix(v, manifests.SecretsMountPath) {
-			t.Fatalf("flag %s names %s, which BootstrapTLSPaths does not map", k, v)
-		}
-		if k == "--etcd-servers" {
-			v = etcdURL
-		}
-		if k == "--v" {
-			v = "1" // keep the test log small
-		}
-		args = append(args, k+"="+v)
-	}
-	adminCfg := mfRestConfig(t, l.path("kubeconfig/admin", "kubeconfig"))
-	base := testenv.StartKubeAPIServer(t, args, adminCfg)
+	base, adminCfg := mfStartBootstrapAPI(t, l)
 	bootCfg := mfRestConfig(t, l.path("kubeconfig/kubelet-bootstrap", "kubeconfig"))
 	bootCfg.Host = base
 	ctx := context.Background()
@@ -454,6 +420,58 @@ func TestManifestsAPIServer(t *testing.T) {
 	if err := ap.applyFiles(ctx, map[string][]byte{"bad.yaml": bad}); err == nil {
 		t.Error("dry run accepted restartPolicy: Sometimes")
 	}
+}
+
+// mfPodArgs returns the arguments of the generated static pod file of target (its first
+// container, whose command must be "hyperkube <program>"), with every node path mapped to the
+// lab's file through manifests.NodePathOf; a flag naming an unmapped secret fails the test.
+func mfPodArgs(t *testing.T, l *mfLab, target, file, program string) []string {
+	t.Helper()
+	var pod corev1.Pod
+	if err := yaml.UnmarshalStrict(l.file(target, file), &pod); err != nil {
+		t.Fatal(err)
+	}
+	c := pod.Spec.Containers[0]
+	if strings.Join(c.Command, " ") != "hyperkube "+program {
+		t.Fatalf("%s: command %v", file, c.Command)
+	}
+	var args []string
+	for _, a := range c.Args {
+		k, v, _ := strings.Cut(a, "=")
+		if f, ok := manifests.NodePathOf(v); ok {
+			v = l.path(f.Target, f.File)
+		} else if strings.HasPrefix(v, manifests.SecretsMountPath) {
+			t.Fatalf("%s: flag %s names %s, which BootstrapTLSPaths does not map", file, k, v)
+		}
+		if k == "--v" {
+			v = "1" // keep the test log small
+		}
+		args = append(args, k+"="+v)
+	}
+	return args
+}
+
+// mfStartBootstrapAPI starts Debian's etcd with the lab's etcd certificates and the
+// kube-apiserver with the flags of the generated bootstrap static pod (paths mapped to the
+// lab's files, --etcd-servers pointing at that etcd). It returns the apiserver's base URL and
+// a rest.Config from the lab's admin kubeconfig (verifying the kubeconfig's host name while
+// dialling loopback).
+func mfStartBootstrapAPI(t *testing.T, l *mfLab) (string, *rest.Config) {
+	t.Helper()
+	etcdURL := testenv.StartEtcd(t, testenv.EtcdTLS{
+		CA:         l.path("pki/ca/etcd-signer", "tls.crt"),
+		ServerCert: l.path("pki/cert/etcd-server", "tls.crt"), ServerKey: l.path("pki/key/etcd-server", "tls.key"),
+		PeerCert: l.path("pki/cert/etcd-peer", "tls.crt"), PeerKey: l.path("pki/key/etcd-peer", "tls.key"),
+		ClientCert: l.path("pki/cert/etcd-client", "tls.crt"), ClientKey: l.path("pki/key/etcd-client", "tls.key"),
+	})
+	args := mfPodArgs(t, l, "manifests/bootstrap", "static-pods/"+manifests.KubeAPIServerPodFile, "kube-apiserver")
+	for i, a := range args {
+		if strings.HasPrefix(a, "--etcd-servers=") {
+			args[i] = "--etcd-servers=" + etcdURL
+		}
+	}
+	adminCfg := mfRestConfig(t, l.path("kubeconfig/admin", "kubeconfig"))
+	return testenv.StartKubeAPIServer(t, args, adminCfg), adminCfg
 }
 
 // mfCEL131 matches CEL calls of the IP and CIDR libraries, which Kubernetes 1.31 added.
