@@ -39,6 +39,7 @@ import (
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/targets/virt"
 	"github.com/labbuild/labbuild/targets/wait"
 )
 
@@ -93,7 +94,7 @@ func defaultClusterWorld() clusterWorld {
 			// through the API VIP, which haproxy holds (spec stage 02).
 			return kube.Config(kubeconfig, apiVIP+":6443")
 		},
-		machines: func(uri, cluster string) ClusterMachines { return virshMachines{uri: uri, cluster: cluster} },
+		machines: func(uri, cluster string) ClusterMachines { return virtMachines{uri: uri, cluster: cluster} },
 		balancer: func() ClusterBalancer { return hpReloadBalancer{} },
 	}
 }
@@ -899,60 +900,62 @@ func clusterDone(ctx context.Context, s *Step) error {
 	return s.WriteFile("summary.txt", []byte(text), 0o644)
 }
 
-// virshMachines drives the lab's VMs with virsh, domain "<cluster>-<node>" (OTHW's
-// create-vms.sh names them ocp4-bootstrap, ocp4-master-0; render/libvirt VolumeName uses the
-// same prefix).
-// TODO(libvirt family): replace with the go-libvirt adapter of targets/virt once it exists,
-// and make Install run coreos-installer with the node's Ignition (spec target-graph 3.10)
-// instead of relying on the VM's install media.
-type virshMachines struct{ uri, cluster string }
+// virtMachines is the production ClusterMachines: it powers the domains libvirt/vm/<node>
+// defined (named <cluster>-<node>) through go-libvirt (targets/virt), on the lab's
+// libvirt.uri. First boot installs from the VM's own media (the domain carries its Ignition
+// through fw_cfg), so Install is a start.
+// TODO(libvirt family): run coreos-installer with the node's Ignition on a live-ISO boot
+// (spec target-graph 3.10) once RHCOS media is fetched.
+type virtMachines struct{ uri, cluster string }
 
-func (v virshMachines) virsh(ctx context.Context, args ...string) (string, error) {
-	out, err := exec.CommandContext(ctx, "virsh", append([]string{"-c", v.uri}, args...)...).CombinedOutput()
+func (v virtMachines) domain(node string) string { return v.cluster + "-" + node }
+
+// with runs fn on a fresh connection: phases poll for minutes and a libvirtd restart must not
+// leave them holding a dead connection.
+func (v virtMachines) with(fn func(c *virt.Conn) error) error {
+	c, err := virt.Connect(v.uri)
 	if err != nil {
-		return "", fmt.Errorf("virsh -c %s %s: %w: %.300s", v.uri, strings.Join(args, " "), err, out)
+		return err
 	}
-	return strings.TrimSpace(string(out)), nil
+	defer c.Close()
+	return fn(c)
 }
 
-func (v virshMachines) domain(node string) string { return v.cluster + "-" + node }
-
-func (v virshMachines) Install(ctx context.Context, node string) error { return v.Start(ctx, node) }
-
-func (v virshMachines) Installed(ctx context.Context, node string) (bool, error) {
-	_, err := v.virsh(ctx, "domstate", v.domain(node))
-	return err == nil, nil
+func (v virtMachines) state(node string) (st virt.DomainState, found bool, err error) {
+	err = v.with(func(c *virt.Conn) error {
+		_, st, found, err = c.Domain(v.domain(node))
+		return err
+	})
+	return st, found, err
 }
 
-func (v virshMachines) Running(ctx context.Context, node string) (bool, error) {
-	st, err := v.virsh(ctx, "domstate", v.domain(node))
+func (v virtMachines) Install(ctx context.Context, node string) error { return v.Start(ctx, node) }
+
+func (v virtMachines) Installed(ctx context.Context, node string) (bool, error) {
+	_, found, err := v.state(node)
+	return found, err
+}
+
+func (v virtMachines) Running(ctx context.Context, node string) (bool, error) {
+	st, found, err := v.state(node)
 	if err != nil {
 		return false, err
 	}
-	return st == "running", nil
+	if !found {
+		return false, fmt.Errorf("domain %s is not defined on %s (run labbuild libvirt/vm/%s)", v.domain(node), v.uri, node)
+	}
+	return st == virt.DomainRunning, nil
 }
 
-func (v virshMachines) Start(ctx context.Context, node string) error {
+func (v virtMachines) Start(ctx context.Context, node string) error {
 	if on, err := v.Running(ctx, node); err != nil || on {
 		return err
 	}
-	_, err := v.virsh(ctx, "start", v.domain(node))
-	return err
+	return v.with(func(c *virt.Conn) error { return c.StartDomain(v.domain(node), false) })
 }
 
-func (v virshMachines) Stop(ctx context.Context, node string) error {
-	on, err := v.Running(ctx, node)
-	if err != nil {
-		if strings.Contains(err.Error(), "failed to get domain") {
-			return nil // already gone
-		}
-		return err
-	}
-	if !on {
-		return nil
-	}
-	_, err = v.virsh(ctx, "destroy", v.domain(node))
-	return err
+func (v virtMachines) Stop(ctx context.Context, node string) error {
+	return v.with(func(c *virt.Conn) error { return c.StopDomain(v.domain(node)) }) // a missing or stopped domain is fine
 }
 
 // haproxyFileBalancer installs a configuration file at path and reloads haproxy, the manual

@@ -928,21 +928,54 @@ func clusterLog(t *testing.T, out, target string) string {
 	return string(b)
 }
 
-// TestClusterVirshMachines runs the production VM driver against libvirt's built-in test
-// hypervisor (no daemon): a domain that does not exist is not installed, stopping it is not an
-// error (Stop is idempotent), and asking whether it runs fails naming the virsh command.
-// TODO(libvirt family): power a real domain on and off against libvirtd in a netns.
-func TestClusterVirshMachines(t *testing.T) {
-	testenv.Require(t, "virsh")
-	m := virshMachines{uri: "test:///default", cluster: "ocp4"}
+// TestClusterMachinesReal powers a VM that the libvirt family defined, on a real libvirtd in
+// the test's network namespace, through the production driver (virtMachines): a defined but
+// never started domain is installed and off; Start runs it (twice is fine); Stop powers it off
+// (twice is fine); a node without a domain is not installed, Running names the missing domain
+// and the fix, and Stop on it is not an error.
+func TestClusterMachinesReal(t *testing.T) {
+	d := testenv.StartLibvirtd(t)
+	sr := testenv.StartSampleRelease(t, true)
+	c := lvLab(d, sr)
+	out := t.TempDir()
 	ctx := context.Background()
-	if ok, err := m.Installed(ctx, "master-0"); ok || err != nil {
-		t.Errorf("Installed(absent) = %v, %v; want false, nil", ok, err)
+	var log strings.Builder
+	if _, err := Build(ctx, Options{Config: c, OutDir: out, Goals: []string{"libvirt/vm/worker-0"}, Jobs: 2, Stdout: &log, Stderr: &log}); err != nil {
+		t.Fatalf("build libvirt/vm/worker-0: %v\n%s", err, log.String())
 	}
-	if err := m.Stop(ctx, "master-0"); err != nil {
-		t.Errorf("Stop(absent) = %v; want nil", err)
+	t.Cleanup(func() { Destroy(ctx, Options{Config: c, OutDir: out}) })
+
+	m := virtMachines{uri: c.Libvirt.URI, cluster: c.Cluster.Name}
+	running := func(want bool) {
+		t.Helper()
+		on, err := m.Running(ctx, "worker-0")
+		if err != nil || on != want {
+			t.Fatalf("Running(worker-0) = %v, %v; want %v", on, err, want)
+		}
 	}
-	if _, err := m.Running(ctx, "master-0"); err == nil || !strings.Contains(err.Error(), "domstate ocp4-master-0") {
-		t.Errorf("Running(absent) = %v; want an error naming virsh domstate ocp4-master-0", err)
+	if ok, err := m.Installed(ctx, "worker-0"); !ok || err != nil {
+		t.Fatalf("Installed(worker-0) = %v, %v; want true", ok, err)
+	}
+	running(false)
+	for i := 0; i < 2; i++ {
+		if err := m.Start(ctx, "worker-0"); err != nil {
+			t.Fatalf("Start #%d: %v", i+1, err)
+		}
+		running(true)
+	}
+	for i := 0; i < 2; i++ {
+		if err := m.Stop(ctx, "worker-0"); err != nil {
+			t.Fatalf("Stop #%d: %v", i+1, err)
+		}
+		running(false)
+	}
+	if ok, err := m.Installed(ctx, "worker-1"); ok || err != nil {
+		t.Errorf("Installed(worker-1, never defined) = %v, %v; want false, nil", ok, err)
+	}
+	if _, err := m.Running(ctx, "worker-1"); err == nil || !strings.Contains(err.Error(), "lbt-worker-1") || !strings.Contains(err.Error(), "labbuild libvirt/vm/worker-1") {
+		t.Errorf("Running(undefined) = %v; want an error naming lbt-worker-1 and the fix", err)
+	}
+	if err := m.Stop(ctx, "worker-1"); err != nil {
+		t.Errorf("Stop(undefined) = %v; want nil", err)
 	}
 }
