@@ -4,9 +4,13 @@ import (
 	"context"
 	"flag"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
+	"sigs.k8s.io/yaml"
+
+	"github.com/labbuild/labbuild/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -19,13 +23,29 @@ var update = flag.Bool("update", false, "rewrite the golden sections (cmp target
 
 // TestScripts runs the CLI flows in testdata/script: "second run does nothing", "edit one field
 // rebuilds exactly these", "-n changes nothing", bad config exits 2.
+//
+// Every script finds $SAMPLE_LAB: a lab.yaml on the offline sample release (an OCI layout of
+// real 4.18 CRDs and the MCO stand-in, internal/payload), so flows reach Ignition.
 func TestScripts(t *testing.T) {
+	sr := testenv.StartSampleRelease(t, true)
+	lab, err := yaml.Marshal(map[string]any{
+		"release": map[string]any{"image": sr.Image, "version": sr.Version, "mirrors": sr.Mirrors},
+		"access":  map[string]any{"pullSecretFile": sr.PullSecretFile, "sshKeyFile": sr.SSHKeyFile},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := filepath.Join(t.TempDir(), "sample-lab.yaml")
+	if err := os.WriteFile(sample, lab, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: false,
 		UpdateScripts:       *update,
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("HOME", e.WorkDir)
+			e.Setenv("SAMPLE_LAB", sample)
 			return nil
 		},
 	})
