@@ -451,23 +451,10 @@ func clusterClients(s *Step) (*kube.Clients, error) {
 	return kube.NewClients(cfg)
 }
 
-// clusterDomain is <cluster.name>.<cluster.baseDomain>.
-func clusterDomain(s *Step) (string, error) {
-	name, err := s.String("cluster.name")
-	if err != nil {
-		return "", err
-	}
-	base, err := s.String("cluster.baseDomain")
-	if err != nil {
-		return "", err
-	}
-	return name + "." + base, nil
-}
-
 // clusterExpected returns the CSR identities of nodes: FQDN node name, short name as DNS
 // alias, the node's IP as the only IP SAN.
 func clusterExpected(s *Step, nodes []string) (map[string]csr.NodeIdentity, error) {
-	domain, err := clusterDomain(s)
+	domain, err := s.ClusterDomain()
 	if err != nil {
 		return nil, err
 	}
@@ -627,11 +614,10 @@ func clusterBootstrap(ctx context.Context, s *Step, bootstrap string, masters []
 			files[src.prefix+strings.TrimPrefix(rel, src.dir)] = b
 		}
 	}
-	a, err := kube.NewApplier(k.Config, s.Log())
+	a, err := clusterApplier(k.Config, s.Log())
 	if err != nil {
 		return err
 	}
-	a.StatusKinds = manifests.StatusKinds
 	var applied int
 	if _, err := clusterWait(ctx, s, wait.Spec{
 		What:     fmt.Sprintf("%d manifest files to apply", len(files)),
@@ -771,7 +757,7 @@ func clusterEtcd(ctx context.Context, s *Step, masters []string) error {
 	if err != nil {
 		return err
 	}
-	domain, err := clusterDomain(s)
+	domain, err := s.ClusterDomain()
 	if err != nil {
 		return err
 	}
@@ -801,6 +787,18 @@ func clusterEtcd(ctx context.Context, s *Step, masters []string) error {
 	// TODO(cluster/etcd): wait until the etcd-bootstrap member is gone from the member list
 	// (needs an etcd client through the etcd pods); the pivot's API check covers it in part.
 	return clusterRecord(s, map[string]any{"etcdOn": want, "bootstrapComplete": true})
+}
+
+// clusterApplier is cluster/bootstrap's apply step: server-side apply in file-name order,
+// CRDs waited for until Established, and the kinds of manifests.StatusKinds (Infrastructure,
+// FeatureGate) also through their status subresource, which a plain apply drops.
+func clusterApplier(cfg *rest.Config, log io.Writer) (*kube.Applier, error) {
+	a, err := kube.NewApplier(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	a.StatusKinds = manifests.StatusKinds
+	return a, nil
 }
 
 // clusterPivot is cluster/pivot's Run.
@@ -883,7 +881,7 @@ func clusterConverge(ctx context.Context, s *Step) error {
 
 // clusterDone writes summary.txt: where the user goes next.
 func clusterDone(ctx context.Context, s *Step) error {
-	domain, err := clusterDomain(s)
+	domain, err := s.ClusterDomain()
 	if err != nil {
 		return err
 	}

@@ -63,7 +63,7 @@ func TestClusterCSRsWithLabPKI(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ap, err := newMFApplier(adminCfg, &bytes.Buffer{})
+	ap, err := clusterApplier(adminCfg, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestClusterCSRsWithLabPKI(t *testing.T) {
 	if len(rbac) == 0 {
 		t.Fatal("no 03- RBAC manifests in manifests/bootstrap")
 	}
-	if err := ap.applyFiles(ctx, rbac); err != nil {
+	if _, err := ap.ApplyFiles(ctx, rbac); err != nil {
 		t.Fatalf("apply RBAC: %v", err)
 	}
 

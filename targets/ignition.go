@@ -52,7 +52,7 @@ func ignNodeNet(s *Step, name string) (string, ignition.StaticNetwork, error) {
 	if err != nil {
 		return "", n, err
 	}
-	dom, err := pkiDomain(s)
+	dom, err := s.ClusterDomain()
 	if err != nil {
 		return "", n, err
 	}
@@ -264,10 +264,6 @@ func ignitionTargets(c *Config) []*Target {
 func init() {
 	Register(Family{Name: "ignition", Doc: "one Ignition 3.4 config per node, out/ignition/<node>.ign (stage 08)",
 		Targets: func(c *Config) []*Target {
-			// TODO(release family): as mco and manifests, nothing until release/* exists.
-			if !mfFamilyRegistered("release") {
-				return nil
-			}
 			return ignitionTargets(c)
 		}})
 }

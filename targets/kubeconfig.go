@@ -56,7 +56,7 @@ func kubeconfigTargets(c *Config) []*Target {
 					in.Cluster = name
 				}
 				if k.server != "localhost" {
-					dom, err := pkiDomain(s)
+					dom, err := s.ClusterDomain()
 					if err != nil {
 						return err
 					}

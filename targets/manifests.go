@@ -5,18 +5,14 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/labbuild/labbuild/render/manifests"
-	"github.com/labbuild/labbuild/targets/kube"
 )
 
 // The manifests family: the bootstrap control plane's static pods and the cluster manifests
@@ -47,9 +43,6 @@ func mfPullspec(s *Step, dep string) (string, error) {
 	}
 	return p, nil
 }
-
-// mfDomain returns <cluster.name>.<cluster.baseDomain>.
-func mfDomain(s *Step) (string, error) { return pkiDomain(s) }
 
 // mfRoleReads declares the role of every node: the replica counts (topologies, schedulable
 // masters, install-config replicas) follow from them.
@@ -294,7 +287,7 @@ func manifestsTargets(c *Config) []*Target {
 			func(*Step) ([]manifests.File, error) { return manifests.RBACFiles() }),
 		mfCluster("infrastructure", "Infrastructure cluster: platform None, API URLs, topologies (spec and status)",
 			[]string{"manifests/ids"}, append(domainReads[:2:2], roleReads...), func(s *Step) ([]manifests.File, error) {
-				dom, err := mfDomain(s)
+				dom, err := s.ClusterDomain()
 				if err != nil {
 					return nil, err
 				}
@@ -325,14 +318,14 @@ func manifestsTargets(c *Config) []*Target {
 				return mfOne(manifests.OperatorNetwork(cn, hp, sn))
 			}),
 		mfCluster("dns", "DNS cluster (baseDomain = the cluster domain)", nil, domainReads, func(s *Step) ([]manifests.File, error) {
-			dom, err := mfDomain(s)
+			dom, err := s.ClusterDomain()
 			if err != nil {
 				return nil, err
 			}
 			return mfOne(manifests.DNS(dom))
 		}),
 		mfCluster("ingress", "Ingress cluster (apps.<domain>)", nil, domainReads, func(s *Step) ([]manifests.File, error) {
-			dom, err := mfDomain(s)
+			dom, err := s.ClusterDomain()
 			if err != nil {
 				return nil, err
 			}
@@ -529,49 +522,6 @@ func mfCopy(s *Step, dep, rel, dst string) error {
 func init() {
 	Register(Family{Name: "manifests", Doc: "static pods and cluster manifests of the bootstrap control plane (stage 07)",
 		Targets: func(c *Config) []*Target {
-			// TODO(release family): drop this guard once targets/release.go registers the
-			// release family. Until then the release/* targets this family depends on do not
-			// exist, and declaring them would make every build of the registered families fail
-			// with "depends on unknown target".
-			if !mfFamilyRegistered("release") {
-				return nil
-			}
 			return manifestsTargets(c)
 		}})
-}
-
-// mfFamilyRegistered reports whether a family named name is registered.
-func mfFamilyRegistered(name string) bool {
-	for _, f := range families {
-		if f.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// mfApplier is the manifests family's view of kube.Applier (the client-go adapter in
-// targets/kube, shared with cluster/bootstrap's apply step): server-side apply in file order,
-// the kinds of manifests.StatusKinds also through their status subresource, CRDs waited for
-// until Established.
-type mfApplier struct {
-	*kube.Applier
-	dryRun bool
-	dyn    dynamic.Interface
-}
-
-func newMFApplier(cfg *rest.Config, log io.Writer) (*mfApplier, error) {
-	a, err := kube.NewApplier(cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	a.StatusKinds = manifests.StatusKinds
-	return &mfApplier{Applier: a, dyn: a.Dynamic()}, nil
-}
-
-// applyFiles applies files (name → content) in name order; see kube.Applier.ApplyFiles.
-func (a *mfApplier) applyFiles(ctx context.Context, files map[string][]byte) error {
-	a.Applier.DryRun = a.dryRun
-	_, err := a.ApplyFiles(ctx, files)
-	return err
 }

@@ -318,11 +318,11 @@ func TestManifestsAPIServer(t *testing.T) {
 		delete(files, "02-operator-network.yaml")
 	}
 	var alog bytes.Buffer
-	ap, err := newMFApplier(adminCfg, &alog)
+	ap, err := clusterApplier(adminCfg, &alog)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ap.applyFiles(ctx, files); err != nil {
+	if _, err := ap.ApplyFiles(ctx, files); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 	if strings.Contains(alog.String(), "bWZ0ZXN0") {
@@ -331,7 +331,7 @@ func TestManifestsAPIServer(t *testing.T) {
 
 	get := func(group, version, resource, ns, name string) map[string]any {
 		t.Helper()
-		ri := ap.dyn.Resource(schema.GroupVersionResource{Group: group, Version: version, Resource: resource})
+		ri := ap.Dynamic().Resource(schema.GroupVersionResource{Group: group, Version: version, Resource: resource})
 		var err error
 		var o map[string]any
 		if ns != "" {
@@ -403,7 +403,7 @@ func TestManifestsAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ap.dryRun = true
+	ap.DryRun = true
 	pods := map[string][]byte{}
 	for _, f := range []string{manifests.EtcdPodFile, manifests.KubeAPIServerPodFile, manifests.KubeControllerManagerPodFile,
 		manifests.KubeSchedulerPodFile, manifests.CVOPodFile} {
@@ -411,13 +411,13 @@ func TestManifestsAPIServer(t *testing.T) {
 	}
 	pods[manifests.KubeProxyPodFile] = l.file("manifests/kube-proxy", manifests.KubeProxyPodFile)
 	for f, b := range pods {
-		if err := ap.applyFiles(ctx, map[string][]byte{f: b}); err != nil {
+		if _, err := ap.ApplyFiles(ctx, map[string][]byte{f: b}); err != nil {
 			t.Errorf("dry run of %s: %v", f, err)
 		}
 	}
 	// The dry run must be able to fail: a pod with an invalid field is refused.
 	bad := bytes.Replace(pods[manifests.KubeProxyPodFile], []byte("hostNetwork: true"), []byte("hostNetwork: true\n  restartPolicy: Sometimes"), 1)
-	if err := ap.applyFiles(ctx, map[string][]byte{"bad.yaml": bad}); err == nil {
+	if _, err := ap.ApplyFiles(ctx, map[string][]byte{"bad.yaml": bad}); err == nil {
 		t.Error("dry run accepted restartPolicy: Sometimes")
 	}
 }

@@ -349,12 +349,6 @@ func mcoTargets(c *Config) []*Target {
 func init() {
 	Register(Family{Name: "mco", Doc: "node OS render by the release's machine-config-operator/controller bootstrap (stage 08)",
 		Targets: func(c *Config) []*Target {
-			// TODO(release family): as manifests.go, declare nothing until targets/release.go
-			// registers release/mco, release/resolve and release/image-references; until then
-			// every build of the registered families would fail on the missing upstreams.
-			if !mfFamilyRegistered("release") {
-				return nil
-			}
 			return mcoTargets(c)
 		}})
 }

@@ -95,7 +95,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 				return append(append(domainReads[:2:2], nodeIPs(boot)...), nodeIPs(masters...)...)
 			},
 			spec: func(s *Step) (pki.Spec, error) {
-				dom, err := pkiDomain(s)
+				dom, err := s.ClusterDomain()
 				if err != nil {
 					return pki.Spec{}, err
 				}
@@ -115,7 +115,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 				return append(append(domainReads[:2:2], "nodes."+boot+".name"), nodeIPs(boot)...)
 			},
 			spec: func(s *Step) (pki.Spec, error) {
-				dom, err := pkiDomain(s)
+				dom, err := s.ClusterDomain()
 				if err != nil {
 					return pki.Spec{}, err
 				}
@@ -143,7 +143,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 				return append(append(r, nodeIPs(boot)...), nodeIPs(masters...)...)
 			},
 			spec: func(s *Step) (pki.Spec, error) {
-				dom, err := pkiDomain(s)
+				dom, err := s.ClusterDomain()
 				if err != nil {
 					return pki.Spec{}, err
 				}
@@ -172,18 +172,6 @@ func pkiLeaves(c *Config) []pkiLeaf {
 		{id: "admin", issuer: "kubernetes", doc: "cluster-admin client cert (system:admin in system:masters)", reads: none, spec: client("system:admin", "system:masters")},
 		{id: "kubelet-bootstrap", issuer: "kubernetes", short: true, doc: "kubelet bootstrap client cert (short-lived; renewed while a boot is ahead)", reads: none, spec: client("system:bootstrapper", "system:bootstrappers")},
 	}
-}
-
-func pkiDomain(s *Step) (string, error) {
-	name, err := s.String("cluster.name")
-	if err != nil {
-		return "", err
-	}
-	base, err := s.String("cluster.baseDomain")
-	if err != nil {
-		return "", err
-	}
-	return name + "." + base, nil
 }
 
 func pkiNodeIPs(s *Step, names []string) ([]string, error) {

@@ -98,6 +98,20 @@ func (s *Step) String(p string) (string, error) {
 	return v, err
 }
 
+// ClusterDomain returns the cluster domain <cluster.name>.<cluster.baseDomain> (the suffix of
+// api, api-int, *.apps and the node FQDNs); the target must declare both fields in Reads.
+func (s *Step) ClusterDomain() (string, error) {
+	name, err := s.String("cluster.name")
+	if err != nil {
+		return "", err
+	}
+	base, err := s.String("cluster.baseDomain")
+	if err != nil {
+		return "", err
+	}
+	return name + "." + base, nil
+}
+
 // FilePath returns the absolute path of the file named by config field p (declared in Files).
 func (s *Step) FilePath(p string) (string, error) {
 	if !slices.Contains(s.t.Files, p) {
