@@ -57,20 +57,16 @@ func libvirtTargets(c *Config) []*Target {
 	ts = append(ts, &Target{
 		Name: "libvirt/network", Doc: "libvirt NAT network: bridge, DNS for api/api-int/nodes/etcd SRV/*.apps, DHCP reservations",
 		Reads: netReads, Version: 1, External: true,
-		Run:   lvNetworkRun,
-		Probe: lvNetworkProbe,
-		Destroy: func(ctx context.Context, s *Step) error {
-			return lvDestroy(s, func(c *virt.Conn, r lvRecord) error { return c.DeleteNetwork(r.Name) })
-		},
+		Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvNetwork) },
+		Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvNetwork) },
+		Destroy: lvDestroy,
 	})
 	ts = append(ts, &Target{
 		Name: "libvirt/pool", Doc: "libvirt dir storage pool at libvirt.poolPath",
 		Reads: []string{"libvirt.uri", "libvirt.pool", "libvirt.poolPath"}, Version: 1, External: true,
-		Run:   lvPoolRun,
-		Probe: lvPoolProbe,
-		Destroy: func(ctx context.Context, s *Step) error {
-			return lvDestroy(s, func(c *virt.Conn, r lvRecord) error { return c.DeletePool(r.Name) })
-		},
+		Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvPool) },
+		Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvPool) },
+		Destroy: lvDestroy,
 	})
 	ignition := lvFamilyTargets(c, "ignition")
 	for _, n := range c.Nodes {
@@ -83,11 +79,9 @@ func libvirtTargets(c *Config) []*Target {
 		ts = append(ts, &Target{
 			Name: "libvirt/volume/" + node, Doc: "thin qcow2 disk of " + node + " in the lab pool",
 			Deps: []string{"libvirt/pool"}, Reads: volReads, Version: 1, External: true,
-			Run:   func(ctx context.Context, s *Step) error { return lvVolumeRun(s, node) },
-			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) { return lvVolumeProbe(s, node) },
-			Destroy: func(ctx context.Context, s *Step) error {
-				return lvDestroy(s, func(c *virt.Conn, r lvRecord) error { return c.DeleteVolume(r.Pool, r.Name) })
-			},
+			Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvVolume(node)) },
+			Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvVolume(node)) },
+			Destroy: lvDestroy,
 		})
 		vmReads := []string{"libvirt.uri", "libvirt.network", "libvirt.domainType", "cluster.name", "nodes." + node + ".role",
 			"sizes." + role + ".vcpus", "sizes." + role + ".memoryMiB"}
@@ -107,11 +101,9 @@ func libvirtTargets(c *Config) []*Target {
 		ts = append(ts, &Target{
 			Name: "libvirt/vm/" + node, Doc: "libvirt domain <cluster>-" + node + " (virtio disk and NIC, serial console, VNC; Ignition via fw_cfg)",
 			Deps: deps, Reads: vmReads, Version: 1, External: true,
-			Run:   func(ctx context.Context, s *Step) error { return lvDomainRun(s, node) },
-			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) { return lvDomainProbe(s, node) },
-			Destroy: func(ctx context.Context, s *Step) error {
-				return lvDestroy(s, func(c *virt.Conn, r lvRecord) error { return c.DeleteDomain(r.Name) })
-			},
+			Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvDomain(node)) },
+			Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvDomain(node)) },
+			Destroy: lvDestroy,
 		})
 	}
 	return ts
@@ -166,37 +158,6 @@ func lvPrev(s *Step) (lvRecord, bool, error) {
 		return lvRecord{}, false, fmt.Errorf("%s: recorded state %s: %w (labbuild destroy cannot use it; remove the object with virsh)", s.Target().Name, lvRecordFile, err)
 	}
 	return r, true, nil
-}
-
-// lvDestroy connects to the recorded URI (not the configured one, which may have changed) and
-// removes the recorded object. No record means nothing was made.
-func lvDestroy(s *Step, del func(*virt.Conn, lvRecord) error) error {
-	r, ok, err := lvPrev(s)
-	if err != nil || !ok {
-		return err
-	}
-	c, err := virt.Connect(r.URI)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return del(c, r)
-}
-
-// lvForgetMoved removes the previously recorded object when the config now names another one
-// (a renamed network, another URI): otherwise it would be left behind, unknown to destroy.
-func lvForgetMoved(s *Step, now lvRecord, del func(*virt.Conn, lvRecord) error) error {
-	prev, ok, err := lvPrev(s)
-	if err != nil || !ok || (prev.URI == now.URI && prev.Name == now.Name && prev.Pool == now.Pool) {
-		return err
-	}
-	s.Logf("%s %s moved to %s; removing the old one", prev.Kind, prev.Name, now.Name)
-	c, err := virt.Connect(prev.URI)
-	if err != nil {
-		return fmt.Errorf("remove previous %s %s at %s: %w", prev.Kind, prev.Name, prev.URI, err)
-	}
-	defer c.Close()
-	return del(c, prev)
 }
 
 func lvWrite(s *Step, xml []byte, xmlName string, r lvRecord) error {
@@ -256,89 +217,12 @@ func lvMAC(s *Step, cluster, node string) (string, error) {
 	return rl.MAC(cluster, node), nil
 }
 
-func lvNetworkRun(ctx context.Context, s *Step) error {
-	sp, err := lvNetworkSpec(s)
-	if err != nil {
-		return err
-	}
-	want, err := rl.Network(sp)
-	if err != nil {
-		return err
-	}
-	x, err := rl.NetworkXML(sp)
-	if err != nil {
-		return err
-	}
-	c, err := lvConnect(s)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	rec := lvRecord{URI: c.URI(), Kind: "network", Name: sp.Name}
-	if err := lvForgetMoved(s, rec, func(c *virt.Conn, r lvRecord) error { return c.DeleteNetwork(r.Name) }); err != nil {
-		return err
-	}
-	got, active, found, err := c.Network(sp.Name)
-	if err != nil {
-		return err
-	}
-	switch diff := lvNetDiff(c, want, got); {
-	case !found:
-		s.Logf("create network %s", sp.Name)
-		err = c.CreateNetwork(want)
-	case len(diff) > 0:
-		// Replacing briefly disconnects running VMs; libvirt's net-update could patch DNS
-		// hosts live (TODO(libvirt): use NetworkUpdate for DNS/DHCP-only changes).
-		s.Logf("replace network %s: %s", sp.Name, strings.Join(diff, "; "))
-		if err = c.DeleteNetwork(sp.Name); err == nil {
-			err = c.CreateNetwork(want)
-		}
-	case !active:
-		s.Logf("start network %s", sp.Name)
-		err = c.StartNetwork(sp.Name)
-	}
-	if err != nil {
-		return err
-	}
-	return lvWrite(s, x, "network.xml", rec)
-}
-
 // lvNetDiff compares want with what libvirt reported (nil: nothing to compare).
 func lvNetDiff(c *virt.Conn, want, got *libvirtxml.Network) []string {
 	if got == nil {
 		return nil
 	}
 	return rl.NetworkDiff(want, got, rl.DiffOptions{IgnoreDnsmasqOptions: c.IsTest()})
-}
-
-func lvNetworkProbe(ctx context.Context, s *Step) (ProbeResult, error) {
-	sp, err := lvNetworkSpec(s)
-	if err != nil {
-		return ProbeResult{}, err
-	}
-	want, err := rl.Network(sp)
-	if err != nil {
-		return ProbeResult{}, err
-	}
-	c, err := lvConnect(s)
-	if err != nil {
-		return ProbeResult{}, err
-	}
-	defer c.Close()
-	got, active, found, err := c.Network(sp.Name)
-	if err != nil {
-		return ProbeResult{}, err
-	}
-	if !found {
-		return ProbeResult{Action: Create, Reason: "network " + sp.Name + " does not exist"}, nil
-	}
-	if diff := lvNetDiff(c, want, got); len(diff) > 0 {
-		return ProbeResult{Action: Replace, Reason: "network " + sp.Name + ": " + strings.Join(diff, "; ")}, nil
-	}
-	if !active {
-		return ProbeResult{Action: Update, Reason: "network " + sp.Name + " is not running"}, nil
-	}
-	return ProbeResult{Action: Keep}, nil
 }
 
 func lvPoolSpec(s *Step) (rl.PoolSpec, error) {
@@ -349,77 +233,6 @@ func lvPoolSpec(s *Step) (rl.PoolSpec, error) {
 	}
 	sp.Path, err = s.String("libvirt.poolPath")
 	return sp, err
-}
-
-func lvPoolRun(ctx context.Context, s *Step) error {
-	sp, err := lvPoolSpec(s)
-	if err != nil {
-		return err
-	}
-	want, err := rl.Pool(sp)
-	if err != nil {
-		return err
-	}
-	x, _ := rl.PoolXML(sp)
-	c, err := lvConnect(s)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	rec := lvRecord{URI: c.URI(), Kind: "pool", Name: sp.Name}
-	if err := lvForgetMoved(s, rec, func(c *virt.Conn, r lvRecord) error { return c.DeletePool(r.Name) }); err != nil {
-		return err
-	}
-	got, active, found, err := c.Pool(sp.Name)
-	if err != nil {
-		return err
-	}
-	switch {
-	case !found:
-		s.Logf("create pool %s at %s", sp.Name, sp.Path)
-		err = c.CreatePool(want)
-	case len(rl.PoolDiff(want, got)) > 0:
-		// The volumes in the old directory stay there (labbuild never deletes files it did
-		// not make); the volume targets, downstream, create new ones in the new place.
-		s.Logf("replace pool %s: %s", sp.Name, strings.Join(rl.PoolDiff(want, got), "; "))
-		if err = c.DeletePool(sp.Name); err == nil {
-			err = c.CreatePool(want)
-		}
-	case !active:
-		err = c.StartPool(sp.Name)
-	}
-	if err != nil {
-		return err
-	}
-	return lvWrite(s, x, "pool.xml", rec)
-}
-
-func lvPoolProbe(ctx context.Context, s *Step) (ProbeResult, error) {
-	sp, err := lvPoolSpec(s)
-	if err != nil {
-		return ProbeResult{}, err
-	}
-	want, err := rl.Pool(sp)
-	if err != nil {
-		return ProbeResult{}, err
-	}
-	c, err := lvConnect(s)
-	if err != nil {
-		return ProbeResult{}, err
-	}
-	defer c.Close()
-	got, active, found, err := c.Pool(sp.Name)
-	switch {
-	case err != nil:
-		return ProbeResult{}, err
-	case !found:
-		return ProbeResult{Action: Create, Reason: "pool " + sp.Name + " does not exist"}, nil
-	case len(rl.PoolDiff(want, got)) > 0:
-		return ProbeResult{Action: Replace, Reason: "pool " + sp.Name + ": " + strings.Join(rl.PoolDiff(want, got), "; ")}, nil
-	case !active:
-		return ProbeResult{Action: Update, Reason: "pool " + sp.Name + " is not running"}, nil
-	}
-	return ProbeResult{Action: Keep}, nil
 }
 
 // lvSize returns the node's size field (vcpus, memoryMiB, diskGiB): its own when declared,
@@ -456,77 +269,6 @@ func lvVolumeSpec(s *Step, node string) (pool string, sp rl.VolumeSpec, err erro
 	// TODO(libvirt): BackingFile = the RHCOS QEMU image from the payload's CoreOS stream
 	// metadata (release/rhcos, not written yet), downloaded into the shared cache and verified.
 	return
-}
-
-func lvVolumeRun(s *Step, node string) error {
-	pool, sp, err := lvVolumeSpec(s, node)
-	if err != nil {
-		return err
-	}
-	want, err := rl.Volume(sp)
-	if err != nil {
-		return err
-	}
-	x, _ := rl.VolumeXML(sp)
-	c, err := lvConnect(s)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	rec := lvRecord{URI: c.URI(), Kind: "volume", Name: sp.Name, Pool: pool}
-	if err := lvForgetMoved(s, rec, func(c *virt.Conn, r lvRecord) error { return c.DeleteVolume(r.Pool, r.Name) }); err != nil {
-		return err
-	}
-	got, found, err := c.Volume(pool, sp.Name)
-	if err != nil {
-		return err
-	}
-	if found && len(rl.VolumeDiff(want, got)) > 0 {
-		// A disk of another size is a new, empty disk: the node is reinstalled anyway.
-		s.Logf("replace volume %s/%s: %s", pool, sp.Name, strings.Join(rl.VolumeDiff(want, got), "; "))
-		if err := c.DeleteVolume(pool, sp.Name); err != nil {
-			return err
-		}
-		found = false
-	}
-	if !found {
-		s.Logf("create volume %s/%s (%d GiB)", pool, sp.Name, sp.CapacityGiB)
-		if rec.Path, err = c.CreateVolume(pool, want); err != nil {
-			return err
-		}
-	} else if got.Target != nil {
-		rec.Path = got.Target.Path
-	}
-	if rec.Path == "" {
-		return fmt.Errorf("%s: libvirt reported no path for volume %s/%s", s.Target().Name, pool, sp.Name)
-	}
-	return lvWrite(s, x, "volume.xml", rec)
-}
-
-func lvVolumeProbe(s *Step, node string) (ProbeResult, error) {
-	pool, sp, err := lvVolumeSpec(s, node)
-	if err != nil {
-		return ProbeResult{}, err
-	}
-	want, err := rl.Volume(sp)
-	if err != nil {
-		return ProbeResult{}, err
-	}
-	c, err := lvConnect(s)
-	if err != nil {
-		return ProbeResult{}, err
-	}
-	defer c.Close()
-	got, found, err := c.Volume(pool, sp.Name)
-	switch {
-	case err != nil:
-		return ProbeResult{}, err
-	case !found:
-		return ProbeResult{Action: Create, Reason: "volume " + pool + "/" + sp.Name + " does not exist"}, nil
-	case len(rl.VolumeDiff(want, got)) > 0:
-		return ProbeResult{Action: Replace, Reason: "volume " + sp.Name + ": " + strings.Join(rl.VolumeDiff(want, got), "; ")}, nil
-	}
-	return ProbeResult{Action: Keep}, nil
 }
 
 func lvDomainSpec(s *Step, node string) (rl.DomainSpec, error) {
@@ -570,81 +312,279 @@ func lvDomainSpec(s *Step, node string) (rl.DomainSpec, error) {
 	return sp, nil
 }
 
-func lvDomainRun(s *Step, node string) error {
-	sp, err := lvDomainSpec(s, node)
-	if err != nil {
-		return err
-	}
-	want, err := rl.Domain(sp)
-	if err != nil {
-		return err
-	}
-	x, _ := rl.DomainXML(sp)
+// lvPlan is one libvirt object observed once against what the config wants: the action and
+// reason a Probe reports, and what Run carries out.
+type lvPlan struct {
+	rec     lvRecord // the object as it is recorded for destroy
+	xml     []byte   // the wanted definition, written as an output
+	xmlName string
+	action  Action
+	reason  string
+	// apply brings the object to the wanted state; nil when nothing is to do. It may fill
+	// in rec (a volume's path).
+	apply func(c *virt.Conn, rec *lvRecord) error
+}
+
+// lvObserve builds the plan of one object on an open connection.
+type lvObserve func(s *Step, c *virt.Conn) (lvPlan, error)
+
+// lvRun is the Run of every libvirt target: observe, remove an object the config no longer
+// names, apply the plan, record what exists.
+func lvRun(s *Step, observe lvObserve) error {
 	c, err := lvConnect(s)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	rec := lvRecord{URI: c.URI(), Kind: "domain", Name: sp.Name}
-	if err := lvForgetMoved(s, rec, func(c *virt.Conn, r lvRecord) error { return c.DeleteDomain(r.Name) }); err != nil {
-		return err
-	}
-	got, _, found, err := c.Domain(sp.Name)
+	p, err := observe(s, c)
 	if err != nil {
 		return err
 	}
-	if found {
-		if diff := rl.DomainDiff(want, got); rl.DomainNeedsReplace(diff) {
-			s.Logf("replace domain %s: %s", sp.Name, strings.Join(diff, "; "))
-			if err := c.DeleteDomain(sp.Name); err != nil {
+	if err := lvForgetMoved(s, p.rec); err != nil {
+		return err
+	}
+	if p.action != Keep {
+		s.Logf("%s: %s", p.action, p.reason)
+	}
+	if p.apply != nil {
+		if err := p.apply(c, &p.rec); err != nil {
+			return err
+		}
+	}
+	return lvWrite(s, p.xml, p.xmlName, p.rec)
+}
+
+// lvProbe is the Probe of every libvirt target: the same observation, nothing changed.
+func lvProbe(s *Step, observe lvObserve) (ProbeResult, error) {
+	c, err := lvConnect(s)
+	if err != nil {
+		return ProbeResult{}, err
+	}
+	defer c.Close()
+	p, err := observe(s, c)
+	if err != nil {
+		return ProbeResult{}, err
+	}
+	return ProbeResult{Action: p.action, Reason: p.reason}, nil
+}
+
+// lvDelete removes a recorded object by its kind; a missing one is not an error.
+func lvDelete(c *virt.Conn, r lvRecord) error {
+	switch r.Kind {
+	case "network":
+		return c.DeleteNetwork(r.Name)
+	case "pool":
+		return c.DeletePool(r.Name)
+	case "volume":
+		return c.DeleteVolume(r.Pool, r.Name)
+	case "domain":
+		return c.DeleteDomain(r.Name)
+	}
+	return fmt.Errorf("recorded object %s of unknown kind %q", r.Name, r.Kind)
+}
+
+// lvDestroy is the Destroy of every libvirt target: it connects to the recorded URI (not the
+// configured one, which may have changed) and removes the recorded object. No record means
+// nothing was made.
+func lvDestroy(ctx context.Context, s *Step) error {
+	r, ok, err := lvPrev(s)
+	if err != nil || !ok {
+		return err
+	}
+	c, err := virt.Connect(r.URI)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return lvDelete(c, r)
+}
+
+// lvForgetMoved removes the previously recorded object when the config now names another one
+// (a renamed network, another URI): otherwise it would be left behind, unknown to destroy.
+func lvForgetMoved(s *Step, now lvRecord) error {
+	prev, ok, err := lvPrev(s)
+	if err != nil || !ok || (prev.URI == now.URI && prev.Name == now.Name && prev.Pool == now.Pool) {
+		return err
+	}
+	s.Logf("%s %s moved to %s; removing the old one", prev.Kind, prev.Name, now.Name)
+	c, err := virt.Connect(prev.URI)
+	if err != nil {
+		return fmt.Errorf("remove previous %s %s at %s: %w", prev.Kind, prev.Name, prev.URI, err)
+	}
+	defer c.Close()
+	return lvDelete(c, prev)
+}
+
+// lvNetwork observes the lab network. A changed definition replaces it, which briefly
+// disconnects running VMs (TODO(libvirt): NetworkUpdate for DNS/DHCP-only changes).
+func lvNetwork(s *Step, c *virt.Conn) (lvPlan, error) {
+	sp, err := lvNetworkSpec(s)
+	if err != nil {
+		return lvPlan{}, err
+	}
+	want, err := rl.Network(sp)
+	if err != nil {
+		return lvPlan{}, err
+	}
+	x, _ := rl.NetworkXML(sp)
+	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "network", Name: sp.Name}, xml: x, xmlName: "network.xml", action: Keep}
+	got, active, found, err := c.Network(sp.Name)
+	if err != nil {
+		return p, err
+	}
+	diff := lvNetDiff(c, want, got)
+	switch {
+	case !found:
+		p.action, p.reason = Create, "network "+sp.Name+" does not exist"
+		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.CreateNetwork(want) }
+	case len(diff) > 0:
+		p.action, p.reason = Replace, "network "+sp.Name+": "+strings.Join(diff, "; ")
+		p.apply = func(c *virt.Conn, _ *lvRecord) error {
+			if err := c.DeleteNetwork(sp.Name); err != nil {
 				return err
 			}
+			return c.CreateNetwork(want)
+		}
+	case !active:
+		p.action, p.reason = Update, "network "+sp.Name+" is not running"
+		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.StartNetwork(sp.Name) }
+	}
+	return p, nil
+}
+
+// lvPool observes the storage pool. On replacement the volumes in the old directory stay
+// there (labbuild never deletes files it did not make); the volume targets, downstream,
+// create new ones in the new place.
+func lvPool(s *Step, c *virt.Conn) (lvPlan, error) {
+	sp, err := lvPoolSpec(s)
+	if err != nil {
+		return lvPlan{}, err
+	}
+	want, err := rl.Pool(sp)
+	if err != nil {
+		return lvPlan{}, err
+	}
+	x, _ := rl.PoolXML(sp)
+	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "pool", Name: sp.Name}, xml: x, xmlName: "pool.xml", action: Keep}
+	got, active, found, err := c.Pool(sp.Name)
+	if err != nil {
+		return p, err
+	}
+	var diff []string
+	if found {
+		diff = rl.PoolDiff(want, got)
+	}
+	switch {
+	case !found:
+		p.action, p.reason = Create, "pool "+sp.Name+" does not exist (at "+sp.Path+")"
+		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.CreatePool(want) }
+	case len(diff) > 0:
+		p.action, p.reason = Replace, "pool "+sp.Name+": "+strings.Join(diff, "; ")
+		p.apply = func(c *virt.Conn, _ *lvRecord) error {
+			if err := c.DeletePool(sp.Name); err != nil {
+				return err
+			}
+			return c.CreatePool(want)
+		}
+	case !active:
+		p.action, p.reason = Update, "pool "+sp.Name+" is not running"
+		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.StartPool(sp.Name) }
+	}
+	return p, nil
+}
+
+// lvVolume observes a node's disk. A disk of another size is a new, empty disk: the node is
+// reinstalled anyway. The record keeps the path libvirt reports.
+func lvVolume(node string) lvObserve {
+	return func(s *Step, c *virt.Conn) (lvPlan, error) {
+		pool, sp, err := lvVolumeSpec(s, node)
+		if err != nil {
+			return lvPlan{}, err
+		}
+		want, err := rl.Volume(sp)
+		if err != nil {
+			return lvPlan{}, err
+		}
+		x, _ := rl.VolumeXML(sp)
+		p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "volume", Name: sp.Name, Pool: pool}, xml: x, xmlName: "volume.xml", action: Keep}
+		got, found, err := c.Volume(pool, sp.Name)
+		if err != nil {
+			return p, err
+		}
+		noPath := fmt.Errorf("%s: libvirt reported no path for volume %s/%s", s.Target().Name, pool, sp.Name)
+		create := func(c *virt.Conn, rec *lvRecord) error {
+			path, err := c.CreateVolume(pool, want)
+			if err == nil && path == "" {
+				err = noPath
+			}
+			rec.Path = path
+			return err
+		}
+		var diff []string
+		if found {
+			diff = rl.VolumeDiff(want, got)
+		}
+		switch {
+		case !found:
+			p.action, p.reason = Create, fmt.Sprintf("volume %s/%s (%d GiB) does not exist", pool, sp.Name, sp.CapacityGiB)
+			p.apply = create
+		case len(diff) > 0:
+			p.action, p.reason = Replace, "volume "+sp.Name+": "+strings.Join(diff, "; ")
+			p.apply = func(c *virt.Conn, rec *lvRecord) error {
+				if err := c.DeleteVolume(pool, sp.Name); err != nil {
+					return err
+				}
+				return create(c, rec)
+			}
+		case got.Target == nil || got.Target.Path == "":
+			p.apply = func(*virt.Conn, *lvRecord) error { return noPath }
+		default:
+			p.rec.Path = got.Target.Path
+		}
+		return p, nil
+	}
+}
+
+// lvDomain observes a node's VM. A change that needs a new domain (disk, NIC, firmware)
+// replaces it; a size change updates the persistent definition, applied at its next start.
+// Run always (re)defines: the same XML changes nothing.
+func lvDomain(node string) lvObserve {
+	return func(s *Step, c *virt.Conn) (lvPlan, error) {
+		sp, err := lvDomainSpec(s, node)
+		if err != nil {
+			return lvPlan{}, err
+		}
+		want, err := rl.Domain(sp)
+		if err != nil {
+			return lvPlan{}, err
+		}
+		x, _ := rl.DomainXML(sp)
+		p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "domain", Name: sp.Name}, xml: x, xmlName: "domain.xml", action: Keep}
+		got, _, found, err := c.Domain(sp.Name)
+		if err != nil {
+			return p, err
+		}
+		var replace bool
+		if !found {
+			p.action, p.reason = Create, "domain "+sp.Name+" does not exist"
+		} else if diff := rl.DomainDiff(want, got); rl.DomainNeedsReplace(diff) {
+			p.action, p.reason, replace = Replace, "domain "+sp.Name+": "+strings.Join(diff, "; "), true
 		} else {
 			// Redefining keeps the domain's identity only with its UUID; without it libvirt
 			// refuses ("already exists with uuid ...").
 			want.UUID = got.UUID
 			if len(diff) > 0 {
-				s.Logf("update domain %s: %s (applies at its next start)", sp.Name, strings.Join(diff, "; "))
+				p.action, p.reason = Update, "domain "+sp.Name+": "+strings.Join(diff, "; ")+" (applies at its next start)"
 			}
 		}
-	} else {
-		s.Logf("define domain %s", sp.Name)
+		p.apply = func(c *virt.Conn, _ *lvRecord) error {
+			if replace {
+				if err := c.DeleteDomain(sp.Name); err != nil {
+					return err
+				}
+			}
+			return c.DefineDomain(want)
+		}
+		return p, nil
 	}
-	// Defining an existing domain with the same XML changes nothing; with a new size it
-	// updates the persistent definition.
-	if err := c.DefineDomain(want); err != nil {
-		return err
-	}
-	return lvWrite(s, x, "domain.xml", rec)
-}
-
-func lvDomainProbe(s *Step, node string) (ProbeResult, error) {
-	sp, err := lvDomainSpec(s, node)
-	if err != nil {
-		return ProbeResult{}, err
-	}
-	want, err := rl.Domain(sp)
-	if err != nil {
-		return ProbeResult{}, err
-	}
-	c, err := lvConnect(s)
-	if err != nil {
-		return ProbeResult{}, err
-	}
-	defer c.Close()
-	got, _, found, err := c.Domain(sp.Name)
-	if err != nil {
-		return ProbeResult{}, err
-	}
-	if !found {
-		return ProbeResult{Action: Create, Reason: "domain " + sp.Name + " does not exist"}, nil
-	}
-	diff := rl.DomainDiff(want, got)
-	switch {
-	case rl.DomainNeedsReplace(diff):
-		return ProbeResult{Action: Replace, Reason: "domain " + sp.Name + ": " + strings.Join(diff, "; ")}, nil
-	case len(diff) > 0:
-		return ProbeResult{Action: Update, Reason: "domain " + sp.Name + ": " + strings.Join(diff, "; ")}, nil
-	}
-	return ProbeResult{Action: Keep}, nil
 }
