@@ -104,6 +104,29 @@ func releaseImage(ctx context.Context, s *Step, c *oci.Client, dep string) (*oci
 }
 
 // releaseReadFiles extracts the wanted paths into memory (small files only: manifests).
+// releaseLastLayerFile reads one file (an absolute path such as
+// /release-manifests/image-references) from the last layer of the payload release/resolve
+// pinned, as oc reads the release manifests.
+func releaseLastLayerFile(ctx context.Context, s *Step, file string) (*oci.Image, []byte, error) {
+	cl, err := releaseClient(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	img, err := releaseImage(ctx, s, cl, "release/resolve")
+	if err != nil {
+		return nil, nil, err
+	}
+	files, err := releaseReadFiles(ctx, cl, img, oci.Want{Paths: []string{file}, LastLayerOnly: true})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	b, ok := files[strings.TrimPrefix(file, "/")]
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: %s has no %s in its last layer: is release.image a release payload?", s.Target().Name, img.Ref, file)
+	}
+	return img, b, nil
+}
+
 func releaseReadFiles(ctx context.Context, c *oci.Client, img *oci.Image, w oci.Want) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	_, err := c.Extract(ctx, img, w, func(f oci.File, r io.Reader) error {
@@ -235,21 +258,9 @@ func releaseTargets(c *Config) []*Target {
 			Files:   pullFiles,
 			Version: 1,
 			Run: func(ctx context.Context, s *Step) error {
-				cl, err := releaseClient(s)
+				img, b, err := releaseLastLayerFile(ctx, s, releaseImageReferencesPath)
 				if err != nil {
 					return err
-				}
-				img, err := releaseImage(ctx, s, cl, "release/resolve")
-				if err != nil {
-					return err
-				}
-				files, err := releaseReadFiles(ctx, cl, img, oci.Want{Paths: []string{releaseImageReferencesPath}, LastLayerOnly: true})
-				if err != nil {
-					return fmt.Errorf("%s: %w", s.Target().Name, err)
-				}
-				b, ok := files[strings.TrimPrefix(releaseImageReferencesPath, "/")]
-				if !ok {
-					return fmt.Errorf("%s: %s has no %s in its last layer: is release.image a release payload?", s.Target().Name, img.Ref, releaseImageReferencesPath)
 				}
 				if _, err := releaseParseImageReferences(b); err != nil {
 					return fmt.Errorf("%s: %s: %w", s.Target().Name, img.Ref, err)
@@ -277,21 +288,9 @@ func releaseTargets(c *Config) []*Target {
 				if err != nil {
 					return fmt.Errorf("%s: %w", s.Target().Name, err)
 				}
-				cl, err := releaseClient(s)
+				img, b, err := releaseLastLayerFile(ctx, s, releaseMetadataPath)
 				if err != nil {
 					return err
-				}
-				img, err := releaseImage(ctx, s, cl, "release/resolve")
-				if err != nil {
-					return err
-				}
-				files, err := releaseReadFiles(ctx, cl, img, oci.Want{Paths: []string{releaseMetadataPath}, LastLayerOnly: true})
-				if err != nil {
-					return fmt.Errorf("%s: %w", s.Target().Name, err)
-				}
-				b, ok := files[strings.TrimPrefix(releaseMetadataPath, "/")]
-				if !ok {
-					return fmt.Errorf("%s: %s has no %s in its last layer", s.Target().Name, img.Ref, releaseMetadataPath)
 				}
 				var md releaseMetadata
 				if err := json.Unmarshal(b, &md); err != nil || md.Version == "" {
