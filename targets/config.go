@@ -29,6 +29,8 @@ type Config struct {
 	Access  AccessConfig  `json:"access"`
 	PKI     PKIConfig     `json:"pki"`
 	HAProxy HAProxyConfig `json:"haproxy"`
+	// RHCOS names the boot image the node disks overlay.
+	RHCOS RHCOSConfig `json:"rhcos"`
 	// Wait bounds the cluster/* waits (labbuild cluster).
 	Wait WaitConfig `json:"wait"`
 
@@ -169,6 +171,18 @@ type WaitConfig struct {
 	// ConvergeMinutes bounds cluster/converge: every ClusterOperator Available
 	// (wait-convergence.sh: 3600 s).
 	ConvergeMinutes int `json:"convergeMinutes"`
+}
+
+// RHCOSConfig names the RHCOS QEMU image (qcow2, or qcow2.gz as published) that every node
+// disk overlays as its backing file, so a VM boots RHCOS and reads its Ignition from fw_cfg
+// with no console step. The URL and sha256 are those of the CoreOS stream metadata of the
+// release (coreos-bootimages ConfigMap / `openshift-install coreos print-stream-json`:
+// .architectures.x86_64.artifacts.qemu.formats["qcow2.gz"].disk). Both empty: blank disks.
+type RHCOSConfig struct {
+	// ImageURL is an http(s):// or file:// URL.
+	ImageURL string `json:"imageURL"`
+	// ImageSHA256 is the hex sha256 of the file at ImageURL (compressed, when it is .gz).
+	ImageSHA256 string `json:"imageSHA256"`
 }
 
 // HAProxyConfig configures the host load balancer.

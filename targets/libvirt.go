@@ -76,9 +76,13 @@ func libvirtTargets(c *Config) []*Target {
 		if n.DiskGiB != 0 {
 			volReads = append(volReads, "nodes."+node+".diskGiB")
 		}
+		volDeps := []string{"libvirt/pool"}
+		if c.RHCOS.ImageURL != "" {
+			volDeps = append(volDeps, "rhcos/image")
+		}
 		ts = append(ts, &Target{
-			Name: "libvirt/volume/" + node, Doc: "thin qcow2 disk of " + node + " in the lab pool",
-			Deps: []string{"libvirt/pool"}, Reads: volReads, Version: 1, External: true,
+			Name: "libvirt/volume/" + node, Doc: "thin qcow2 disk of " + node + " in the lab pool (over the RHCOS image when rhcos.imageURL is set)",
+			Deps: volDeps, Reads: volReads, Version: 1, External: true,
 			Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvVolume(node)) },
 			Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvVolume(node)) },
 			Destroy: lvDestroy,
@@ -265,9 +269,22 @@ func lvVolumeSpec(s *Step, node string) (pool string, sp rl.VolumeSpec, err erro
 		return
 	}
 	sp.Name = rl.VolumeName(cluster, node)
-	sp.CapacityGiB, err = lvSize(s, node, "diskGiB")
-	// TODO(libvirt): BackingFile = the RHCOS QEMU image from the payload's CoreOS stream
-	// metadata (release/rhcos, not written yet), downloaded into the shared cache and verified.
+	if sp.CapacityGiB, err = lvSize(s, node, "diskGiB"); err != nil {
+		return
+	}
+	// With rhcos.imageURL the disk overlays the verified RHCOS image (a thin qcow2 on top).
+	if slices.Contains(s.Target().Deps, "rhcos/image") {
+		var b []byte
+		if b, err = s.DepFile("rhcos/image", "image.json"); err != nil {
+			return
+		}
+		var r rhcosRecord
+		if err = json.Unmarshal(b, &r); err != nil {
+			err = fmt.Errorf("%s: rhcos/image's image.json: %w", s.Target().Name, err)
+			return
+		}
+		sp.BackingFile = r.Path
+	}
 	return
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"strings"
 
@@ -210,6 +211,15 @@ func (c *Config) Validate(file string) error {
 	if c.PKI.RenewPercent < 1 || c.PKI.RenewPercent > 90 {
 		bad("pki.renewPercent", fmt.Sprintf("%d", c.PKI.RenewPercent), "a percentage between 1 and 90 (default 25)")
 	}
+	switch u, err := url.Parse(c.RHCOS.ImageURL); {
+	case c.RHCOS.ImageURL == "" && c.RHCOS.ImageSHA256 != "":
+		bad("rhcos.imageURL", "is empty while rhcos.imageSHA256 is set", "name the image the checksum belongs to, or clear both")
+	case c.RHCOS.ImageURL == "":
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file"):
+		bad("rhcos.imageURL", fmt.Sprintf("%q is not an http(s):// or file:// URL", c.RHCOS.ImageURL), "use the qemu qcow2.gz URL of the CoreOS stream metadata")
+	case !rhcosSHA256.MatchString(c.RHCOS.ImageSHA256):
+		bad("rhcos.imageSHA256", fmt.Sprintf("%q is not 64 hex digits", c.RHCOS.ImageSHA256), "copy the image's sha256 from the CoreOS stream metadata (no unverified downloads)")
+	}
 	if c.HAProxy.StatsPort < 1 || c.HAProxy.StatsPort > 65535 {
 		bad("haproxy.statsPort", fmt.Sprintf("%d is not a port", c.HAProxy.StatsPort), "1-65535")
 	}
@@ -269,3 +279,6 @@ func CheckSSHKey(data []byte, field string) error {
 	}
 	return nil
 }
+
+// rhcosSHA256 matches a hex sha256 digest.
+var rhcosSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)

@@ -45,6 +45,8 @@ func TestValidateNamesFieldAndFix(t *testing.T) {
 		{"cluster name", "cluster: {name: OCP_4}", "cluster.name", "not a DNS label"},
 		{"feature set", "cluster: {featureSet: Everything}", "cluster.featureSet", "unknown feature set"},
 		{"domain type", "libvirt: {domainType: xen}", "libvirt.domainType", `"xen"`},
+		{"rhcos unverified", "rhcos: {imageURL: \"https://example.com/rhcos-qemu.x86_64.qcow2.gz\"}", "rhcos.imageSHA256", "not 64 hex digits"},
+		{"rhcos scheme", "rhcos: {imageURL: \"ftp://example.com/rhcos.qcow2\", imageSHA256: \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}", "rhcos.imageURL", "not an http(s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

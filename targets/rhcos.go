@@ -1,0 +1,218 @@
+package targets
+
+import (
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// The rhcos family: the RHCOS QEMU image every node disk overlays (stage 02's boot media,
+// without a console step: the disk boots RHCOS, which reads the node's Ignition from fw_cfg).
+// The image is large and shared by every lab on the host, so it lives in a cache outside
+// out/ keyed by its sha256 (RHCOSCacheEnv), is downloaded once, verified before use and
+// never re-hashed: rhcos/image is External, and its Probe only stats the cached file.
+
+// RHCOSCacheEnv overrides the image cache directory (default: the user cache dir's
+// labbuild/images). Tests point it at t.TempDir().
+const RHCOSCacheEnv = "LABBUILD_IMAGE_CACHE"
+
+// rhcosRecord is rhcos/image's output image.json: where the verified image is.
+type rhcosRecord struct {
+	Path   string `json:"path"`   // the uncompressed qcow2 in the cache
+	SHA256 string `json:"sha256"` // rhcos.imageSHA256, of the file as downloaded
+	Size   int64  `json:"size"`   // bytes of Path, checked by the Probe
+}
+
+func init() {
+	Register(Family{Name: "rhcos", Doc: "the RHCOS QEMU image the node disks overlay, downloaded once into a shared cache and verified",
+		Targets: func(c *Config) []*Target {
+			if c.RHCOS.ImageURL == "" {
+				return nil // blank disks: nothing to fetch
+			}
+			return []*Target{{
+				Name: "rhcos/image", Doc: "rhcos.imageURL verified against rhcos.imageSHA256, unpacked into the shared image cache",
+				Reads: []string{"rhcos.imageURL", "rhcos.imageSHA256"}, Version: 1, External: true,
+				Run:   rhcosRun,
+				Probe: rhcosProbe,
+				// The cache is shared by every lab on the host: destroy leaves it.
+				Destroy: func(context.Context, *Step) error { return nil },
+			}}
+		}})
+}
+
+// rhcosCacheDir is the shared image cache.
+func rhcosCacheDir() (string, error) {
+	if d := os.Getenv(RHCOSCacheEnv); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("image cache: %w (set %s)", err, RHCOSCacheEnv)
+	}
+	return filepath.Join(d, "labbuild", "images"), nil
+}
+
+// rhcosWant returns the URL, sha256 and the cached image path they name.
+func rhcosWant(s *Step) (u, sum, path string, err error) {
+	if u, err = s.String("rhcos.imageURL"); err != nil {
+		return
+	}
+	if sum, err = s.String("rhcos.imageSHA256"); err != nil {
+		return
+	}
+	dir, err := rhcosCacheDir()
+	if err != nil {
+		return
+	}
+	return u, sum, filepath.Join(dir, "rhcos-"+sum+".qcow2"), nil
+}
+
+func rhcosProbe(ctx context.Context, s *Step) (ProbeResult, error) {
+	_, _, path, err := rhcosWant(s)
+	if err != nil {
+		return ProbeResult{}, err
+	}
+	b, err := s.Prev("image.json")
+	if errors.Is(err, fs.ErrNotExist) {
+		return ProbeResult{Action: Create, Reason: "not fetched yet"}, nil
+	}
+	if err != nil {
+		return ProbeResult{}, err
+	}
+	var r rhcosRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return ProbeResult{}, fmt.Errorf("%s: image.json: %w", s.Target().Name, err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Size() != r.Size || r.Path != path {
+		return ProbeResult{Action: Create, Reason: path + " is missing or changed in the image cache"}, nil
+	}
+	return ProbeResult{Action: Keep}, nil
+}
+
+func rhcosRun(ctx context.Context, s *Step) error {
+	u, sum, path, err := rhcosWant(s)
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		// Another lab may have fetched it already; otherwise fetch, verify, unpack.
+		s.Logf("fetch %s", u)
+		if err := rhcosFetch(ctx, s, u, sum, path); err != nil {
+			return fmt.Errorf("%s: %w", s.Target().Name, err)
+		}
+		if st, err = os.Stat(path); err != nil {
+			return err
+		}
+	}
+	b, _ := json.MarshalIndent(rhcosRecord{Path: path, SHA256: sum, Size: st.Size()}, "", "  ")
+	return s.WriteFile("image.json", append(b, '\n'), 0o644)
+}
+
+// rhcosFetch downloads u, hashing the bytes as they arrive, gunzips a .gz on the fly, and
+// renames the result to path only when the sha256 matches: a failed or tampered download
+// leaves nothing in the cache.
+func rhcosFetch(ctx context.Context, s *Step, u, sum, path string) error {
+	body, size, err := rhcosOpen(ctx, u)
+	if err != nil {
+		return err
+	}
+	defer body.Close()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".fetch-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // a no-op after the rename
+	defer tmp.Close()
+	h := sha256.New()
+	in := io.TeeReader(&rhcosProgress{r: body, total: size, log: s.Logf, url: u}, h)
+	var src io.Reader = in
+	if strings.HasSuffix(strings.TrimSuffix(u, "/"), ".gz") {
+		zr, err := gzip.NewReader(in)
+		if err != nil {
+			return fmt.Errorf("rhcos.imageURL %s: %w", u, err)
+		}
+		src = zr
+	}
+	if _, err := io.Copy(tmp, src); err != nil {
+		return fmt.Errorf("rhcos.imageURL %s: %w", u, err)
+	}
+	io.Copy(h, body) // a gzip stream may end before its container does
+	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+		return fmt.Errorf("rhcos.imageURL %s has sha256 %s, want %s (rhcos.imageSHA256): not used", u, got, sum)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// rhcosOpen opens an http(s):// or file:// URL and returns its length (-1 when unknown).
+func rhcosOpen(ctx context.Context, u string) (io.ReadCloser, int64, error) {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return nil, 0, fmt.Errorf("rhcos.imageURL %q: %w", u, err)
+	}
+	if pu.Scheme == "file" {
+		f, err := os.Open(pu.Path)
+		if err != nil {
+			return nil, 0, fmt.Errorf("rhcos.imageURL: %w", err)
+		}
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, 0, err
+		}
+		return f, st.Size(), nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("rhcos.imageURL: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, 0, fmt.Errorf("rhcos.imageURL %s: %s", u, resp.Status)
+	}
+	return resp.Body, resp.ContentLength, nil
+}
+
+// rhcosProgress logs a line each time another tenth of a download has arrived (the target's
+// log is a file, not a terminal, so a bar would be redrawn into it).
+type rhcosProgress struct {
+	r     io.Reader
+	total int64
+	done  int64
+	tenth int64
+	log   func(string, ...any)
+	url   string
+}
+
+func (p *rhcosProgress) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.done += int64(n)
+	if p.total > 0 {
+		if t := p.done * 10 / p.total; t > p.tenth {
+			p.tenth = t
+			p.log("%3d%% %d/%d MiB of %s", t*10, p.done>>20, p.total>>20, filepath.Base(p.url))
+		}
+	}
+	return n, err
+}
