@@ -288,7 +288,7 @@ func manifestsTargets(c *Config) []*Target {
 		mfCluster("rbac", "ClusterRoleBindings: system:bootstrapper → node-bootstrapper and node-proxier; system:admin → node-admin", nil, nil,
 			func(*Step) ([]manifests.File, error) { return manifests.RBACFiles() }),
 		mfCluster("infrastructure", "Infrastructure cluster: platform None (BareMetal with the VIPs in-cluster), API URLs, topologies (spec and status)",
-			[]string{"manifests/ids"}, append(append(domainReads[:2:2], roleReads...), vipPlatformReads(c)...), func(s *Step) ([]manifests.File, error) {
+			[]string{"manifests/ids"}, addReads(append(domainReads[:2:2], roleReads...), vipPlatformReads(c)...), func(s *Step) ([]manifests.File, error) {
 				dom, err := s.ClusterDomain()
 				if err != nil {
 					return nil, err
@@ -374,7 +374,7 @@ func manifestsTargets(c *Config) []*Target {
 				return mfOne(manifests.ClusterVersion(v, strings.TrimSpace(string(id))))
 			}),
 		mfCluster("cluster-config-v1", "ConfigMap kube-system/cluster-config-v1 (the install-config, no pull secret)", nil,
-			append(append(append(append(domainReads[:2:2], netReads...), "network.machineNetwork"), roleReads...), vipPlatformReads(c)...), func(s *Step) ([]manifests.File, error) {
+			addReads(append(append(append(domainReads[:2:2], netReads...), "network.machineNetwork"), roleReads...), vipPlatformReads(c)...), func(s *Step) ([]manifests.File, error) {
 				ic := manifests.InstallConfig{}
 				var err error
 				if ic.Name, err = s.String("cluster.name"); err != nil {
@@ -469,6 +469,7 @@ func manifestsTargets(c *Config) []*Target {
 		collectorDeps = append(collectorDeps, "manifests/cluster/"+n)
 	}
 	if c.InCluster() {
+		ts = append(ts, vipTargets(c)...)
 		collectorDeps = append(collectorDeps, vipBootstrapTarget)
 	}
 	ts = append(ts, &Target{
@@ -536,6 +537,6 @@ func mfCopy(s *Step, dep, rel, dst string) error {
 func init() {
 	Register(Family{Name: "manifests", Doc: "static pods and cluster manifests of the bootstrap control plane (stage 07)",
 		Targets: func(c *Config) []*Target {
-			return append(manifestsTargets(c), vipTargets(c)...)
+			return manifestsTargets(c)
 		}})
 }

@@ -116,7 +116,7 @@ func mcoTargets(c *Config) []*Target {
 	reads := append([]string{"cluster.name", "cluster.baseDomain", "network.clusterNetwork", "network.hostPrefix",
 		"network.serviceNetwork", "network.machineNetwork", "cluster.featureSet", "cluster.profile", "release.version"},
 		mcoRoleReads(c)...)
-	reads = append(reads, vipPlatformReads(c)...) // in-cluster: platform BareMetal, on-prem templates
+	reads = addReads(reads, vipPlatformReads(c)...) // in-cluster: platform BareMetal, on-prem templates
 	var nodeNames []string
 	for _, n := range c.Nodes {
 		nodeNames = append(nodeNames, n.Name)

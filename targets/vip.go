@@ -46,6 +46,17 @@ func vipPlatformReads(c *Config) []string {
 	return nil
 }
 
+// addReads appends to reads the paths of extra it does not hold yet (a path declared twice is
+// an error).
+func addReads(reads []string, extra ...string) []string {
+	for _, e := range extra {
+		if !slices.Contains(reads, e) {
+			reads = append(reads, e)
+		}
+	}
+	return reads
+}
+
 // vipBareMetal returns the BareMetal platform of the lab when the target declares
 // network.loadBalancer and it is in-cluster, and nil (platform None) otherwise.
 func vipBareMetal(s *Step) (*manifests.BareMetal, error) {
