@@ -60,9 +60,12 @@ type cli struct {
 	quiet       bool
 	help        bool
 	showVersion bool
+	allEdges    bool
+	by          string
 
 	stdout, stderr io.Writer
-	terminal       bool
+	terminal       bool // stdout is a terminal and not -q: the live status area
+	stdoutTTY      bool // stdout is a terminal (graph images go to a file)
 }
 
 // exit codes
@@ -99,6 +102,8 @@ func newFlags(c *cli) *pflag.FlagSet {
 	fs.BoolVar(&c.json, "json", false, "JSON output for list, explain, certs and the plan (-n)")
 	fs.StringVar(&c.format, "format", "dot", "graph output `format`: dot, svg, png, tree, json")
 	fs.StringVar(&c.output, "output", "", "write graph output to `file` instead of standard output")
+	fs.BoolVar(&c.allEdges, "all-edges", false, "graph: draw every edge, not the transitive reduction")
+	fs.StringVar(&c.by, "by", "target", "graph: one node per `target` or per family")
 	fs.BoolVar(&c.all, "all", false, "graph/list: include every target, not only the default goal")
 	fs.BoolVar(&c.cacheToo, "cache", false, "clean: also remove the content store (sticky keys are lost)")
 	fs.BoolVar(&c.trim, "trim", false, "clean: only trim the content store (old entries; keys are kept)")
@@ -137,8 +142,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !c.quiet {
-		c.terminal = true
+	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		c.stdoutTTY = true
+		c.terminal = !c.quiet
 	}
 	rest := fs.Args()
 	verb := ""
