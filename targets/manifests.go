@@ -289,7 +289,7 @@ func manifestsTargets(c *Config) []*Target {
 			func(*Step) ([]manifests.File, error) { return manifests.RBACFiles() }),
 		mfCluster("infrastructure", "Infrastructure cluster: platform None (BareMetal with the VIPs in-cluster), API URLs, topologies (spec and status)",
 			[]string{"manifests/ids"}, addReads(append(domainReads[:2:2], roleReads...), vipPlatformReads(c)...), func(s *Step) ([]manifests.File, error) {
-				dom, err := s.ClusterDomain()
+				dom, err := clusterDomain(s)
 				if err != nil {
 					return nil, err
 				}
@@ -324,14 +324,14 @@ func manifestsTargets(c *Config) []*Target {
 				return mfOne(manifests.OperatorNetwork(cn, hp, sn))
 			}),
 		mfCluster("dns", "DNS cluster (baseDomain = the cluster domain)", nil, domainReads, func(s *Step) ([]manifests.File, error) {
-			dom, err := s.ClusterDomain()
+			dom, err := clusterDomain(s)
 			if err != nil {
 				return nil, err
 			}
 			return mfOne(manifests.DNS(dom))
 		}),
 		mfCluster("ingress", "Ingress cluster (apps.<domain>)", nil, domainReads, func(s *Step) ([]manifests.File, error) {
-			dom, err := s.ClusterDomain()
+			dom, err := clusterDomain(s)
 			if err != nil {
 				return nil, err
 			}
