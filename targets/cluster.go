@@ -454,7 +454,7 @@ func clusterClients(s *Step) (*kube.Clients, error) {
 // clusterExpected returns the CSR identities of nodes: FQDN node name, short name as DNS
 // alias, the node's IP as the only IP SAN.
 func clusterExpected(s *Step, nodes []string) (map[string]csr.NodeIdentity, error) {
-	domain, err := s.ClusterDomain()
+	domain, err := clusterDomain(s)
 	if err != nil {
 		return nil, err
 	}
@@ -757,7 +757,7 @@ func clusterEtcd(ctx context.Context, s *Step, masters []string) error {
 	if err != nil {
 		return err
 	}
-	domain, err := s.ClusterDomain()
+	domain, err := clusterDomain(s)
 	if err != nil {
 		return err
 	}
@@ -881,7 +881,7 @@ func clusterConverge(ctx context.Context, s *Step) error {
 
 // clusterDone writes summary.txt: where the user goes next.
 func clusterDone(ctx context.Context, s *Step) error {
-	domain, err := s.ClusterDomain()
+	domain, err := clusterDomain(s)
 	if err != nil {
 		return err
 	}

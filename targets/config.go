@@ -307,12 +307,6 @@ func (c *Config) SizeOf(n Node) Size {
 	return s
 }
 
-// Values is how the engine reads config values: the canonical JSON of the value at a dotted
-// path, and whether the path exists.
-type Values interface {
-	Lookup(path string) ([]byte, bool)
-}
-
 // Refresh drops the cached JSON form of the config, so that Lookup sees fields edited since
 // the last call. Build calls it first; a nil Config is allowed.
 func (c *Config) Refresh() {

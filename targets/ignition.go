@@ -52,7 +52,7 @@ func ignNodeNet(s *Step, name string) (string, ignition.StaticNetwork, error) {
 	if err != nil {
 		return "", n, err
 	}
-	dom, err := s.ClusterDomain()
+	dom, err := clusterDomain(s)
 	if err != nil {
 		return "", n, err
 	}

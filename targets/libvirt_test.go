@@ -27,7 +27,7 @@ func TestLibvirtTargetsDeclared(t *testing.T) {
 		if !tg.External || tg.Probe == nil || tg.Destroy == nil {
 			t.Errorf("%s: External %v, Probe %v, Destroy %v: want all set", tg.Name, tg.External, tg.Probe != nil, tg.Destroy != nil)
 		}
-		if err := tg.check(); err != nil {
+		if err := tg.Check(); err != nil {
 			t.Error(err)
 		}
 	}

@@ -287,7 +287,7 @@ func manifestsTargets(c *Config) []*Target {
 			func(*Step) ([]manifests.File, error) { return manifests.RBACFiles() }),
 		mfCluster("infrastructure", "Infrastructure cluster: platform None, API URLs, topologies (spec and status)",
 			[]string{"manifests/ids"}, append(domainReads[:2:2], roleReads...), func(s *Step) ([]manifests.File, error) {
-				dom, err := s.ClusterDomain()
+				dom, err := clusterDomain(s)
 				if err != nil {
 					return nil, err
 				}
@@ -318,14 +318,14 @@ func manifestsTargets(c *Config) []*Target {
 				return mfOne(manifests.OperatorNetwork(cn, hp, sn))
 			}),
 		mfCluster("dns", "DNS cluster (baseDomain = the cluster domain)", nil, domainReads, func(s *Step) ([]manifests.File, error) {
-			dom, err := s.ClusterDomain()
+			dom, err := clusterDomain(s)
 			if err != nil {
 				return nil, err
 			}
 			return mfOne(manifests.DNS(dom))
 		}),
 		mfCluster("ingress", "Ingress cluster (apps.<domain>)", nil, domainReads, func(s *Step) ([]manifests.File, error) {
-			dom, err := s.ClusterDomain()
+			dom, err := clusterDomain(s)
 			if err != nil {
 				return nil, err
 			}

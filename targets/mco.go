@@ -289,7 +289,7 @@ func mcoTargets(c *Config) []*Target {
 					return err
 				}
 				for _, p := range mco.Pools {
-					if _, ok := s.written[mco.PoolFile(p)]; !ok {
+					if !s.Wrote(mco.PoolFile(p)) {
 						return fmt.Errorf("%s: machine-config-controller bootstrap wrote no %s (are the pools in its --manifest-dir?)", s.Target().Name, mco.PoolFile(p))
 					}
 				}

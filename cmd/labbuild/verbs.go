@@ -540,10 +540,11 @@ func runConfig(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if o.Config == nil {
+	cfg, ok := o.Config.(*targets.Config)
+	if !ok {
 		return usagef("config: no lab config with --synthetic")
 	}
-	b, err := o.Config.Redacted()
+	b, err := cfg.Redacted()
 	if err != nil {
 		return err
 	}
@@ -556,10 +557,11 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if o.Config == nil {
+	cfg, ok := o.Config.(*targets.Config)
+	if !ok {
 		return usagef("status: no lab config with --synthetic")
 	}
-	return targets.ClusterStatus(ctx, o.Config, o.OutDir, c.stdout)
+	return targets.ClusterStatus(ctx, cfg, o.OutDir, c.stdout)
 }
 
 func runCerts(ctx context.Context, c *cli, args []string) error {
