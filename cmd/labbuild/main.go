@@ -262,6 +262,9 @@ func (c *cli) options(goals []string) (targets.Options, error) {
 	if err := cfg.Validate(name); err != nil {
 		return o, err
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(c.stderr, "labbuild: warning: %s: %s\n", name, w)
+	}
 	o.Config, o.ConfigPath = cfg, path
 	return o, nil
 }
