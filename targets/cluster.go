@@ -178,7 +178,7 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 		ts = append(ts, &Target{
 			Name:     "cluster/install/" + node,
 			Doc:      "first boot of " + node + " with its Ignition (RHCOS install)",
-			Deps:     opt("libvirt/vm/"+node, "ignition/"+node),
+			Deps:     opt("libvirt/vm/"+node, "ignition/"+node, "libvirt/dns"),
 			Reads:    []string{"cluster.name", "libvirt.uri"},
 			Version:  1,
 			External: true,
