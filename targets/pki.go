@@ -184,7 +184,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 		{id: "admin", issuer: "kubernetes", doc: "cluster-admin client cert (system:admin in system:masters)", reads: none, spec: client("system:admin", "system:masters")},
 		{
 			id: "machine-config-server", issuer: "root",
-			doc: "machine-config-server serving cert for api-int (Secret openshift-machine-config-operator/machine-config-server-tls, mounted by the MCS DaemonSet after the pivot)",
+			doc:   "machine-config-server serving cert for api-int (Secret openshift-machine-config-operator/machine-config-server-tls, mounted by the MCS DaemonSet after the pivot)",
 			reads: func(*Config) []string { return domainReads[:2:2] },
 			spec: func(s *Step) (pki.Spec, error) {
 				dom, err := s.ClusterDomain()
