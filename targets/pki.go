@@ -107,7 +107,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 				return append(append(domainReads[:2:2], nodeIPs(boot)...), nodeIPs(masters...)...)
 			},
 			spec: func(s *Step) (pki.Spec, error) {
-				dom, err := s.ClusterDomain()
+				dom, err := clusterDomain(s)
 				if err != nil {
 					return pki.Spec{}, err
 				}
@@ -127,7 +127,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 				return append(append(domainReads[:2:2], "nodes."+boot+".name"), nodeIPs(boot)...)
 			},
 			spec: func(s *Step) (pki.Spec, error) {
-				dom, err := s.ClusterDomain()
+				dom, err := clusterDomain(s)
 				if err != nil {
 					return pki.Spec{}, err
 				}
@@ -155,7 +155,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 				return append(append(r, nodeIPs(boot)...), nodeIPs(masters...)...)
 			},
 			spec: func(s *Step) (pki.Spec, error) {
-				dom, err := s.ClusterDomain()
+				dom, err := clusterDomain(s)
 				if err != nil {
 					return pki.Spec{}, err
 				}
