@@ -187,7 +187,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 			doc:   "machine-config-server serving cert for api-int (Secret openshift-machine-config-operator/machine-config-server-tls, mounted by the MCS DaemonSet after the pivot)",
 			reads: func(*Config) []string { return domainReads[:2:2] },
 			spec: func(s *Step) (pki.Spec, error) {
-				dom, err := s.ClusterDomain()
+				dom, err := clusterDomain(s)
 				if err != nil {
 					return pki.Spec{}, err
 				}
