@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sort"
 	"strings"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
@@ -410,4 +411,18 @@ func (c *Conn) DeleteDomain(name string) error {
 		return fmt.Errorf("undefine domain %s: %w", name, err)
 	}
 	return nil
+}
+
+// DomainNames returns the names of every domain defined or running on the connection, sorted.
+func (c *Conn) DomainNames() ([]string, error) {
+	ds, _, err := c.l.ConnectListAllDomains(1, 0) // 1: return the domains (go-libvirt's NeedResults)
+	if err != nil {
+		return nil, fmt.Errorf("list domains: %w", err)
+	}
+	out := make([]string, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, d.Name)
+	}
+	sort.Strings(out)
+	return out, nil
 }
