@@ -194,7 +194,7 @@ func hostChecks(s *Step) (passed []string, fails []hostFail, err error) {
 
 	u, perr := url.Parse(uri)
 	test := perr == nil && strings.HasPrefix(u.Scheme, "test") // test:///default, test+unix://...: objects only
-	remote := perr == nil && u.Host != "" // qemu+ssh://host/system: its memory and disks are not ours
+	remote := perr == nil && u.Host != ""                      // qemu+ssh://host/system: its memory and disks are not ours
 	defined := map[string]bool{}
 	domains, netActive, err := hostView.Libvirt(uri, network)
 	if err != nil {

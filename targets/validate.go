@@ -135,6 +135,20 @@ func (c *Config) Validate(file string) error {
 	if dStart.IsValid() && dEnd.IsValid() && dEnd.Less(dStart) {
 		bad("network.dhcpEnd", fmt.Sprintf("%s is before network.dhcpStart %s", dEnd, dStart), "swap them")
 	}
+	// A VIP inside the DHCP range could be leased to a machine (the libvirt network's dnsmasq
+	// hands out that range): keepalived, or the host haproxy, would then fight it for the
+	// address. openshift-install's baremetal validation asks the same of its VIPs.
+	for _, f := range []struct{ field, v string }{{"network.apiVIP", n.APIVIP}, {"network.ingressVIP", n.IngressVIP}} {
+		if a, err := netip.ParseAddr(f.v); err == nil && dStart.IsValid() && dEnd.IsValid() && !a.Less(dStart) && !dEnd.Less(a) {
+			bad(f.field, fmt.Sprintf("%s lies in the DHCP range %s-%s", a, dStart, dEnd), "use an address outside the DHCP range")
+		}
+	}
+	switch n.LoadBalancer {
+	case LoadBalancerHost, LoadBalancerInCluster:
+	default:
+		bad("network.loadBalancer", fmt.Sprintf("unknown load balancer %q", n.LoadBalancer),
+			"host (labbuild's haproxy on the lab bridge) or in-cluster (keepalived VIPs and haproxy/coredns static pods, platform baremetal)")
+	}
 
 	names := map[string]bool{}
 	roles := map[string]int{}
@@ -227,6 +241,17 @@ func (c *Config) Validate(file string) error {
 		return errs
 	}
 	return nil
+}
+
+// Warnings returns what Validate accepts but the user should know, one sentence each, for the
+// CLI to print on stderr. A config that fails Validate may warn too.
+func (c *Config) Warnings() []string {
+	var w []string
+	if c.InCluster() && len(c.NodesByRole(RoleMaster)) == 1 {
+		w = append(w, "network.loadBalancer: in-cluster with 1 master: keepalived has no VRRP peer once the bootstrap is off, "+
+			"so the API and ingress VIPs cannot fail over (they stay on master "+c.NodesByRole(RoleMaster)[0].Name+")")
+	}
+	return w
 }
 
 func lastAddr(p netip.Prefix) netip.Addr {
