@@ -63,6 +63,9 @@ type cli struct {
 
 	stdout, stderr io.Writer
 	terminal       bool
+
+	cfgName string // the lab config as the user named it (-f bad.yaml), for messages
+	cfgBase string // the directory its relative paths are taken from
 }
 
 // exit codes
@@ -251,15 +254,19 @@ func (c *cli) options(goals []string) (targets.Options, error) {
 			path = "lab.yaml"
 		}
 	}
-	cfg, err := targets.LoadConfig(path)
-	if err != nil {
-		return o, err
-	}
 	name := path
 	if name == "" {
 		name = "default lab.yaml"
 	}
-	if err := cfg.Validate(name); err != nil {
+	c.cfgName, c.cfgBase = name, "."
+	if path != "" {
+		c.cfgBase = filepath.Dir(path)
+	}
+	if abs, err := filepath.Abs(c.cfgBase); err == nil {
+		c.cfgBase = abs
+	}
+	cfg, err := targets.LoadAndValidate(path, name)
+	if err != nil {
 		return o, err
 	}
 	o.Config, o.ConfigPath = cfg, path
@@ -297,4 +304,47 @@ func writeNinja(path string, n int) error {
 		b.WriteString("\n")
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// checkFiles checks, before anything is written, the files the config names (pull secret,
+// SSH key, oci: mirrors) that the targets selected by o.Goals and their upstreams read. It
+// loads the project once and hands it to the build (o.Targets), so a build does not declare
+// its targets twice.
+func (c *cli) checkFiles(o *targets.Options) error {
+	if o.Config == nil {
+		return nil
+	}
+	p, err := targets.Load(*o)
+	if err != nil {
+		return err
+	}
+	ids, err := p.Select(o.Goals)
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for i, in := range p.Graph.Closure(ids) {
+		if !in {
+			continue
+		}
+		for _, f := range p.Targets[i].Files {
+			want[f] = true
+		}
+		for _, r := range p.Targets[i].Reads {
+			if r == "release.mirrors" {
+				want[r] = true
+			}
+		}
+	}
+	var fields []string
+	for _, f := range append(append([]string{}, targets.FileFields...), "release.mirrors") {
+		if want[f] {
+			fields = append(fields, f)
+		}
+	}
+	if err := o.Config.CheckFiles(c.cfgName, c.cfgBase, fields); err != nil {
+		return err
+	}
+	o.Targets = p.Targets
+	return nil
 }
