@@ -3,6 +3,7 @@ package targets
 import (
 	"fmt"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,7 +23,12 @@ func checkYAML(data []byte, file string) (map[string]int, ConfigErrors) {
 	pos := map[string]int{}
 	var doc yaml3.Node
 	if err := yaml3.Unmarshal(data, &doc); err != nil {
-		return pos, ConfigErrors{{File: file, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: "),
+		msg, line := strings.TrimPrefix(err.Error(), "yaml: "), 0
+		if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+			line, _ = strconv.Atoi(m[1])
+			msg = m[2]
+		}
+		return pos, ConfigErrors{{File: file, Line: line, Msg: "not valid YAML: " + msg,
 			Fix: "fix the YAML syntax (indent with spaces; quote values that contain ': ' or start with '*', '&', '!', '%' or '@')"}}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
@@ -32,6 +38,8 @@ func checkYAML(data []byte, file string) (map[string]int, ConfigErrors) {
 	w.walk(doc.Content[0], reflect.TypeOf(Config{}), "", 0)
 	return pos, w.errs
 }
+
+var yamlLineRE = regexp.MustCompile(`^line ([0-9]+): (.*)$`)
 
 type yamlWalker struct {
 	file  string
