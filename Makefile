@@ -6,7 +6,7 @@ KUBE_VERSION ?= v1.30.14
 export LABBUILD_TOOLS ?= $(HOME)/.cache/labbuild/tools/$(KUBE_VERSION)
 BIN      := ./labbuild
 
-.PHONY: all build run sample test check install bench bench-ninja vet fmt clean fuzz
+.PHONY: all build run sample test check install bench bench-build bench-ninja vet fmt clean docs fuzz
 
 all: build
 
@@ -20,6 +20,13 @@ run: build sample
 
 sample:
 	$(GO) run ./cmd/labbuild-sample -out out/sample
+
+# docs/graph.png and docs/families.png, embedded in the README: the sample lab built into
+# out/docs, drawn by labbuild graph and Graphviz at 1600 px wide.
+docs: build sample
+	$(BIN) -f out/sample/lab.yaml -o out/docs -q
+	$(BIN) -f out/sample/lab.yaml -o out/docs graph | dot -Tpng -Gdpi=96 -Gsize='16.67,100!' -o docs/graph.png
+	$(BIN) -f out/sample/lab.yaml -o out/docs graph --all --by family | dot -Tpng -Gdpi=96 -Gsize='16.67,100!' -o docs/families.png
 
 install:
 	bash .ci/install.sh
@@ -43,11 +50,15 @@ fuzz:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
-bench-ninja: build
-	LABBUILD=$(CURDIR)/labbuild bash scripts/bench-ninja.sh
+# The benchmark build: labbuild with the synthetic graph's flags (-tags bench; see docs/engine.md).
+bench-build:
+	CGO_ENABLED=0 $(GO) build -tags bench -o ./labbuild-bench ./cmd/labbuild
+
+bench-ninja: bench-build
+	LABBUILD=$(CURDIR)/labbuild-bench bash scripts/bench-ninja.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 clean:
-	rm -rf $(BIN) out
+	rm -rf $(BIN) ./labbuild-bench out

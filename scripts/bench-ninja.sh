@@ -2,7 +2,7 @@
 # bench-ninja: time labbuild's null build against ninja's on the same synthetic graphs
 # (1,000 and 10,000 targets), with hyperfine. Needs Debian's ninja-build and hyperfine.
 set -euo pipefail
-labbuild=${LABBUILD:-$PWD/labbuild}
+labbuild=${LABBUILD:-$PWD/labbuild-bench}  # go build -tags bench (make bench-build)
 for tool in ninja hyperfine; do
   command -v "$tool" >/dev/null || { echo "bench-ninja: $tool missing: apt-get install ninja-build hyperfine" >&2; exit 2; }
 done

@@ -82,7 +82,23 @@ type NetworkConfig struct {
 	ClusterNetwork string `json:"clusterNetwork"`
 	HostPrefix     int    `json:"hostPrefix"`
 	ServiceNetwork string `json:"serviceNetwork"`
+	// LoadBalancer says who holds the API and ingress VIPs: LoadBalancerHost (default; seed
+	// 000, openshift-the-hard-way stage 02: labbuild's haproxy on the host, the VIPs on the lab
+	// bridge, platform None) or LoadBalancerInCluster (seed 002, the bare-metal networking of
+	// the agent-based and assisted installers: keepalived moves the VIPs between the nodes,
+	// haproxy and coredns run as static pods, platform BareMetal). See docs/in-cluster-vips.md.
+	LoadBalancer string `json:"loadBalancer"`
 }
+
+// Values of network.loadBalancer.
+const (
+	LoadBalancerHost      = "host"
+	LoadBalancerInCluster = "in-cluster"
+)
+
+// InCluster reports whether the lab runs the in-cluster VIP mode (network.loadBalancer:
+// in-cluster): no host haproxy, platform BareMetal.
+func (c *Config) InCluster() bool { return c.Network.LoadBalancer == LoadBalancerInCluster }
 
 // Node roles.
 const (
@@ -361,12 +377,6 @@ func (c *Config) SizeOf(n Node) Size {
 		s.DiskGiB = n.DiskGiB
 	}
 	return s
-}
-
-// Values is how the engine reads config values: the canonical JSON of the value at a dotted
-// path, and whether the path exists.
-type Values interface {
-	Lookup(path string) ([]byte, bool)
 }
 
 // Refresh drops the cached JSON form of the config, so that Lookup sees fields edited since

@@ -56,7 +56,7 @@ func kubeconfigTargets(c *Config) []*Target {
 					in.Cluster = name
 				}
 				if k.server != "localhost" {
-					dom, err := s.ClusterDomain()
+					dom, err := clusterDomain(s)
 					if err != nil {
 						return err
 					}

@@ -70,7 +70,7 @@ func mfStandinRelease(crds map[string][]byte) []*Target {
 			return s.WriteFile("pullspec", []byte(spec+"\n"), 0o644)
 		}}
 	}
-	for i, tag := range []string{"etcd", "hyperkube", "kube-proxy", "pod"} {
+	for i, tag := range []string{"etcd", "hyperkube", "kube-proxy", "pod", "keepalived-ipfailover", "baremetal-runtimecfg", "coredns"} {
 		ts = append(ts, pull("release/image/"+tag, "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"+strings.Repeat(string(rune('a'+i)), 64)))
 	}
 	ts = append(ts, pull("release/resolve", "quay.io/openshift-release-dev/ocp-release@sha256:"+strings.Repeat("f", 64)))

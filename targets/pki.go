@@ -95,7 +95,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 				return append(append(domainReads[:2:2], nodeIPs(boot)...), nodeIPs(masters...)...)
 			},
 			spec: func(s *Step) (pki.Spec, error) {
-				dom, err := s.ClusterDomain()
+				dom, err := clusterDomain(s)
 				if err != nil {
 					return pki.Spec{}, err
 				}
@@ -115,7 +115,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 				return append(append(domainReads[:2:2], "nodes."+boot+".name"), nodeIPs(boot)...)
 			},
 			spec: func(s *Step) (pki.Spec, error) {
-				dom, err := s.ClusterDomain()
+				dom, err := clusterDomain(s)
 				if err != nil {
 					return pki.Spec{}, err
 				}
@@ -143,7 +143,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 				return append(append(r, nodeIPs(boot)...), nodeIPs(masters...)...)
 			},
 			spec: func(s *Step) (pki.Spec, error) {
-				dom, err := s.ClusterDomain()
+				dom, err := clusterDomain(s)
 				if err != nil {
 					return pki.Spec{}, err
 				}

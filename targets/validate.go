@@ -161,6 +161,9 @@ func (c *Config) Validate(file string) error {
 	if dStart.IsValid() && dEnd.IsValid() && dEnd.Less(dStart) {
 		bad("network.dhcpEnd", fmt.Sprintf("%s is before network.dhcpStart %s", dEnd, dStart), "swap them")
 	}
+	// A VIP (or the gateway) inside the DHCP range could be leased to a machine (the libvirt
+	// network's dnsmasq hands out that range): keepalived, or the host haproxy, would then
+	// fight it for the address. openshift-install's baremetal validation asks the same of its VIPs.
 	inDHCP := func(v string) (netip.Addr, bool) {
 		a, err := netip.ParseAddr(v)
 		return a, err == nil && dStart.IsValid() && dEnd.IsValid() && !dEnd.Less(dStart) && !a.Less(dStart) && !dEnd.Less(a)
@@ -171,11 +174,18 @@ func (c *Config) Validate(file string) error {
 				"use a static address outside network.dhcpStart-network.dhcpEnd")
 		}
 	}
-	// The lab's records (api, api-int, *.apps, the nodes) live in libvirt's dnsmasq, which
-	// listens on the network's address: a resolver elsewhere does not have them.
-	if a, err := netip.ParseAddr(n.DNS); err == nil && a.Is4() && okM && !machine.Contains(a) {
-		bad("network.dns", fmt.Sprintf("%s is outside network.machineNetwork %s, but the lab's records (api, api-int, *.apps) live in libvirt's dnsmasq", a, machine),
-			"use the libvirt network's address, network.gateway ("+n.Gateway+")")
+	switch n.LoadBalancer {
+	case LoadBalancerHost:
+		// The lab's records (api, api-int, *.apps, the nodes) live in libvirt's dnsmasq,
+		// which listens on the network's address: a resolver elsewhere does not have them.
+		if a, err := netip.ParseAddr(n.DNS); err == nil && a.Is4() && okM && !machine.Contains(a) {
+			bad("network.dns", fmt.Sprintf("%s is outside network.machineNetwork %s, but the lab's records (api, api-int, *.apps) live in libvirt's dnsmasq", a, machine),
+				"use the libvirt network's address, network.gateway ("+n.Gateway+")")
+		}
+	case LoadBalancerInCluster:
+	default:
+		bad("network.loadBalancer", fmt.Sprintf("unknown load balancer %q", n.LoadBalancer),
+			"host (labbuild's haproxy on the lab bridge) or in-cluster (keepalived VIPs and haproxy/coredns static pods, platform baremetal)")
 	}
 
 	names := map[string]bool{}
@@ -315,6 +325,17 @@ func (c *Config) Validate(file string) error {
 		return errs
 	}
 	return nil
+}
+
+// Warnings returns what Validate accepts but the user should know, one sentence each, for the
+// CLI to print on stderr. A config that fails Validate may warn too.
+func (c *Config) Warnings() []string {
+	var w []string
+	if c.InCluster() && len(c.NodesByRole(RoleMaster)) == 1 {
+		w = append(w, "network.loadBalancer: in-cluster with 1 master: keepalived has no VRRP peer once the bootstrap is off, "+
+			"so the API and ingress VIPs cannot fail over (they stay on master "+c.NodesByRole(RoleMaster)[0].Name+")")
+	}
+	return w
 }
 
 func lastAddr(p netip.Prefix) netip.Addr {

@@ -1,18 +1,15 @@
-package targets
+package engine
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	"sigs.k8s.io/yaml"
 )
 
 // MapValues is a Values over a flat map from dotted path to JSON value; it backs synthetic
@@ -130,28 +127,4 @@ func Synthetic(spec SyntheticSpec, values MapValues) []*Target {
 		ts[i] = t
 	}
 	return ts
-}
-
-// LoadSyntheticValues reads a flat YAML map (syn.v0: a, syn.v1: b) from path into values;
-// a missing file leaves the defaults.
-func LoadSyntheticValues(path string, values MapValues) error {
-	data, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var m map[string]any
-	if err := yaml.Unmarshal(data, &m); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	for k, v := range m {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		values[k] = b
-	}
-	return nil
 }

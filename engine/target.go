@@ -1,11 +1,20 @@
-// Package targets declares labbuild's targets and runs them.
+// Package engine runs labbuild's targets: it keys each one by its declared inputs, skips what
+// is up to date, restores what the content store already holds, and runs the rest in
+// dependency order on every CPU.
 //
-// A Target is a value, declared once in its family's file (pki.go, ignition.go, ...), in the
-// manner of an x/tools Analyzer or a kubeadm phase. It names what it reads — config fields by
-// path, files named by config fields, and upstream targets — and a Run function that writes its
-// outputs through a Step. The engine (engine.go) keys each target by those declared inputs, so
+// A Target is a value, declared once (labbuild's OpenShift families live in package targets),
+// in the manner of an x/tools Analyzer or a kubeadm phase. It names what it reads — config
+// fields by path, files named by config fields, and upstream targets — and a Run function that
+// writes its outputs through a Step. The engine keys each target by those declared inputs, so
 // nothing undeclared can change its output and everything declared that changes rebuilds it.
-package targets
+//
+// The engine knows nothing of OpenShift, Kubernetes or libvirt: it imports only graph/ (the
+// DAG) and cache/ (digests, store, state, lock), and its tests run on synthetic targets.
+// Files: target.go (Target), step.go (a Run's view), options.go (Options, Result), project.go
+// (Load, Select), build.go (Build, the output directory), sched.go (the scheduler),
+// fastpath.go (the null-build fast path), key.go (keys and staleness), exec.go (running,
+// restoring and recording a target), clean.go (Clean, Destroy), synthetic.go (benchmarks).
+package engine
 
 import (
 	"context"
@@ -117,8 +126,8 @@ func validName(name string) bool {
 	return !start && segs >= 1
 }
 
-// check reports declaration mistakes: a malformed name, a missing Run, duplicate reads.
-func (t *Target) check() error {
+// Check reports declaration mistakes: a malformed name, a missing Run, duplicate reads.
+func (t *Target) Check() error {
 	if !validName(t.Name) {
 		return fmt.Errorf("target %q: name must be family/name in lowercase letters, digits, '.' and '-'", t.Name)
 	}
@@ -137,27 +146,4 @@ func (t *Target) check() error {
 		}
 	}
 	return nil
-}
-
-// Family is a group of targets declared in one file, generated from the lab config.
-type Family struct {
-	// Name is the family word users type: "pki" builds every pki/* target.
-	Name string
-	// Doc is one line for `labbuild list`.
-	Doc string
-	// Targets returns the family's targets for config c. Per-node targets come from c.Nodes.
-	Targets func(c *Config) []*Target
-}
-
-var families []Family
-
-// Register adds a family; each family file calls it from init. Registering a name twice panics
-// (a programming error caught by every test).
-func Register(f Family) {
-	for _, g := range families {
-		if g.Name == f.Name {
-			panic("targets: family " + f.Name + " registered twice")
-		}
-	}
-	families = append(families, f)
 }

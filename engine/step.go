@@ -1,4 +1,4 @@
-package targets
+package engine
 
 import (
 	"bytes"
@@ -98,20 +98,6 @@ func (s *Step) String(p string) (string, error) {
 	return v, err
 }
 
-// ClusterDomain returns the cluster domain <cluster.name>.<cluster.baseDomain> (the suffix of
-// api, api-int, *.apps and the node FQDNs); the target must declare both fields in Reads.
-func (s *Step) ClusterDomain() (string, error) {
-	name, err := s.String("cluster.name")
-	if err != nil {
-		return "", err
-	}
-	base, err := s.String("cluster.baseDomain")
-	if err != nil {
-		return "", err
-	}
-	return name + "." + base, nil
-}
-
 // FilePath returns the absolute path of the file named by config field p (declared in Files).
 func (s *Step) FilePath(p string) (string, error) {
 	if !slices.Contains(s.t.Files, p) {
@@ -179,6 +165,13 @@ func (s *Step) Prev(rel string) ([]byte, error) {
 	return os.ReadFile(filepath.Join(s.prevDir, filepath.FromSlash(rel)))
 }
 
+// RecordStep returns a Step outside any build that reads only target t's previous outputs,
+// materialized in dir (Prev): for tools and tests that inspect what an External target
+// recorded. Every other input is empty.
+func RecordStep(t *Target, dir string) *Step {
+	return &Step{ctx: context.Background(), t: t, prevDir: dir, log: io.Discard, written: map[string]fs.FileMode{}}
+}
+
 // Scratch returns a private temporary directory for this run (tool working files), removed
 // when the run ends. Nothing in it is an output.
 func (s *Step) Scratch() (string, error) {
@@ -234,6 +227,13 @@ func (s *Step) Create(rel string, mode fs.FileMode) (io.WriteCloser, error) {
 	return f, nil
 }
 
+// Wrote reports whether output rel was written in this run (a Run that writes some outputs
+// conditionally checks before writing a default).
+func (s *Step) Wrote(rel string) bool {
+	_, ok := s.written[rel]
+	return ok
+}
+
 // outputs returns the relative paths written so far, sorted.
 func (s *Step) outputs() []string {
 	out := make([]string, 0, len(s.written))
@@ -268,4 +268,24 @@ func resolveFile(v Values, baseDir, p string) (string, error) {
 		name = filepath.Join(baseDir, name)
 	}
 	return name, nil
+}
+
+// BaseDir returns the directory relative paths in the config file at path are taken from:
+// the file's absolute directory, or the working directory for the embedded default ("").
+func BaseDir(path string) string {
+	if path == "" {
+		wd, _ := os.Getwd()
+		return wd
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return filepath.Dir(path)
+	}
+	return filepath.Dir(abs)
+}
+
+// Values is how the engine reads config values: the canonical JSON of the value at a dotted
+// path, and whether the path exists.
+type Values interface {
+	Lookup(path string) ([]byte, bool)
 }
