@@ -6,7 +6,7 @@ KUBE_VERSION ?= v1.30.14
 export LABBUILD_TOOLS ?= $(HOME)/.cache/labbuild/tools/$(KUBE_VERSION)
 BIN      := ./labbuild
 
-.PHONY: all build run sample test check install bench bench-go bench-build bench-ninja vet fmt clean
+.PHONY: all build run sample test check install bench bench-go bench-build bench-ninja vet fmt clean docs fuzz
 
 all: build
 
@@ -21,6 +21,13 @@ run: build sample
 sample:
 	$(GO) run ./cmd/labbuild-sample -out out/sample
 
+# docs/graph.png and docs/families.png, embedded in the README: the sample lab built into
+# out/docs, drawn by labbuild graph and Graphviz at 1600 px wide.
+docs: build sample
+	$(BIN) -f out/sample/lab.yaml -o out/docs -q
+	$(BIN) -f out/sample/lab.yaml -o out/docs graph | dot -Tpng -Gdpi=96 -Gsize='16.67,100!' -o docs/graph.png
+	$(BIN) -f out/sample/lab.yaml -o out/docs graph --all --by family | dot -Tpng -Gdpi=96 -Gsize='16.67,100!' -o docs/families.png
+
 install:
 	bash .ci/install.sh
 
@@ -33,6 +40,12 @@ check: install vet test
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+
+# Fuzz the lab-config parser and validator (targets.FuzzConfig) for FUZZTIME; the seeds are the
+# bad-config corpus in testdata/badconfig. A crash is saved under targets/testdata/fuzz.
+FUZZTIME ?= 10m
+fuzz:
+	$(GO) test ./targets -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME)
 
 # Every comparison against a reference (ninja, a hello-world binary, commit 5aace9f), as a table.
 bench:

@@ -297,6 +297,12 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 				}
 			}
 		}
+		// A state view (graph, explain) tells never-built and failed targets from stale ones.
+		if prev := b.state.Target(t.Name); prev == nil {
+			reasons = append(reasons, "never built")
+		} else if prev.Failed {
+			reasons = append(reasons, "last attempt failed")
+		}
 		reasons = append(reasons, "upstream "+strings.Join(pendingDeps, ", ")+" will change first")
 		n.plan = &PlanItem{Target: t.Name, Action: "run", Reasons: reasons}
 		b.explain(n)

@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -58,9 +59,16 @@ type cli struct {
 	quiet       bool
 	help        bool
 	showVersion bool
+	allEdges    bool
+	by          string
 
 	stdout, stderr io.Writer
-	terminal       bool
+	terminal       bool // stdout is a terminal and not -q: the live status area
+	stdoutTTY      bool // stdout is a terminal (graph images go to a file)
+
+	cfg     *targets.Config // the validated lab config (nil with --synthetic)
+	cfgName string          // the lab config as the user named it (-f bad.yaml), for messages
+	cfgBase string          // the directory its relative paths are taken from
 }
 
 // withSynthetic adds the synthetic benchmark graph's flags (--synthetic N, --synthetic-delay,
@@ -102,6 +110,8 @@ func newFlags(c *cli) *pflag.FlagSet {
 	fs.BoolVar(&c.json, "json", false, "JSON output for list, explain, certs and the plan (-n)")
 	fs.StringVar(&c.format, "format", "dot", "graph output `format`: dot, svg, png, tree, json")
 	fs.StringVar(&c.output, "output", "", "write graph output to `file` instead of standard output")
+	fs.BoolVar(&c.allEdges, "all-edges", false, "graph: draw every edge, not the transitive reduction")
+	fs.StringVar(&c.by, "by", "target", "graph: one node per `target` or per family")
 	fs.BoolVar(&c.all, "all", false, "graph/list: include every target, not only the default goal")
 	fs.BoolVar(&c.cacheToo, "cache", false, "clean: also remove the content store (sticky keys are lost)")
 	fs.BoolVar(&c.trim, "trim", false, "clean: only trim the content store (old entries; keys are kept)")
@@ -138,8 +148,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !c.quiet {
-		c.terminal = true
+	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		c.stdoutTTY = true
+		c.terminal = !c.quiet
 	}
 	rest := fs.Args()
 	verb := ""
@@ -245,18 +256,25 @@ func (c *cli) options(goals []string) (targets.Options, error) {
 			path = "lab.yaml"
 		}
 	}
-	cfg, err := targets.LoadConfig(path)
-	if err != nil {
-		return o, err
-	}
 	name := path
 	if name == "" {
 		name = "default lab.yaml"
 	}
-	if err := cfg.Validate(name); err != nil {
+	c.cfgName, c.cfgBase = name, "."
+	if path != "" {
+		c.cfgBase = filepath.Dir(path)
+	}
+	if abs, err := filepath.Abs(c.cfgBase); err == nil {
+		c.cfgBase = abs
+	}
+	cfg, err := targets.LoadAndValidate(path, name)
+	if err != nil {
 		return o, err
 	}
-	o.Config, o.ConfigPath = cfg, path
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(c.stderr, "labbuild: warning: %s: %s\n", name, w)
+	}
+	o.Config, o.ConfigPath, c.cfg = cfg, path, cfg
 	return o, nil
 }
 
@@ -274,4 +292,47 @@ func versionString() string {
 		return strings.TrimSpace(v + " " + bi.GoVersion)
 	}
 	return "devel"
+}
+
+// checkFiles checks, before anything is written, the files the config names (pull secret,
+// SSH key, oci: mirrors) that the targets selected by o.Goals and their upstreams read. It
+// loads the project once and hands it to the build (o.Targets), so a build does not declare
+// its targets twice.
+func (c *cli) checkFiles(o *targets.Options) error {
+	if c.cfg == nil {
+		return nil
+	}
+	p, err := targets.Load(*o)
+	if err != nil {
+		return err
+	}
+	ids, err := p.Select(o.Goals)
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for i, in := range p.Graph.Closure(ids) {
+		if !in {
+			continue
+		}
+		for _, f := range p.Targets[i].Files {
+			want[f] = true
+		}
+		for _, r := range p.Targets[i].Reads {
+			if r == "release.mirrors" {
+				want[r] = true
+			}
+		}
+	}
+	var fields []string
+	for _, f := range append(append([]string{}, targets.FileFields...), "release.mirrors") {
+		if want[f] {
+			fields = append(fields, f)
+		}
+	}
+	if err := c.cfg.CheckFiles(c.cfgName, c.cfgBase, fields); err != nil {
+		return err
+	}
+	o.Targets = p.Targets
+	return nil
 }
