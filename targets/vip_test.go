@@ -59,8 +59,8 @@ func TestInClusterPlan(t *testing.T) {
 			if in && len(hp) > 0 {
 				t.Errorf("in-cluster plan has host load-balancer targets %v", hp)
 			}
-			if !in && !slices.Contains(hp, "haproxy/config") {
-				t.Errorf("host plan lacks haproxy/config: %v", hp)
+			if !in && (!slices.Contains(hp, "haproxy/config") || !slices.Contains(hp, "haproxy/service")) {
+				t.Errorf("host plan lacks haproxy/config or haproxy/service: %v", hp)
 			}
 			if got := slices.Contains(plan, vipBootstrapTarget); got != in {
 				t.Errorf("%s planned: %v, want %v", vipBootstrapTarget, got, in)
