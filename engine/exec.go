@@ -15,16 +15,17 @@ import (
 
 func (b *builder) newStep(ctx context.Context, n *node, nodes []*node, epoch int64) *Step {
 	s := &Step{
-		ctx:     ctx,
-		t:       n.t,
-		values:  b.p.values,
-		baseDir: b.baseDir,
-		outRoot: b.out,
-		deps:    make(map[string]depOut, len(n.t.Deps)),
-		now:     b.now,
-		epoch:   time.Unix(0, epoch).UTC(),
-		log:     io.Discard,
-		written: map[string]os.FileMode{},
+		ctx:      ctx,
+		t:        n.t,
+		values:   b.p.values,
+		baseDir:  b.baseDir,
+		outRoot:  b.out,
+		deps:     make(map[string]depOut, len(n.t.Deps)),
+		now:      b.now,
+		epoch:    time.Unix(0, epoch).UTC(),
+		log:      io.Discard,
+		written:  map[string]os.FileMode{},
+		reporter: b.o.Reporter,
 	}
 	for _, j := range b.p.Graph.Deps(n.id) {
 		d := nodes[j]
@@ -222,22 +223,6 @@ func (b *builder) explain(n *node) {
 	defer b.mu.Unlock()
 	b.clearStatusLocked()
 	fmt.Fprintf(b.stderr, "labbuild explain: %s: %s: %s\n", n.t.Name, n.plan.Action, strings.Join(n.plan.Reasons, "; "))
-}
-
-// beginStatus shows "[N/M] target" as a target starts to run or be restored.
-func (b *builder) beginStatus(name string) {
-	if b.o.DryRun {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.done++
-	if b.o.Terminal {
-		fmt.Fprintf(b.stdout, "\r[%d/%d] %s\x1b[K", b.done, b.total, name)
-		b.status = true
-	} else {
-		fmt.Fprintf(b.stdout, "[%d/%d] %s\n", b.done, b.total, name)
-	}
 }
 
 func (b *builder) clearStatus() {

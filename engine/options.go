@@ -40,6 +40,9 @@ type Options struct {
 	Stdout, Stderr io.Writer
 	// Terminal selects the one-line ninja-style status ([N/M] target, rewritten in place).
 	Terminal bool
+	// Reporter, when set, draws the build's progress instead of the engine's own status lines
+	// (see Reporter); the CLI's status area and plain progress lines.
+	Reporter Reporter
 	// Explain prints, for every target that runs or is restored, why.
 	Explain bool
 	// Targets, when non-nil, replaces Config's targets (tests, synthetic graphs).

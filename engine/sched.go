@@ -27,6 +27,7 @@ type node struct {
 	failDep string       // the upstream that failed, for skipped targets
 	rs      *reasonState // inputs, for explain
 	base    cache.Digest // the key without the epoch (see keyWith)
+	started bool         // it started to run or be restored (counted in [N/M])
 }
 
 type reasonState struct {
@@ -52,6 +53,7 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 	t0 := time.Now()
 	quick := b.quick(nodes)
 	b.tQuick, b.nQuick = time.Since(t0), quick
+	b.todo = b.total - quick
 	defer func() { b.tSched = time.Since(t0) - b.tQuick }()
 	jobs := b.o.Jobs
 	if jobs <= 0 {
@@ -97,6 +99,7 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 				} else {
 					b.visit(ctx, n, nodes, runSem)
 				}
+				b.ended(n)
 				if n.outcome == Failed && !b.o.KeepGoing {
 					mu.Lock()
 					stop = true
@@ -288,7 +291,7 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 		return
 	}
 	if entry != nil {
-		b.beginStatus(t.Name)
+		b.started(n, true)
 		if err := b.restore(n, entry, prev); err == nil {
 			// External targets: the record is back; the real object may still differ.
 			if t.Probe != nil {
@@ -315,7 +318,7 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 		n.outcome = Skipped
 		return
 	}
-	b.beginStatus(t.Name)
+	b.started(n, false)
 	action := "run"
 	if probe.Action != "" && probe.Action != Keep {
 		action = string(probe.Action)

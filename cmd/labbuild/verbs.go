@@ -192,7 +192,14 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	pd := newProgress(c)
+	if pd != nil && !c.dryRun {
+		o.Reporter, o.Stderr = pd, pd.Stderr(o.Stderr)
+	}
 	res, err := targets.Build(ctx, o)
+	if pd != nil {
+		pd.Close() // the summary line below takes the status area's place
+	}
 	if res == nil {
 		return err
 	}
