@@ -70,6 +70,11 @@ func (b *builder) execute(ctx context.Context, n *node, key cache.Digest, inputs
 		s.log = lf
 		defer lf.Close()
 	}
+	if b.o.LogTee != nil {
+		if w := b.o.LogTee(t.Name); w != nil {
+			s.log = io.MultiWriter(s.log, w)
+		}
+	}
 	defer func() {
 		if s.scratch != "" {
 			os.RemoveAll(s.scratch)
@@ -112,7 +117,7 @@ func (b *builder) execute(ctx context.Context, n *node, key cache.Digest, inputs
 	entry := &cache.Entry{
 		Key: key, Target: t.Name, Inputs: inputs, Outputs: files,
 		OutputDigest: cache.OutputDigest(files), Created: b.now.UTC(), Epoch: epoch,
-		StaleAt: stalens(s.staleAt), Pinned: t.Sticky,
+		StaleAt: stalens(s.staleAt), Pinned: t.Sticky, Values: b.shownValues(t),
 	}
 	if err := b.cache.PutAction(entry); err != nil {
 		return fmt.Errorf("%s: %w", t.Name, err)
@@ -197,7 +202,15 @@ func (b *builder) fail(n *node, err error) {
 	}
 	fmt.Fprintf(b.stderr, "FAILED: %s\n", msg)
 	logPath := filepath.Join(b.meta, logDir, filepath.FromSlash(n.t.Name)+".log")
-	if tail := lastLines(logPath, 10); tail != "" {
+	tail := lastLines(logPath, 10)
+	if !b.o.DryRun {
+		// The log ends with the error, so labbuild log and explain can show it later.
+		if f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
+			fmt.Fprintf(f, "FAILED: %s\n", msg)
+			f.Close()
+		}
+	}
+	if tail != "" {
 		fmt.Fprintf(b.stderr, "  last lines of %s:\n%s", logPath, tail)
 	}
 }

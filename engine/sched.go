@@ -220,6 +220,9 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 		}
 		reasons = append(reasons, "upstream "+strings.Join(pendingDeps, ", ")+" will change first")
 		n.plan = &PlanItem{Target: t.Name, Action: "run", Reasons: reasons}
+		if prev := b.state.Target(t.Name); prev != nil {
+			n.plan.Changes = b.changes(t, prev.Key)
+		}
 		b.explain(n)
 		return
 	}
@@ -287,6 +290,9 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 			action = string(probe.Action)
 		}
 		n.plan = &PlanItem{Target: t.Name, Action: action, Reasons: reasons}
+		if prev != nil {
+			n.plan.Changes = b.changes(t, prev.Key)
+		}
 		b.explain(n)
 		return
 	}
