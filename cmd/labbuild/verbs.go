@@ -200,6 +200,9 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := c.checkFiles(&o); err != nil {
+		return err
+	}
 	pd := newProgress(c)
 	if pd != nil && !c.dryRun {
 		o.Reporter, o.Stderr = pd, pd.Stderr(o.Stderr)
