@@ -226,6 +226,11 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 	} else {
 		fmt.Fprintf(c.stdout, "labbuild: %s\n", res.Summary())
 	}
+	if err == nil {
+		// The end of `labbuild cluster`, as openshift-install ends: KUBECONFIG, console URL,
+		// where the kubeadmin password is.
+		c.stdout.Write(targets.ClusterSummary(o.OutDir, res))
+	}
 	return err
 }
 
