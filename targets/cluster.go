@@ -113,7 +113,16 @@ const (
 	clusterCRDs      = "release/crds"
 	clusterKubeadmin = "manifests/kubeadmin"
 	clusterPostPivot = "haproxy/config-post-pivot"
+	// clusterLB is the host load balancer holding the API and ingress VIPs: cluster/bootstrap
+	// waits for the API through it and cluster/pivot reloads it. Absent when the cluster holds
+	// its own VIPs (network.loadBalancer: in-cluster), which opt() follows.
+	clusterLB = "haproxy/service"
 )
+
+// clusterHostDeps are the host integration targets the bring-up needs before the first
+// wait: the host's firewall open for the VIP ports from the lab bridge, and the cluster
+// domain resolvable on the host (host_integration.go).
+var clusterHostDeps = []string{"host/firewall", "host/dns"}
 
 func init() {
 	Register(Family{Name: "cluster", Doc: "drive the lab from VMs to a converged cluster (stages 10-16; External, resumable)",
@@ -232,7 +241,7 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 		&Target{
 			Name:     "cluster/bootstrap",
 			Doc:      "bootstrap VM on; API ready through the VIP; CRDs and manifests applied; CVO reporting",
-			Deps:     append([]string{clusterAdminKC}, opt("cluster/install/"+bootstrap, clusterCRDs, clusterManifests, "haproxy/config")...),
+			Deps:     append([]string{clusterAdminKC}, opt(append([]string{"cluster/install/" + bootstrap, clusterCRDs, clusterManifests, clusterLB}, clusterHostDeps...)...)...),
 			Reads:    append(slices.Clone(clusterReads), "wait.bootstrapMinutes"),
 			Version:  1,
 			External: true,
@@ -327,7 +336,7 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 		&Target{
 			Name:     "cluster/pivot",
 			Doc:      pivotDoc(c),
-			Deps:     append([]string{clusterAdminKC, "cluster/etcd"}, opt(clusterPostPivot)...),
+			Deps:     append([]string{clusterAdminKC, "cluster/etcd"}, opt(clusterPostPivot, clusterLB)...),
 			Reads:    append(append(slices.Clone(clusterReads), "wait.pivotMinutes"), vipPivotReads(c)...),
 			Version:  1,
 			External: true,
