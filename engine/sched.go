@@ -28,6 +28,7 @@ type node struct {
 	failDep string       // the upstream that failed, for skipped targets
 	rs      *reasonState // inputs, for explain
 	base    cache.Digest // the key without the epoch (see keyWith)
+	started bool         // it started to run or be restored (counted in [N/M])
 	prio    int32        // scheduling priority (prioritize)
 	seq     int32        // position in build order, the tie-break
 }
@@ -140,6 +141,7 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 	t0 := time.Now()
 	quick := b.quick(nodes)
 	b.tQuick, b.nQuick = time.Since(t0), quick
+	b.todo = b.total - quick
 	defer func() { b.tSched = time.Since(t0) - b.tQuick }()
 	jobs := b.o.Jobs
 	if jobs <= 0 {
@@ -190,6 +192,7 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 				} else {
 					b.visit(ctx, n, nodes, runSem)
 				}
+				b.ended(n)
 				if n.outcome == Failed && !b.o.KeepGoing {
 					mu.Lock()
 					stop = true
@@ -305,6 +308,9 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 		}
 		reasons = append(reasons, "upstream "+strings.Join(pendingDeps, ", ")+" will change first")
 		n.plan = &PlanItem{Target: t.Name, Action: "run", Reasons: reasons}
+		if prev := b.state.Target(t.Name); prev != nil {
+			n.plan.Changes = b.changes(t, prev.Key)
+		}
 		b.explain(n)
 		return
 	}
@@ -372,11 +378,14 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 			action = string(probe.Action)
 		}
 		n.plan = &PlanItem{Target: t.Name, Action: action, Reasons: reasons}
+		if prev != nil {
+			n.plan.Changes = b.changes(t, prev.Key)
+		}
 		b.explain(n)
 		return
 	}
 	if entry != nil {
-		b.beginStatus(t.Name)
+		b.started(n, true)
 		if err := b.restore(n, entry, prev); err == nil {
 			// External targets: the record is back; the real object may still differ.
 			if t.Probe != nil {
@@ -403,7 +412,7 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 		n.outcome = Skipped
 		return
 	}
-	b.beginStatus(t.Name)
+	b.started(n, false)
 	action := "run"
 	if probe.Action != "" && probe.Action != Keep {
 		action = string(probe.Action)

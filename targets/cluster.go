@@ -544,8 +544,17 @@ func clusterWait(ctx context.Context, s *Step, spec wait.Spec, cond wait.Conditi
 	spec.Interval = clusterEnv.interval(spec.Interval)
 	spec.Log = s.Log()
 	name := s.Target().Name
-	if clusterEnv.onPoll != nil {
-		spec.OnPoll = func(p wait.Poll) { clusterEnv.onPoll(name, p) }
+	// The status display shows "waiting for WHAT (status) — 4m10s of 30m", ticking between polls.
+	s.Progress(Progress{Phase: "waiting for " + spec.What, Limit: spec.Timeout})
+	spec.OnPoll = func(p wait.Poll) {
+		phase := "waiting for " + spec.What
+		if p.Status != "" {
+			phase += " (" + p.Status + ")"
+		}
+		s.Progress(Progress{Phase: phase, Elapsed: p.Elapsed, Limit: spec.Timeout})
+		if clusterEnv.onPoll != nil {
+			clusterEnv.onPoll(name, p)
+		}
 	}
 	r, err := wait.Until(ctx, spec, cond)
 	if err != nil {

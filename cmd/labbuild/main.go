@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -60,11 +61,13 @@ type cli struct {
 	help        bool
 	showVersion bool
 	allEdges    bool
+	verbose     bool
 	by          string
 
 	stdout, stderr io.Writer
-	terminal       bool // stdout is a terminal and not -q: the live status area
-	stdoutTTY      bool // stdout is a terminal (graph images go to a file)
+	terminal       bool         // stdout is a terminal and not -q: the live status area
+	stdoutTTY      bool         // stdout is a terminal (graph images go to a file)
+	dryErr         bytes.Buffer // what status's dry run printed to stderr (why targets are blocked)
 
 	cfg     *targets.Config // the validated lab config (nil with --synthetic)
 	cfgName string          // the lab config as the user named it (-f bad.yaml), for messages
@@ -116,6 +119,7 @@ func newFlags(c *cli) *pflag.FlagSet {
 	fs.BoolVar(&c.cacheToo, "cache", false, "clean: also remove the content store (sticky keys are lost)")
 	fs.BoolVar(&c.trim, "trim", false, "clean: only trim the content store (old entries; keys are kept)")
 	fs.StringSliceVar(&c.regenerate, "regenerate", nil, "make sticky `target`s anew (a new CA key, a new password)")
+	fs.BoolVarP(&c.verbose, "verbose", "v", false, "stream the logs of running targets (labbuild log TARGET shows one afterwards)")
 	fs.BoolVarP(&c.quiet, "quiet", "q", false, "no status lines; only failures and the summary")
 	fs.BoolVarP(&c.help, "help", "h", false, "show help")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version")
