@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,16 +24,14 @@ import (
 // The rehearsal lab's machine network: 198.18.0.0/15 is reserved for benchmarking (RFC 2544),
 // not a private range, and lives only inside the network namespaces the test creates.
 const (
-	labCIDRPrefix = 24
-	labGateway    = "198.18.0.1"
-	labDomain     = "rehearsal.labbuild.test"
-	bootstrapIP   = "198.18.0.100"
-	master0IP     = "198.18.0.101"
+	labDomain = "rehearsal.labbuild.test"
+	master0IP = "198.18.0.101"
+	apiVIP    = "198.18.0.10"
 )
 
 // labYAML is the rehearsal's lab.yaml: the sample payload (its layout path and refs filled
 // in), the lab on 198.18.0.0/24.
-func labYAML(p *payload.Payload, layout string) string {
+func labYAML(p *payload.Payload, layout, uri, poolPath string) string {
 	return fmt.Sprintf(`cluster:
   name: rehearsal
   baseDomain: labbuild.test
@@ -52,12 +52,18 @@ network:
 nodes:
   - {name: bootstrap, role: bootstrap, ip: 198.18.0.100}
   - {name: master-0, role: master, ip: 198.18.0.101}
+libvirt:
+  uri: %s
+  network: rehearsal
+  pool: rehearsal
+  poolPath: %s
+  domainType: qemu
 access:
   pullSecretFile: pull-secret.json
   sshKeyFile: id.pub
 pki:
   keyAlgorithm: ECDSA-P256
-`, p.ReleaseRef(), p.Version, p.ReleaseRepo, layout, p.ComponentRepo, layout)
+`, p.ReleaseRef(), p.Version, p.ReleaseRepo, layout, p.ComponentRepo, layout, uri, poolPath)
 }
 
 // requireHost skips (fails in CI) unless the rehearsal's programs and root are here.
@@ -94,7 +100,7 @@ func buildLabbuild(t *testing.T, dir string) string {
 }
 
 // newLab writes the sample payload and the rehearsal lab.yaml into an empty directory.
-func newLab(t *testing.T) string {
+func newLab(t *testing.T, uri, poolPath string) string {
 	t.Helper()
 	dir := t.TempDir()
 	bin, err := payload.BuildStandin(context.Background(), testenv.RepoRoot())
@@ -116,158 +122,216 @@ func newLab(t *testing.T) string {
 	}
 	write("pull-secret.json", `{"auths":{"registry.labbuild.invalid":{"auth":"c2FtcGxlOm5vdC1hLXNlY3JldA=="}}}`+"\n", 0o600)
 	write("id.pub", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOaBFaMdLlvY8tD1Y5fM6a0m5kpB7JYIt3JfPpY3JrF4 rehearsal\n", 0o644)
-	write("lab.yaml", labYAML(p, layout), 0o644)
+	write("lab.yaml", labYAML(p, layout, uri, poolPath), 0o644)
 	return dir
 }
 
-// labNet makes the lab network namespace with its bridge at the gateway address.
-func labNet(t *testing.T, name string) {
+// labbuildIn runs the labbuild binary in dir inside network namespace netns (where the lab's
+// bridge is: haproxy/service adds the VIPs there) and returns its combined output.
+func labbuildIn(netns, dir, bin string, args ...string) ([]byte, error) {
+	cmd := exec.Command("ip", append([]string{"netns", "exec", netns, bin, "-f", "lab.yaml"}, args...)...)
+	cmd.Dir = dir
+	return cmd.CombinedOutput()
+}
+
+// rig is one rehearsal: the labbuild binary, the lab directory, the libvirtd whose network
+// namespace holds the lab bridge, and the nodes started so far.
+type rig struct {
+	bins  map[string]string
+	work  string
+	lab   string
+	lb    string
+	lv    *testenv.Libvirtd
+	seq   int
+	pause string
+
+	mu    sync.Mutex
+	nodes map[string]*Node
+}
+
+func newRig(t *testing.T) *rig {
 	t.Helper()
-	steps := [][]string{
-		{"ip", "netns", "add", name},
-		{"ip", "-n", name, "link", "set", "lo", "up"},
-		{"ip", "-n", name, "link", "add", "br-lab", "type", "bridge"},
-		{"ip", "-n", name, "addr", "add", labGateway + "/24", "dev", "br-lab"},
-		{"ip", "-n", name, "link", "set", "br-lab", "up"},
+	r := &rig{bins: requireHost(t), work: t.TempDir(), seq: os.Getpid() % 10000, nodes: map[string]*Node{}}
+	testenv.RequireShared(t)
+	r.lb = buildLabbuild(t, r.work)
+	r.lv = testenv.StartLibvirtd(t)
+	r.lab = newLab(t, r.lv.URI("qemu:///system"), filepath.Join(r.lv.Dir, "pool"))
+	r.pause = filepath.Join(r.work, "pause.tar")
+	if err := PauseTarball(r.pause, r.bins["busybox"]); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	for _, s := range steps {
-		if err := run(s[0], s[1:]...); err != nil {
-			t.Fatal(err)
+	t.Cleanup(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, nd := range r.nodes {
+			nd.Stop()
 		}
+	})
+	return r
+}
+
+// labbuild runs the labbuild binary in the lab directory inside the lab's network namespace.
+func (r *rig) labbuild(args ...string) ([]byte, error) {
+	return labbuildIn(r.lv.NetNS, r.lab, r.lb, args...)
+}
+
+// boot places node's Ignition (out/ignition/<node>.ign) under a fresh root, writes the boot
+// stand-ins and starts the node on the lab bridge at its keyfile's address.
+func (r *rig) boot(node string) (*Node, error) {
+	raw, err := os.ReadFile(filepath.Join(r.lab, "out", "ignition", node+".ign"))
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(r.work, "nodes", node, "root")
+	os.RemoveAll(root)
+	os.RemoveAll(root + ".work")
+	if _, err := Place(raw, root); err != nil {
+		return nil, err
+	}
+	k, err := ReadKeyfile(root)
+	if err != nil {
+		return nil, err
+	}
+	if err := BootStandins(root, k, nil); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old := r.nodes[node]; old != nil {
+		old.Stop()
+	}
+	ns := fmt.Sprintf("lbr%d-%s", r.seq, node)
+	if len(ns) > 15 {
+		ns = ns[:15]
+	}
+	nd, err := StartNode(node, ns, root, filepath.Join(r.work, "nodes", node, "logs"),
+		NodeNet{IP: k.IP, Prefix: k.Prefix, Gateway: k.Gateway, LabNS: r.lv.NetNS, Bridge: "virbr-rehearsal"})
+	if err != nil {
+		return nil, err
+	}
+	r.nodes[node] = nd
+	return nd, nil
+}
+
+// stop ends node's namespaces (its "VM" powered off).
+func (r *rig) stop(node string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if nd := r.nodes[node]; nd != nil {
+		nd.Stop()
+		delete(r.nodes, node)
 	}
 }
 
-// TestKubeletJoinsBootstrapControlPlane is the rehearsal's first slice: labbuild builds
-// bootstrap.ign and master-0.ign from an empty directory; the bootstrap's control plane runs
-// from bootstrap.ign's own static pods (real etcd, kube-apiserver, kube-controller-manager,
-// kube-scheduler; the CVO is a stand-in that is not started); master-0's real kubelet, started
-// from master-0.ign's kubelet.service with containerd standing in for CRI-O, registers through
-// api-int, its client and serving CSRs are approved by labbuild's approver (targets/csr) and
-// the Node becomes Ready at its lab IP.
-func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
-	bins := requireHost(t)
-	testenv.RequireShared(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	work := t.TempDir()
-	lb := buildLabbuild(t, work)
-	lab := newLab(t)
-	cmd := exec.Command(lb, "-f", "lab.yaml", "ignition/bootstrap", "ignition/master-0", "kubeconfig/admin")
-	cmd.Dir = lab
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("labbuild ignition: %v\n%s", err, out)
-	}
-	ign := func(node string) []byte {
-		b, err := os.ReadFile(filepath.Join(lab, "out", "ignition", node+".ign"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-
-	seq := os.Getpid() % 10000
-	labNS := fmt.Sprintf("lbr%d-lab", seq)
-	labNet(t, labNS)
-	logs := filepath.Join(work, "logs")
-
-	// The bootstrap node: bootstrap.ign's files under its root; every static pod whose
-	// program is here runs; the rest are stand-ins (none started).
-	bRoot := filepath.Join(work, "bootstrap", "root")
-	if _, err := Place(ign("bootstrap"), bRoot); err != nil {
-		t.Fatal(err)
-	}
-	bNode, err := StartNode("bootstrap", fmt.Sprintf("lbr%d-b", seq), bRoot, filepath.Join(logs, "bootstrap"),
-		NodeNet{IP: bootstrapIP, Prefix: labCIDRPrefix, Gateway: labGateway, LabNS: labNS, Bridge: "br-lab"})
+// staticPods starts every container of the node's static pods whose program is here and
+// returns the programs started; the others are stand-ins, not started.
+func (r *rig) staticPods(nd *Node) ([]string, []string, error) {
+	pods, err := StaticPods(nd.Root)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	t.Cleanup(bNode.Stop)
-	pods, err := StaticPods(bRoot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var started []string
+	var started, standins []string
 	for _, c := range pods {
-		bin, ok := bins[c.Program]
+		bin, ok := r.bins[c.Program]
 		if !ok {
-			t.Logf("static pod %s/%s: %s has no real program here: stand-in (not started)", c.Pod, c.Name, c.Program)
+			standins = append(standins, c.Pod+"/"+c.Name+" ("+c.Program+")")
 			continue
 		}
-		if _, err := bNode.Start(c.Pod+"-"+c.Name, c.Env, c.Binds, append([]string{bin}, c.Args...)...); err != nil {
-			t.Fatal(err)
+		if _, err := nd.Start(c.Pod+"-"+c.Name, c.Env, c.Binds, append([]string{bin}, c.Args...)...); err != nil {
+			return nil, nil, err
 		}
 		started = append(started, c.Program)
 	}
+	return started, standins, nil
+}
+
+// kubelet runs the node's kubelet-auto-node-size.service, then containerd (on the runtime
+// endpoint the kubelet unit names) and the kubelet from its unit.
+func (r *rig) kubelet(ctx context.Context, nd *Node, podSubnet string) error {
+	if err := RunOneshot(ctx, nd, "kubelet-auto-node-size.service"); err != nil {
+		return err
+	}
+	kl, err := KubeletFromUnit(nd.Root, r.bins["kubelet"])
+	if err != nil {
+		return err
+	}
+	if err := OverrideKubeletConf(nd.Root, kl.Config); err != nil {
+		return err
+	}
+	if err := StartRuntime(ctx, nd, kl.Endpoint, podSubnet, r.pause); err != nil {
+		return err
+	}
+	_, err = nd.Start("kubelet", nil, nil, kl.Argv...)
+	return err
+}
+
+// clients returns clients for labbuild's admin kubeconfig, dialled to the API VIP inside the
+// lab's network namespace: through haproxy.
+func (r *rig) clients() (*kube.Clients, error) {
+	cfg, err := kube.Config(filepath.Join(r.lab, "out", "kubeconfig", "admin", "kubeconfig"), apiVIP+":6443")
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dial = DialIn(r.lv.NetNS)
+	return kube.NewClients(cfg)
+}
+
+func (r *rig) allNodes() []*Node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*Node
+	for _, nd := range r.nodes {
+		out = append(out, nd)
+	}
+	return out
+}
+
+// TestKubeletJoinsBootstrapControlPlane is the rehearsal's first slice: labbuild, from an
+// empty directory, makes the libvirt network (a real libvirtd in a namespace of the test:
+// bridge, dnsmasq answering api-int), starts haproxy/service on the VIPs there and builds
+// bootstrap.ign and master-0.ign; the bootstrap's control plane runs from bootstrap.ign's own
+// static pods (real etcd, kube-apiserver, kube-controller-manager, kube-scheduler; the CVO is
+// a stand-in that is not started); master-0's real kubelet, started from master-0.ign's
+// kubelet.service with containerd standing in for CRI-O, registers through api-int (libvirt's
+// DNS, haproxy on the VIP), its client and serving CSRs are approved by labbuild's approver
+// (targets/csr) and the Node becomes Ready at its lab IP.
+func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
+	r := newRig(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	if out, err := r.labbuild("libvirt/network", "haproxy/service", "ignition/bootstrap", "ignition/master-0", "kubeconfig/admin"); err != nil {
+		t.Fatalf("labbuild: %v\n%s", err, out)
+	}
+	bNode, err := r.boot("bootstrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, standins, err := r.staticPods(bNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("bootstrap static pods: started %v; stand-ins (not started): %v", started, standins)
 	for _, want := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		if !strings.Contains(strings.Join(started, " "), want) {
+		if !slices.Contains(started, want) {
 			t.Fatalf("bootstrap.ign's static pods start %v: no %s", started, want)
 		}
 	}
-
-	// The admin kubeconfig labbuild wrote, dialled inside the bootstrap's namespace.
-	kc, _ := filepath.Glob(filepath.Join(lab, "out", "kubeconfig", "admin", "kubeconfig"))
-	if len(kc) == 0 {
-		t.Fatal("no out/kubeconfig/admin/kubeconfig")
-	}
-	cfg, err := kube.Config(kc[0], bootstrapIP+":6443")
+	k, err := r.clients()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Dial = DialIn(bNode.NetNS)
-	k, err := kube.NewClients(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(ctx, t, "the bootstrap kube-apiserver /readyz", 5*time.Minute, func() (bool, string) {
+	waitFor(ctx, t, "the bootstrap kube-apiserver /readyz through haproxy on the API VIP", 5*time.Minute, func() (bool, string) {
 		err := kube.Readyz(ctx, k.Typed)
 		return err == nil, fmt.Sprint(err)
-	}, bNode)
+	}, r.allNodes()...)
 
-	// master-0: its Ignition under its root; what RHCOS services would write at boot is
-	// written by stand-ins (named below); then containerd and the kubelet from its unit.
-	mRoot := filepath.Join(work, "master-0", "root")
-	if _, err := Place(ign("master-0"), mRoot); err != nil {
-		t.Fatal(err)
-	}
-	mNet, err := ReadKeyfile(mRoot)
+	mNode, err := r.boot("master-0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if mNet.IP != master0IP {
-		t.Fatalf("master-0's keyfile address %s, want %s", mNet.IP, master0IP)
-	}
-	// api-int resolves to the bootstrap here (no haproxy, no lab DNS in this slice).
-	if err := BootStandins(mRoot, mNet, map[string]string{"api-int." + labDomain: bootstrapIP, "api." + labDomain: bootstrapIP}); err != nil {
+	if err := r.kubelet(ctx, mNode, "10.128.0.0/23"); err != nil {
 		t.Fatal(err)
 	}
-	mNode, err := StartNode("master-0", fmt.Sprintf("lbr%d-m0", seq), mRoot, filepath.Join(logs, "master-0"),
-		NodeNet{IP: mNet.IP, Prefix: mNet.Prefix, Gateway: mNet.Gateway, LabNS: labNS, Bridge: "br-lab"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mNode.Stop)
-	if err := RunOneshot(ctx, mNode, "kubelet-auto-node-size.service"); err != nil {
-		t.Fatal(err)
-	}
-	kl, err := KubeletFromUnit(mRoot, bins["kubelet"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := OverrideKubeletConf(mRoot, kl.Config); err != nil {
-		t.Fatal(err)
-	}
-	pause := filepath.Join(work, "pause.tar")
-	if err := PauseTarball(pause, bins["busybox"]); err != nil {
-		t.Fatal(err)
-	}
-	if err := StartRuntime(ctx, mNode, kl.Endpoint, "10.128.0.0/23", pause); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := mNode.Start("kubelet", nil, nil, kl.Argv...); err != nil {
-		t.Fatal(err)
-	}
-
 	name := "master-0." + labDomain
 	expected := map[string]csr.NodeIdentity{name: {Name: name, IPs: []string{master0IP}, DNSNames: []string{"master-0"}}}
 	approved := map[string]bool{}
@@ -283,7 +347,7 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 		}
 		ready, _, err := kube.NodesReady(ctx, k.Typed, []string{name})
 		return err == nil && len(ready) == 1, fmt.Sprintf("approved %v, ready %v, err %v", approved, ready, err)
-	}, mNode, bNode)
+	}, r.allNodes()...)
 
 	for _, s := range []string{"kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"} {
 		if !approved[s] {
