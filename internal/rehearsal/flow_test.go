@@ -50,8 +50,11 @@ type lbRun struct {
 	maxRSS int64 // KiB
 }
 
-// labbuildKillAt runs labbuild args in the lab and, when kill matches a line of its output,
-// kills it with SIGKILL (as a user's ^\ or an OOM kill would: no cleanup runs).
+// killDelay is how long after the phase's first line labbuildKillAt kills labbuild.
+const killDelay = 10 * time.Second
+
+// labbuildKillAt runs labbuild args in the lab and, killDelay after kill matches a line of
+// its output, kills it with SIGKILL (as an OOM kill would: no cleanup runs).
 func (r *rig) labbuildKillAt(kill *regexp.Regexp, args ...string) lbRun {
 	cmd := exec.Command("ip", append([]string{"netns", "exec", r.lv.NetNS, r.lb, "-f", "lab.yaml"}, args...)...)
 	cmd.Dir = r.lab
@@ -71,7 +74,9 @@ func (r *rig) labbuildKillAt(kill *regexp.Regexp, args ...string) lbRun {
 			buf.WriteString(sc.Text() + "\n")
 			mu.Unlock()
 			if kill != nil && kill.MatchString(sc.Text()) {
-				cmd.Process.Signal(syscall.SIGKILL)
+				// Mid-phase: the phase has started its VMs and waits for its nodes.
+				kill = nil
+				time.AfterFunc(killDelay, func() { cmd.Process.Signal(syscall.SIGKILL) })
 			}
 		}
 		close(done)
@@ -87,14 +92,15 @@ func (r *rig) labbuildKillAt(kill *regexp.Regexp, args ...string) lbRun {
 }
 
 // TestRehearsalFlow runs the real labbuild binary from an empty directory through
-// `labbuild cluster/masters` with every VM start turned into its node starting (Watch): the
+// `labbuild cluster/etcd` with every VM start turned into its node starting (Watch): the
 // bootstrap's control plane from bootstrap.ign's static pods, master-0's real kubelet, CSRs
-// approved by labbuild itself. labbuild is killed (SIGKILL) while cluster/masters waits and
+// approved by labbuild itself, the etcd static pod on master-0 (a stand-in for the
+// cluster-etcd-operator's, run by the real kubelet). labbuild is killed (SIGKILL) while cluster/masters waits and
 // rerun: it continues there and finishes; a third run runs nothing. `labbuild destroy` then
 // leaves no domain, volume, pool, network, bridge, haproxy or VIP in the lab's namespace, and
 // a second destroy does nothing. Wall time and peak memory of each run are logged.
 //
-// Not yet: cluster/etcd, cluster/pivot and later phases (see docs/rehearsal.md): they need the
+// Not yet: cluster/pivot and later phases (see docs/rehearsal.md): they need the
 // masters' etcd and kube-apiserver, which the operators would start.
 func TestRehearsalFlow(t *testing.T) {
 	r := newRig(t)
@@ -108,7 +114,7 @@ func TestRehearsalFlow(t *testing.T) {
 			if err == nil {
 				if node == "bootstrap" {
 					_, _, err = r.staticPods(nd)
-				} else {
+				} else if err = WriteEtcdStandin(nd.Root); err == nil {
 					err = r.kubelet(ctx, nd, "10.128.0.0/23")
 				}
 			}
@@ -126,12 +132,12 @@ func TestRehearsalFlow(t *testing.T) {
 	go cvoStandin(wctx, r)
 
 	// First run: killed once cluster/masters is waiting for the masters.
-	first := r.labbuildKillAt(regexp.MustCompile(`cluster/masters.*(waiting|Ready|approv)`), "cluster/masters")
+	first := r.labbuildKillAt(regexp.MustCompile(`\] cluster/masters\b`), "cluster/etcd")
 	t.Logf("run 1 (killed in cluster/masters): %v after %s, peak RSS %d KiB\n%s", first.err, first.wall, first.maxRSS, tail(first.out, 2500))
 	if first.err == nil || !strings.Contains(first.out, "cluster/masters") {
 		t.Fatalf("run 1 was not killed during cluster/masters (err %v)", first.err)
 	}
-	second := r.labbuildKillAt(nil, "cluster/masters")
+	second := r.labbuildKillAt(nil, "cluster/etcd")
 	t.Logf("run 2: %v after %s, peak RSS %d KiB\n%s", second.err, second.wall, second.maxRSS, tail(second.out, 2500))
 	errMu.Lock()
 	if len(nodeErrs) > 0 {
@@ -147,7 +153,7 @@ func TestRehearsalFlow(t *testing.T) {
 	if strings.Contains(second.out, "libvirt/network\n") || strings.Contains(second.out, "] cluster/bootstrap\n") {
 		t.Errorf("rerun ran finished targets again:\n%s", second.out)
 	}
-	third := r.labbuildKillAt(nil, "cluster/masters")
+	third := r.labbuildKillAt(nil, "cluster/etcd")
 	t.Logf("run 3: %v after %s, peak RSS %d KiB\n%s", third.err, third.wall, third.maxRSS, tail(third.out, 800))
 	if third.err != nil || !regexp.MustCompile(`\b0 built\b`).MatchString(third.out) {
 		t.Errorf("third run: want nothing built, got %v:\n%s", third.err, third.out)

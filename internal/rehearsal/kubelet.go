@@ -212,3 +212,33 @@ func StartRuntime(ctx context.Context, nd *Node, endpoint, podSubnet, pauseTar s
 	}
 	return nd.Run(ctx, "ctr", nil, "ctr", "--address", endpoint, "-n", "k8s.io", "images", "import", "--snapshotter", "native", pauseTar)
 }
+
+// etcdStandinPod is the stand-in for the etcd static pod the cluster-etcd-operator's installer
+// would write on each master: same name, namespace and labels (app=etcd, which
+// cluster/etcd's kube.EtcdOn looks for), hostNetwork, but the local pause image, because the
+// release's etcd image cannot be pulled here. The kubelet runs it for real and publishes its
+// mirror pod etcd-<node>.
+const etcdStandinPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: etcd
+  namespace: openshift-etcd
+  labels: {app: etcd, k8s-app: etcd, etcd: "true", rehearsal: stand-in}
+spec:
+  hostNetwork: true
+  priorityClassName: system-node-critical
+  containers:
+  - name: etcd
+    image: ` + PauseImage + `
+    imagePullPolicy: Never
+`
+
+// WriteEtcdStandin writes etcdStandinPod to the node's /etc/kubernetes/manifests/etcd-pod.yaml
+// (the file name the operator's installer uses).
+func WriteEtcdStandin(root string) error {
+	dir := filepath.Join(root, PodManifestDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "etcd-pod.yaml"), []byte(etcdStandinPod), 0o644)
+}
