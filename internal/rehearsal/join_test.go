@@ -367,8 +367,8 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 	if strings.Join(ips, ",") != master0IP {
 		t.Errorf("Node %s InternalIP = %v, want [%s]", name, ips, master0IP)
 	}
-	if _, ok := n.Labels["node-role.kubernetes.io/master"]; !ok {
-		t.Errorf("Node %s labels %v: no node-role.kubernetes.io/master (from the kubelet unit's --node-labels)", name, n.Labels)
+	if _, ok := n.Labels["node.openshift.io/os_id"]; !ok {
+		t.Errorf("Node %s labels %v: no node.openshift.io/os_id (from the kubelet unit's --node-labels)", name, n.Labels)
 	}
 }
 

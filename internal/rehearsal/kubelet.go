@@ -110,6 +110,11 @@ type Kubelet struct {
 	Endpoint string
 	// Config is the node path of --config (kubelet.conf).
 	Config string
+	// DroppedLabels are the --node-labels the upstream kubelet refuses to set on itself
+	// (node-role.kubernetes.io/*: OpenShift's kubelet carries a patch allowing them; upstream
+	// allows only kubelet.kubernetes.io/, node.kubernetes.io/ and a fixed set). They are
+	// removed from the flag; the rest of the flag stays.
+	DroppedLabels []string
 }
 
 // KubeletFromUnit reads kubelet.service (with drop-ins and environment files) from the node
@@ -130,6 +135,21 @@ func KubeletFromUnit(root, bin string) (*Kubelet, error) {
 	if !found {
 		return nil, fmt.Errorf("rehearsal: kubelet.service: ExecStart %q names no kubelet program", s.Argv)
 	}
+	for i, a := range k.Argv {
+		v, ok := strings.CutPrefix(a, "--node-labels=")
+		if !ok {
+			continue
+		}
+		var keep []string
+		for _, l := range strings.Split(v, ",") {
+			if key, _, _ := strings.Cut(l, "="); strings.HasPrefix(key, "node-role.kubernetes.io/") {
+				k.DroppedLabels = append(k.DroppedLabels, l)
+			} else if l != "" {
+				keep = append(keep, l)
+			}
+		}
+		k.Argv[i] = "--node-labels=" + strings.Join(keep, ",")
+	}
 	for _, a := range s.Argv[1:] {
 		if v, ok := strings.CutPrefix(a, "--container-runtime-endpoint="); ok {
 			k.Endpoint = strings.TrimPrefix(v, "unix://")
@@ -144,14 +164,25 @@ func KubeletFromUnit(root, bin string) (*Kubelet, error) {
 	return k, nil
 }
 
-// HostOverrides are the kubelet.conf fields the rehearsal changes, each because this host
-// differs from RHCOS: no systemd runs (cgroupDriver), and several kubelets share one cgroup
-// hierarchy, so pods get no per-QoS cgroups of their own (cgroupsPerQOS, and with it
-// enforceNodeAllocatable, which needs them).
+// HostOverrides are the kubelet.conf fields the rehearsal changes, each because this host is
+// not RHCOS or this kubelet is upstream's:
+//   - cgroupDriver: cgroupfs — no systemd runs here;
+//   - cgroupsPerQOS: false, enforceNodeAllocatable: [] — several kubelets share one cgroup
+//     hierarchy, so pods get no per-QoS cgroups of their own (node allocatable needs them);
+//   - systemCgroups: "" — with it the kubelet moves every process of the host's root cgroup
+//     into /system.slice: on RHCOS that is the node's own, here it is the whole machine;
+//   - protectKernelDefaults: false — it makes the kubelet refuse to start unless kernel
+//     sysctls (kernel.panic, vm.overcommit_memory …) have RHCOS's values, which the MCO's
+//     sysctl files set; they are not namespaced, so the rehearsal does not set them on the host;
+//   - featureGates.NodeLogQuery: true — kubelet.conf sets enableSystemLogQuery, which the 1.30
+//     kubelet accepts only with that gate (on by default in OpenShift's).
 var HostOverrides = map[string]any{
 	"cgroupDriver":           "cgroupfs",
 	"cgroupsPerQOS":          false,
 	"enforceNodeAllocatable": []string{},
+	"systemCgroups":          "",
+	"protectKernelDefaults":  false,
+	"featureGates":           map[string]any{"NodeLogQuery": true},
 }
 
 // OverrideKubeletConf applies HostOverrides to the node's kubelet.conf in place (YAML or JSON;
@@ -167,6 +198,16 @@ func OverrideKubeletConf(root, conf string) error {
 		return fmt.Errorf("rehearsal: %s: %w", conf, err)
 	}
 	for k, v := range HostOverrides {
+		if gates, ok := v.(map[string]any); ok {
+			cur, _ := m[k].(map[string]any)
+			if cur == nil {
+				cur = map[string]any{}
+			}
+			for g, on := range gates {
+				cur[g] = on
+			}
+			v = cur
+		}
 		m[k] = v
 	}
 	out, err := yaml.Marshal(m)
@@ -198,7 +239,12 @@ func StartRuntime(ctx context.Context, nd *Node, endpoint, podSubnet, pauseTar s
 		return err
 	}
 	// The socket is in the node's /run (a tmpfs of its own): wait through the holder's root.
-	sock := fmt.Sprintf("/proc/%d/root%s", nd.holder.Process.Pid, endpoint)
+	// /var/run is a symlink to /run, which /proc/<pid>/root would resolve in ours.
+	inRun := endpoint
+	if rest, ok := strings.CutPrefix(endpoint, "/var/run/"); ok {
+		inRun = "/run/" + rest
+	}
+	sock := fmt.Sprintf("/proc/%d/root%s", nd.holder.Process.Pid, inRun)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if c, err := net.Dial("unix", sock); err == nil {

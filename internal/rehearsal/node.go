@@ -107,7 +107,9 @@ func StartNode(name, netns, root, logDir string, n NodeNet) (*Node, error) {
 		return nil, err
 	}
 	defer log.Close()
-	cmd := exec.Command("ip", "netns", "exec", netns, "unshare", "-m", "-u", "--propagation", "private", "sh", "-c", sc.String())
+	// nsenter, not `ip netns exec`: that one mounts a fresh /sys, hiding the host's cgroup
+	// mounts under /sys/fs/cgroup, which the kubelet and runc need.
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+netns, "--", "unshare", "-m", "-u", "--propagation", "private", "sh", "-c", sc.String())
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
