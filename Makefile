@@ -6,7 +6,7 @@ KUBE_VERSION ?= v1.30.14
 export LABBUILD_TOOLS ?= $(HOME)/.cache/labbuild/tools/$(KUBE_VERSION)
 BIN      := ./labbuild
 
-.PHONY: all build run sample test check install bench bench-ninja vet fmt clean rehearsal
+.PHONY: all build run sample test check install bench bench-go bench-build bench-ninja vet fmt clean docs fuzz rehearsal
 
 all: build
 
@@ -20,6 +20,13 @@ run: build sample
 
 sample:
 	$(GO) run ./cmd/labbuild-sample -out out/sample
+
+# docs/graph.png and docs/families.png, embedded in the README: the sample lab built into
+# out/docs, drawn by labbuild graph and Graphviz at 1600 px wide.
+docs: build sample
+	$(BIN) -f out/sample/lab.yaml -o out/docs -q
+	$(BIN) -f out/sample/lab.yaml -o out/docs graph | dot -Tpng -Gdpi=96 -Gsize='16.67,100!' -o docs/graph.png
+	$(BIN) -f out/sample/lab.yaml -o out/docs graph --all --by family | dot -Tpng -Gdpi=96 -Gsize='16.67,100!' -o docs/families.png
 
 install:
 	bash .ci/install.sh
@@ -40,14 +47,29 @@ vet:
 rehearsal: build
 	LABBUILD_BIN=$(CURDIR)/labbuild $(GO) test -count=1 -v -timeout 40m ./internal/rehearsal
 
+# Fuzz the lab-config parser and validator (targets.FuzzConfig) for FUZZTIME; the seeds are the
+# bad-config corpus in testdata/badconfig. A crash is saved under targets/testdata/fuzz.
+FUZZTIME ?= 10m
+fuzz:
+	$(GO) test ./targets -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME)
+
+# Every comparison against a reference (ninja, a hello-world binary, commit 5aace9f), as a table.
 bench:
+	bash scripts/bench.sh
+
+# The Go benchmarks (engine null and incremental builds, PKI).
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
-bench-ninja: build
-	LABBUILD=$(CURDIR)/labbuild bash scripts/bench-ninja.sh
+# The benchmark build: labbuild with the synthetic graph's flags (-tags bench; see docs/engine.md).
+bench-build:
+	CGO_ENABLED=0 $(GO) build -tags bench -o ./labbuild-bench ./cmd/labbuild
+
+bench-ninja: bench-build
+	LABBUILD=$(CURDIR)/labbuild-bench bash scripts/bench-ninja.sh
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 clean:
-	rm -rf $(BIN) out
+	rm -rf $(BIN) ./labbuild-bench out

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 )
 
@@ -58,6 +59,7 @@ func TestHAProxyConfigTarget(t *testing.T) {
 // removes the VIPs.
 func TestHAProxyServiceReal(t *testing.T) {
 	d := testenv.StartLibvirtd(t)
+	useNetnsHost(t, d)
 	sr := testenv.StartSampleRelease(t, true)
 	testenv.Require(t, "haproxy")
 	curl := testenv.Require(t, "curl")
@@ -88,10 +90,8 @@ func TestHAProxyServiceReal(t *testing.T) {
 	}
 	t.Cleanup(func() { Destroy(ctx, Options{Config: c, OutDir: out}) })
 	rec := func() hpRecord {
-		var s Step
-		s.t = &Target{Name: "haproxy/service"}
-		s.prevDir = filepath.Join(out, "haproxy/service")
-		r, ok, err := hpPrev(&s)
+		s := engine.RecordStep(&Target{Name: "haproxy/service"}, filepath.Join(out, "haproxy/service"))
+		r, ok, err := hpPrev(s)
 		if err != nil || !ok {
 			t.Fatalf("record: %v %v", ok, err)
 		}

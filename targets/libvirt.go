@@ -11,7 +11,6 @@ import (
 
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/virt"
-	"libvirt.org/go/libvirtxml"
 )
 
 // The libvirt family makes the lab's libvirt objects (stage 02: create-network.sh,
@@ -35,10 +34,14 @@ func init() {
 // and remove it later even after the config changed.
 type lvRecord struct {
 	URI  string `json:"uri"`
-	Kind string `json:"kind"` // network | pool | volume | domain
+	Kind string `json:"kind"` // network | records (libvirt/dns) | pool | volume | domain
 	Name string `json:"name"`
 	Pool string `json:"pool,omitempty"` // volumes
 	Path string `json:"path,omitempty"` // volumes: the file libvirt reported
+	// Config is the value of every config field the target read when it ran, as JSON text
+	// (`"198.18.0.0/24"`, `8192`): the next plan names each changed field old → new. The
+	// libvirt targets read no secrets (access.* are paths, and not among their Reads).
+	Config map[string]string `json:"config,omitempty"`
 }
 
 const lvRecordFile = "record.json"
@@ -46,23 +49,35 @@ const lvRecordFile = "record.json"
 func libvirtTargets(c *Config) []*Target {
 	var ts []*Target
 	netReads := []string{"libvirt.uri", "libvirt.network", "cluster.name", "cluster.baseDomain",
-		"network.machineNetwork", "network.gateway", "network.apiVIP", "network.ingressVIP",
-		"network.dhcpStart", "network.dhcpEnd"}
-	for _, n := range c.Nodes {
-		netReads = append(netReads, "nodes."+n.Name+".role", "nodes."+n.Name+".ip")
-		if n.MAC != "" {
-			netReads = append(netReads, "nodes."+n.Name+".mac")
-		}
-	}
+		"network.machineNetwork", "network.gateway", "network.ingressVIP", "network.dhcpStart", "network.dhcpEnd"}
 	ts = append(ts, &Target{
-		Name: "libvirt/network", Doc: "libvirt NAT network: bridge, DNS for api/api-int/nodes/etcd SRV/*.apps, DHCP reservations",
-		Reads: netReads, Version: 1, External: true,
+		Name: "libvirt/network", Doc: "libvirt NAT network: bridge, domain, DHCP range, *.apps wildcard (records: libvirt/dns)",
+		Deps:  []string{hostPreflight},
+		Reads: netReads, Version: 2, External: true,
 		Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvNetwork) },
 		Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvNetwork) },
 		Destroy: lvDestroy,
 	})
+	// The records are a target of their own so that adding a node or moving an address edits
+	// the running network without touching what sits on the bridge: the VMs and haproxy depend
+	// on libvirt/network, whose output a record edit leaves alone.
+	dnsReads := append(slices.Clone(netReads), "network.apiVIP")
+	for _, n := range c.Nodes {
+		dnsReads = append(dnsReads, "nodes."+n.Name+".role", "nodes."+n.Name+".ip")
+		if n.MAC != "" {
+			dnsReads = append(dnsReads, "nodes."+n.Name+".mac")
+		}
+	}
+	ts = append(ts, &Target{
+		Name: "libvirt/dns", Doc: "the lab network's records, edited in place: DNS for api/api-int/nodes/etcd, etcd SRV, DHCP reservations",
+		Deps: []string{"libvirt/network"}, Reads: dnsReads, Version: 1, External: true,
+		Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvRecords) },
+		Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvRecords) },
+		Destroy: lvDestroy,
+	})
 	ts = append(ts, &Target{
 		Name: "libvirt/pool", Doc: "libvirt dir storage pool at libvirt.poolPath",
+		Deps:  []string{hostPreflight},
 		Reads: []string{"libvirt.uri", "libvirt.pool", "libvirt.poolPath"}, Version: 1, External: true,
 		Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvPool) },
 		Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvPool) },
@@ -76,12 +91,9 @@ func libvirtTargets(c *Config) []*Target {
 		if n.DiskGiB != 0 {
 			volReads = append(volReads, "nodes."+node+".diskGiB")
 		}
-		volDeps := []string{"libvirt/pool"}
-		if c.RHCOS.ImageURL != "" {
-			volDeps = append(volDeps, "rhcos/image")
-		}
+		volDeps := []string{"libvirt/pool", "rhcos/image"}
 		ts = append(ts, &Target{
-			Name: "libvirt/volume/" + node, Doc: "thin qcow2 disk of " + node + " in the lab pool (over the RHCOS image when rhcos.imageURL is set)",
+			Name: "libvirt/volume/" + node, Doc: "thin qcow2 disk of " + node + " in the lab pool (over the RHCOS image)",
 			Deps: volDeps, Reads: volReads, Version: 1, External: true,
 			Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvVolume(node)) },
 			Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvVolume(node)) },
@@ -165,6 +177,7 @@ func lvPrev(s *Step) (lvRecord, bool, error) {
 }
 
 func lvWrite(s *Step, xml []byte, xmlName string, r lvRecord) error {
+	r.Config = lvConfig(s)
 	if err := s.WriteFile(xmlName, xml, 0o644); err != nil {
 		return err
 	}
@@ -185,6 +198,9 @@ func lvNetworkSpec(s *Step) (rl.NetworkSpec, error) {
 		{"network.apiVIP", &sp.APIVIP}, {"network.ingressVIP", &sp.IngressVIP},
 		{"network.dhcpStart", &sp.DHCPStart}, {"network.dhcpEnd", &sp.DHCPEnd},
 	} {
+		if !slices.Contains(s.Target().Reads, f.p) {
+			continue // network.apiVIP: only libvirt/dns
+		}
 		v, err := s.String(f.p)
 		if err != nil {
 			return sp, err
@@ -219,14 +235,6 @@ func lvMAC(s *Step, cluster, node string) (string, error) {
 		return s.String(p)
 	}
 	return rl.MAC(cluster, node), nil
-}
-
-// lvNetDiff compares want with what libvirt reported (nil: nothing to compare).
-func lvNetDiff(c *virt.Conn, want, got *libvirtxml.Network) []string {
-	if got == nil {
-		return nil
-	}
-	return rl.NetworkDiff(want, got, rl.DiffOptions{IgnoreDnsmasqOptions: c.IsTest()})
 }
 
 func lvPoolSpec(s *Step) (rl.PoolSpec, error) {
@@ -329,6 +337,17 @@ func lvDomainSpec(s *Step, node string) (rl.DomainSpec, error) {
 	return sp, nil
 }
 
+// lvSizeFields are the config fields that size the VM.
+func lvSizeFields(s *Step) []string {
+	var out []string
+	for _, r := range s.Target().Reads {
+		if strings.HasSuffix(r, ".vcpus") || strings.HasSuffix(r, ".memoryMiB") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // lvPlan is one libvirt object observed once against what the config wants: the action and
 // reason a Probe reports, and what Run carries out.
 type lvPlan struct {
@@ -390,6 +409,8 @@ func lvDelete(c *virt.Conn, r lvRecord) error {
 	switch r.Kind {
 	case "network":
 		return c.DeleteNetwork(r.Name)
+	case "records":
+		return nil // they go with their network
 	case "pool":
 		return c.DeletePool(r.Name)
 	case "volume":
@@ -432,30 +453,42 @@ func lvForgetMoved(s *Step, now lvRecord) error {
 	return lvDelete(c, prev)
 }
 
-// lvNetwork observes the lab network. A changed definition replaces it, which briefly
-// disconnects running VMs (TODO(libvirt): NetworkUpdate for DNS/DHCP-only changes).
+// lvNetwork observes the lab network without its records: what only a new network can change
+// (subnet, gateway, bridge name, forward mode, domain, DHCP range, the *.apps dnsmasq option).
+// Such a change replaces it, and the plan names the field; the records are libvirt/dns's.
 func lvNetwork(s *Step, c *virt.Conn) (lvPlan, error) {
 	sp, err := lvNetworkSpec(s)
 	if err != nil {
 		return lvPlan{}, err
 	}
-	want, err := rl.Network(sp)
+	want, err := rl.NetworkBase(sp)
 	if err != nil {
 		return lvPlan{}, err
 	}
-	x, _ := rl.NetworkXML(sp)
-	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "network", Name: sp.Name}, xml: x, xmlName: "network.xml", action: Keep}
+	x, err := want.Marshal()
+	if err != nil {
+		return lvPlan{}, err
+	}
+	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "network", Name: sp.Name}, xml: []byte(x + "\n"), xmlName: "network.xml", action: Keep}
 	got, active, found, err := c.Network(sp.Name)
 	if err != nil {
 		return p, err
 	}
-	diff := lvNetDiff(c, want, got)
-	switch {
-	case !found:
+	if !found {
 		p.action, p.reason = Create, "network "+sp.Name+" does not exist"
 		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.CreateNetwork(want) }
-	case len(diff) > 0:
-		p.action, p.reason = Replace, "network "+sp.Name+": "+strings.Join(diff, "; ")
+		return p, nil
+	}
+	_, fixed := rl.NetworkChanges(want, got, rl.DiffOptions{IgnoreDnsmasqOptions: c.IsTest()})
+	switch {
+	case len(fixed) > 0:
+		why := lvChanged(s, lvNetworkFixedFields...)
+		if len(why) == 0 { // drift made by hand: say what libvirt has
+			why = []string{"network " + sp.Name + ": " + strings.Join(fixed, "; ")}
+		} else {
+			why[len(why)-1] += " changed"
+		}
+		p.action, p.reason = Replace, strings.Join(why, "; ")+": every VM loses its link until restarted"
 		p.apply = func(c *virt.Conn, _ *lvRecord) error {
 			if err := c.DeleteNetwork(sp.Name); err != nil {
 				return err
@@ -467,6 +500,91 @@ func lvNetwork(s *Step, c *virt.Conn) (lvPlan, error) {
 		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.StartNetwork(sp.Name) }
 	}
 	return p, nil
+}
+
+// lvRecords observes the network's records — DNS hosts, SRV records, DHCP reservations — and
+// edits them in place with virNetworkUpdate (live and persistent): the bridge, its dnsmasq
+// and every VM's link stay.
+func lvRecords(s *Step, c *virt.Conn) (lvPlan, error) {
+	sp, err := lvNetworkSpec(s)
+	if err != nil {
+		return lvPlan{}, err
+	}
+	want, err := rl.Network(sp)
+	if err != nil {
+		return lvPlan{}, err
+	}
+	x, _ := rl.NetworkXML(sp)
+	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "records", Name: sp.Name}, xml: x, xmlName: "network.xml", action: Keep}
+	got, _, found, err := c.Network(sp.Name)
+	if err != nil {
+		return p, err
+	}
+	if !found {
+		return p, fmt.Errorf("%s: network %s does not exist (labbuild libvirt/network makes it)", s.Target().Name, sp.Name)
+	}
+	edits, _ := rl.NetworkChanges(want, got, rl.DiffOptions{IgnoreDnsmasqOptions: c.IsTest()})
+	if len(edits) > 0 {
+		lines := make([]string, len(edits))
+		for i, e := range edits {
+			lines[i] = e.String()
+		}
+		p.action, p.reason = Update, "in place: "+strings.Join(lines, "; ")
+		if prev, ok, _ := lvPrev(s); !ok || prev.Name != sp.Name {
+			p.action = Create // a new network's records
+		}
+		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.UpdateNetwork(sp.Name, edits) }
+	}
+	return p, nil
+}
+
+// lvNetworkFixedFields are the config fields that feed a part of the network libvirt cannot
+// change while it runs (bridge, address, prefix, domain, DHCP range, the *.apps option).
+var lvNetworkFixedFields = []string{"libvirt.network", "network.machineNetwork", "network.gateway",
+	"cluster.name", "cluster.baseDomain", "network.dhcpStart", "network.dhcpEnd", "network.ingressVIP"}
+
+// lvConfig returns the JSON text of every config field the target reads.
+func lvConfig(s *Step) map[string]string {
+	out := map[string]string{}
+	for _, r := range s.Target().Reads {
+		var raw json.RawMessage
+		if err := s.Value(r, &raw); err == nil {
+			out[r] = string(raw)
+		}
+	}
+	return out
+}
+
+// lvChanged compares the config the target last ran with (its record) with today's and
+// returns "field old → new" for each of fields (all it reads when none are given) that
+// changed or appeared, in Reads order. No record: nothing to compare.
+func lvChanged(s *Step, fields ...string) []string {
+	prev, ok, err := lvPrev(s)
+	if err != nil || !ok || prev.Config == nil {
+		return nil
+	}
+	now := lvConfig(s)
+	var out []string
+	for _, r := range s.Target().Reads {
+		if len(fields) > 0 && !slices.Contains(fields, r) {
+			continue
+		}
+		if old, had := prev.Config[r]; !had {
+			out = append(out, r+" "+lvShow(now[r])+" (new)")
+		} else if old != now[r] {
+			out = append(out, r+" "+lvShow(old)+" → "+lvShow(now[r]))
+		}
+	}
+	return out
+}
+
+// lvShow prints a JSON config value as a plan shows it: strings without quotes.
+func lvShow(v string) string {
+	var str string
+	if json.Unmarshal([]byte(v), &str) == nil {
+		return str
+	}
+	return v
 }
 
 // lvPool observes the storage pool. On replacement the volumes in the old directory stay
@@ -591,7 +709,11 @@ func lvDomain(node string) lvObserve {
 			// refuses ("already exists with uuid ...").
 			want.UUID = got.UUID
 			if len(diff) > 0 {
-				p.action, p.reason = Update, "domain "+sp.Name+": "+strings.Join(diff, "; ")+" (applies at its next start)"
+				why := lvChanged(s, lvSizeFields(s)...)
+				if len(why) == 0 { // drift made by hand: say what libvirt has
+					why = []string{"domain " + sp.Name + ": " + strings.Join(diff, "; ")}
+				}
+				p.action, p.reason = Update, strings.Join(why, "; ")+"; takes effect at the next power cycle"
 			}
 		}
 		p.apply = func(c *virt.Conn, _ *lvRecord) error {

@@ -14,20 +14,20 @@ import (
 	"github.com/labbuild/labbuild/targets/virt"
 )
 
-// TestLibvirtTargetsDeclared checks the family's shape on the default lab: one network and
-// pool, a volume and a VM per node, all External with Probe and Destroy; and that a node's
+// TestLibvirtTargetsDeclared checks the family's shape on the default lab: one network, its
+// records and one pool, a volume and a VM per node, all External with Probe and Destroy; and that a node's
 // size override is read only by that node's VM.
 func TestLibvirtTargetsDeclared(t *testing.T) {
 	c := DefaultConfig()
 	ts := libvirtTargets(c)
-	if len(ts) != 2+2*len(c.Nodes) {
-		t.Fatalf("%d targets, want %d", len(ts), 2+2*len(c.Nodes))
+	if len(ts) != 3+2*len(c.Nodes) {
+		t.Fatalf("%d targets, want %d", len(ts), 3+2*len(c.Nodes))
 	}
 	for _, tg := range ts {
 		if !tg.External || tg.Probe == nil || tg.Destroy == nil {
 			t.Errorf("%s: External %v, Probe %v, Destroy %v: want all set", tg.Name, tg.External, tg.Probe != nil, tg.Destroy != nil)
 		}
-		if err := tg.check(); err != nil {
+		if err := tg.Check(); err != nil {
 			t.Error(err)
 		}
 	}
@@ -66,6 +66,7 @@ func lvLab(d *testenv.Libvirtd, sr testenv.SampleRelease) *Config {
 // in the plan as create; destroy leaves nothing and is safe to rerun.
 func TestLibvirtFamilyReal(t *testing.T) {
 	d := testenv.StartLibvirtd(t)
+	useNetnsHost(t, d)
 	sr := testenv.StartSampleRelease(t, true)
 	testenv.Require(t, "dig")
 	ctx := context.Background()
@@ -83,7 +84,7 @@ func TestLibvirtFamilyReal(t *testing.T) {
 	}
 	c := lvLab(d, sr)
 	r := build(c, false)
-	if got := lvOwn(r.Executed); len(got) != 2+2*len(c.Nodes) {
+	if got := lvOwn(r.Executed); len(got) != 3+2*len(c.Nodes) {
 		t.Fatalf("first build executed %v", got)
 	}
 	t.Cleanup(func() { Destroy(ctx, Options{Config: c, OutDir: out}) }) // if the test stops early
@@ -173,10 +174,11 @@ func TestLibvirtFamilyReal(t *testing.T) {
 }
 
 // TestLibvirtFamilyTestDriver runs the family against libvirt's test driver (objects only, no
-// processes): hand-made drift in the network's DNS is planned as a replace and repaired, and a
+// processes): hand-made drift in the network's DNS is planned as an in-place update and repaired, and a
 // renamed network removes the old one instead of leaving it behind.
 func TestLibvirtFamilyTestDriver(t *testing.T) {
 	d := testenv.StartLibvirtd(t)
+	useNetnsHost(t, d)
 	sr := testenv.StartSampleRelease(t, true)
 	ctx := context.Background()
 	out := t.TempDir()
@@ -201,7 +203,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 		return r
 	}
 	c := lab("lbt")
-	if got := lvOwn(build(c, false).Executed); len(got) != 2+2*len(c.Nodes) {
+	if got := lvOwn(build(c, false).Executed); len(got) != 3+2*len(c.Nodes) {
 		t.Fatalf("first build executed %v", got)
 	}
 
@@ -224,11 +226,11 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := build(c, true)
-	if len(p.Plan) != 1 || p.Plan[0].Target != "libvirt/network" || p.Plan[0].Action != string(Replace) ||
-		!strings.Contains(strings.Join(p.Plan[0].Reasons, " "), "master-2.lbt.example.test") {
+	if len(p.Plan) != 1 || p.Plan[0].Target != "libvirt/dns" || p.Plan[0].Action != string(Update) ||
+		!strings.Contains(strings.Join(p.Plan[0].Reasons, " "), "in place: add dns-host 198.18.0.103 etcd-2.lbt.example.test,master-2.lbt.example.test") {
 		t.Errorf("plan after DNS drift: %+v", p.Plan)
 	}
-	if r := build(c, false); !slices.Equal(r.Executed, []string{"libvirt/network"}) {
+	if r := build(c, false); !slices.Equal(r.Executed, []string{"libvirt/dns"}) {
 		t.Errorf("repair executed %v", r.Executed)
 	}
 	if r := build(c, false); len(r.Executed) != 0 {

@@ -28,6 +28,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/labbuild/labbuild/internal/synthcli"
 	"github.com/labbuild/labbuild/targets"
 )
 
@@ -54,16 +55,26 @@ type cli struct {
 	trim        bool
 	regenerate  []string
 	now         string
-	synthetic   int
-	synthDelay  time.Duration
-	synthNinja  string
+	synth       *synthcli.Flags // nil unless withSynthetic
 	quiet       bool
 	help        bool
 	showVersion bool
+	allEdges    bool
+	by          string
 
 	stdout, stderr io.Writer
-	terminal       bool
+	terminal       bool // stdout is a terminal and not -q: the live status area
+	stdoutTTY      bool // stdout is a terminal (graph images go to a file)
+
+	cfg     *targets.Config // the validated lab config (nil with --synthetic)
+	cfgName string          // the lab config as the user named it (-f bad.yaml), for messages
+	cfgBase string          // the directory its relative paths are taken from
 }
+
+// withSynthetic adds the synthetic benchmark graph's flags (--synthetic N, --synthetic-delay,
+// --synthetic-ninja; package synthcli). The benchmark build (bench.go, -tags bench) and the
+// tests set it; the production binary has no such flags.
+var withSynthetic bool
 
 // exit codes
 const (
@@ -99,6 +110,8 @@ func newFlags(c *cli) *pflag.FlagSet {
 	fs.BoolVar(&c.json, "json", false, "JSON output for list, explain, certs and the plan (-n)")
 	fs.StringVar(&c.format, "format", "dot", "graph output `format`: dot, svg, png, tree, json")
 	fs.StringVar(&c.output, "output", "", "write graph output to `file` instead of standard output")
+	fs.BoolVar(&c.allEdges, "all-edges", false, "graph: draw every edge, not the transitive reduction")
+	fs.StringVar(&c.by, "by", "target", "graph: one node per `target` or per family")
 	fs.BoolVar(&c.all, "all", false, "graph/list: include every target, not only the default goal")
 	fs.BoolVar(&c.cacheToo, "cache", false, "clean: also remove the content store (sticky keys are lost)")
 	fs.BoolVar(&c.trim, "trim", false, "clean: only trim the content store (old entries; keys are kept)")
@@ -107,11 +120,9 @@ func newFlags(c *cli) *pflag.FlagSet {
 	fs.BoolVarP(&c.help, "help", "h", false, "show help")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version")
 	fs.StringVar(&c.now, "now", "", "pretend the time is `RFC3339` (testing certificate expiry)")
-	fs.IntVar(&c.synthetic, "synthetic", 0, "build a synthetic graph of `N` targets from src/ (benchmarks)")
-	fs.DurationVar(&c.synthDelay, "synthetic-delay", 0, "sleep this long in every synthetic target (crash tests)")
-	fs.StringVar(&c.synthNinja, "synthetic-ninja", "", "write the synthetic graph as an equivalent build.ninja to `file` (make bench-ninja)")
-	for _, h := range []string{"now", "synthetic", "synthetic-delay", "synthetic-ninja"} {
-		fs.MarkHidden(h)
+	fs.MarkHidden("now")
+	if withSynthetic {
+		c.synth = synthcli.Register(fs)
 	}
 	fs.SortFlags = false
 	return fs
@@ -137,8 +148,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitUsage
 		}
 	}
-	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !c.quiet {
-		c.terminal = true
+	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		c.stdoutTTY = true
+		c.terminal = !c.quiet
 	}
 	rest := fs.Args()
 	verb := ""
@@ -171,8 +183,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if verb == "" {
 		verb = "build"
 	}
-	if c.synthNinja != "" {
-		return report(stderr, writeNinja(c.synthNinja, c.synthetic))
+	if c.synth != nil && c.synth.Ninja != "" {
+		return report(stderr, synthcli.WriteNinja(c.synth.Ninja, c.synth.N))
 	}
 	err := verbs[verb].run(ctx, c, rest)
 	return report(stderr, err)
@@ -232,17 +244,10 @@ func (c *cli) options(goals []string) (targets.Options, error) {
 		}
 		o.Now = func() time.Time { return t }
 	}
-	if c.synthetic > 0 {
-		vals := targets.MapValues{}
-		if err := targets.LoadSyntheticValues("synthetic.yaml", vals); err != nil {
+	if c.synth != nil && c.synth.N > 0 {
+		if err := c.synth.Apply(&o); err != nil {
 			return o, &targets.ConfigError{File: "synthetic.yaml", Msg: err.Error()}
 		}
-		src := ""
-		if st, err := os.Stat("src"); err == nil && st.IsDir() {
-			src, _ = filepath.Abs("src")
-		}
-		o.Values = vals
-		o.Targets = targets.Synthetic(targets.SyntheticSpec{N: c.synthetic, Fields: 10, SrcDir: src, Delay: c.synthDelay}, vals)
 		return o, nil
 	}
 	path := c.file
@@ -251,18 +256,25 @@ func (c *cli) options(goals []string) (targets.Options, error) {
 			path = "lab.yaml"
 		}
 	}
-	cfg, err := targets.LoadConfig(path)
-	if err != nil {
-		return o, err
-	}
 	name := path
 	if name == "" {
 		name = "default lab.yaml"
 	}
-	if err := cfg.Validate(name); err != nil {
+	c.cfgName, c.cfgBase = name, "."
+	if path != "" {
+		c.cfgBase = filepath.Dir(path)
+	}
+	if abs, err := filepath.Abs(c.cfgBase); err == nil {
+		c.cfgBase = abs
+	}
+	cfg, err := targets.LoadAndValidate(path, name)
+	if err != nil {
 		return o, err
 	}
-	o.Config, o.ConfigPath = cfg, path
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(c.stderr, "labbuild: warning: %s: %s\n", name, w)
+	}
+	o.Config, o.ConfigPath, c.cfg = cfg, path, cfg
 	return o, nil
 }
 
@@ -282,19 +294,45 @@ func versionString() string {
 	return "devel"
 }
 
-// writeNinja writes the synthetic graph of n targets as a build.ninja doing the same work (each
-// output holds digests of its source and its upstream outputs, as a synthetic target's does;
-// concatenating them instead would triple the size at every layer), for comparing null builds.
-func writeNinja(path string, n int) error {
-	var b strings.Builder
-	b.WriteString("# Generated by labbuild --synthetic-ninja: the synthetic graph for make bench-ninja.\n")
-	b.WriteString("rule syn\n  command = sha256sum $in > $out\n\n")
-	for i := 0; i < n; i++ {
-		fmt.Fprintf(&b, "build out-ninja/%s/out.txt: syn src/%d.txt", targets.SyntheticName(i), i)
-		for _, d := range targets.SyntheticDeps(i) {
-			fmt.Fprintf(&b, " out-ninja/%s/out.txt", targets.SyntheticName(d))
-		}
-		b.WriteString("\n")
+// checkFiles checks, before anything is written, the files the config names (pull secret,
+// SSH key, oci: mirrors) that the targets selected by o.Goals and their upstreams read. It
+// loads the project once and hands it to the build (o.Targets), so a build does not declare
+// its targets twice.
+func (c *cli) checkFiles(o *targets.Options) error {
+	if c.cfg == nil {
+		return nil
 	}
-	return os.WriteFile(path, []byte(b.String()), 0o644)
+	p, err := targets.Load(*o)
+	if err != nil {
+		return err
+	}
+	ids, err := p.Select(o.Goals)
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for i, in := range p.Graph.Closure(ids) {
+		if !in {
+			continue
+		}
+		for _, f := range p.Targets[i].Files {
+			want[f] = true
+		}
+		for _, r := range p.Targets[i].Reads {
+			if r == "release.mirrors" {
+				want[r] = true
+			}
+		}
+	}
+	var fields []string
+	for _, f := range append(append([]string{}, targets.FileFields...), "release.mirrors") {
+		if want[f] {
+			fields = append(fields, f)
+		}
+	}
+	if err := c.cfg.CheckFiles(c.cfgName, c.cfgBase, fields); err != nil {
+		return err
+	}
+	o.Targets = p.Targets
+	return nil
 }

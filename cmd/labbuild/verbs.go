@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -49,15 +47,21 @@ second run does nothing and an edit rebuilds only what it affects.`,
 			run: runBuild,
 		},
 		"graph": {
-			usage: "labbuild graph [--format dot|svg|png|tree|json] [--output file] [target|family ...]",
-			short: "print the dependency graph",
-			long: `Prints the graph of the selected targets (default: the default goal; --all: every target),
-nodes coloured by state: green up to date, orange stale, red failed. svg and png are drawn with
-Graphviz's dot (Debian package graphviz).`,
+			usage: "labbuild graph [--format dot|svg|png|tree|json] [--by target|family] [--all-edges] [--output file] [target|family ...]",
+			short: "draw the dependency graph, coloured by state",
+			long: `Draws the selected targets (default: the default goal; --all: every target) grouped by family,
+each filled with its state: up to date, cached (restored from the store, not run), stale (an
+input changed), missing (never built), failed (the last attempt failed) and blocked (cannot be
+evaluated now, e.g. a file the config names is missing); a legend counts them. Edges point from
+a dependency to its dependent; only the transitive reduction is drawn unless --all-edges.
+--by family draws one node per family with edge counts: the stage pipeline. svg and png are
+drawn with Graphviz's dot (Debian package graphviz); on a terminal they go to
+labbuild-graph.png (or .svg) unless --output names a file.`,
 			examples: []string{
-				"labbuild graph | dot -Tsvg > graph.svg",
+				"labbuild graph --format png                  # writes labbuild-graph.png",
+				"labbuild graph --by family --format svg --output families.svg",
 				"labbuild graph --format tree ignition/master-0",
-				"labbuild graph --format png --output graph.png --all",
+				"labbuild graph --all --all-edges | dot -Tsvg > all.svg",
 			},
 			run: runGraph,
 		},
@@ -188,6 +192,9 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := c.checkFiles(&o); err != nil {
+		return err
+	}
 	res, err := targets.Build(ctx, o)
 	if res == nil {
 		return err
@@ -234,115 +241,13 @@ func (c *cli) status(ctx context.Context, goals []string, inputs bool) (*targets
 		return nil, nil, o, err
 	}
 	// Explain (inputs) turns off the null-build fast path, which skips computing them.
-	o.DryRun, o.Explain, o.Stdout, o.Stderr = true, inputs, io.Discard, io.Discard
+	// KeepGoing: a target that cannot be evaluated blocks its dependents, not every other target.
+	o.DryRun, o.KeepGoing, o.Explain, o.Stdout, o.Stderr = true, true, inputs, io.Discard, io.Discard
 	res, err := targets.Build(ctx, o)
 	if res == nil && err != nil {
 		return nil, nil, o, err
 	}
 	return p, res, o, nil
-}
-
-func stateOf(res *targets.Result) map[string]string {
-	st := map[string]string{}
-	for _, n := range res.UpToDate {
-		st[n] = "up to date"
-	}
-	for _, p := range res.Plan {
-		st[p.Target] = "stale"
-		for _, r := range p.Reasons {
-			if r == "last attempt failed" {
-				st[p.Target] = "failed"
-			}
-		}
-	}
-	for _, n := range res.Failed {
-		st[n] = "failed"
-	}
-	return st
-}
-
-var stateColor = map[string]string{"up to date": "palegreen", "stale": "orange", "failed": "tomato"}
-
-func runGraph(ctx context.Context, c *cli, args []string) error {
-	goals := args
-	if len(goals) == 0 && c.all {
-		goals = []string{}
-	}
-	var p *targets.Project
-	var res *targets.Result
-	var err error
-	if c.all && len(args) == 0 {
-		o, oerr := c.options(nil)
-		if oerr != nil {
-			return oerr
-		}
-		p, err = targets.Load(o)
-		if err != nil {
-			return err
-		}
-		var names []string
-		for _, t := range p.Targets {
-			names = append(names, t.Name)
-		}
-		p, res, _, err = c.status(ctx, names, false)
-	} else {
-		p, res, _, err = c.status(ctx, goals, false)
-	}
-	if err != nil {
-		return err
-	}
-	ids, err := p.Select(goals)
-	if c.all && len(args) == 0 {
-		ids = nil
-		for i := range p.Targets {
-			ids = append(ids, i)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	sel := p.Graph.Closure(ids)
-	st := stateOf(res)
-	attrs := func(i int) map[string]string {
-		t := p.Targets[i]
-		m := map[string]string{"style": "filled", "fillcolor": stateColor[st[t.Name]], "tooltip": t.Doc}
-		if t.External {
-			m["shape"] = "box"
-		}
-		return m
-	}
-	var w io.Writer = c.stdout
-	if c.output != "" {
-		f, err := os.Create(c.output)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		w = f
-	}
-	switch c.format {
-	case "dot":
-		return p.Graph.DOT(w, sel, attrs, nil)
-	case "tree":
-		return p.Graph.Tree(w, sel, func(i int) string { return "[" + st[p.Targets[i].Name] + "]" })
-	case "json":
-		return p.Graph.JSON(w, sel, func(i int) map[string]string {
-			return map[string]string{"state": st[p.Targets[i].Name], "doc": p.Targets[i].Doc}
-		})
-	case "svg", "png":
-		dot, err := exec.LookPath("dot")
-		if err != nil {
-			return fmt.Errorf("graph --format %s needs Graphviz's dot: apt-get install graphviz (or use --format dot)", c.format)
-		}
-		var buf bytes.Buffer
-		if err := p.Graph.DOT(&buf, sel, attrs, nil); err != nil {
-			return err
-		}
-		cmd := exec.CommandContext(ctx, dot, "-T"+c.format)
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = &buf, w, c.stderr
-		return cmd.Run()
-	}
-	return usagef("--format %q: want dot, svg, png, tree or json", c.format)
 }
 
 type listItem struct {
@@ -540,10 +445,11 @@ func runConfig(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if o.Config == nil {
+	cfg, ok := o.Config.(*targets.Config)
+	if !ok {
 		return usagef("config: no lab config with --synthetic")
 	}
-	b, err := o.Config.Redacted()
+	b, err := cfg.Redacted()
 	if err != nil {
 		return err
 	}
@@ -556,10 +462,11 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if o.Config == nil {
+	cfg, ok := o.Config.(*targets.Config)
+	if !ok {
 		return usagef("status: no lab config with --synthetic")
 	}
-	return targets.ClusterStatus(ctx, o.Config, o.OutDir, c.stdout)
+	return targets.ClusterStatus(ctx, cfg, o.OutDir, c.stdout)
 }
 
 func runCerts(ctx context.Context, c *cli, args []string) error {

@@ -206,3 +206,10 @@ func BusyboxInitramfs(t testing.TB, dir, init string) string {
 	}
 	return out
 }
+
+// Pids returns the process IDs of everything running in the daemon's network namespace
+// (libvirtd, the network's dnsmasq, QEMU), as `ip netns pids` lists them.
+func (l *Libvirtd) Pids() ([]string, error) {
+	out, err := exec.Command("ip", "netns", "pids", l.NetNS).Output()
+	return strings.Fields(string(out)), err
+}

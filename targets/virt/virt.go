@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sort"
 	"strings"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
+	rl "github.com/labbuild/labbuild/render/libvirt"
 	"libvirt.org/go/libvirtxml"
 )
 
@@ -410,4 +412,87 @@ func (c *Conn) DeleteDomain(name string) error {
 		return fmt.Errorf("undefine domain %s: %w", name, err)
 	}
 	return nil
+}
+
+// UpdateNetwork applies edits (render/libvirt's NetworkChanges) to the named network with
+// virNetworkUpdate, to its persistent definition and, when it runs, to the live network: the
+// bridge stays and libvirt has the network's dnsmasq re-read its hosts files (SIGHUP) or
+// restarts it, so no VM loses its link. It stops at the first refused edit and says which.
+func (c *Conn) UpdateNetwork(name string, edits []rl.NetworkEdit) error {
+	h, err := c.l.NetworkLookupByName(name)
+	if err != nil {
+		return fmt.Errorf("look up network %s: %w", name, err)
+	}
+	flags := golibvirt.NetworkUpdateAffectConfig
+	if a, err := c.l.NetworkIsActive(h); err == nil && a == 1 {
+		flags |= golibvirt.NetworkUpdateAffectLive
+	}
+	sections := map[string]golibvirt.NetworkUpdateSection{
+		rl.SectionDNSHost: golibvirt.NetworkSectionDNSHost, rl.SectionDNSSRV: golibvirt.NetworkSectionDNSSrv,
+		rl.SectionDHCPHost: golibvirt.NetworkSectionIPDhcpHost,
+	}
+	commands := map[string]golibvirt.NetworkUpdateCommand{
+		rl.EditDelete: golibvirt.NetworkUpdateCommandDelete, rl.EditAdd: golibvirt.NetworkUpdateCommandAddLast,
+	}
+	for _, e := range edits {
+		sec, ok1 := sections[e.Section]
+		cmd, ok2 := commands[e.Command]
+		if !ok1 || !ok2 {
+			return fmt.Errorf("network %s: unknown edit %s %s", name, e.Command, e.Section)
+		}
+		// parentIndex -1: the first <ip> (the lab network has one) for DHCP hosts.
+		if err := c.l.NetworkUpdateCompat(h, cmd, sec, -1, e.XML, flags); err != nil {
+			return fmt.Errorf("network %s: %s: %w", name, e, err)
+		}
+	}
+	return nil
+}
+
+// LiveInterfaces returns the running domain's NICs as libvirt reports them live, one
+// "<bridge> <tap device> <mac>" each: what a VM is really attached to right now (a replaced
+// network leaves a running domain's tap outside the new bridge).
+func (c *Conn) LiveInterfaces(name string) ([]string, error) {
+	h, err := c.l.DomainLookupByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("look up domain %s: %w", name, err)
+	}
+	x, err := c.l.DomainGetXMLDesc(h, 0)
+	if err != nil {
+		return nil, fmt.Errorf("domain %s XML: %w", name, err)
+	}
+	d := &libvirtxml.Domain{}
+	if err := d.Unmarshal(x); err != nil {
+		return nil, fmt.Errorf("domain %s XML: %w", name, err)
+	}
+	var out []string
+	if d.Devices != nil {
+		for _, i := range d.Devices.Interfaces {
+			var br, dev, mac string
+			if i.Source != nil && i.Source.Network != nil {
+				br = i.Source.Network.Bridge
+			}
+			if i.Target != nil {
+				dev = i.Target.Dev
+			}
+			if i.MAC != nil {
+				mac = i.MAC.Address
+			}
+			out = append(out, br+" "+dev+" "+mac)
+		}
+	}
+	return out, nil
+}
+
+// DomainNames returns the names of every domain defined or running on the connection, sorted.
+func (c *Conn) DomainNames() ([]string, error) {
+	ds, _, err := c.l.ConnectListAllDomains(1, 0) // 1: return the domains (go-libvirt's NeedResults)
+	if err != nil {
+		return nil, fmt.Errorf("list domains: %w", err)
+	}
+	out := make([]string, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, d.Name)
+	}
+	sort.Strings(out)
+	return out, nil
 }

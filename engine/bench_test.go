@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// benchProject writes n source files and builds the synthetic graph once.
+func benchProject(b *testing.B, n int) (Options, string) {
+	dir := b.TempDir()
+	src := filepath.Join(dir, "src")
+	os.MkdirAll(src, 0o755)
+	for i := 0; i < n; i++ {
+		os.WriteFile(filepath.Join(src, fmt.Sprintf("%d.txt", i)), []byte(fmt.Sprintf("source %d\n", i)), 0o644)
+	}
+	o := Options{OutDir: filepath.Join(dir, "out"), Jobs: 2}
+	if _, err := Build(context.Background(), withSynthetic(o, n, src)); err != nil {
+		b.Fatal(err)
+	}
+	return o, src
+}
+
+// withSynthetic regenerates the targets as the CLI does on every run, so the measured cost
+// includes declaring them.
+func withSynthetic(o Options, n int, src string) Options {
+	vals := MapValues{}
+	o.Targets = Synthetic(SyntheticSpec{N: n, Fields: 10, SrcDir: src}, vals)
+	o.Values = vals
+	return o
+}
+
+// BenchmarkNullBuild measures a build with nothing to do: declare targets, read the state,
+// stat every input and output, compute every key.
+func BenchmarkNullBuild(b *testing.B) {
+	for _, n := range []int{150, 1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			o, src := benchProject(b, n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				r, err := Build(context.Background(), withSynthetic(o, n, src))
+				if err != nil || len(r.Executed) != 0 {
+					b.Fatalf("null build executed %d: %v", len(r.Executed), err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkIncrementalBuild measures a build after one source file of a target near the end of
+// the graph changed: that target and its few dependents run.
+func BenchmarkIncrementalBuild(b *testing.B) {
+	for _, n := range []int{150, 1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			o, src := benchProject(b, n)
+			edited := filepath.Join(src, fmt.Sprintf("%d.txt", n-60))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				os.WriteFile(edited, []byte(fmt.Sprintf("edit %d\n", i)), 0o644)
+				r, err := Build(context.Background(), withSynthetic(o, n, src))
+				if err != nil || len(r.Executed) == 0 {
+					b.Fatalf("incremental build executed %d: %v", len(r.Executed), err)
+				}
+			}
+		})
+	}
+}

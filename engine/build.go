@@ -1,0 +1,214 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/labbuild/labbuild/cache"
+)
+
+// Paths inside the output directory.
+const (
+	metaDir   = ".labbuild"
+	stateFile = "state"
+	lockFile  = "lock"
+	cacheDir  = "cache"
+	logDir    = "log"
+	tmpDir    = "tmp"
+)
+
+// Build builds o.Goals. It returns a *BuildError when targets failed, a *UsageError for a bad
+// request, and other errors for trouble with the output directory.
+func Build(ctx context.Context, o Options) (*Result, error) {
+	start := time.Now()
+	// A caller that keeps a Config across builds (tests, a watch loop) may have edited its
+	// fields since the last one: read values afresh.
+	if r, ok := o.Config.(interface{ Refresh() }); ok {
+		r.Refresh()
+	}
+	// Declaring the targets and reading the state are independent: overlap them.
+	type opened struct {
+		b   *builder
+		err error
+	}
+	ch := make(chan opened, 1)
+	go func() {
+		b, err := openBuilder(o)
+		ch <- opened{b, err}
+	}()
+	p, err := Load(o)
+	tLoad := time.Since(start)
+	ob := <-ch
+	tOpen := time.Since(start)
+	if ob.err != nil {
+		return nil, ob.err
+	}
+	b := ob.b
+	defer b.close()
+	if err != nil {
+		return nil, err
+	}
+	if err := b.attach(p); err != nil {
+		return nil, err
+	}
+	roots, err := p.Select(o.Goals)
+	if err != nil {
+		return nil, err
+	}
+	res, err := b.run(ctx, roots)
+	if res != nil {
+		res.Duration = time.Since(start)
+	}
+	if o.Stats {
+		fmt.Fprintf(b.stderr, "labbuild stats: %d targets; declare+graph %v, lock+state %v (overlapped), fast path %v (%d up to date), scheduler %v, total %v\n",
+			len(p.Targets), tLoad.Round(time.Microsecond), tOpen.Round(time.Microsecond), b.tQuick.Round(time.Microsecond), b.nQuick, b.tSched.Round(time.Microsecond), time.Since(start).Round(time.Microsecond))
+	}
+	return res, err
+}
+
+// builder is the state of one build.
+type builder struct {
+	p       *Project
+	o       Options
+	out     string // absolute output directory
+	meta    string
+	now     time.Time
+	wall    time.Time // real start time, for the racy-file rule (never the injected clock)
+	lock    *cache.Lock
+	cache   *cache.Cache
+	state   *cache.State
+	baseDir string
+	stdout  io.Writer
+	stderr  io.Writer
+	regen   map[string]bool
+	tQuick  time.Duration // -d stats
+	tSched  time.Duration
+	nQuick  int
+
+	mu     sync.Mutex // guards printing and the counters below
+	done   int
+	total  int
+	status bool // a status line is on screen
+}
+
+// newBuilder opens the output directory for project p.
+func newBuilder(p *Project, o Options) (*builder, error) {
+	b, err := openBuilder(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.attach(p); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// attach sets the project and checks the options that name its targets.
+func (b *builder) attach(p *Project) error {
+	b.p = p
+	for _, r := range b.o.Regenerate {
+		t := p.Target(r)
+		if t == nil || !t.Sticky {
+			return &UsageError{Msg: fmt.Sprintf("--regenerate %s: not a sticky target (labbuild list shows them)", r)}
+		}
+		b.regen[r] = true
+	}
+	return nil
+}
+
+// openBuilder locks the output directory and reads its state.
+func openBuilder(o Options) (*builder, error) {
+	out, err := filepath.Abs(o.OutDir)
+	if err != nil {
+		return nil, err
+	}
+	b := &builder{o: o, out: out, meta: filepath.Join(out, metaDir), baseDir: BaseDir(o.ConfigPath), regen: map[string]bool{}, wall: time.Now()}
+	b.stdout, b.stderr = o.Stdout, o.Stderr
+	if b.stdout == nil {
+		b.stdout = io.Discard
+	}
+	if b.stderr == nil {
+		b.stderr = io.Discard
+	}
+	if o.Now != nil {
+		b.now = o.Now()
+	} else {
+		b.now = time.Now()
+	}
+	if !o.DryRun {
+		if err := os.MkdirAll(b.meta, 0o755); err != nil {
+			return nil, fmt.Errorf("output directory: %w", err)
+		}
+	}
+	if _, err := os.Stat(b.meta); err == nil {
+		b.lock, err = cache.Acquire(filepath.Join(b.meta, lockFile), func(pid int) {
+			fmt.Fprintf(b.stderr, "labbuild: waiting for the lock on %s held by process %d\n", out, pid)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	b.cache = cache.Open(filepath.Join(b.meta, cacheDir))
+	b.state, err = cache.LoadState(filepath.Join(b.meta, stateFile))
+	if err != nil {
+		b.close()
+		return nil, err
+	}
+	if !o.DryRun {
+		os.RemoveAll(filepath.Join(b.meta, tmpDir)) // leftovers of an interrupted build
+		if err := os.MkdirAll(filepath.Join(b.meta, tmpDir), 0o700); err != nil {
+			b.close()
+			return nil, err
+		}
+		b.cache.CleanTmp()
+	}
+	return b, nil
+}
+
+// Trim policy for the content store: entries unused for TrimAge, then the least recently used
+// past TrimBytes, go; pinned (sticky) entries stay. Checked at most once a day, after a build.
+const (
+	TrimAge      = 30 * 24 * time.Hour
+	TrimBytes    = 10 << 30
+	trimInterval = 24 * time.Hour
+	trimStamp    = "trimmed"
+)
+
+func (b *builder) close() {
+	if b.state != nil {
+		if !b.o.DryRun {
+			b.state.Compact(false)
+			b.maybeTrim()
+		}
+		b.state.Close()
+	}
+	b.lock.Release()
+}
+
+// maybeTrim trims the store when the last trim is over a day old (a stamp file's mtime).
+func (b *builder) maybeTrim() {
+	stamp := filepath.Join(b.meta, trimStamp)
+	if st, err := os.Stat(stamp); err == nil && time.Since(st.ModTime()) < trimInterval {
+		return
+	}
+	if _, err := b.cache.Trim(TrimAge, TrimBytes, time.Now()); err == nil {
+		os.WriteFile(stamp, nil, 0o644)
+	}
+}
+
+// TrimCache trims the output directory's content store now (labbuild clean --trim), holding
+// the lock, with the given limits (0: no limit of that kind).
+func TrimCache(o Options, maxAge time.Duration, maxBytes int64) (cache.TrimStats, error) {
+	b, err := openBuilder(o)
+	if err != nil {
+		return cache.TrimStats{}, err
+	}
+	defer b.close()
+	return b.cache.Trim(maxAge, maxBytes, time.Now())
+}

@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/labbuild/labbuild/cache"
+)
+
+// CleanOptions says what Clean removes.
+type CleanOptions struct {
+	// Cache also removes the content store and action cache. Sticky secrets (CA keys, the
+	// kubeadmin password) are then generated anew by the next build.
+	Cache bool
+}
+
+// Clean removes the materialized outputs and state of the selected targets (o.Goals; all when
+// empty), holding the lock. The content store stays (unless co.Cache), so a rebuild restores
+// everything, keys included, without running anything. External targets are not touched:
+// `labbuild destroy` removes what they made. It returns the names of the cleaned targets.
+func Clean(ctx context.Context, o Options, co CleanOptions) ([]string, error) {
+	p, err := Load(o)
+	if err != nil {
+		return nil, err
+	}
+	out, err := filepath.Abs(o.OutDir)
+	if err != nil {
+		return nil, err
+	}
+	meta := filepath.Join(out, metaDir)
+	if _, err := os.Stat(meta); os.IsNotExist(err) {
+		return nil, nil
+	}
+	lock, err := cache.Acquire(filepath.Join(meta, lockFile), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
+	st, err := cache.LoadState(filepath.Join(meta, stateFile))
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	sel := map[string]bool{}
+	if len(o.Goals) > 0 {
+		ids, err := p.Select(o.Goals)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range ids {
+			sel[p.Targets[i].Name] = true
+		}
+	}
+	var cleaned []string
+	for _, name := range st.Names() {
+		if len(sel) > 0 && !sel[name] {
+			continue
+		}
+		t := p.Target(name)
+		dir := filepath.Join(out, name)
+		if t != nil {
+			if t.External {
+				continue
+			}
+			dir = filepath.Join(out, t.Dir())
+		}
+		for _, o := range st.Target(name).Outputs {
+			os.Remove(filepath.Join(dir, filepath.FromSlash(o.Rel)))
+		}
+		removeEmptyDirs(dir, out)
+		st.DeleteTarget(name)
+		cleaned = append(cleaned, name)
+	}
+	os.RemoveAll(filepath.Join(meta, logDir))
+	if co.Cache {
+		if err := os.RemoveAll(filepath.Join(meta, cacheDir)); err != nil {
+			return cleaned, err
+		}
+	}
+	sort.Strings(cleaned)
+	return cleaned, st.Compact(true)
+}
+
+// removeEmptyDirs removes dir and its empty parents up to (not including) root.
+func removeEmptyDirs(dir, root string) {
+	var dirs []string
+	filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && info.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		os.Remove(dirs[i])
+	}
+	for d := filepath.Dir(dir); d != root && len(d) > len(root); d = filepath.Dir(d) {
+		if os.Remove(d) != nil {
+			break
+		}
+	}
+}
+
+// Destroy undoes External targets (o.Goals; every recorded External target when empty) in
+// reverse dependency order — VMs before volumes before the pool — from their recorded outputs,
+// then forgets them. It is safe to rerun: targets with no record are skipped. It returns the
+// destroyed targets' names.
+func Destroy(ctx context.Context, o Options) ([]string, error) {
+	p, err := Load(o)
+	if err != nil {
+		return nil, err
+	}
+	b, err := newBuilder(p, o)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+	sel := map[int]bool{}
+	if len(o.Goals) > 0 {
+		ids, err := p.Select(o.Goals)
+		if err != nil {
+			return nil, err
+		}
+		// Destroying a network means destroying what sits on it first.
+		down := p.Graph.Downstream(ids)
+		for i, in := range down {
+			if in {
+				sel[i] = true
+			}
+		}
+	}
+	order := p.Graph.Order()
+	var done []string
+	var errs []error
+	nodes := make([]*node, p.Graph.Len())
+	for _, i := range order {
+		nodes[i] = &node{id: i, t: p.Targets[i]}
+	}
+	for k := len(order) - 1; k >= 0; k-- {
+		i := order[k]
+		t := p.Targets[i]
+		if !t.External || (len(sel) > 0 && !sel[i]) {
+			continue
+		}
+		prev := b.state.Target(t.Name)
+		if prev == nil {
+			continue
+		}
+		if o.DryRun {
+			done = append(done, t.Name)
+			continue
+		}
+		if t.Destroy != nil {
+			s := b.newStep(ctx, nodes[i], nodes, prev.Epoch)
+			for dn := range s.deps { // upstream records are where they were materialized
+				if ps := b.state.Target(dn); ps != nil {
+					d := s.deps[dn]
+					d.files = outputNames(ps.Outputs)
+					s.deps[dn] = d
+				}
+			}
+			if err := t.Destroy(ctx, s); err != nil {
+				errs = append(errs, fmt.Errorf("%s: destroy: %w", t.Name, err))
+				continue
+			}
+		}
+		dir := filepath.Join(b.out, t.Dir())
+		for _, o := range prev.Outputs {
+			os.Remove(filepath.Join(dir, filepath.FromSlash(o.Rel)))
+		}
+		removeEmptyDirs(dir, b.out)
+		b.state.DeleteTarget(t.Name)
+		done = append(done, t.Name)
+	}
+	if len(errs) > 0 {
+		return done, fmt.Errorf("destroy: %v", errs)
+	}
+	return done, nil
+}

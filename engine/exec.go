@@ -1,0 +1,254 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/labbuild/labbuild/cache"
+)
+
+func (b *builder) newStep(ctx context.Context, n *node, nodes []*node, epoch int64) *Step {
+	s := &Step{
+		ctx:     ctx,
+		t:       n.t,
+		values:  b.p.values,
+		baseDir: b.baseDir,
+		outRoot: b.out,
+		deps:    make(map[string]depOut, len(n.t.Deps)),
+		now:     b.now,
+		epoch:   time.Unix(0, epoch).UTC(),
+		log:     io.Discard,
+		written: map[string]os.FileMode{},
+	}
+	for _, j := range b.p.Graph.Deps(n.id) {
+		d := nodes[j]
+		s.deps[d.t.Name] = depOut{dir: filepath.Join(b.out, d.t.Dir()), files: d.files}
+	}
+	if prev := b.state.Target(n.t.Name); prev != nil {
+		s.prevDir = filepath.Join(b.out, n.t.Dir())
+	}
+	return s
+}
+
+func (b *builder) probe(ctx context.Context, n *node, key cache.Digest, epoch int64, nodes []*node) (ProbeResult, error) {
+	s := b.newStep(ctx, n, nodes, epoch)
+	r, err := n.t.Probe(ctx, s)
+	if err != nil {
+		return r, fmt.Errorf("%s: probe: %w", n.t.Name, err)
+	}
+	if r.Action == "" {
+		r.Action = Keep
+	}
+	return r, nil
+}
+
+// execute runs n's recipe into a staging directory, stores the outputs (data first, then the
+// action entry), and moves them into place.
+func (b *builder) execute(ctx context.Context, n *node, key cache.Digest, inputs map[string]cache.Digest, epoch int64, probe ProbeResult, nodes []*node, prev *cache.TargetState) (err error) {
+	t := n.t
+	stage, err := os.MkdirTemp(filepath.Join(b.meta, tmpDir), "run-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(stage)
+	s := b.newStep(ctx, n, nodes, epoch)
+	s.stage = filepath.Join(stage, "out")
+	s.probe = probe
+	if err := os.MkdirAll(s.stage, 0o755); err != nil {
+		return err
+	}
+	logPath := filepath.Join(b.meta, logDir, filepath.FromSlash(t.Name)+".log")
+	os.MkdirAll(filepath.Dir(logPath), 0o755)
+	if lf, lerr := os.Create(logPath); lerr == nil {
+		s.log = lf
+		defer lf.Close()
+	}
+	defer func() {
+		if s.scratch != "" {
+			os.RemoveAll(s.scratch)
+		}
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: panic: %v", t.Name, r)
+		}
+	}()
+	if err := t.Run(ctx, s); err != nil {
+		if !strings.HasPrefix(err.Error(), t.Name+":") {
+			err = fmt.Errorf("%s: %w", t.Name, err)
+		}
+		return err
+	}
+	// Whether the epoch is part of the key is known only now: a target that set a stale time
+	// for the first time is keyed with its epoch from here on (and one that stopped, without),
+	// so the next build computes the same key and does nothing.
+	if timed, wasTimed := !s.staleAt.IsZero(), prev != nil && prev.StaleAt != 0; timed != wasTimed {
+		if timed {
+			key = epochKey(n.base, epoch, inputs)
+		} else {
+			key = n.base
+			delete(inputs, "epoch")
+		}
+	}
+	rels := s.outputs()
+	files := make([]cache.File, 0, len(rels))
+	for _, rel := range rels {
+		src := filepath.Join(s.stage, filepath.FromSlash(rel))
+		mode := s.written[rel]
+		if err := os.Chmod(src, mode); err != nil { // exact bits, whatever the umask
+			return err
+		}
+		d, size, err := b.cache.PutFile(src)
+		if err != nil {
+			return fmt.Errorf("%s: store %s: %w", t.Name, rel, err)
+		}
+		files = append(files, cache.File{Path: rel, Mode: uint32(mode), Size: size, Digest: d})
+	}
+	entry := &cache.Entry{
+		Key: key, Target: t.Name, Inputs: inputs, Outputs: files,
+		OutputDigest: cache.OutputDigest(files), Created: b.now.UTC(), Epoch: epoch,
+		StaleAt: stalens(s.staleAt), Pinned: t.Sticky,
+	}
+	if err := b.cache.PutAction(entry); err != nil {
+		return fmt.Errorf("%s: %w", t.Name, err)
+	}
+	// Move the staged files into place: each rename is atomic.
+	dir := filepath.Join(b.out, t.Dir())
+	for _, f := range files {
+		dst := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if err := os.Rename(filepath.Join(s.stage, filepath.FromSlash(f.Path)), dst); err != nil {
+			return err
+		}
+	}
+	return b.record(n, entry, prev)
+}
+
+func stalens(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// restore materializes a stored entry's outputs.
+func (b *builder) restore(n *node, e *cache.Entry, prev *cache.TargetState) error {
+	dir := filepath.Join(b.out, n.t.Dir())
+	for _, f := range e.Outputs {
+		if err := b.cache.Materialize(f.Digest, f.Size, filepath.Join(dir, filepath.FromSlash(f.Path)), os.FileMode(f.Mode), filepath.Join(b.meta, tmpDir)); err != nil {
+			return err
+		}
+	}
+	b.cache.Touch(e.Key, b.now)
+	return b.record(n, e, prev)
+}
+
+// record removes outputs of the previous generation that the new one lacks, fingerprints the
+// new outputs, and appends the target's state.
+func (b *builder) record(n *node, e *cache.Entry, prev *cache.TargetState) error {
+	dir := filepath.Join(b.out, n.t.Dir())
+	names := entryNames(e)
+	if prev != nil {
+		for _, o := range prev.Outputs {
+			if _, found := sort.Find(len(names), func(i int) int { return strings.Compare(o.Rel, names[i]) }); !found {
+				os.Remove(filepath.Join(dir, filepath.FromSlash(o.Rel)))
+			}
+		}
+	}
+	ts := &cache.TargetState{Key: e.Key, OutDigest: e.OutputDigest, Epoch: e.Epoch, StaleAt: e.StaleAt, Outputs: make([]cache.OutputState, len(e.Outputs))}
+	for i, f := range e.Outputs {
+		fp, err := cache.Stat(filepath.Join(dir, filepath.FromSlash(f.Path)))
+		if err != nil {
+			return err
+		}
+		ts.Outputs[i] = cache.OutputState{Rel: f.Path, FP: fp}
+	}
+	n.outDig = e.OutputDigest
+	n.files = names
+	return b.state.SetTarget(n.t.Name, ts)
+}
+
+// fail records n's failure (keeping its previous outputs) and prints the root cause once.
+func (b *builder) fail(n *node, err error) {
+	n.outcome = Failed
+	n.err = err
+	if !b.o.DryRun {
+		if prev := b.state.Target(n.t.Name); prev != nil {
+			cp := *prev
+			cp.Failed = true
+			b.state.SetTarget(n.t.Name, &cp)
+		} else {
+			b.state.SetTarget(n.t.Name, &cache.TargetState{Failed: true})
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.clearStatusLocked()
+	msg := err.Error()
+	if !strings.HasPrefix(msg, n.t.Name) {
+		msg = n.t.Name + ": " + msg
+	}
+	fmt.Fprintf(b.stderr, "FAILED: %s\n", msg)
+	logPath := filepath.Join(b.meta, logDir, filepath.FromSlash(n.t.Name)+".log")
+	if tail := lastLines(logPath, 10); tail != "" {
+		fmt.Fprintf(b.stderr, "  last lines of %s:\n%s", logPath, tail)
+	}
+}
+
+func lastLines(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) == 0 {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "    " + strings.Join(lines, "\n    ") + "\n"
+}
+
+// explain prints why n runs or is restored, with --explain.
+func (b *builder) explain(n *node) {
+	if !b.o.Explain || n.plan == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.clearStatusLocked()
+	fmt.Fprintf(b.stderr, "labbuild explain: %s: %s: %s\n", n.t.Name, n.plan.Action, strings.Join(n.plan.Reasons, "; "))
+}
+
+// beginStatus shows "[N/M] target" as a target starts to run or be restored.
+func (b *builder) beginStatus(name string) {
+	if b.o.DryRun {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.done++
+	if b.o.Terminal {
+		fmt.Fprintf(b.stdout, "\r[%d/%d] %s\x1b[K", b.done, b.total, name)
+		b.status = true
+	} else {
+		fmt.Fprintf(b.stdout, "[%d/%d] %s\n", b.done, b.total, name)
+	}
+}
+
+func (b *builder) clearStatus() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.clearStatusLocked()
+}
+
+func (b *builder) clearStatusLocked() {
+	if b.status {
+		fmt.Fprint(b.stdout, "\r\x1b[K")
+		b.status = false
+	}
+}

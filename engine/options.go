@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/labbuild/labbuild/cache"
+)
+
+// Options configures one build.
+type Options struct {
+	// Config is the lab config: the values targets read and the targets it declares. Package
+	// targets' wrappers default it to the embedded default lab.
+	Config Config
+	// Values, when set, replaces Config as the source of declared values (synthetic graphs).
+	Values Values
+	// ConfigPath is the lab config file ("" for the embedded default); relative file paths in
+	// the config are taken from its directory.
+	ConfigPath string
+	// OutDir is the output directory (out/); its .labbuild/ holds state, cache, logs, lock.
+	OutDir string
+	// Goals are target names, family names ("pki"), or name prefixes ("manifests/static-pods").
+	// Empty means the default goal: every target that is not External.
+	Goals []string
+	// Jobs is how many targets run at once (-j); 0 means the number of CPUs.
+	Jobs int
+	// KeepGoing (-k) builds what does not depend on a failure instead of stopping at the first.
+	KeepGoing bool
+	// DryRun (-n) computes the plan and changes nothing.
+	DryRun bool
+	// Force (-B) runs every selected target except Sticky ones, which are restored.
+	Force bool
+	// Regenerate names Sticky targets to make anew (a new CA key, a new password).
+	Regenerate []string
+	// Now is the clock, read once per build (injected in tests); time.Now when nil.
+	Now func() time.Time
+	// Stdout and Stderr receive the status line, failures and the plan; io.Discard when nil.
+	Stdout, Stderr io.Writer
+	// Terminal selects the one-line ninja-style status ([N/M] target, rewritten in place).
+	Terminal bool
+	// Explain prints, for every target that runs or is restored, why.
+	Explain bool
+	// Targets, when non-nil, replaces Config's targets (tests, synthetic graphs).
+	Targets []*Target
+	// Stats prints, at the end, how long each phase of the build took (-d stats).
+	Stats bool
+}
+
+// Config is a source of targets and of the values they read: package targets' *Config (a
+// lab.yaml, whose registered families declare the targets), or a test's. When it also has a
+// Refresh method, Build calls it first, so that a Config edited in place since the last build
+// is read afresh.
+type Config interface {
+	Values
+	// Declare returns the config's targets, in a stable order.
+	Declare() []*Target
+}
+
+// Outcome is what a build did with one target.
+type Outcome string
+
+// Outcomes, as the summary line counts them.
+const (
+	Built    Outcome = "built"      // Run executed
+	Reused   Outcome = "reused"     // restored from the content store
+	UpToDate Outcome = "up to date" // nothing to do
+	Failed   Outcome = "failed"
+	Skipped  Outcome = "skipped" // an upstream failed
+	Planned  Outcome = "planned" // dry run: would run or restore
+)
+
+// PlanItem is one target in a plan (-n) or an explanation: what would happen and why.
+type PlanItem struct {
+	Target  string   `json:"target"`
+	Action  string   `json:"action"` // run | restore | keep, or create/update/replace for External targets
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// Result is what a build did. Name lists are sorted.
+type Result struct {
+	Executed []string `json:"executed"`
+	Reused   []string `json:"reused"`
+	UpToDate []string `json:"upToDate"`
+	Failed   []string `json:"failed"`
+	Skipped  []string `json:"skipped"`
+	// Plan lists, in build order, every target that ran, was restored or (with DryRun) would be.
+	Plan     []PlanItem    `json:"plan"`
+	Duration time.Duration `json:"durationNs"`
+	// Inputs maps each evaluated target to its labelled key inputs ("config:network.apiVIP",
+	// "file:access.pullSecretFile", "dep:pki/ca/root", "version") and their digests.
+	Inputs map[string]map[string]cache.Digest `json:"-"`
+}
+
+// Summary returns the one line printed at the end of a build.
+func (r *Result) Summary() string {
+	s := fmt.Sprintf("%d built, %d reused, %d up to date", len(r.Executed), len(r.Reused), len(r.UpToDate))
+	if len(r.Failed) > 0 {
+		s += fmt.Sprintf(", %d failed", len(r.Failed))
+	}
+	if len(r.Skipped) > 0 {
+		s += fmt.Sprintf(", %d skipped", len(r.Skipped))
+	}
+	return s + fmt.Sprintf(" in %.2fs", r.Duration.Seconds())
+}
+
+// BuildError is returned when targets failed; it names them. Each root cause was printed once.
+type BuildError struct{ Failed []string }
+
+func (e *BuildError) Error() string {
+	return "build failed: " + strings.Join(e.Failed, ", ")
+}
+
+// UsageError is a bad request (unknown target, bad goal): the CLI exits with status 2.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
