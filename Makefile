@@ -45,7 +45,7 @@ vet:
 # network namespaces on 198.18.0.0/24 — the bootstrap's static pods with real etcd and
 # kube-apiserver, a real kubelet joining. Needs root and what `make install` installs.
 rehearsal: build
-	LABBUILD_BIN=$(CURDIR)/labbuild $(GO) test -count=1 -v -timeout 40m ./internal/rehearsal
+	LABBUILD_REHEARSAL=1 LABBUILD_BIN=$(CURDIR)/labbuild $(GO) test -count=1 -v -timeout 40m ./internal/rehearsal
 
 # Fuzz the lab-config parser and validator (targets.FuzzConfig) for FUZZTIME; the seeds are the
 # bad-config corpus in testdata/badconfig. A crash is saved under targets/testdata/fuzz.
