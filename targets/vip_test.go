@@ -69,6 +69,17 @@ func TestInClusterPlan(t *testing.T) {
 				t.Errorf("plan lacks cluster/pivot or libvirt/network: %v", plan)
 			}
 			t.Logf("%s: %d targets planned; haproxy: %v", mode, len(plan), hp)
+			// The lab network's DNS is the same in both modes: *.apps (libvirt/network's
+			// wildcard) and api/api-int (libvirt/dns) answer the VIPs for clients outside the
+			// cluster, whoever holds them.
+			for _, f := range families {
+				for _, x := range f.Targets(c) {
+					want := map[string]string{"libvirt/network": "network.ingressVIP", "libvirt/dns": "network.apiVIP"}[x.Name]
+					if want != "" && (!slices.Contains(x.Reads, want) || slices.Contains(x.Reads, "network.loadBalancer")) {
+						t.Errorf("%s reads %v: want %s and not network.loadBalancer", x.Name, x.Reads, want)
+					}
+				}
+			}
 		})
 	}
 }
