@@ -6,7 +6,7 @@ KUBE_VERSION ?= v1.30.14
 export LABBUILD_TOOLS ?= $(HOME)/.cache/labbuild/tools/$(KUBE_VERSION)
 BIN      := ./labbuild
 
-.PHONY: all build run sample test check install bench bench-build bench-ninja vet fmt clean docs fuzz
+.PHONY: all build run sample test check install bench bench-go bench-build bench-ninja vet fmt clean docs fuzz
 
 all: build
 
@@ -47,7 +47,12 @@ FUZZTIME ?= 10m
 fuzz:
 	$(GO) test ./targets -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME)
 
+# Every comparison against a reference (ninja, a hello-world binary, commit 5aace9f), as a table.
 bench:
+	bash scripts/bench.sh
+
+# The Go benchmarks (engine null and incremental builds, PKI).
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
 # The benchmark build: labbuild with the synthetic graph's flags (-tags bench; see docs/engine.md).

@@ -189,6 +189,9 @@ type Entry struct {
 	Epoch        int64             `json:"epoch,omitempty"`   // ns; the target's generation time
 	StaleAt      int64             `json:"staleAt,omitempty"` // ns; 0 = never
 	Pinned       bool              `json:"pinned,omitempty"`  // never trimmed (sticky secrets)
+	// Values are the config values the target read, as shown to a person (secrets redacted),
+	// so a later plan can print old → new.
+	Values map[string]string `json:"values,omitempty"`
 }
 
 // OutputDigest returns the digest of a manifest: SHA-256 over the sorted (path, mode, digest)

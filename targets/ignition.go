@@ -111,7 +111,7 @@ func ignNodeTarget(n Node) *Target {
 	base := "mco/base/" + role
 	deps := []string{base, "kubeconfig/kubelet-bootstrap", "pki/ca/kubernetes"}
 	if role == RoleMaster {
-		deps = append(deps, "manifests/kube-proxy")
+		deps = append(deps, "manifests/kube-proxy", "kubeconfig/kube-proxy")
 	}
 	return &Target{
 		Name:    "ignition/" + name,
@@ -148,6 +148,11 @@ func ignNodeTarget(n Node) *Target {
 				if in.KubeProxyPod, err = s.DepFile("manifests/kube-proxy", manifests.KubeProxyPodFile); err != nil {
 					return err
 				}
+				kp, err := s.DepFile("kubeconfig/kube-proxy", "kubeconfig")
+				if err != nil {
+					return err
+				}
+				in.Extra = append(in.Extra, ignition.File{Path: manifests.KubeProxyKubeconfigPath, Mode: ignition.ModeSecret, Contents: kp})
 			}
 			res, err := ignition.Node(in)
 			if err != nil {

@@ -462,10 +462,12 @@ func manifestsTargets(c *Config) []*Target {
 			func(*Step) ([]manifests.File, error) { return mfOne(manifests.BootstrapComplete()) }),
 	}
 
+	ts = append(ts, handoverTargets()...) // targets/handover.go
+
 	collectorDeps := []string{"manifests/static-pods/etcd", "manifests/static-pods/kube-apiserver",
 		"manifests/static-pods/kube-controller-manager", "manifests/static-pods/kube-scheduler",
 		"manifests/static-pods/cvo", "manifests/crio-pause", "release/crds", "manifests/kubeadmin"}
-	for _, n := range mfClusterNames {
+	for _, n := range append(mfClusterNames[:len(mfClusterNames):len(mfClusterNames)], hoClusterNames...) {
 		collectorDeps = append(collectorDeps, "manifests/cluster/"+n)
 	}
 	if c.InCluster() {

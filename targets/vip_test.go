@@ -2,19 +2,27 @@ package targets
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/vip"
+	"github.com/labbuild/labbuild/targets/wait"
 )
 
 // TestInClusterPlan is `labbuild -n cluster` on a fresh out dir in both modes (nothing built,
@@ -51,8 +59,8 @@ func TestInClusterPlan(t *testing.T) {
 			if in && len(hp) > 0 {
 				t.Errorf("in-cluster plan has host load-balancer targets %v", hp)
 			}
-			if !in && !slices.Contains(hp, "haproxy/config") {
-				t.Errorf("host plan lacks haproxy/config: %v", hp)
+			if !in && (!slices.Contains(hp, "haproxy/config") || !slices.Contains(hp, "haproxy/service")) {
+				t.Errorf("host plan lacks haproxy/config or haproxy/service: %v", hp)
 			}
 			if got := slices.Contains(plan, vipBootstrapTarget); got != in {
 				t.Errorf("%s planned: %v, want %v", vipBootstrapTarget, got, in)
@@ -61,6 +69,17 @@ func TestInClusterPlan(t *testing.T) {
 				t.Errorf("plan lacks cluster/pivot or libvirt/network: %v", plan)
 			}
 			t.Logf("%s: %d targets planned; haproxy: %v", mode, len(plan), hp)
+			// The lab network's DNS is the same in both modes: *.apps (libvirt/network's
+			// wildcard) and api/api-int (libvirt/dns) answer the VIPs for clients outside the
+			// cluster, whoever holds them.
+			for _, f := range families {
+				for _, x := range f.Targets(c) {
+					want := map[string]string{"libvirt/network": "network.ingressVIP", "libvirt/dns": "network.apiVIP"}[x.Name]
+					if want != "" && (!slices.Contains(x.Reads, want) || slices.Contains(x.Reads, "network.loadBalancer")) {
+						t.Errorf("%s reads %v: want %s and not network.loadBalancer", x.Name, x.Reads, want)
+					}
+				}
+			}
 		})
 	}
 }
@@ -179,5 +198,92 @@ func TestVIPMastersReady(t *testing.T) {
 	}
 	if ok, st := vipMastersReady(all[:2], masters); ok || !strings.Contains(st, "keepalived-master-1.ocp4.example.com") {
 		t.Errorf("master-1's pods missing: ok=%v %s", ok, st)
+	}
+}
+
+// pivotMachines records how many pod listings the API had served when the bootstrap stopped.
+type pivotMachines struct {
+	*fakeMachines
+	polls  *atomic.Int32
+	stopAt atomic.Int32
+}
+
+func (p *pivotMachines) Stop(ctx context.Context, node string) error {
+	p.stopAt.Store(p.polls.Load())
+	return p.fakeMachines.Stop(ctx, node)
+}
+
+// TestClusterPivotInCluster runs cluster/pivot in the in-cluster mode against an API server
+// stand-in (httptest: the pod list of openshift-kni-infra and /readyz): it switches no host
+// haproxy, powers the bootstrap off only once every master's keepalived and haproxy pods are
+// Ready (the third listing here), and then waits for /readyz through the VIP.
+func TestClusterPivotInCluster(t *testing.T) {
+	c := clusterConfig(3, 0)
+	c.Network.LoadBalancer = LoadBalancerInCluster
+	c.Wait.PivotMinutes = 1
+	var polls, readyz atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/v1/namespaces/" + vipInfraNamespace + "/pods":
+			n := polls.Add(1)
+			list := corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
+			for i, m := range []string{"master-0", "master-1", "master-2"} {
+				for _, pod := range []string{"keepalived", "haproxy"} {
+					ready := corev1.ConditionTrue
+					if n < 3 && i == 2 && pod == "haproxy" {
+						ready = corev1.ConditionFalse // master-2's haproxy comes up late
+					}
+					p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod + "-" + m + ".ocp4.example.com", Namespace: vipInfraNamespace}}
+					p.Status.Phase = corev1.PodRunning
+					p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}
+					list.Items = append(list.Items, p)
+				}
+			}
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(list)
+		case "/readyz":
+			readyz.Add(1)
+			io.WriteString(w, "ok")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	machines := &pivotMachines{fakeMachines: newFakeMachines(c), polls: &polls}
+	machines.Start(context.Background(), "bootstrap")
+	lb := &fakeBalancer{}
+	old := clusterEnv
+	t.Cleanup(func() { clusterEnv = old })
+	clusterEnv = clusterWorld{
+		clock:      wait.RealClock{},
+		interval:   func(d time.Duration) time.Duration { return d / 100 },
+		restConfig: func(kc, vip string) (*rest.Config, error) { return &rest.Config{Host: srv.URL}, nil },
+		machines:   func(uri, cluster string) ClusterMachines { return machines },
+		balancer:   func() ClusterBalancer { return lb },
+	}
+	ts := []*Target{clusterStandinFile(clusterAdminKC, "kubeconfig", "apiVersion: v1\nkind: Config\n"), clusterStandinFile("cluster/etcd", "record.json", "{}")}
+	for _, x := range clusterTargets(c, func(n string) bool { return n == clusterAdminKC }) {
+		if x.Name == "cluster/pivot" {
+			if slices.Contains(x.Deps, clusterPostPivot) {
+				t.Errorf("in-cluster cluster/pivot depends on %s", clusterPostPivot)
+			}
+			ts = append(ts, x)
+		}
+	}
+	var stderr strings.Builder
+	if _, err := Build(context.Background(), Options{Config: c, OutDir: t.TempDir(), Goals: []string{"cluster/pivot"}, Targets: ts, Jobs: 1, Now: time.Now, Stderr: &stderr}); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if _, stops := machines.count("bootstrap"); stops != 1 {
+		t.Errorf("bootstrap stopped %d times, want 1", stops)
+	}
+	if at := machines.stopAt.Load(); at < 3 {
+		t.Errorf("bootstrap stopped after %d pod listings, before every master's haproxy was Ready (the 3rd)", at)
+	}
+	if readyz.Load() == 0 {
+		t.Error("pivot never checked /readyz")
+	}
+	if len(lb.cfg) != 0 {
+		t.Errorf("in-cluster pivot switched a host haproxy: %v", lb.cfg)
 	}
 }

@@ -267,7 +267,12 @@ func TestKeepalivedVIPFailover(t *testing.T) {
 
 	// The masters' chk_ocp_lb (haproxy's /haproxy_ready on 9444 and the iptables marker)
 	// passes: their priority carries its weight, the only way a master outbids another.
+	// On a loaded machine the script's 1.9 s timeout can expire a few times first: wait for it.
 	for _, m := range []*kaNode{m0, m1} {
+		deadline := time.Now().Add(60 * time.Second)
+		for !strings.Contains(logs[m.name].String(), "Script(chk_ocp_lb) succeeded") && time.Now().Before(deadline) {
+			time.Sleep(500 * time.Millisecond)
+		}
 		if l := logs[m.name].String(); !strings.Contains(l, "Script(chk_ocp_lb) succeeded") {
 			t.Errorf("%s: chk_ocp_lb never succeeded:\n%s", m.name, l)
 		}
