@@ -338,6 +338,7 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 	if b.regen[t.Name] {
 		upToDate = false
 		reasons = []string{"--regenerate"}
+		epoch = b.now.UnixNano() // a new generation, not the recorded one
 	}
 	var probe ProbeResult
 	if upToDate {

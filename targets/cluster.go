@@ -402,7 +402,7 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 		&Target{
 			Name:     "cluster/done",
 			Doc:      "prints the console URL and where the kubeadmin password and admin kubeconfig are",
-			Deps:     append([]string{clusterAdminKC, "cluster/converge"}, opt(clusterKubeadmin)...),
+			Deps:     append([]string{clusterAdminKC, "cluster/converge"}, opt(clusterKubeadmin, "host/dns")...),
 			Reads:    []string{"cluster.name", "cluster.baseDomain"},
 			Version:  1,
 			External: true,
@@ -1121,6 +1121,9 @@ To access the cluster as the system:admin user when using 'oc', run
 Access the OpenShift web-console here: https://console-openshift-console.apps.%s
 Login to the console with user: "kubeadmin", and the password in %s
 `, kc, domain, pw)
+	if note, err := s.DepFile("host/dns", "note.txt"); err == nil {
+		text += string(note) // the host's resolver needs a hand: say what to add
+	}
 	s.Logf("%s", text)
 	return s.WriteFile("summary.txt", []byte(text), 0o644)
 }
