@@ -161,7 +161,9 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 		case Planned:
 		}
 		if n.plan != nil {
-			res.Plan = append(res.Plan, *n.plan)
+			it := *n.plan
+			it.External = n.t.External
+			res.Plan = append(res.Plan, it)
 		}
 		if n.rs != nil {
 			res.Inputs[n.t.Name] = n.rs.inputs
@@ -216,7 +218,11 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 			reasons = append(reasons, "last attempt failed")
 		}
 		reasons = append(reasons, "upstream "+strings.Join(pendingDeps, ", ")+" will change first")
-		n.plan = &PlanItem{Target: t.Name, Action: "run", Reasons: reasons}
+		action := "run"
+		if t.External && b.state.Target(t.Name) == nil {
+			action = string(Create) // nothing recorded: nothing made yet
+		}
+		n.plan = &PlanItem{Target: t.Name, Action: action, Reasons: reasons}
 		b.explain(n)
 		return
 	}
@@ -269,6 +275,20 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 	var entry *cache.Entry
 	if !b.regen[t.Name] && (!b.o.Force || sticky) {
 		entry, _ = b.cache.GetAction(key)
+	}
+	if b.o.DryRun && t.Probe != nil && probe.Action == "" {
+		// An External target whose inputs changed: its Probe compares the object the new
+		// config wants with the real one, so the plan says create / update / replace and why,
+		// in the object's own words (old → new), rather than only which input changed. Its
+		// upstreams are built, so an error is the build's (another lab's network in the way).
+		pr, err := b.probe(ctx, n, key, epoch, nodes)
+		if err != nil {
+			b.fail(n, err)
+			return
+		}
+		if pr.Action != Keep {
+			probe, reasons = pr, []string{pr.Reason}
+		}
 	}
 	if b.o.DryRun {
 		n.outcome = Planned

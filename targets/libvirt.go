@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"strings"
 
@@ -476,6 +477,20 @@ func lvNetwork(s *Step, c *virt.Conn) (lvPlan, error) {
 		return p, err
 	}
 	if !found {
+		// Another lab on this host: refuse what would collide, before anything is made.
+		others, err := c.Networks()
+		if err != nil {
+			return p, err
+		}
+		prev, _, _ := lvPrev(s)
+		for _, name := range slices.Sorted(maps.Keys(others)) {
+			if prev.Name == name && prev.URI == c.URI() {
+				continue // this lab's network under its old name: Run removes it first
+			}
+			if why := rl.NetworkCollision(want, others[name]); why != "" {
+				return p, fmt.Errorf("%s: %s", s.Target().Name, why)
+			}
+		}
 		p.action, p.reason = Create, "network "+sp.Name+" does not exist"
 		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.CreateNetwork(want) }
 		return p, nil

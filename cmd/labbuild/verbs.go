@@ -216,6 +216,9 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Action, p.Target, strings.Join(p.Reasons, "; "))
 		}
 		tw.Flush()
+		if sum := res.PlanSummary(); sum != "" {
+			fmt.Fprintln(c.stdout, sum)
+		}
 		return err
 	}
 	if len(res.Executed)+len(res.Reused)+len(res.Failed) == 0 && err == nil {

@@ -481,3 +481,23 @@ func (c *Conn) LiveInterfaces(name string) ([]string, error) {
 	}
 	return out, nil
 }
+
+// Networks returns every network libvirt knows (active or not), by name, as their persistent
+// definitions: what another lab on the same host has made.
+func (c *Conn) Networks() (map[string]*libvirtxml.Network, error) {
+	nets, _, err := c.l.ConnectListAllNetworks(1, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list networks: %w", err)
+	}
+	out := make(map[string]*libvirtxml.Network, len(nets))
+	for _, h := range nets {
+		n, _, found, err := c.Network(h.Name)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			out[h.Name] = n
+		}
+	}
+	return out, nil
+}
