@@ -6,7 +6,7 @@ KUBE_VERSION ?= v1.30.14
 export LABBUILD_TOOLS ?= $(HOME)/.cache/labbuild/tools/$(KUBE_VERSION)
 BIN      := ./labbuild
 
-.PHONY: all build run sample test check install bench bench-build bench-ninja vet fmt clean docs
+.PHONY: all build run sample test check install bench bench-build bench-ninja vet fmt clean docs fuzz
 
 all: build
 
@@ -40,6 +40,12 @@ check: install vet test
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+
+# Fuzz the lab-config parser and validator (targets.FuzzConfig) for FUZZTIME; the seeds are the
+# bad-config corpus in testdata/badconfig. A crash is saved under targets/testdata/fuzz.
+FUZZTIME ?= 10m
+fuzz:
+	$(GO) test ./targets -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...

@@ -113,7 +113,16 @@ const (
 	clusterCRDs      = "release/crds"
 	clusterKubeadmin = "manifests/kubeadmin"
 	clusterPostPivot = "haproxy/config-post-pivot"
+	// clusterLB is the host load balancer holding the API and ingress VIPs: cluster/bootstrap
+	// waits for the API through it and cluster/pivot reloads it. Absent when the cluster holds
+	// its own VIPs (network.loadBalancer: in-cluster), which opt() follows.
+	clusterLB = "haproxy/service"
 )
+
+// clusterHostDeps are the host integration targets the bring-up needs before the first
+// wait: the host's firewall open for the VIP ports from the lab bridge, and the cluster
+// domain resolvable on the host (host_integration.go).
+var clusterHostDeps = []string{"host/firewall", "host/dns"}
 
 func init() {
 	Register(Family{Name: "cluster", Doc: "drive the lab from VMs to a converged cluster (stages 10-16; External, resumable)",
@@ -232,7 +241,7 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 		&Target{
 			Name:     "cluster/bootstrap",
 			Doc:      "bootstrap VM on; API ready through the VIP; CRDs and manifests applied; CVO reporting",
-			Deps:     append([]string{clusterAdminKC}, opt("cluster/install/"+bootstrap, clusterCRDs, clusterManifests, "haproxy/config")...),
+			Deps:     append([]string{clusterAdminKC}, opt(append([]string{"cluster/install/" + bootstrap, clusterCRDs, clusterManifests, clusterLB}, clusterHostDeps...)...)...),
 			Reads:    append(slices.Clone(clusterReads), "wait.bootstrapMinutes"),
 			Version:  1,
 			External: true,
@@ -326,13 +335,13 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 		},
 		&Target{
 			Name:     "cluster/pivot",
-			Doc:      "HAProxy without the bootstrap; API ready through the VIP; bootstrap VM off",
-			Deps:     append([]string{clusterAdminKC, "cluster/etcd"}, opt(clusterPostPivot)...),
-			Reads:    append(slices.Clone(clusterReads), "wait.pivotMinutes"),
+			Doc:      pivotDoc(c),
+			Deps:     append([]string{clusterAdminKC, "cluster/etcd"}, opt(clusterPostPivot, clusterLB)...),
+			Reads:    append(append(slices.Clone(clusterReads), "wait.pivotMinutes"), vipPivotReads(c)...),
 			Version:  1,
 			External: true,
 			Run: func(ctx context.Context, s *Step) error {
-				return clusterPivot(ctx, s, bootstrap)
+				return clusterPivot(ctx, s, bootstrap, masterNames)
 			},
 			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
 				m, err := clusterMachinesFor(s)
@@ -801,14 +810,72 @@ func clusterApplier(cfg *rest.Config, log io.Writer) (*kube.Applier, error) {
 	return a, nil
 }
 
-// clusterPivot is cluster/pivot's Run.
-func clusterPivot(ctx context.Context, s *Step, bootstrap string) error {
+// pivotDoc is cluster/pivot's one-line description in c's load-balancer mode.
+func pivotDoc(c *Config) string {
+	if c.InCluster() {
+		return "masters' keepalived and haproxy Ready; bootstrap VM off (keepalived moves the VIP); API ready through the VIP"
+	}
+	return "HAProxy without the bootstrap; API ready through the VIP; bootstrap VM off"
+}
+
+// vipPivotReads: in the in-cluster mode the pivot reads the mode (no host haproxy to switch).
+func vipPivotReads(c *Config) []string {
+	if c.InCluster() {
+		return []string{"network.loadBalancer"}
+	}
+	return nil
+}
+
+// clusterPivot is cluster/pivot's Run. In the host mode it switches labbuild's haproxy to the
+// post-pivot config, powers the bootstrap off and waits for /readyz through the VIP. In the
+// in-cluster mode no host haproxy exists: it first waits until every master's keepalived and
+// haproxy static pods are Ready (vipMastersReady: their VRRP priority then wins once the
+// bootstrap's stops), then powers the bootstrap off and waits for /readyz through the VIP,
+// which keepalived moves to a master.
+func clusterPivot(ctx context.Context, s *Step, bootstrap string, masters []string) error {
 	timeout, err := clusterMinutes(s, "wait.pivotMinutes")
 	if err != nil {
 		return err
 	}
 	rec := map[string]any{}
-	if cfg, err := s.DepPath(clusterPostPivot, "haproxy.cfg"); err == nil {
+	inCluster := false
+	if slices.Contains(s.Target().Reads, "network.loadBalancer") {
+		lb, err := s.String("network.loadBalancer")
+		if err != nil {
+			return err
+		}
+		inCluster = lb == LoadBalancerInCluster
+	}
+	if inCluster {
+		k, err := clusterClients(s)
+		if err != nil {
+			return err
+		}
+		domain, err := clusterDomain(s)
+		if err != nil {
+			return err
+		}
+		var nodes []string
+		for _, m := range masters {
+			nodes = append(nodes, clusterNodeName(m, domain))
+		}
+		if _, err := clusterWait(ctx, s, wait.Spec{
+			What:     "every master's keepalived and haproxy static pods Ready (the masters can take the API VIP)",
+			Inspect:  "oc get pods -n " + vipInfraNamespace + " -o wide",
+			Timeout:  timeout,
+			Interval: clusterPollNodes,
+		}, func(ctx context.Context) (bool, string, error) {
+			pods, err := vipListInfraPods(ctx, k.Typed)
+			if err != nil {
+				return false, "listing " + vipInfraNamespace + " pods", err
+			}
+			ok, status := vipMastersReady(pods, nodes)
+			return ok, status, nil
+		}); err != nil {
+			return err
+		}
+		rec["vip"] = "keepalived"
+	} else if cfg, err := s.DepPath(clusterPostPivot, "haproxy.cfg"); err == nil {
 		if err := clusterEnv.balancer().Switch(ctx, cfg); err != nil {
 			return fmt.Errorf("%s: switch HAProxy to the post-pivot config: %w", s.Target().Name, err)
 		}

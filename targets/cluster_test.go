@@ -935,6 +935,7 @@ func clusterLog(t *testing.T, out, target string) string {
 // and the fix, and Stop on it is not an error.
 func TestClusterMachinesReal(t *testing.T) {
 	d := testenv.StartLibvirtd(t)
+	useNetnsHost(t, d)
 	sr := testenv.StartSampleRelease(t, true)
 	c := lvLab(d, sr)
 	out := t.TempDir()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -34,7 +35,8 @@ type Config struct {
 	// Wait bounds the cluster/* waits (labbuild cluster).
 	Wait WaitConfig `json:"wait"`
 
-	lk *lookupCache // the config as generic JSON, for Lookup; built on first use
+	lk  *lookupCache   // the config as generic JSON, for Lookup; built on first use
+	pos map[string]int // field path → line in the file it was read from (messages)
 }
 
 type lookupCache struct {
@@ -80,7 +82,23 @@ type NetworkConfig struct {
 	ClusterNetwork string `json:"clusterNetwork"`
 	HostPrefix     int    `json:"hostPrefix"`
 	ServiceNetwork string `json:"serviceNetwork"`
+	// LoadBalancer says who holds the API and ingress VIPs: LoadBalancerHost (default; seed
+	// 000, openshift-the-hard-way stage 02: labbuild's haproxy on the host, the VIPs on the lab
+	// bridge, platform None) or LoadBalancerInCluster (seed 002, the bare-metal networking of
+	// the agent-based and assisted installers: keepalived moves the VIPs between the nodes,
+	// haproxy and coredns run as static pods, platform BareMetal). See docs/in-cluster-vips.md.
+	LoadBalancer string `json:"loadBalancer"`
 }
+
+// Values of network.loadBalancer.
+const (
+	LoadBalancerHost      = "host"
+	LoadBalancerInCluster = "in-cluster"
+)
+
+// InCluster reports whether the lab runs the in-cluster VIP mode (network.loadBalancer:
+// in-cluster): no host haproxy, platform BareMetal.
+func (c *Config) InCluster() bool { return c.Network.LoadBalancer == LoadBalancerInCluster }
 
 // Node roles.
 const (
@@ -207,18 +225,35 @@ func DefaultConfig() *Config {
 }
 
 // ParseConfig decodes a lab config (YAML or JSON) over the defaults, strictly: an unknown
-// field is an error naming it. name is used in errors.
+// field, or a value of the wrong kind, is a ConfigErrors naming each by its path and line (with
+// the closest known field name). name is the file name used in errors. When the only problems
+// are unknown fields, the rest of the file is decoded and returned with the error, so that the
+// caller can validate it and report every problem at once (LoadAndValidate).
 func ParseConfig(data []byte, name string) (*Config, error) {
 	c := &Config{}
 	if name != "default lab.yaml" {
+		pos, errs := checkYAML(data, name)
+		onlyUnknown := true
+		for _, e := range errs {
+			onlyUnknown = onlyUnknown && strings.HasPrefix(e.Msg, "unknown field")
+		}
+		if len(errs) > 0 && !onlyUnknown {
+			return nil, errs
+		}
 		c = DefaultConfig()
+		c.pos = pos
 		// A nodes list replaces the default one as a whole. (Decoding into the default slice
 		// would keep default fields, such as a mac, in elements the file does not set.)
-		var top map[string]json.RawMessage
-		if yaml.Unmarshal(data, &top) == nil {
-			if _, ok := top["nodes"]; ok {
-				c.Nodes = nil
+		if _, ok := pos["nodes"]; ok {
+			c.Nodes = nil
+		}
+		if len(errs) > 0 {
+			// Unknown fields only: decode the rest, so that Validate can report its
+			// problems in the same pass (ValidateParsed).
+			if yaml.Unmarshal(data, c) != nil {
+				return nil, errs
 			}
+			return c, errs
 		}
 	}
 	if err := yaml.UnmarshalStrict(data, c); err != nil {
@@ -226,6 +261,10 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 	}
 	return c, nil
 }
+
+// Line returns the line of the lab config that sets field path p ("nodes.master-1.ip"), or 0
+// when the file does not set it (a default).
+func (c *Config) Line(p string) int { return c.pos[p] }
 
 // LoadConfig reads the lab config at path, or returns the embedded default when path is "".
 func LoadConfig(path string) (*Config, error) {
@@ -239,10 +278,39 @@ func LoadConfig(path string) (*Config, error) {
 	return ParseConfig(data, path)
 }
 
+// LoadAndValidate reads the lab config at path (the embedded default when path is "") and
+// validates it, in one pass: the returned ConfigErrors lists unknown fields and invalid values
+// together. name is how messages name the file (the path as the user wrote it).
+func LoadAndValidate(path, name string) (*Config, error) {
+	var c *Config
+	var err error
+	if path == "" {
+		c = DefaultConfig()
+	} else if data, rerr := os.ReadFile(path); rerr != nil {
+		return nil, &ConfigError{File: name, Msg: rerr.Error(), Fix: "run `labbuild init` to write one, or pass -f"}
+	} else {
+		c, err = ParseConfig(data, name)
+	}
+	if c == nil {
+		return nil, err
+	}
+	var errs ConfigErrors
+	errors.As(err, &errs)
+	var verrs ConfigErrors
+	if errors.As(c.Validate(name), &verrs) {
+		errs = append(errs, verrs...)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return c, nil
+}
+
 // ConfigError is a bad lab config: the file, the field path, what is wrong and how to fix it.
 // The CLI exits with status 2 on it.
 type ConfigError struct {
 	File  string
+	Line  int // 1-based line in File; 0 when unknown or when the field is a default
 	Field string
 	Msg   string
 	Fix   string
@@ -251,7 +319,11 @@ type ConfigError struct {
 func (e *ConfigError) Error() string {
 	var b strings.Builder
 	if e.File != "" {
-		b.WriteString(e.File + ": ")
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			b.WriteString(":" + strconv.Itoa(e.Line))
+		}
+		b.WriteString(": ")
 	}
 	if e.Field != "" {
 		b.WriteString(e.Field + ": ")

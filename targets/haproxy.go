@@ -38,6 +38,11 @@ func init() {
 const HAProxyConfigFile = "haproxy.cfg"
 
 func haproxyTargets(c *Config) []*Target {
+	if c.InCluster() {
+		// keepalived on the nodes holds the VIPs and haproxy runs as the masters' static pod
+		// (targets/vip.go): nothing of this family exists, so no plan lists it.
+		return nil
+	}
 	reads := []string{"network.apiVIP", "network.ingressVIP", "haproxy.statsPort"}
 	for _, n := range c.Nodes {
 		reads = append(reads, "nodes."+n.Name+".role", "nodes."+n.Name+".ip")

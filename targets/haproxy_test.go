@@ -59,6 +59,7 @@ func TestHAProxyConfigTarget(t *testing.T) {
 // removes the VIPs.
 func TestHAProxyServiceReal(t *testing.T) {
 	d := testenv.StartLibvirtd(t)
+	useNetnsHost(t, d)
 	sr := testenv.StartSampleRelease(t, true)
 	testenv.Require(t, "haproxy")
 	curl := testenv.Require(t, "curl")

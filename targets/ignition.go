@@ -11,6 +11,7 @@ import (
 
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/render/vip"
 )
 
 // The ignition family: one Ignition 3.4 config per node (openshift-the-hard-way stage 08,
@@ -110,7 +111,7 @@ func ignNodeTarget(n Node) *Target {
 	base := "mco/base/" + role
 	deps := []string{base, "kubeconfig/kubelet-bootstrap", "pki/ca/kubernetes"}
 	if role == RoleMaster {
-		deps = append(deps, "manifests/kube-proxy")
+		deps = append(deps, "manifests/kube-proxy", "kubeconfig/kube-proxy")
 	}
 	return &Target{
 		Name:    "ignition/" + name,
@@ -147,6 +148,11 @@ func ignNodeTarget(n Node) *Target {
 				if in.KubeProxyPod, err = s.DepFile("manifests/kube-proxy", manifests.KubeProxyPodFile); err != nil {
 					return err
 				}
+				kp, err := s.DepFile("kubeconfig/kube-proxy", "kubeconfig")
+				if err != nil {
+					return err
+				}
+				in.Extra = append(in.Extra, ignition.File{Path: manifests.KubeProxyKubeconfigPath, Mode: ignition.ModeSecret, Contents: kp})
 			}
 			res, err := ignition.Node(in)
 			if err != nil {
@@ -202,6 +208,8 @@ func ignBootstrapTarget(boot string) *Target {
 				switch {
 				case dir == "static-pods/":
 					in.StaticPods = append(in.StaticPods, ignition.File{Path: manifests.StaticPodDir + "/" + file, Mode: ignition.ModeFile, Contents: b})
+				case strings.HasPrefix(rel, "resources/"): // in-cluster VIPs: boot-time templates
+					in.Files = append(in.Files, ignition.File{Path: vip.ResourceDir + "/" + strings.TrimPrefix(rel, "resources/"), Mode: ignition.ModeFile, Contents: b})
 				case rel == "crio/00-pause.conf":
 					in.CRIOPause = b
 				case dir == "manifests/":
@@ -211,7 +219,7 @@ func ignBootstrapTarget(boot string) *Target {
 					}
 					in.Files = append(in.Files, ignition.File{Path: manifests.ManifestsDir + "/" + file, Mode: mode, Contents: b})
 				default:
-					return fmt.Errorf("%s: manifests/bootstrap output %q has no place on the bootstrap node (want static-pods/, manifests/ or crio/00-pause.conf)", s.Target().Name, rel)
+					return fmt.Errorf("%s: manifests/bootstrap output %q has no place on the bootstrap node (want static-pods/, manifests/, resources/ or crio/00-pause.conf)", s.Target().Name, rel)
 				}
 			}
 			nodeFiles := append(append([]manifests.NodeFile{}, manifests.BootstrapTLSPaths...), manifests.BootstrapKubeconfigPaths...)

@@ -9,7 +9,11 @@ import (
 // The kubeconfig family: openshift-the-hard-way stage 06 (../shared/spec/stages.md §6). Each
 // kubeconfig/<name> writes `kubeconfig` (0600: it embeds a private key). Its CA data is the
 // Kubernetes CA, which signs the bootstrap kube-apiserver's serving cert that every one of
-// these URLs reaches (api and api-int through the load balancer, localhost directly).
+// these URLs reaches (api and api-int through the load balancer, localhost directly), followed
+// by the kube-apiserver-operator's serving signers (pkiServingSigners: lb, localhost,
+// service-network), which sign what the same URLs serve after the pivot. The installer's
+// kubeconfigs carry kube-apiserver-complete-server-ca-bundle, the same three signers
+// (../shared/spec/installer-reference/kubeconfigs.md); labbuild's also keep the bootstrap CA.
 
 // kcSpec is one kubeconfig: the cert it embeds, the user and cluster entry names, and where
 // the server is: "api", "api-int" or "localhost".
@@ -27,6 +31,29 @@ var kcSpecs = []kcSpec{
 	{"kubelet-bootstrap", "kubelet-bootstrap", "system:bootstrapper", "", "api-int", "kubelet --bootstrap-kubeconfig on masters and workers (/etc/kubernetes/kubeconfig)"},
 	{"lb-int", "admin", "admin", "lb-int", "api-int", "cluster-admin through the internal load balancer name"},
 	{"lb-ext", "admin", "admin", "lb-ext", "api", "cluster-admin through the external load balancer name"},
+	{"kube-proxy", "kube-proxy", "system:kube-proxy", "", "api-int", "masters' kube-proxy static pod (/etc/kubernetes/kube-proxy.kubeconfig), long-lived"},
+}
+
+// kcCABundle returns the CA bundle every kubeconfig carries: the kubernetes CA, then the
+// serving signers in pkiServingSigners order, each read through a declared dependency.
+func kcCABundle(s *Step) ([]byte, error) {
+	var b []byte
+	for _, id := range append([]string{"kubernetes"}, pkiServingSigners...) {
+		crt, err := s.DepFile("pki/ca/"+id, "tls.crt")
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, crt...)
+	}
+	return b, nil
+}
+
+func kcSignerDeps() []string {
+	var d []string
+	for _, id := range pkiServingSigners {
+		d = append(d, "pki/ca/"+id)
+	}
+	return d
 }
 
 func kubeconfigTargets(c *Config) []*Target {
@@ -43,7 +70,7 @@ func kubeconfigTargets(c *Config) []*Target {
 		ts = append(ts, &Target{
 			Name:    "kubeconfig/" + k.name,
 			Doc:     k.doc,
-			Deps:    []string{"pki/ca/kubernetes", "pki/cert/" + k.cert, "pki/key/" + k.cert},
+			Deps:    append([]string{"pki/ca/kubernetes", "pki/cert/" + k.cert, "pki/key/" + k.cert}, kcSignerDeps()...),
 			Reads:   reads,
 			Version: 1,
 			Run: func(ctx context.Context, s *Step) error {
@@ -63,7 +90,7 @@ func kubeconfigTargets(c *Config) []*Target {
 					in.Server = "https://" + k.server + "." + dom + ":6443"
 				}
 				var err error
-				if in.CA, err = s.DepFile("pki/ca/kubernetes", "tls.crt"); err != nil {
+				if in.CA, err = kcCABundle(s); err != nil {
 					return err
 				}
 				if in.CertPEM, err = s.DepFile("pki/cert/"+k.cert, "tls.crt"); err != nil {

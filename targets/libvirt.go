@@ -53,6 +53,7 @@ func libvirtTargets(c *Config) []*Target {
 		"network.machineNetwork", "network.gateway", "network.ingressVIP", "network.dhcpStart", "network.dhcpEnd"}
 	ts = append(ts, &Target{
 		Name: "libvirt/network", Doc: "libvirt NAT network: bridge, domain, DHCP range, *.apps wildcard (records: libvirt/dns)",
+		Deps:  []string{hostPreflight},
 		Reads: netReads, Version: 2, External: true,
 		Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvNetwork) },
 		Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvNetwork) },
@@ -77,6 +78,7 @@ func libvirtTargets(c *Config) []*Target {
 	})
 	ts = append(ts, &Target{
 		Name: "libvirt/pool", Doc: "libvirt dir storage pool at libvirt.poolPath",
+		Deps:  []string{hostPreflight},
 		Reads: []string{"libvirt.uri", "libvirt.pool", "libvirt.poolPath"}, Version: 1, External: true,
 		Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvPool) },
 		Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvPool) },
@@ -90,12 +92,9 @@ func libvirtTargets(c *Config) []*Target {
 		if n.DiskGiB != 0 {
 			volReads = append(volReads, "nodes."+node+".diskGiB")
 		}
-		volDeps := []string{"libvirt/pool"}
-		if c.RHCOS.ImageURL != "" {
-			volDeps = append(volDeps, "rhcos/image")
-		}
+		volDeps := []string{"libvirt/pool", "rhcos/image"}
 		ts = append(ts, &Target{
-			Name: "libvirt/volume/" + node, Doc: "thin qcow2 disk of " + node + " in the lab pool (over the RHCOS image when rhcos.imageURL is set)",
+			Name: "libvirt/volume/" + node, Doc: "thin qcow2 disk of " + node + " in the lab pool (over the RHCOS image)",
 			Deps: volDeps, Reads: volReads, Version: 1, External: true,
 			Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvVolume(node)) },
 			Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvVolume(node)) },

@@ -66,6 +66,7 @@ func lvLab(d *testenv.Libvirtd, sr testenv.SampleRelease) *Config {
 // in the plan as create; destroy leaves nothing and is safe to rerun.
 func TestLibvirtFamilyReal(t *testing.T) {
 	d := testenv.StartLibvirtd(t)
+	useNetnsHost(t, d)
 	sr := testenv.StartSampleRelease(t, true)
 	testenv.Require(t, "dig")
 	ctx := context.Background()
@@ -177,6 +178,7 @@ func TestLibvirtFamilyReal(t *testing.T) {
 // renamed network removes the old one instead of leaving it behind.
 func TestLibvirtFamilyTestDriver(t *testing.T) {
 	d := testenv.StartLibvirtd(t)
+	useNetnsHost(t, d)
 	sr := testenv.StartSampleRelease(t, true)
 	ctx := context.Background()
 	out := t.TempDir()

@@ -26,6 +26,8 @@ import (
 //	                       release/crds (0000_...), then 01 namespaces, 02 config singletons,
 //	                       03 RBAC, 04 ConfigMaps and Secrets
 //	crio/00-pause.conf   → /etc/crio/crio.conf.d/00-pause.conf
+//	resources/<dir>/<f>  → /etc/kubernetes/static-pod-resources/<dir>/<f> (in-cluster VIPs:
+//	                       the keepalived and coredns templates of manifests/vip/bootstrap)
 //
 // manifests/kube-proxy (kube-proxy.yaml, the masters' static pod) and
 // manifests/cluster/bootstrap-complete (applied at pivot) are not in the collector.
@@ -285,8 +287,8 @@ func manifestsTargets(c *Config) []*Target {
 			func(*Step) ([]manifests.File, error) { return manifests.NamespaceFiles() }),
 		mfCluster("rbac", "ClusterRoleBindings: system:bootstrapper → node-bootstrapper and node-proxier; system:admin → node-admin", nil, nil,
 			func(*Step) ([]manifests.File, error) { return manifests.RBACFiles() }),
-		mfCluster("infrastructure", "Infrastructure cluster: platform None, API URLs, topologies (spec and status)",
-			[]string{"manifests/ids"}, append(domainReads[:2:2], roleReads...), func(s *Step) ([]manifests.File, error) {
+		mfCluster("infrastructure", "Infrastructure cluster: platform None (BareMetal with the VIPs in-cluster), API URLs, topologies (spec and status)",
+			[]string{"manifests/ids"}, addReads(append(domainReads[:2:2], roleReads...), vipPlatformReads(c)...), func(s *Step) ([]manifests.File, error) {
 				dom, err := clusterDomain(s)
 				if err != nil {
 					return nil, err
@@ -299,7 +301,11 @@ func manifestsTargets(c *Config) []*Target {
 				if err != nil {
 					return nil, err
 				}
-				return mfOne(manifests.Infrastructure(dom, strings.TrimSpace(string(id)), m, w))
+				bm, err := vipBareMetal(s)
+				if err != nil {
+					return nil, err
+				}
+				return mfOne(manifests.InfrastructureOn(dom, strings.TrimSpace(string(id)), m, w, bm))
 			}),
 		mfCluster("network-config", "config.openshift.io Network cluster (OVNKubernetes, cluster and service networks)", nil, netReads,
 			func(s *Step) ([]manifests.File, error) {
@@ -368,7 +374,7 @@ func manifestsTargets(c *Config) []*Target {
 				return mfOne(manifests.ClusterVersion(v, strings.TrimSpace(string(id))))
 			}),
 		mfCluster("cluster-config-v1", "ConfigMap kube-system/cluster-config-v1 (the install-config, no pull secret)", nil,
-			append(append(append(domainReads[:2:2], netReads...), "network.machineNetwork"), roleReads...), func(s *Step) ([]manifests.File, error) {
+			addReads(append(append(append(domainReads[:2:2], netReads...), "network.machineNetwork"), roleReads...), vipPlatformReads(c)...), func(s *Step) ([]manifests.File, error) {
 				ic := manifests.InstallConfig{}
 				var err error
 				if ic.Name, err = s.String("cluster.name"); err != nil {
@@ -384,6 +390,9 @@ func manifestsTargets(c *Config) []*Target {
 					return nil, err
 				}
 				if ic.Masters, ic.Workers, err = mfCounts(s, nodeNames); err != nil {
+					return nil, err
+				}
+				if ic.BareMetal, err = vipBareMetal(s); err != nil {
 					return nil, err
 				}
 				return mfOne(manifests.ClusterConfigV1(ic))
@@ -453,11 +462,17 @@ func manifestsTargets(c *Config) []*Target {
 			func(*Step) ([]manifests.File, error) { return mfOne(manifests.BootstrapComplete()) }),
 	}
 
+	ts = append(ts, handoverTargets()...) // targets/handover.go
+
 	collectorDeps := []string{"manifests/static-pods/etcd", "manifests/static-pods/kube-apiserver",
 		"manifests/static-pods/kube-controller-manager", "manifests/static-pods/kube-scheduler",
 		"manifests/static-pods/cvo", "manifests/crio-pause", "release/crds", "manifests/kubeadmin"}
-	for _, n := range mfClusterNames {
+	for _, n := range append(mfClusterNames[:len(mfClusterNames):len(mfClusterNames)], hoClusterNames...) {
 		collectorDeps = append(collectorDeps, "manifests/cluster/"+n)
+	}
+	if c.InCluster() {
+		ts = append(ts, vipTargets(c)...)
+		collectorDeps = append(collectorDeps, vipBootstrapTarget)
 	}
 	ts = append(ts, &Target{
 		Name:    "manifests/bootstrap",
@@ -475,6 +490,8 @@ func manifestsTargets(c *Config) []*Target {
 					switch {
 					case strings.HasPrefix(dep, "manifests/static-pods/"):
 						dst = "static-pods/" + rel
+					case dep == vipBootstrapTarget: // static-pods/<file> and resources/<dir>/<file>
+						dst = rel
 					case dep == "manifests/crio-pause":
 						dst = "crio/" + rel
 					case dep == "release/crds":

@@ -38,6 +38,9 @@ import (
 // mfTestPullSecret is a syntactically valid pull secret; the tests check it never reaches logs.
 const mfTestPullSecret = `{"auths":{"quay.io":{"auth":"bWZ0ZXN0OnNlY3JldC1wdWxsLXNlY3JldA=="}}}`
 
+// mfTestSSHKey is a public key (its private half was never kept) for the ssh MachineConfigs.
+const mfTestSSHKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGq3z0lHq0m8VqgV1t3pU8c7JmQ8cF0xWJ3w3x3pD0lB lab@example"
+
 // mfLab builds the manifests family with the real pki and kubeconfig families and stand-ins
 // for the release targets (which write what release/* writes: pullspec files and crds/).
 type mfLab struct {
@@ -54,8 +57,13 @@ func newMFLab(t *testing.T) *mfLab {
 	if err := os.WriteFile(ps, []byte(mfTestPullSecret), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	key := filepath.Join(filepath.Dir(ps), "id_ed25519.pub")
+	if err := os.WriteFile(key, []byte(mfTestSSHKey+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cfg := DefaultConfig()
 	cfg.Access.PullSecretFile = ps
+	cfg.Access.SSHKeyFile = key
 	cfg.PKI.KeyAlgorithm = "ECDSA-P256" // fast keys; the algorithm is not under test here
 	return &mfLab{t: t, cfg: cfg, out: t.TempDir(), now: pkiT0,
 		crds: map[string][]byte{"0000_10_config-operator_01_dnses.crd.yaml": []byte("kind: CustomResourceDefinition\n")}}
@@ -70,7 +78,7 @@ func mfStandinRelease(crds map[string][]byte) []*Target {
 			return s.WriteFile("pullspec", []byte(spec+"\n"), 0o644)
 		}}
 	}
-	for i, tag := range []string{"etcd", "hyperkube", "kube-proxy", "pod"} {
+	for i, tag := range []string{"etcd", "hyperkube", "kube-proxy", "pod", "keepalived-ipfailover", "baremetal-runtimecfg", "coredns"} {
 		ts = append(ts, pull("release/image/"+tag, "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"+strings.Repeat(string(rune('a'+i)), 64)))
 	}
 	ts = append(ts, pull("release/resolve", "quay.io/openshift-release-dev/ocp-release@sha256:"+strings.Repeat("f", 64)))

@@ -116,6 +116,7 @@ func mcoTargets(c *Config) []*Target {
 	reads := append([]string{"cluster.name", "cluster.baseDomain", "network.clusterNetwork", "network.hostPrefix",
 		"network.serviceNetwork", "network.machineNetwork", "cluster.featureSet", "cluster.profile", "release.version"},
 		mcoRoleReads(c)...)
+	reads = addReads(reads, vipPlatformReads(c)...) // in-cluster: platform BareMetal, on-prem templates
 	var nodeNames []string
 	for _, n := range c.Nodes {
 		nodeNames = append(nodeNames, n.Name)
@@ -164,6 +165,9 @@ func mcoTargets(c *Config) []*Target {
 					return err
 				}
 				in.InfraID = strings.TrimSpace(string(id))
+				if in.BareMetal, err = vipBareMetal(s); err != nil {
+					return err
+				}
 				if in.RootCA, err = s.DepFile("pki/ca/root", "tls.crt"); err != nil {
 					return err
 				}

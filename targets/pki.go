@@ -54,7 +54,19 @@ var pkiCAs = []pkiCA{
 	{"front-proxy", "front-proxy-ca", "front-proxy CA: the kube-apiserver's --requestheader-client-ca-file"},
 	{"etcd-signer", "etcd-signer", "etcd CA (openshift-config/etcd-signer): bootstrap etcd's trusted CA"},
 	{"etcd-metric-signer", "etcd-metric-signer", "etcd metrics CA (openshift-config/etcd-metric-signer)"},
+	// The kube-apiserver-operator's three serving signers, handed over as its Secrets
+	// loadbalancer-serving-signer, localhost-serving-signer and service-network-serving-signer
+	// (docs/past-the-pivot.md): after the pivot it serves api/api-int, localhost and the
+	// service IP with certificates from these, which every kubeconfig's CA bundle trusts.
+	{"lb-signer", "kube-apiserver-lb-signer", "kube-apiserver load-balancer serving signer (operator Secret loadbalancer-serving-signer): api, api-int after the pivot"},
+	{"localhost-signer", "kube-apiserver-localhost-signer", "kube-apiserver localhost serving signer (operator Secret localhost-serving-signer)"},
+	{"service-network-signer", "kube-apiserver-service-network-signer", "kube-apiserver service-network serving signer (operator Secret service-network-serving-signer)"},
 }
+
+// pkiServingSigners are the CAs whose serving certificates a client meets on the API after
+// the pivot, besides the bootstrap's kubernetes CA: every kubeconfig's bundle holds all four
+// (the installer's kube-apiserver-complete-server-ca-bundle plus the bootstrap CA).
+var pkiServingSigners = []string{"lb-signer", "localhost-signer", "service-network-signer"}
 
 // pkiLeaf describes one leaf certificate. spec reads what it needs through the Step, so the
 // values are declared and hashed; reads lists those config paths.
@@ -170,6 +182,24 @@ func pkiLeaves(c *Config) []pkiLeaf {
 		{id: "kube-scheduler", issuer: "kubernetes", doc: "kube-scheduler client cert", reads: none, spec: client("system:kube-scheduler")},
 		{id: "front-proxy-client", issuer: "front-proxy", doc: "aggregator (front-proxy) client cert, CN in --requestheader-allowed-names", reads: none, spec: client("system:openshift-aggregator")},
 		{id: "admin", issuer: "kubernetes", doc: "cluster-admin client cert (system:admin in system:masters)", reads: none, spec: client("system:admin", "system:masters")},
+		{
+			id: "machine-config-server", issuer: "root",
+			doc:   "machine-config-server serving cert for api-int (Secret openshift-machine-config-operator/machine-config-server-tls, mounted by the MCS DaemonSet after the pivot)",
+			reads: func(*Config) []string { return domainReads[:2:2] },
+			spec: func(s *Step) (pki.Spec, error) {
+				dom, err := clusterDomain(s)
+				if err != nil {
+					return pki.Spec{}, err
+				}
+				// installer pkg/asset/tls/mcscertkey.go: CN system:machine-config-server, api-int only on platform none.
+				return pki.Spec{CommonName: "system:machine-config-server", Server: true, DNSNames: []string{"api-int." + dom}}, nil
+			},
+		},
+		// kube-proxy's own identity on the masters: system:kube-proxy is bound to
+		// system:node-proxier by the kube-apiserver's bootstrap RBAC policy, and unlike the
+		// kubelet bootstrap certificate it lives pki.certDays, so the static pod keeps
+		// authenticating after the bootstrap is gone (docs/past-the-pivot.md).
+		{id: "kube-proxy", issuer: "kubernetes", doc: "masters' kube-proxy client cert (system:kube-proxy, long-lived)", reads: none, spec: client("system:kube-proxy")},
 		{id: "kubelet-bootstrap", issuer: "kubernetes", short: true, doc: "kubelet bootstrap client cert (short-lived; renewed while a boot is ahead)", reads: none, spec: client("system:bootstrapper", "system:bootstrappers")},
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// BenchmarkPKICold measures a cold `labbuild pki kubeconfig` (42 targets: 17 RSA-2048 keys,
-// 16 certificates, 8 kubeconfigs, sa.pub) into an empty output directory, at -j1 and -j2.
+// BenchmarkPKICold measures a cold `labbuild pki kubeconfig` (53 targets: 22 RSA-2048 keys,
+// 21 certificates, 9 kubeconfigs, sa.pub) into an empty output directory, at -j1 and -j2.
 // Key generation dominates; the keys are independent targets, so -j spreads them over cores.
 func BenchmarkPKICold(b *testing.B) {
 	for _, j := range []int{1, 2} {
@@ -20,7 +20,7 @@ func BenchmarkPKICold(b *testing.B) {
 				r, err := Build(context.Background(), Options{Config: DefaultConfig(), OutDir: out,
 					Goals: []string{"pki", "kubeconfig"}, Jobs: j, Now: func() time.Time { return pkiT0 },
 					Stdout: io.Discard, Stderr: io.Discard})
-				if err != nil || len(r.Executed) != 42 {
+				if err != nil || len(r.Executed) != 53 {
 					b.Fatalf("built %d: %v", len(r.Executed), err)
 				}
 			}

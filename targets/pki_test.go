@@ -253,9 +253,9 @@ func TestPKIRebuilds(t *testing.T) {
 			}
 		}, []string{"pki/cert/etcd-server", "pki/cert/kube-apiserver"}},
 		{"base domain", func(l *pkiLab) { l.cfg.Cluster.BaseDomain = "lab.test" }, []string{
-			"kubeconfig/admin", "kubeconfig/kube-controller-manager", "kubeconfig/kube-scheduler",
+			"kubeconfig/admin", "kubeconfig/kube-controller-manager", "kubeconfig/kube-proxy", "kubeconfig/kube-scheduler",
 			"kubeconfig/kubelet-bootstrap", "kubeconfig/lb-ext", "kubeconfig/lb-int",
-			"pki/cert/etcd-peer", "pki/cert/etcd-server", "pki/cert/kube-apiserver"}},
+			"pki/cert/etcd-peer", "pki/cert/etcd-server", "pki/cert/kube-apiserver", "pki/cert/machine-config-server"}},
 		{"clock past the bootstrap margin", func(l *pkiLab) { l.now = l.now.Add(19 * time.Hour) }, []string{
 			"kubeconfig/kubelet-bootstrap", "pki/cert/kubelet-bootstrap"}},
 		{"clock inside the margin", func(l *pkiLab) { l.now = l.now.Add(17 * time.Hour) }, nil},
@@ -304,8 +304,9 @@ func TestPKIKeyAlgorithms(t *testing.T) {
 			old := l.file("pki/key/admin", "tls.key")
 			l.cfg.PKI.KeyAlgorithm = alg
 			l.build()
-			if len(l.lastExec) != 42 {
-				t.Errorf("changing the key algorithm rebuilt %d targets, want all 42", len(l.lastExec))
+			// 42 before the hand-over signers, machine-config-server and kube-proxy (11 targets).
+			if len(l.lastExec) != 53 {
+				t.Errorf("changing the key algorithm rebuilt %d targets, want all 53", len(l.lastExec))
 			}
 			k, err := pki.ParseKey(l.file("pki/key/admin", "tls.key"))
 			if err != nil || bytes.Equal(old, l.file("pki/key/admin", "tls.key")) {

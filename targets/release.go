@@ -11,6 +11,7 @@ package targets
 //	release/crds               crds/<file>: the cluster-config-api CRDs the cluster's feature set
 //	                           and profile select, plus ClusterVersion and ClusterOperator
 //	release/mco                bin/machine-config-{operator,controller}, templates/ (/etc/mcc/templates)
+//	release/coreos-stream      the CoreOS stream metadata (coreos-bootimages): the RHCOS QEMU image
 //
 // The pull secret is only a registry credential here: it is declared (so a new one re-runs the
 // pulls) but no output depends on it, and early cutoff stops the rebuild at these targets.
@@ -316,6 +317,7 @@ func releaseTargets(c *Config) []*Target {
 			Version: 1,
 			Run:     releaseRunCRDs,
 		},
+		coreOSTarget(withMirrors()),
 		{
 			Name:    "release/mco",
 			Doc:     "the machine-config-operator image's operator and controller programs (bin/) and /etc/mcc/templates (templates/)",

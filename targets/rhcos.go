@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -36,20 +37,31 @@ type rhcosRecord struct {
 
 func init() {
 	Register(Family{Name: "rhcos", Doc: "the RHCOS QEMU image the node disks overlay, downloaded once into a shared cache and verified",
-		Targets: func(c *Config) []*Target {
-			if c.RHCOS.ImageURL == "" {
-				return nil // blank disks: nothing to fetch
-			}
-			return []*Target{{
-				Name: "rhcos/image", Doc: "rhcos.imageURL verified against rhcos.imageSHA256, unpacked into the shared image cache",
-				Reads: []string{"rhcos.imageURL", "rhcos.imageSHA256"}, Version: 1, External: true,
-				Run:   rhcosRun,
-				Probe: rhcosProbe,
-				// The cache is shared by every lab on the host: destroy leaves it.
-				Destroy: func(context.Context, *Step) error { return nil },
-			}}
-		}})
+		Targets: rhcosTargets})
 }
+
+// rhcosTargets declares rhcos/image. By default the image is the one the release payload's
+// CoreOS stream names (release/coreos-stream's qemu.json), as openshift-install picks it; a
+// set rhcos.imageURL overrides that with a user's own image (rhcos.imageSHA256 verifies it).
+func rhcosTargets(c *Config) []*Target {
+	t := &Target{
+		Name: "rhcos/image", Doc: "the release's RHCOS QEMU image (or rhcos.imageURL), sha256-verified, unpacked into the shared image cache",
+		Version: 2, External: true,
+		Run:   rhcosRun,
+		Probe: rhcosProbe,
+		// The cache is shared by every lab on the host: destroy leaves it.
+		Destroy: func(context.Context, *Step) error { return nil },
+	}
+	if c.RHCOS.ImageURL != "" {
+		t.Reads = []string{"rhcos.imageURL", "rhcos.imageSHA256"}
+	} else {
+		t.Deps = []string{rhcosStream}
+	}
+	return []*Target{t}
+}
+
+// rhcosStream is the release target naming the payload's RHCOS image.
+const rhcosStream = "release/coreos-stream"
 
 // rhcosCacheDir is the shared image cache.
 func rhcosCacheDir() (string, error) {
@@ -63,13 +75,27 @@ func rhcosCacheDir() (string, error) {
 	return filepath.Join(d, "labbuild", "images"), nil
 }
 
-// rhcosWant returns the URL, sha256 and the cached image path they name.
+// rhcosWant returns the URL, sha256 and the cached image path they name: from
+// rhcos.imageURL when the target reads it, else from the payload's stream.
 func rhcosWant(s *Step) (u, sum, path string, err error) {
-	if u, err = s.String("rhcos.imageURL"); err != nil {
-		return
-	}
-	if sum, err = s.String("rhcos.imageSHA256"); err != nil {
-		return
+	if slices.Contains(s.Target().Deps, rhcosStream) {
+		var b []byte
+		if b, err = s.DepFile(rhcosStream, "qemu.json"); err != nil {
+			return
+		}
+		var img coreOSImage
+		if err = json.Unmarshal(b, &img); err != nil {
+			err = fmt.Errorf("%s: %s qemu.json: %w", s.Target().Name, rhcosStream, err)
+			return
+		}
+		u, sum = img.Location, img.SHA256
+	} else {
+		if u, err = s.String("rhcos.imageURL"); err != nil {
+			return
+		}
+		if sum, err = s.String("rhcos.imageSHA256"); err != nil {
+			return
+		}
 	}
 	dir, err := rhcosCacheDir()
 	if err != nil {
@@ -126,7 +152,7 @@ func rhcosRun(ctx context.Context, s *Step) error {
 func rhcosFetch(ctx context.Context, s *Step, u, sum, path string) error {
 	body, size, err := rhcosOpen(ctx, u)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", rhcosSource(s), err)
 	}
 	defer body.Close()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -144,16 +170,16 @@ func rhcosFetch(ctx context.Context, s *Step, u, sum, path string) error {
 	if strings.HasSuffix(strings.TrimSuffix(u, "/"), ".gz") {
 		zr, err := gzip.NewReader(in)
 		if err != nil {
-			return fmt.Errorf("rhcos.imageURL %s: %w", u, err)
+			return fmt.Errorf("%s %s: %w", rhcosSource(s), u, err)
 		}
 		src = zr
 	}
 	if _, err := io.Copy(tmp, src); err != nil {
-		return fmt.Errorf("rhcos.imageURL %s: %w", u, err)
+		return fmt.Errorf("%s %s: %w", rhcosSource(s), u, err)
 	}
 	io.Copy(h, body) // a gzip stream may end before its container does
 	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
-		return fmt.Errorf("rhcos.imageURL %s has sha256 %s, want %s (rhcos.imageSHA256): not used", u, got, sum)
+		return fmt.Errorf("%s %s has sha256 %s, want %s (%s): not used", rhcosSource(s), u, got, sum, rhcosSumSource(s))
 	}
 	if err := tmp.Close(); err != nil {
 		return err
@@ -165,12 +191,12 @@ func rhcosFetch(ctx context.Context, s *Step, u, sum, path string) error {
 func rhcosOpen(ctx context.Context, u string) (io.ReadCloser, int64, error) {
 	pu, err := url.Parse(u)
 	if err != nil {
-		return nil, 0, fmt.Errorf("rhcos.imageURL %q: %w", u, err)
+		return nil, 0, fmt.Errorf("%q: %w", u, err)
 	}
 	if pu.Scheme == "file" {
 		f, err := os.Open(pu.Path)
 		if err != nil {
-			return nil, 0, fmt.Errorf("rhcos.imageURL: %w", err)
+			return nil, 0, fmt.Errorf("%w", err)
 		}
 		st, err := f.Stat()
 		if err != nil {
@@ -185,13 +211,29 @@ func rhcosOpen(ctx context.Context, u string) (io.ReadCloser, int64, error) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, 0, fmt.Errorf("rhcos.imageURL: %w", err)
+		return nil, 0, fmt.Errorf("%w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		resp.Body.Close()
-		return nil, 0, fmt.Errorf("rhcos.imageURL %s: %s", u, resp.Status)
+		return nil, 0, fmt.Errorf("%s: %s", u, resp.Status)
 	}
 	return resp.Body, resp.ContentLength, nil
+}
+
+// rhcosSource names where the image URL came from, for errors.
+func rhcosSource(s *Step) string {
+	if slices.Contains(s.Target().Deps, rhcosStream) {
+		return "the release's CoreOS stream (" + rhcosStream + " qemu.json)"
+	}
+	return "rhcos.imageURL"
+}
+
+// rhcosSumSource names where the expected sha256 came from, for errors.
+func rhcosSumSource(s *Step) string {
+	if slices.Contains(s.Target().Deps, rhcosStream) {
+		return "the stream's sha256; set rhcos.imageURL and rhcos.imageSHA256 to use another image"
+	}
+	return "rhcos.imageSHA256"
 }
 
 // rhcosProgress logs a line each time another tenth of a download has arrived (the target's

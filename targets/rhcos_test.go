@@ -6,16 +6,19 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/labbuild/labbuild/internal/payload"
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/targets/virt"
 )
@@ -114,6 +117,7 @@ func TestRHCOSImage(t *testing.T) {
 // test's network namespace, overlays the cached RHCOS image.
 func TestRHCOSBackedVolume(t *testing.T) {
 	d := testenv.StartLibvirtd(t)
+	useNetnsHost(t, d)
 	sr := testenv.StartSampleRelease(t, true)
 	u, sum, _, _ := rhcosServer(t)
 	cache := t.TempDir()
@@ -139,5 +143,81 @@ func TestRHCOSBackedVolume(t *testing.T) {
 	want := filepath.Join(cache, "rhcos-"+sum+".qcow2")
 	if got.BackingStore == nil || got.BackingStore.Path != want {
 		t.Errorf("volume backing store %+v, want %s", got.BackingStore, want)
+	}
+}
+
+// TestRHCOSFromPayload: with rhcos.imageURL empty, rhcos/image fetches the QEMU image the
+// release payload's CoreOS stream names (release/coreos-stream reading the coreos-bootimages
+// ConfigMap), served on loopback; the cached file is the unpacked qcow2 the stream's
+// uncompressed-sha256 names. rhcos.imageURL set overrides it and release/coreos-stream is not
+// built at all.
+func TestRHCOSFromPayload(t *testing.T) {
+	sr := testenv.StartSampleRelease(t, false)
+	if strings.Contains(sr.RHCOS.URL, ".invalid") {
+		t.Skip("no loopback RHCOS image (qemu-img missing)")
+	}
+	lab := func() *Config {
+		c := DefaultConfig()
+		c.Release.Image, c.Release.Version, c.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
+		c.Access.PullSecretFile, c.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
+		c.RHCOS = RHCOSConfig{}
+		return c
+	}
+	out := t.TempDir()
+	var log bytes.Buffer
+	r, err := Build(context.Background(), Options{Config: lab(), OutDir: out, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if !slices.Contains(r.Executed, "release/coreos-stream") {
+		t.Errorf("executed %v: want release/coreos-stream", r.Executed)
+	}
+	var q coreOSImage
+	b, _ := os.ReadFile(filepath.Join(out, "release/coreos-stream/qemu.json"))
+	if err := json.Unmarshal(b, &q); err != nil || q.Location != sr.RHCOS.URL || q.SHA256 != sr.RHCOS.SHA256 {
+		t.Errorf("qemu.json = %s (%v), want location %s sha256 %s", b, err, sr.RHCOS.URL, sr.RHCOS.SHA256)
+	}
+	var rec rhcosRecord
+	b, _ = os.ReadFile(filepath.Join(out, "rhcos/image/image.json"))
+	if err := json.Unmarshal(b, &rec); err != nil || rec.SHA256 != sr.RHCOS.SHA256 {
+		t.Fatalf("image.json = %s (%v)", b, err)
+	}
+	img, err := os.ReadFile(rec.Path)
+	if h := sha256.Sum256(img); err != nil || hex.EncodeToString(h[:]) != sr.RHCOS.UncompressedSHA256 {
+		t.Errorf("cached image %s is not the stream's uncompressed qcow2 (%v)", rec.Path, err)
+	}
+
+	// The override: rhcos.imageURL names another image; the stream is not read.
+	u, sum, _, _ := rhcosServer(t)
+	c := lab()
+	c.RHCOS = RHCOSConfig{ImageURL: u, ImageSHA256: sum}
+	out2 := t.TempDir()
+	r, err = Build(context.Background(), Options{Config: c, OutDir: out2, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if !slices.Equal(r.Executed, []string{"rhcos/image"}) {
+		t.Errorf("override executed %v, want only rhcos/image", r.Executed)
+	}
+}
+
+// TestCoreOSParse reads the coreos-bootimages ConfigMap: the sample payload's (shaped like the
+// real one) gives its qemu qcow2.gz disk; a stream without it fails naming the path.
+func TestCoreOSParse(t *testing.T) {
+	want := payload.RHCOSImage{URL: "https://example.test/rhcos-qemu.x86_64.qcow2.gz", SHA256: strings.Repeat("ab", 32)}
+	cm, err := payload.CoreOSBootImages("4.18.0", want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, img, err := coreOSParse(cm)
+	if err != nil || img.Location != want.URL || img.SHA256 != want.SHA256 || img.Stream != "rhcos-4.18" || !json.Valid(stream) {
+		t.Errorf("parse: %+v, %v", img, err)
+	}
+	noQemu := strings.Replace(string(cm), `"qemu"`, `"openstack"`, 1)
+	if _, _, err := coreOSParse([]byte(noQemu)); err == nil || !strings.Contains(err.Error(), `.architectures.x86_64.artifacts.qemu.formats["qcow2.gz"].disk`) {
+		t.Errorf("stream without qemu: %v", err)
+	}
+	if _, _, err := coreOSParse([]byte("kind: ConfigMap\nmetadata: {name: other}\n")); err == nil || !strings.Contains(err.Error(), "coreos-bootimages") {
+		t.Errorf("another ConfigMap: %v", err)
 	}
 }

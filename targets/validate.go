@@ -3,12 +3,20 @@ package targets
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"net"
 	"net/netip"
 	"net/url"
+	"os"
+	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -30,7 +38,21 @@ func (es ConfigErrors) Error() string {
 	return b.String()
 }
 
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+var (
+	dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	macRE    = regexp.MustCompile(`^([0-9a-f]{2}:){5}[0-9a-f]{2}$`)
+	netName  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
+	// versionRE is x.y.z with an optional pre-release ("4.18.0", "4.18.0-rc.1",
+	// "4.18.0-0.nightly-2025-01-01-000000"), the shape of release-metadata's "version".
+	versionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+)
+
+func trunc(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
 
 // Validate checks the config and returns ConfigErrors naming each bad field with a fix, or
 // nil. file names the config in messages. It checks what every target relies on; the content
@@ -39,7 +61,7 @@ var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 func (c *Config) Validate(file string) error {
 	var errs ConfigErrors
 	bad := func(field, msg, fix string) {
-		errs = append(errs, &ConfigError{File: file, Field: field, Msg: msg, Fix: fix})
+		errs = append(errs, &ConfigError{File: file, Line: c.Line(field), Field: field, Msg: msg, Fix: fix})
 	}
 	if !dnsLabel.MatchString(c.Cluster.Name) {
 		bad("cluster.name", fmt.Sprintf("%q is not a DNS label", c.Cluster.Name), "use lowercase letters, digits and '-', at most 63")
@@ -59,9 +81,13 @@ func (c *Config) Validate(file string) error {
 	default:
 		bad("cluster.featureSet", fmt.Sprintf("unknown feature set %q", c.Cluster.FeatureSet), "Default, TechPreviewNoUpgrade, DevPreviewNoUpgrade or CustomNoUpgrade")
 	}
-	if c.Release.Image == "" {
-		bad("release.image", "is empty", "set the release payload pull spec, e.g. quay.io/openshift-release-dev/ocp-release:4.18.0-x86_64")
+	switch c.Cluster.Profile {
+	case "", "self-managed-high-availability", "single-node-developer", "ibm-cloud-managed", "hypershift":
+	default:
+		bad("cluster.profile", fmt.Sprintf("%q is not a cluster profile a release payload knows", c.Cluster.Profile),
+			"self-managed-high-availability (the payload's include.release.openshift.io/<profile> annotations also know single-node-developer, ibm-cloud-managed, hypershift)")
 	}
+	c.validateRelease(bad)
 
 	prefix := func(field, v string) (netip.Prefix, bool) {
 		p, err := netip.ParsePrefix(v)
@@ -135,9 +161,36 @@ func (c *Config) Validate(file string) error {
 	if dStart.IsValid() && dEnd.IsValid() && dEnd.Less(dStart) {
 		bad("network.dhcpEnd", fmt.Sprintf("%s is before network.dhcpStart %s", dEnd, dStart), "swap them")
 	}
+	// A VIP (or the gateway) inside the DHCP range could be leased to a machine (the libvirt
+	// network's dnsmasq hands out that range): keepalived, or the host haproxy, would then
+	// fight it for the address. openshift-install's baremetal validation asks the same of its VIPs.
+	inDHCP := func(v string) (netip.Addr, bool) {
+		a, err := netip.ParseAddr(v)
+		return a, err == nil && dStart.IsValid() && dEnd.IsValid() && !dEnd.Less(dStart) && !a.Less(dStart) && !dEnd.Less(a)
+	}
+	for _, f := range []struct{ field, v string }{{"network.gateway", n.Gateway}, {"network.apiVIP", n.APIVIP}, {"network.ingressVIP", n.IngressVIP}} {
+		if a, in := inDHCP(f.v); in {
+			bad(f.field, fmt.Sprintf("%s lies in the DHCP range %s-%s, so dnsmasq may lease it to a node", a, dStart, dEnd),
+				"use a static address outside network.dhcpStart-network.dhcpEnd")
+		}
+	}
+	switch n.LoadBalancer {
+	case LoadBalancerHost:
+		// The lab's records (api, api-int, *.apps, the nodes) live in libvirt's dnsmasq,
+		// which listens on the network's address: a resolver elsewhere does not have them.
+		if a, err := netip.ParseAddr(n.DNS); err == nil && a.Is4() && okM && !machine.Contains(a) {
+			bad("network.dns", fmt.Sprintf("%s is outside network.machineNetwork %s, but the lab's records (api, api-int, *.apps) live in libvirt's dnsmasq", a, machine),
+				"use the libvirt network's address, network.gateway ("+n.Gateway+")")
+		}
+	case LoadBalancerInCluster:
+	default:
+		bad("network.loadBalancer", fmt.Sprintf("unknown load balancer %q", n.LoadBalancer),
+			"host (labbuild's haproxy on the lab bridge) or in-cluster (keepalived VIPs and haproxy/coredns static pods, platform baremetal)")
+	}
 
 	names := map[string]bool{}
 	roles := map[string]int{}
+	macs := map[string]string{}
 	for i, nd := range c.Nodes {
 		field := fmt.Sprintf("nodes[%d]", i)
 		if nd.Name != "" {
@@ -159,8 +212,19 @@ func (c *Config) Validate(file string) error {
 		if a, err := netip.ParseAddr(nd.IP); err == nil && dStart.IsValid() && dEnd.IsValid() && !a.Less(dStart) && !dEnd.Less(a) {
 			bad(field+".ip", fmt.Sprintf("%s lies in the DHCP range %s-%s", a, dStart, dEnd), "use a static address outside the DHCP range")
 		}
-		if nd.MAC != "" && !regexp.MustCompile(`^([0-9a-f]{2}:){5}[0-9a-f]{2}$`).MatchString(nd.MAC) {
-			bad(field+".mac", fmt.Sprintf("%q is not a MAC address", nd.MAC), "write it as 52:54:00:xx:xx:xx in lowercase")
+		if nd.MAC != "" {
+			switch hw, err := net.ParseMAC(nd.MAC); {
+			case !macRE.MatchString(nd.MAC) || err != nil:
+				bad(field+".mac", fmt.Sprintf("%q is not a MAC address", nd.MAC), "write it as 52:54:00:xx:xx:xx in lowercase")
+			case hw[0]&1 == 1:
+				bad(field+".mac", fmt.Sprintf("%s is a multicast address (the first octet is odd)", nd.MAC), "use a unicast address such as 52:54:00:xx:xx:xx (QEMU's prefix)")
+			case nd.MAC == "00:00:00:00:00:00":
+				bad(field+".mac", "the all-zero address", "use 52:54:00:xx:xx:xx, or remove it to derive one")
+			case macs[nd.MAC] != "":
+				bad(field+".mac", fmt.Sprintf("%s is also %s.mac", nd.MAC, macs[nd.MAC]), "give every node its own MAC, or remove it to derive one")
+			default:
+				macs[nd.MAC] = field
+			}
 		}
 		sz := c.SizeOf(nd)
 		if min := minMemoryMiB[nd.Role]; sz.MemoryMiB < min {
@@ -170,11 +234,17 @@ func (c *Config) Validate(file string) error {
 			}
 			bad(f, fmt.Sprintf("%d MiB is below the %s minimum of %d MiB", sz.MemoryMiB, nd.Role, min), fmt.Sprintf("set at least %d", min))
 		}
+		own := func(f string, set bool) string {
+			if set {
+				return field + "." + f
+			}
+			return "sizes." + nd.Role + "." + f
+		}
 		if sz.VCPUs < 2 {
-			bad("sizes."+nd.Role+".vcpus", fmt.Sprintf("%d vCPUs is below 2", sz.VCPUs), "set at least 2 (OpenShift asks 4 for control plane nodes)")
+			bad(own("vcpus", nd.VCPUs != 0), fmt.Sprintf("%d vCPUs is below 2", sz.VCPUs), "set at least 2 (OpenShift asks 4 for control plane nodes)")
 		}
 		if sz.DiskGiB < 20 {
-			bad("sizes."+nd.Role+".diskGiB", fmt.Sprintf("%d GiB is below 20", sz.DiskGiB), "OpenShift asks 100 GiB")
+			bad(own("diskGiB", nd.DiskGiB != 0), fmt.Sprintf("%d GiB is below 20", sz.DiskGiB), "OpenShift asks 100 GiB")
 		}
 	}
 	if roles[RoleBootstrap] != 1 {
@@ -183,8 +253,17 @@ func (c *Config) Validate(file string) error {
 	if roles[RoleMaster] != 1 && roles[RoleMaster] != 3 {
 		bad("nodes", fmt.Sprintf("%d masters", roles[RoleMaster]), "declare 1 or 3 nodes with role master (etcd needs an odd count)")
 	}
-	if c.Libvirt.Network == "" || len(c.Libvirt.Network) > 32 {
-		bad("libvirt.network", fmt.Sprintf("%q", c.Libvirt.Network), "name the libvirt network (at most 32 characters)")
+	switch br := "virbr-" + c.Libvirt.Network; {
+	case c.Libvirt.Network == "":
+		bad("libvirt.network", "is empty", "name the libvirt network, e.g. the cluster name")
+	case !netName.MatchString(c.Libvirt.Network):
+		bad("libvirt.network", fmt.Sprintf("%q has characters a bridge name cannot carry", c.Libvirt.Network), "use letters, digits, '-' and '_'")
+	case len(br) > 15:
+		// Linux interface names are at most 15 bytes (IFNAMSIZ 16 with the NUL).
+		bad("libvirt.network", fmt.Sprintf("bridge %q is %d bytes; Linux allows 15", br, len(br)), fmt.Sprintf("use a network name of at most 9 bytes (e.g. %q)", trunc(c.Libvirt.Network, 9)))
+	}
+	if msg := checkLibvirtURI(c.Libvirt.URI); msg != "" {
+		bad("libvirt.uri", msg, "e.g. qemu:///system, qemu+ssh://user@host/system, qemu+unix:///system?socket=/path or test:///default")
 	}
 	if c.Libvirt.Pool == "" {
 		bad("libvirt.pool", "is empty", "name the libvirt storage pool")
@@ -202,10 +281,15 @@ func (c *Config) Validate(file string) error {
 	default:
 		bad("pki.keyAlgorithm", fmt.Sprintf("unknown algorithm %q", c.PKI.KeyAlgorithm), "RSA-2048, RSA-4096 or ECDSA-P256")
 	}
-	if c.PKI.CADays < 1 || c.PKI.CertDays < 1 || c.PKI.CertDays > c.PKI.CADays {
-		bad("pki.certDays", fmt.Sprintf("caDays %d, certDays %d", c.PKI.CADays, c.PKI.CertDays), "both at least 1, and certificates may not outlive their CA")
+	switch {
+	case c.PKI.CADays < 1 || c.PKI.CADays > 36500:
+		bad("pki.caDays", fmt.Sprintf("%d days", c.PKI.CADays), "between 1 and 36500 (default 3650)")
+	case c.PKI.CertDays < 1:
+		bad("pki.certDays", fmt.Sprintf("%d days", c.PKI.CertDays), "at least 1 (default 365)")
+	case c.PKI.CertDays > c.PKI.CADays:
+		bad("pki.certDays", fmt.Sprintf("%d days outlives pki.caDays %d", c.PKI.CertDays, c.PKI.CADays), "certificates may not outlive their CA: lower it or raise pki.caDays")
 	}
-	if c.PKI.BootstrapHours < 1 || c.PKI.BootstrapHours > 24*c.PKI.CADays {
+	if c.PKI.BootstrapHours < 1 || (c.PKI.CADays >= 1 && c.PKI.CADays <= 36500 && c.PKI.BootstrapHours > 24*c.PKI.CADays) {
 		bad("pki.bootstrapHours", fmt.Sprintf("%d", c.PKI.BootstrapHours), "at least 1 hour (openshift-install uses 24), and within the CA's life")
 	}
 	if c.PKI.RenewPercent < 1 || c.PKI.RenewPercent > 90 {
@@ -220,13 +304,38 @@ func (c *Config) Validate(file string) error {
 	case !rhcosSHA256.MatchString(c.RHCOS.ImageSHA256):
 		bad("rhcos.imageSHA256", fmt.Sprintf("%q is not 64 hex digits", c.RHCOS.ImageSHA256), "copy the image's sha256 from the CoreOS stream metadata (no unverified downloads)")
 	}
-	if c.HAProxy.StatsPort < 1 || c.HAProxy.StatsPort > 65535 {
-		bad("haproxy.statsPort", fmt.Sprintf("%d is not a port", c.HAProxy.StatsPort), "1-65535")
+	switch sp := c.HAProxy.StatsPort; {
+	case sp < 1 || sp > 65535:
+		bad("haproxy.statsPort", fmt.Sprintf("%d is not a port", sp), "1-65535")
+	case sp == 6443 || sp == 22623 || sp == 80 || sp == 443:
+		// The stats page binds network.apiVIP, where the api (6443), machine-config-server
+		// (22623) frontends bind; 80 and 443 are the ingress frontends' ports.
+		bad("haproxy.statsPort", fmt.Sprintf("%d is a port a load-balancer frontend binds (api 6443, machine-config 22623, ingress 80/443)", sp), "use another port, e.g. 9000")
+	}
+	for _, w := range []struct {
+		field string
+		v     int
+	}{{"wait.bootstrapMinutes", c.Wait.BootstrapMinutes}, {"wait.mastersMinutes", c.Wait.MastersMinutes}, {"wait.etcdMinutes", c.Wait.EtcdMinutes},
+		{"wait.pivotMinutes", c.Wait.PivotMinutes}, {"wait.workersMinutes", c.Wait.WorkersMinutes}, {"wait.convergeMinutes", c.Wait.ConvergeMinutes}} {
+		if w.v < 1 || w.v > 7*24*60 {
+			bad(w.field, fmt.Sprintf("%d minutes", w.v), "a positive number of minutes, at most a week (the defaults are 10-60)")
+		}
 	}
 	if len(errs) > 0 {
 		return errs
 	}
 	return nil
+}
+
+// Warnings returns what Validate accepts but the user should know, one sentence each, for the
+// CLI to print on stderr. A config that fails Validate may warn too.
+func (c *Config) Warnings() []string {
+	var w []string
+	if c.InCluster() && len(c.NodesByRole(RoleMaster)) == 1 {
+		w = append(w, "network.loadBalancer: in-cluster with 1 master: keepalived has no VRRP peer once the bootstrap is off, "+
+			"so the API and ingress VIPs cannot fail over (they stay on master "+c.NodesByRole(RoleMaster)[0].Name+")")
+	}
+	return w
 }
 
 func lastAddr(p netip.Prefix) netip.Addr {
@@ -239,23 +348,37 @@ func lastAddr(p netip.Prefix) netip.Addr {
 
 // CheckPullSecret validates a pull secret's shape — docker config JSON with an "auths" object
 // whose entries carry "auth" (base64 of user:password) or username and password — without ever
-// putting its content into the error. field names the config field for the message.
+// putting its content into the error (registry names only). field names the config field for
+// the message. Problems are reported in registry order, the first one only.
 func CheckPullSecret(data []byte, field string) error {
-	var ps struct {
-		Auths map[string]struct {
+	fix := "download it again from console.redhat.com/openshift/install/pull-secret"
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return &ConfigError{Field: field, Msg: "the pull secret is not a JSON object", Fix: fix}
+	}
+	var auths map[string]json.RawMessage
+	if raw, ok := top["auths"]; !ok {
+		return &ConfigError{Field: field, Msg: `the pull secret has no "auths"`, Fix: fix}
+	} else if err := json.Unmarshal(raw, &auths); err != nil {
+		return &ConfigError{Field: field, Msg: `the pull secret's "auths" is not an object`, Fix: fix}
+	}
+	if len(auths) == 0 {
+		return &ConfigError{Field: field, Msg: `the pull secret has no "auths" entries`, Fix: fix}
+	}
+	regs := make([]string, 0, len(auths))
+	for r := range auths {
+		regs = append(regs, r)
+	}
+	sort.Strings(regs)
+	for _, reg := range regs {
+		var a struct {
 			Auth     string `json:"auth"`
 			Username string `json:"username"`
 			Password string `json:"password"`
-		} `json:"auths"`
-	}
-	fix := "download it again from console.redhat.com/openshift/install/pull-secret"
-	if err := json.Unmarshal(data, &ps); err != nil {
-		return &ConfigError{Field: field, Msg: "the pull secret is not JSON", Fix: fix}
-	}
-	if len(ps.Auths) == 0 {
-		return &ConfigError{Field: field, Msg: `the pull secret has no "auths" entries`, Fix: fix}
-	}
-	for reg, a := range ps.Auths {
+		}
+		if err := json.Unmarshal(auths[reg], &a); err != nil {
+			return &ConfigError{Field: field, Msg: fmt.Sprintf("auths[%q] is not an object of strings", reg), Fix: fix}
+		}
 		if a.Auth == "" && (a.Username == "" || a.Password == "") {
 			return &ConfigError{Field: field, Msg: fmt.Sprintf("auths[%q] has no credentials", reg), Fix: fix}
 		}
@@ -269,16 +392,208 @@ func CheckPullSecret(data []byte, field string) error {
 	return nil
 }
 
-// CheckSSHKey validates an SSH public key in authorized_keys format (one key).
+// CheckSSHKey validates an SSH public key in authorized_keys format (one key). The message
+// never quotes the file.
 func CheckSSHKey(data []byte, field string) error {
-	if _, _, _, _, err := ssh.ParseAuthorizedKey(data); err != nil {
-		return &ConfigError{Field: field, Msg: "not an SSH public key (" + err.Error() + ")", Fix: "point it at a .pub file, e.g. ~/.ssh/id_ed25519.pub"}
-	}
 	if strings.Contains(string(data), "PRIVATE KEY") {
-		return &ConfigError{Field: field, Msg: "this is a private key", Fix: "point it at the .pub file"}
+		return &ConfigError{Field: field, Msg: "this is a private key", Fix: "point it at the public key, the .pub file next to it"}
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return &ConfigError{Field: field, Msg: "the file is empty", Fix: "point it at a .pub file, e.g. ~/.ssh/id_ed25519.pub"}
+	}
+	if _, _, _, _, err := ssh.ParseAuthorizedKey(data); err != nil {
+		return &ConfigError{Field: field, Msg: "not an SSH public key", Fix: "point it at a .pub file, e.g. ~/.ssh/id_ed25519.pub"}
 	}
 	return nil
 }
 
 // rhcosSHA256 matches a hex sha256 digest.
 var rhcosSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// validateRelease checks release.image, release.version and release.mirrors (their shape; an
+// oci: mirror's directory is checked with the files, CheckFiles).
+func (c *Config) validateRelease(bad func(field, msg, fix string)) {
+	r := c.Release
+	switch {
+	case r.Image == "":
+		bad("release.image", "is empty", "set the release payload pull spec, e.g. quay.io/openshift-release-dev/ocp-release:4.18.0-x86_64")
+	case strings.Contains(r.Image, "://"):
+		bad("release.image", fmt.Sprintf("%q is a URL, not an image reference", r.Image), "drop the scheme: registry/repository:tag or registry/repository@sha256:<digest>")
+	default:
+		if _, err := name.ParseReference(r.Image, name.StrictValidation); err != nil {
+			bad("release.image", fmt.Sprintf("%q is not an image reference (%v)", r.Image, err),
+				"registry/repository:tag or registry/repository@sha256:<64 hex digits>, e.g. quay.io/openshift-release-dev/ocp-release:4.18.0-x86_64")
+		}
+	}
+	if !versionRE.MatchString(r.Version) {
+		bad("release.version", fmt.Sprintf("%q is not a version x.y.z", r.Version), "the payload's version, e.g. 4.18.0 (release-metadata \"version\")")
+	}
+	keys := make([]string, 0, len(r.Mirrors))
+	for k := range r.Mirrors {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		m := r.Mirrors[k]
+		field := fmt.Sprintf("release.mirrors[%q]", k)
+		if strings.Contains(k, "://") || strings.ContainsAny(k, "@") || k == "" {
+			bad(field, fmt.Sprintf("key %q is not a repository", k), "name the source repository without scheme, tag or digest, e.g. quay.io/openshift-release-dev/ocp-release")
+		} else if _, err := name.NewRepository(strings.TrimSuffix(k, "/"), name.StrictValidation); err != nil {
+			bad(field, fmt.Sprintf("key %q is not a repository (%v)", k, err), "name the source repository without scheme, tag or digest, e.g. quay.io/openshift-release-dev/ocp-release")
+		}
+		switch dir, isOCI := strings.CutPrefix(m, "oci:"); {
+		case strings.TrimSpace(m) == "":
+			bad(field, "is empty", "name a mirror repository (registry.lab:5000/ocp/release) or an OCI layout (oci:/srv/mirror)")
+		case isOCI && !filepath.IsAbs(dir):
+			bad(field, fmt.Sprintf("%q: an OCI layout mirror needs an absolute path", m), "write oci:/absolute/path/to/layout")
+		case isOCI:
+		case strings.Contains(m, "://"):
+			bad(field, fmt.Sprintf("%q is a URL, not a repository", m), "drop the scheme: registry.lab:5000/ocp/release")
+		default:
+			if _, err := name.NewRepository(strings.TrimSuffix(m, "/"), name.StrictValidation); err != nil {
+				bad(field, fmt.Sprintf("%q is not a repository (%v)", m, err), "name a mirror repository (registry.lab:5000/ocp/release) or an OCI layout (oci:/srv/mirror)")
+			}
+		}
+	}
+}
+
+// checkLibvirtURI returns what is wrong with a libvirt connection URI, or "". The drivers are
+// those labbuild drives (qemu, test); the transports those go-libvirt dials (connect_uri.go).
+func checkLibvirtURI(s string) string {
+	u, err := url.Parse(s)
+	if s == "" || err != nil {
+		return fmt.Sprintf("%q is not a URI", s)
+	}
+	driver, transport, _ := strings.Cut(u.Scheme, "+")
+	switch driver {
+	case "qemu", "test":
+	default:
+		return fmt.Sprintf("%q: driver %q is not qemu or test", s, driver)
+	}
+	switch transport {
+	case "", "unix":
+		if transport == "unix" && u.Host != "" {
+			return fmt.Sprintf("%q: the unix transport takes no host", s)
+		}
+	case "ssh", "libssh", "libssh2", "tcp", "tls":
+		if u.Host == "" {
+			return fmt.Sprintf("%q: the %s transport needs a host", s, transport)
+		}
+	default:
+		return fmt.Sprintf("%q: unknown transport %q", s, transport)
+	}
+	switch {
+	case driver == "qemu" && u.Path != "/system" && u.Path != "/session":
+		return fmt.Sprintf("%q: a qemu URI ends in /system or /session", s)
+	case driver == "test" && !strings.HasPrefix(u.Path, "/"):
+		return fmt.Sprintf("%q: a test URI is test:///default", s)
+	}
+	return ""
+}
+
+// FileFields are the config fields that name files on the host, in the order CheckFiles
+// reports them.
+var FileFields = []string{"access.pullSecretFile", "access.sshKeyFile"}
+
+// CheckFiles checks the files the config names, as far as the fields listed in fields are read
+// by the targets about to run: the pull secret (present, JSON, auths of user:password), the SSH
+// key (present, one public key), and each oci: mirror's layout (present, with index.json). file
+// names the config in messages; baseDir is the directory relative paths are taken from. It
+// never puts a secret's content into a message.
+func (c *Config) CheckFiles(file, baseDir string, fields []string) error {
+	var errs ConfigErrors
+	want := map[string]bool{}
+	for _, f := range fields {
+		want[f] = true
+	}
+	add := func(err error, field string) {
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			ce.File, ce.Line = file, c.Line(field)
+			errs = append(errs, ce)
+		}
+	}
+	for _, f := range []struct {
+		field, path string
+		check       func([]byte, string) error
+		get         string
+	}{
+		{"access.pullSecretFile", c.Access.PullSecretFile, CheckPullSecret, "download it from console.redhat.com/openshift/install/pull-secret"},
+		{"access.sshKeyFile", c.Access.SSHKeyFile, CheckSSHKey, "ssh-keygen -t ed25519 writes one (~/.ssh/id_ed25519.pub)"},
+	} {
+		if !want[f.field] {
+			continue
+		}
+		dflt := ""
+		if c.Line(f.field) == 0 {
+			dflt = " (the default: " + file + " does not set it)"
+		}
+		if f.path == "" {
+			add(&ConfigError{Field: f.field, Msg: "is empty", Fix: f.get + ", and set " + f.field + " to its path"}, f.field)
+			continue
+		}
+		p := ExpandPath(f.path, baseDir)
+		data, err := readSmall(p, 1<<20)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			add(&ConfigError{Field: f.field, Msg: fmt.Sprintf("%s does not exist%s", p, dflt), Fix: f.get + ", and set " + f.field + " to its path"}, f.field)
+		case err != nil:
+			add(&ConfigError{Field: f.field, Msg: fmt.Sprintf("cannot read %s: %v%s", p, errors.Unwrap(err), dflt), Fix: "make it a readable file"}, f.field)
+		default:
+			add(f.check(data, f.field), f.field)
+		}
+	}
+	if want["release.mirrors"] {
+		keys := make([]string, 0, len(c.Release.Mirrors))
+		for k := range c.Release.Mirrors {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			dir, ok := strings.CutPrefix(c.Release.Mirrors[k], "oci:")
+			if !ok || !filepath.IsAbs(dir) {
+				continue
+			}
+			field := fmt.Sprintf("release.mirrors[%q]", k)
+			if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
+				add(&ConfigError{Field: field, Msg: fmt.Sprintf("%s is not an OCI image layout (no index.json)", dir), Fix: "point it at a layout directory (oc mirror / skopeo copy oci:DIR write one)"}, field)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// ExpandPath resolves a path from the lab config: "~/" is $HOME, and a relative path is taken
+// from baseDir (the config file's directory).
+func ExpandPath(p, baseDir string) string {
+	if strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			p = filepath.Join(home, p[2:])
+		}
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(baseDir, p)
+	}
+	return p
+}
+
+// readSmall reads at most max bytes of a regular file (a FIFO or a device would block or
+// never end).
+func readSmall(p string, max int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: errors.New("not a regular file")}
+	}
+	return io.ReadAll(io.LimitReader(f, max))
+}

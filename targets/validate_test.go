@@ -46,6 +46,11 @@ func TestValidateNamesFieldAndFix(t *testing.T) {
 		{"feature set", "cluster: {featureSet: Everything}", "cluster.featureSet", "unknown feature set"},
 		{"domain type", "libvirt: {domainType: xen}", "libvirt.domainType", `"xen"`},
 		{"rhcos unverified", "rhcos: {imageURL: \"https://example.com/rhcos-qemu.x86_64.qcow2.gz\"}", "rhcos.imageSHA256", "not 64 hex digits"},
+		{"API VIP in DHCP range", "network: {loadBalancer: in-cluster, apiVIP: 192.168.126.220}", "network.apiVIP", "DHCP range"},
+		{"ingress VIP in DHCP range", "network: {ingressVIP: 192.168.126.200}", "network.ingressVIP", "DHCP range"},
+		{"in-cluster VIPs equal", "network: {loadBalancer: in-cluster, ingressVIP: 192.168.126.10}", "network.ingressVIP", "is also network.apiVIP"},
+		{"in-cluster VIP outside", "network: {loadBalancer: in-cluster, apiVIP: 192.168.127.10}", "network.apiVIP", "outside network.machineNetwork"},
+		{"load balancer", "network: {loadBalancer: metallb}", "network.loadBalancer", `unknown load balancer "metallb"`},
 		{"rhcos scheme", "rhcos: {imageURL: \"ftp://example.com/rhcos.qcow2\", imageSHA256: \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}", "rhcos.imageURL", "not an http(s)"},
 	}
 	for _, tt := range tests {
@@ -148,5 +153,31 @@ func TestCheckSecrets(t *testing.T) {
 	}
 	if err := CheckSSHKey([]byte("-----BEGIN OPENSSH PRIVATE KEY-----\n"), "access.sshKeyFile"); err == nil {
 		t.Error("private key accepted as a public key")
+	}
+}
+
+// TestInClusterWarnings: the in-cluster mode is valid with 1 or 3 masters; with 1 it warns that
+// the VIP cannot fail over, and the host mode never warns.
+func TestInClusterWarnings(t *testing.T) {
+	one := "nodes:\n  - {name: bootstrap, role: bootstrap, ip: 192.168.126.100}\n  - {name: master-0, role: master, ip: 192.168.126.101}\n  - {name: worker-0, role: worker, ip: 192.168.126.110}\n"
+	for _, tt := range []struct {
+		name, yaml string
+		warn       string
+	}{
+		{"3 masters in-cluster", "network: {loadBalancer: in-cluster}", ""},
+		{"1 master in-cluster", "network: {loadBalancer: in-cluster}\n" + one, "cannot fail over"},
+		{"1 master host", one, ""},
+	} {
+		c, err := ParseConfig([]byte(tt.yaml), "lab.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate("lab.yaml"); err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+		w := strings.Join(c.Warnings(), "\n")
+		if (tt.warn == "") != (w == "") || !strings.Contains(w, tt.warn) {
+			t.Errorf("%s: warnings %q, want one containing %q", tt.name, w, tt.warn)
+		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -64,6 +65,10 @@ type cli struct {
 	stdout, stderr io.Writer
 	terminal       bool // stdout is a terminal and not -q: the live status area
 	stdoutTTY      bool // stdout is a terminal (graph images go to a file)
+
+	cfg     *targets.Config // the validated lab config (nil with --synthetic)
+	cfgName string          // the lab config as the user named it (-f bad.yaml), for messages
+	cfgBase string          // the directory its relative paths are taken from
 }
 
 // withSynthetic adds the synthetic benchmark graph's flags (--synthetic N, --synthetic-delay,
@@ -251,18 +256,25 @@ func (c *cli) options(goals []string) (targets.Options, error) {
 			path = "lab.yaml"
 		}
 	}
-	cfg, err := targets.LoadConfig(path)
-	if err != nil {
-		return o, err
-	}
 	name := path
 	if name == "" {
 		name = "default lab.yaml"
 	}
-	if err := cfg.Validate(name); err != nil {
+	c.cfgName, c.cfgBase = name, "."
+	if path != "" {
+		c.cfgBase = filepath.Dir(path)
+	}
+	if abs, err := filepath.Abs(c.cfgBase); err == nil {
+		c.cfgBase = abs
+	}
+	cfg, err := targets.LoadAndValidate(path, name)
+	if err != nil {
 		return o, err
 	}
-	o.Config, o.ConfigPath = cfg, path
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(c.stderr, "labbuild: warning: %s: %s\n", name, w)
+	}
+	o.Config, o.ConfigPath, c.cfg = cfg, path, cfg
 	return o, nil
 }
 
@@ -280,4 +292,47 @@ func versionString() string {
 		return strings.TrimSpace(v + " " + bi.GoVersion)
 	}
 	return "devel"
+}
+
+// checkFiles checks, before anything is written, the files the config names (pull secret,
+// SSH key, oci: mirrors) that the targets selected by o.Goals and their upstreams read. It
+// loads the project once and hands it to the build (o.Targets), so a build does not declare
+// its targets twice.
+func (c *cli) checkFiles(o *targets.Options) error {
+	if c.cfg == nil {
+		return nil
+	}
+	p, err := targets.Load(*o)
+	if err != nil {
+		return err
+	}
+	ids, err := p.Select(o.Goals)
+	if err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for i, in := range p.Graph.Closure(ids) {
+		if !in {
+			continue
+		}
+		for _, f := range p.Targets[i].Files {
+			want[f] = true
+		}
+		for _, r := range p.Targets[i].Reads {
+			if r == "release.mirrors" {
+				want[r] = true
+			}
+		}
+	}
+	var fields []string
+	for _, f := range append(append([]string{}, targets.FileFields...), "release.mirrors") {
+		if want[f] {
+			fields = append(fields, f)
+		}
+	}
+	if err := c.cfg.CheckFiles(c.cfgName, c.cfgBase, fields); err != nil {
+		return err
+	}
+	o.Targets = p.Targets
+	return nil
 }

@@ -192,6 +192,9 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := c.checkFiles(&o); err != nil {
+		return err
+	}
 	res, err := targets.Build(ctx, o)
 	if res == nil {
 		return err

@@ -83,13 +83,27 @@ func funcMap() template.FuncMap {
 			return onPremIPs(rc, true)
 		},
 		"onPremPlatformIngressIPs": func(rc *renderConfig) ([]string, error) { return onPremIPs(rc, false) },
+		// The namespace word of the on-prem static pods (openshift-<short>-infra): "kni" for
+		// BareMetal, the lower-cased type otherwise (MCO pkg/controller/template/render.go
+		// onPremPlatformShortName).
 		"onPremPlatformShortName": func(rc *renderConfig) string {
-			if pt := platformType(rc); onPremPlatforms[pt] {
+			switch pt := platformType(rc); {
+			case pt == configv1.BareMetalPlatformType:
+				return "kni"
+			case onPremPlatforms[pt] || pt == configv1.KubevirtPlatformType:
 				return strings.ToLower(string(pt))
 			}
 			return ""
 		},
-		"onPremPlatformKeepalivedEnableUnicast": func(rc *renderConfig) (string, error) { return "no", nil },
+		// keepalived runs unicast VRRP on BareMetal and KubeVirt, multicast elsewhere (MCO
+		// render.go onPremPlatformKeepalivedEnableUnicast).
+		"onPremPlatformKeepalivedEnableUnicast": func(rc *renderConfig) (string, error) {
+			switch platformType(rc) {
+			case configv1.BareMetalPlatformType, configv1.KubevirtPlatformType:
+				return "yes", nil
+			}
+			return "no", nil
+		},
 		"urlHost": func(u string) (string, error) {
 			p, err := parseAPIURL(u)
 			if err != nil {

@@ -93,6 +93,82 @@ type Options struct {
 	// Revision adds a line to the stand-in image of a tag, giving it a new digest while every
 	// other tag keeps its own (tests of a release tag that moves).
 	Revision map[string]string
+	// RHCOS is the x86_64 QEMU boot image the payload's CoreOS stream metadata names
+	// (/release-manifests/0000_50_installer_coreos-bootimages.yaml). Zero uses DefaultRHCOS,
+	// which names a host that does not resolve: tests serve a real image on loopback
+	// (testenv.ServeRHCOSImage) and pass its URL and sha256 here.
+	RHCOS RHCOSImage
+}
+
+// RHCOSImage is one disk artifact of CoreOS stream metadata: its location and the sha256 of
+// the file as published (compressed), as coreos/stream-metadata-go's Artifact has them.
+type RHCOSImage struct {
+	URL, SHA256 string
+	// UncompressedSHA256 is the sha256 of the unpacked qcow2 (stream metadata
+	// "uncompressed-sha256"); optional.
+	UncompressedSHA256 string
+}
+
+// DefaultRHCOS is the stand-in boot image of the sample payload: the shape of a real 4.18
+// entry, at a reserved .invalid host, so nothing can download it by accident.
+var DefaultRHCOS = RHCOSImage{
+	URL:    "https://rhcos.mirror.labbuild.invalid/art/storage/prod/streams/4.18-9.4/builds/418.94.202501221327-0/x86_64/rhcos-418.94.202501221327-0-qemu.x86_64.qcow2.gz",
+	SHA256: "0000000000000000000000000000000000000000000000000000000000000418",
+}
+
+// CoreOSBootImagesPath is where a release payload carries its CoreOS stream metadata: the
+// installer's ConfigMap openshift-machine-config-operator/coreos-bootimages, whose data.stream
+// is what `openshift-install coreos print-stream-json` prints (openshift/installer
+// data/data/coreos/rhcos.json; enhancements/coreos-bootimages).
+const CoreOSBootImagesPath = "release-manifests/0000_50_installer_coreos-bootimages.yaml"
+
+// CoreOSBootImages returns the ConfigMap YAML for img, shaped as the one the installer
+// image contributes to real payloads: the CVO include annotations, data.releaseVersion and
+// data.stream (stream metadata JSON with the qemu qcow2.gz disk for x86_64, beside a metal ISO
+// so readers must pick the right artifact).
+func CoreOSBootImages(version string, img RHCOSImage) ([]byte, error) {
+	disk := map[string]string{"location": img.URL, "sha256": img.SHA256}
+	if img.UncompressedSHA256 != "" {
+		disk["uncompressed-sha256"] = img.UncompressedSHA256
+	}
+	const build = "418.94.202501221327-0"
+	iso := strings.TrimSuffix(img.URL, "-qemu.x86_64.qcow2.gz") + "-live.x86_64.iso"
+	stream := map[string]any{
+		"stream":   "rhcos-4.18",
+		"metadata": map[string]string{"last-modified": "2025-01-22T13:27:00Z", "generator": "labbuild sample payload (stand-in stream)"},
+		"architectures": map[string]any{
+			"x86_64": map[string]any{
+				"artifacts": map[string]any{
+					"metal": map[string]any{"release": build, "formats": map[string]any{
+						"iso": map[string]any{"disk": map[string]string{"location": iso, "sha256": strings.Repeat("1", 64)}}}},
+					"qemu": map[string]any{"release": build, "formats": map[string]any{
+						"qcow2.gz": map[string]any{"disk": disk}}},
+				},
+			},
+		},
+	}
+	js, err := json.MarshalIndent(stream, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.WriteString(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: coreos-bootimages
+  namespace: openshift-machine-config-operator
+  annotations:
+    include.release.openshift.io/ibm-cloud-managed: "true"
+    include.release.openshift.io/self-managed-high-availability: "true"
+    include.release.openshift.io/single-node-developer: "true"
+data:
+  releaseVersion: ` + version + `
+  stream: |
+`)
+	for _, l := range strings.Split(string(js), "\n") {
+		b.WriteString("    " + l + "\n")
+	}
+	return b.Bytes(), nil
 }
 
 // Payload is a built release: the release image and one image per tag.
@@ -104,6 +180,8 @@ type Payload struct {
 	Images          map[string]v1.Image // by tag
 	ImageReferences []byte
 	ReleaseMetadata []byte
+	// CoreOSBootImages is the coreos-bootimages ConfigMap at CoreOSBootImagesPath.
+	CoreOSBootImages []byte
 	// CRDFiles are the names of the *.crd.yaml files of the cluster-config-api image's
 	// /manifests; CVOCRDFiles those of the release image's /manifests.
 	CRDFiles, CVOCRDFiles []string
@@ -419,7 +497,14 @@ func Build(o Options) (*Payload, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.RHCOS.URL == "" {
+		o.RHCOS = DefaultRHCOS
+	}
+	if p.CoreOSBootImages, err = CoreOSBootImages(o.Version, o.RHCOS); err != nil {
+		return nil, err
+	}
 	rm, err := layer([]entry{
+		{name: CoreOSBootImagesPath, mode: 0o644, data: p.CoreOSBootImages},
 		{name: "release-manifests/image-references", mode: 0o644, data: p.ImageReferences},
 		{name: "release-manifests/release-metadata", mode: 0o644, data: p.ReleaseMetadata},
 	})

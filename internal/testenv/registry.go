@@ -1,20 +1,26 @@
 package testenv
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -155,6 +161,59 @@ type SampleRelease struct {
 	Mirrors        map[string]string // release.mirrors: both payload repositories → oci:<layout>
 	PullSecretFile string            // access.pullSecretFile: a well-formed sample pull secret
 	SSHKeyFile     string            // access.sshKeyFile: a sample public key (no private half kept)
+	// RHCOS is the boot image the payload's CoreOS stream names: a small real qcow2 served on
+	// loopback (ServeRHCOSImage) when qemu-img is installed, else payload.DefaultRHCOS.
+	RHCOS payload.RHCOSImage
+}
+
+var testImage struct {
+	once sync.Once
+	gz   []byte
+	sum  string
+	raw  string
+	err  error
+}
+
+// ServeRHCOSImage serves a stand-in RHCOS QEMU image on 127.0.0.1 for the test: a real,
+// empty 64 MiB qcow2 made by qemu-img (made once per test process), gzipped as the stream's
+// qcow2.gz artifacts are. It returns its URL and sha256s; the server stops with the test.
+// Without qemu-img the test is skipped (or fails in CI).
+func ServeRHCOSImage(t testing.TB) payload.RHCOSImage {
+	t.Helper()
+	qemuImg := Require(t, "qemu-img")
+	testImage.once.Do(func() { testImage.gz, testImage.sum, testImage.raw, testImage.err = makeTestImage(qemuImg) })
+	if testImage.err != nil {
+		t.Fatal(testImage.err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.ServeContent(w, r, "rhcos-qemu.x86_64.qcow2.gz", time.Time{}, bytes.NewReader(testImage.gz))
+	}))
+	t.Cleanup(srv.Close)
+	return payload.RHCOSImage{URL: srv.URL + "/art/rhcos-418.94.202501221327-0-qemu.x86_64.qcow2.gz", SHA256: testImage.sum, UncompressedSHA256: testImage.raw}
+}
+
+func makeTestImage(qemuImg string) (gz []byte, sum, raw string, err error) {
+	dir, err := os.MkdirTemp("", "labbuild-rhcos-")
+	if err != nil {
+		return nil, "", "", err
+	}
+	defer os.RemoveAll(dir)
+	img := filepath.Join(dir, "rhcos.qcow2")
+	if out, err := exec.Command(qemuImg, "create", "-q", "-f", "qcow2", img, "64M").CombinedOutput(); err != nil {
+		return nil, "", "", fmt.Errorf("qemu-img create: %v: %s", err, out)
+	}
+	b, err := os.ReadFile(img)
+	if err != nil {
+		return nil, "", "", err
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(b)
+	if err := zw.Close(); err != nil {
+		return nil, "", "", err
+	}
+	h, hr := sha256.Sum256(buf.Bytes()), sha256.Sum256(b)
+	return buf.Bytes(), hex.EncodeToString(h[:]), hex.EncodeToString(hr[:]), nil
 }
 
 var standin struct {
@@ -177,7 +236,11 @@ func StartSampleRelease(t testing.TB, mco bool) SampleRelease {
 		}
 		bin = standin.bin
 	}
-	p, err := payload.Build(payload.Options{Shared: Shared(), MCOBinary: bin, BaseLayerBytes: 4 << 10})
+	rhcos := payload.DefaultRHCOS
+	if _, err := exec.LookPath("qemu-img"); err == nil {
+		rhcos = ServeRHCOSImage(t)
+	}
+	p, err := payload.Build(payload.Options{Shared: Shared(), MCOBinary: bin, BaseLayerBytes: 4 << 10, RHCOS: rhcos})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +267,7 @@ func StartSampleRelease(t testing.TB, mco bool) SampleRelease {
 		t.Fatal(err)
 	}
 	t.Setenv("LABBUILD_BLOB_CACHE", t.TempDir())
-	return SampleRelease{Image: p.ReleaseRef(), Version: p.Version, PullSecretFile: ps, SSHKeyFile: key,
+	t.Setenv("LABBUILD_IMAGE_CACHE", t.TempDir()) // targets.RHCOSCacheEnv
+	return SampleRelease{Image: p.ReleaseRef(), Version: p.Version, PullSecretFile: ps, SSHKeyFile: key, RHCOS: rhcos,
 		Mirrors: map[string]string{p.ReleaseRepo: "oci:" + lay, p.ComponentRepo: "oci:" + lay}}
 }

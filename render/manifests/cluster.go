@@ -177,11 +177,49 @@ func Topologies(masters, workers int) (controlPlane, infra configv1.TopologyMode
 	return controlPlane, infra
 }
 
+// BareMetal is the in-cluster load balancing of platform baremetal (lab option
+// network.loadBalancer: in-cluster): keepalived moves the API and ingress VIPs between the
+// nodes, haproxy and coredns run as static pods rendered by the MCO from its on-prem
+// templates. APIVIPs and IngressVIPs are IPv4 addresses inside one of MachineNetworks (CIDRs).
+// A nil *BareMetal means platform None (the host-haproxy mode).
+type BareMetal struct {
+	APIVIPs, IngressVIPs []string
+	MachineNetworks      []string
+}
+
+func (b *BareMetal) check(what string) error {
+	if len(b.APIVIPs) == 0 || len(b.IngressVIPs) == 0 || len(b.MachineNetworks) == 0 {
+		return fmt.Errorf("%s: platform baremetal needs API VIPs, ingress VIPs and machine networks", what)
+	}
+	for _, ip := range append(append([]string{}, b.APIVIPs...), b.IngressVIPs...) {
+		if err := checkIP(what+": VIP", ip); err != nil {
+			return err
+		}
+	}
+	for _, n := range b.MachineNetworks {
+		if err := checkCIDR(what+": machine network", n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Infrastructure renders Infrastructure `cluster` with spec and status as openshift-install's
 // cluster-infrastructure-02-config.yml for platform None: API URLs on domain
 // (<name>.<baseDomain>), the infrastructure name infraID (see InfraID) and the topologies of
 // Topologies. Its status is applied through the status subresource (StatusKinds).
 func Infrastructure(domain, infraID string, masters, workers int) (File, error) {
+	return InfrastructureOn(domain, infraID, masters, workers, nil)
+}
+
+// InfrastructureOn is Infrastructure on platform None (bm nil) or BareMetal (bm set). For
+// BareMetal it writes what openshift-install 4.18 pkg/asset/manifests/infrastructure.go
+// (case baremetal.Name) writes: spec.platformSpec.baremetal with apiServerInternalIPs,
+// ingressIPs and machineNetworks; status.platformStatus.baremetal with the first VIPs
+// (apiServerInternalIP, ingressIP, deprecated but still read), the VIP lists, the machine
+// networks and loadBalancer.type OpenShiftManagedDefault (the install-config default, under
+// which the MCO renders keepalived, haproxy and coredns: isOpenShiftManagedDefaultLB).
+func InfrastructureOn(domain, infraID string, masters, workers int, bm *BareMetal) (File, error) {
 	if domain == "" || infraID == "" {
 		return File{}, errors.New("infrastructure: empty cluster domain or infrastructure name")
 	}
@@ -202,6 +240,32 @@ func Infrastructure(domain, infraID string, masters, workers int) (File, error) 
 			InfrastructureTopology: infra,
 			CPUPartitioning:        configv1.CPUPartitioningNone,
 		},
+	}
+	if bm != nil {
+		if err := bm.check("infrastructure"); err != nil {
+			return File{}, err
+		}
+		ips := func(ss []string) []configv1.IP {
+			var out []configv1.IP
+			for _, s := range ss {
+				out = append(out, configv1.IP(s))
+			}
+			return out
+		}
+		var cidrs []configv1.CIDR
+		for _, n := range bm.MachineNetworks {
+			cidrs = append(cidrs, configv1.CIDR(n))
+		}
+		o.Spec.PlatformSpec = configv1.PlatformSpec{Type: configv1.BareMetalPlatformType, BareMetal: &configv1.BareMetalPlatformSpec{
+			APIServerInternalIPs: ips(bm.APIVIPs), IngressIPs: ips(bm.IngressVIPs), MachineNetworks: cidrs,
+		}}
+		o.Status.Platform = configv1.BareMetalPlatformType
+		o.Status.PlatformStatus = &configv1.PlatformStatus{Type: configv1.BareMetalPlatformType, BareMetal: &configv1.BareMetalPlatformStatus{
+			APIServerInternalIP: bm.APIVIPs[0], APIServerInternalIPs: bm.APIVIPs,
+			IngressIP: bm.IngressVIPs[0], IngressIPs: bm.IngressVIPs,
+			MachineNetworks: cidrs,
+			LoadBalancer:    &configv1.BareMetalPlatformLoadBalancer{Type: configv1.LoadBalancerTypeOpenShiftManagedDefault},
+		}}
 	}
 	return newFile(OrderConfig+"-config-infrastructure.yaml", o)
 }
@@ -353,6 +417,8 @@ type InstallConfig struct {
 	HostPrefix                     int
 	ServiceNetwork, MachineNetwork string
 	Masters, Workers               int
+	// BareMetal, when set, makes the platform baremetal (see BareMetal); nil is platform none.
+	BareMetal *BareMetal
 }
 
 // installConfig mirrors the YAML shape of openshift-install's install-config after defaulting
@@ -415,6 +481,12 @@ func ClusterConfigV1(ic InstallConfig) (File, error) {
 		Platform: map[string]any{"none": map[string]any{}},
 		Publish:  "External",
 	}
+	if bm := ic.BareMetal; bm != nil {
+		if err := bm.check("cluster-config-v1"); err != nil {
+			return File{}, err
+		}
+		cfg.Platform = map[string]any{"baremetal": baremetalPlatform(bm)}
+	}
 	y, err := marshal(cfg)
 	if err != nil {
 		return File{}, err
@@ -425,6 +497,25 @@ func ClusterConfigV1(ic InstallConfig) (File, error) {
 			Annotations: map[string]string{"kubernetes.io/description": "The install-config content used to create the cluster. The cluster configuration may have changed since installation. This resource will be deleted once it is no longer needed."}},
 		Data: map[string]string{"install-config": string(y)},
 	})
+}
+
+// baremetalPlatform is install-config platform.baremetal for nodes provisioned by someone else
+// (labbuild's VMs), as the agent-based installer writes it: the VIP lists, no hosts (so no
+// BareMetalHost objects and no Ironic), provisioningNetwork Disabled, and the defaults
+// openshift-install's pkg/types/baremetal/defaults/platform.go SetPlatformDefaults gives a
+// config without a provisioning network (libvirtURI, externalBridge) plus loadBalancer
+// OpenShiftManagedDefault (pkg/types/baremetal/platform.go LoadBalancer; validation defaults
+// an unset type to it). The random MAC defaults (externalMACAddress, provisioningMACAddress)
+// are left out: they name bootstrap VM NICs of the IPI flow, which labbuild does not create.
+func baremetalPlatform(bm *BareMetal) map[string]any {
+	return map[string]any{
+		"apiVIPs":             bm.APIVIPs,
+		"ingressVIPs":         bm.IngressVIPs,
+		"libvirtURI":          "qemu:///system",
+		"externalBridge":      "baremetal",
+		"provisioningNetwork": "Disabled",
+		"loadBalancer":        map[string]any{"type": string(configv1.LoadBalancerTypeOpenShiftManagedDefault)},
+	}
 }
 
 // EtcdBootstrapAnnotation is the annotation on openshift-etcd/etcd-endpoints from which the

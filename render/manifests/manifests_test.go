@@ -3,10 +3,12 @@ package manifests
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -33,6 +35,9 @@ const (
 	// A bcrypt hash of "test" (cost 10), a fixed value so the golden file is stable.
 	testHash = "$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy"
 )
+
+// testSSHKey is a public key whose private half was never kept.
+const testSSHKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGq3z0lHq0m8VqgV1t3pU8c7JmQ8cF0xWJ3w3x3pD0lB lab@example"
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
@@ -165,6 +170,47 @@ func TestGolden(t *testing.T) {
 		}},
 		{"kubeadmin", func() ([]File, error) { return one(KubeadminSecret([]byte(testHash))) }},
 		{"bootstrap-complete", func() ([]File, error) { return one(BootstrapComplete()) }},
+		// Past the pivot (handover.go); crt stands in for each CA, key for each key.
+		{"kube-apiserver-signers", func() ([]File, error) {
+			ns, err := Namespace(KubeAPIServerOperatorNamespace)
+			if err != nil {
+				return nil, err
+			}
+			out := []File{ns}
+			for _, n := range ServingSignerSecrets {
+				f, err := TLSSecret(KubeAPIServerOperatorNamespace, n, crt, key)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, f)
+			}
+			return out, nil
+		}},
+		{"client-cas", func() ([]File, error) {
+			a, err := CAConfigMap("openshift-config", "admin-kubeconfig-client-ca", "ca-bundle.crt", "kube-apiserver", crt)
+			if err != nil {
+				return nil, err
+			}
+			b, err := CAConfigMap("openshift-config-managed", "kubelet-bootstrap-kubeconfig", "ca-bundle.crt", "kube-apiserver", crt)
+			return []File{a, b}, err
+		}},
+		{"mco-cas", func() ([]File, error) {
+			a, err := CAConfigMap("kube-system", "root-ca", "ca.crt", "", crt)
+			if err != nil {
+				return nil, err
+			}
+			b, err := CAConfigMap("openshift-config", "initial-kube-apiserver-server-ca", "ca-bundle.crt", "", append(append([]byte{}, crt...), crt...))
+			return []File{a, b}, err
+		}},
+		{"machine-config-server-tls", func() ([]File, error) { return one(MCSTLSSecret(crt, key)) }},
+		{"ssh", func() ([]File, error) {
+			m, err := SSHMachineConfig("master", testSSHKey)
+			if err != nil {
+				return nil, err
+			}
+			w, err := SSHMachineConfig("worker", testSSHKey)
+			return []File{m, w}, err
+		}},
 	}
 	seen := map[string]bool{}
 	for _, tt := range tests {
@@ -369,6 +415,64 @@ func TestPodPaths(t *testing.T) {
 		}
 		if strings.HasSuffix(f.Path, ".key") != (f.Mode == 0o600) && !strings.HasSuffix(f.Path, ".kubeconfig") {
 			t.Errorf("%s: mode %o", f.Path, f.Mode)
+		}
+	}
+}
+
+// TestMCSTLSSecretMatchesInstaller fills the 4.18 installer's own template
+// (../shared/fixtures/installer/manifests/bootkube/machine-config-server-tls-secret.yaml.template)
+// with the same certificate and key and compares the objects field by field.
+func TestMCSTLSSecretMatchesInstaller(t *testing.T) {
+	shared := testenv.RequireShared(t)
+	crt, key := testSigner(t)
+	tmpl := string(mustRead(t, filepath.Join(shared, "fixtures/installer/manifests/bootkube/machine-config-server-tls-secret.yaml.template")))
+	tmpl = strings.NewReplacer("{{.McsTLSCert}}", base64.StdEncoding.EncodeToString(crt), "{{.McsTLSKey}}", base64.StdEncoding.EncodeToString(key)).Replace(tmpl)
+	var want, got corev1.Secret
+	if err := yaml.UnmarshalStrict([]byte(tmpl), &want); err != nil {
+		t.Fatal(err)
+	}
+	f, err := MCSTLSSecret(crt, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Secret {
+		t.Error("machine-config-server-tls is not marked Secret (mode 0600)")
+	}
+	if err := yaml.UnmarshalStrict(f.Data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("labbuild's machine-config-server-tls differs from the installer's template:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestHandoverErrors: bad input to the handover renderers is refused with the object's name.
+func TestHandoverErrors(t *testing.T) {
+	crt, key := testSigner(t)
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"bundle with a key", func() error {
+			_, err := CAConfigMap("kube-system", "root-ca", "ca.crt", "", append(append([]byte{}, crt...), key...))
+			return err
+		}(), "kube-system/root-ca"},
+		{"empty bundle", func() error { _, err := CAConfigMap("kube-system", "root-ca", "ca.crt", "", nil); return err }(), "kube-system/root-ca"},
+		{"trailing junk", func() error {
+			_, err := CAConfigMap("openshift-config", "initial-kube-apiserver-server-ca", "ca-bundle.crt", "", append(append([]byte{}, crt...), "junk"...))
+			return err
+		}(), "initial-kube-apiserver-server-ca"},
+		{"MCS key is a cert", func() error { _, err := MCSTLSSecret(crt, crt); return err }(), "machine-config-server-tls"},
+		{"ssh role", func() error { _, err := SSHMachineConfig("infra", testSSHKey); return err }(), "infra"},
+		{"two ssh keys", func() error { _, err := SSHMachineConfig("master", testSSHKey+"\n"+testSSHKey); return err }(), "one authorized key"},
+	}
+	for _, tt := range tests {
+		if tt.err == nil || !strings.Contains(tt.err.Error(), tt.want) {
+			t.Errorf("%s: error %v, want one naming %q", tt.name, tt.err, tt.want)
+		}
+		if tt.err != nil && strings.Contains(tt.err.Error(), "PRIVATE KEY-----") {
+			t.Errorf("%s: error quotes key material", tt.name)
 		}
 	}
 }

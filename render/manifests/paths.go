@@ -26,9 +26,12 @@ const (
 	// CRIOPausePath is the CRI-O drop-in naming the pause image (crio/00-pause.conf).
 	CRIOPausePath = "/etc/crio/crio.conf.d/00-pause.conf"
 	// MasterKubeconfigPath is the kubelet bootstrap kubeconfig on masters and workers
-	// (kubeconfig/kubelet-bootstrap); the masters' kube-proxy static pod uses it too, so its
-	// identity is system:bootstrapper (bound to system:node-proxier by the rbac manifests).
+	// (kubeconfig/kubelet-bootstrap).
 	MasterKubeconfigPath = "/etc/kubernetes/kubeconfig"
+	// KubeProxyKubeconfigPath is the masters' kube-proxy kubeconfig (kubeconfig/kube-proxy,
+	// user system:kube-proxy, a pki.certDays certificate): the kube-proxy static pod's identity,
+	// which outlives the 24 h kubelet bootstrap certificate of MasterKubeconfigPath.
+	KubeProxyKubeconfigPath = "/etc/kubernetes/kube-proxy.kubeconfig"
 )
 
 // NodeFile maps one file on the bootstrap node to the labbuild target output that provides it.

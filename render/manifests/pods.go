@@ -332,7 +332,9 @@ func CVOPod(releaseImage, profile string) ([]byte, error) {
 // KubeProxyPod renders kube-proxy.yaml, the masters' static pod (spec §7.2) that programs the
 // `kubernetes` Service ClusterIP until OVN-Kubernetes takes over. image is the payload's
 // dedicated `kube-proxy` tag (hyperkube's entrypoint fails there). It is privileged
-// (iptables) and authenticates with the kubelet bootstrap kubeconfig at MasterKubeconfigPath.
+// (iptables) and authenticates as system:kube-proxy with the kubeconfig at
+// KubeProxyKubeconfigPath, a long-lived identity: the kubelet bootstrap kubeconfig OTHW uses
+// expires after 24 h, and the network operator never replaces this pod (docs/past-the-pivot.md).
 func KubeProxyPod(image, clusterNetwork string) ([]byte, error) {
 	if err := checkImage("kube-proxy pod", image); err != nil {
 		return nil, err
@@ -344,13 +346,13 @@ func KubeProxyPod(image, clusterNetwork string) ([]byte, error) {
 	c := corev1.Container{
 		Name: "kube-proxy", Image: image,
 		Command: []string{"/usr/bin/kube-proxy"},
-		Args: []string{"--kubeconfig=" + MasterKubeconfigPath, "--cluster-cidr=" + clusterNetwork,
+		Args: []string{"--kubeconfig=" + KubeProxyKubeconfigPath, "--cluster-cidr=" + clusterNetwork,
 			"--v=2"},
 		SecurityContext: &corev1.SecurityContext{Privileged: &priv},
-		VolumeMounts:    []corev1.VolumeMount{{Name: "kubeconfig", MountPath: MasterKubeconfigPath, ReadOnly: true}},
+		VolumeMounts:    []corev1.VolumeMount{{Name: "kubeconfig", MountPath: KubeProxyKubeconfigPath, ReadOnly: true}},
 	}
 	return marshal(staticPod("kube-proxy", "kube-system", map[string]string{"k8s-app": "kube-proxy"}, c,
-		hostPathVolume("kubeconfig", MasterKubeconfigPath, corev1.HostPathFile)))
+		hostPathVolume("kubeconfig", KubeProxyKubeconfigPath, corev1.HostPathFile)))
 }
 
 // CRIOPauseConf renders the CRI-O drop-in (CRIOPausePath) that names the payload's `pod`

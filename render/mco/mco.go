@@ -82,6 +82,9 @@ type Inputs struct {
 	RootCA, KubeCA []byte
 	// ImageReferences is the release's /release-manifests/image-references ImageStream.
 	ImageReferences []byte
+	// BareMetal, when set, makes Infrastructure and cluster-config-v1 platform BareMetal with
+	// the lab's VIPs (in-cluster VIP mode), so the MCO renders its on-prem templates.
+	BareMetal *manifests.BareMetal
 }
 
 // File is one work-dir file; Secret marks files holding the pull secret (mode 0600).
@@ -115,7 +118,7 @@ func WorkDir(in Inputs) ([]File, error) {
 	}
 	cc, err := manifests.ClusterConfigV1(manifests.InstallConfig{Name: in.ClusterName, BaseDomain: in.BaseDomain,
 		ClusterNetwork: in.ClusterNetwork, HostPrefix: in.HostPrefix, ServiceNetwork: in.ServiceNetwork,
-		MachineNetwork: in.MachineNetwork, Masters: in.Masters, Workers: in.Workers})
+		MachineNetwork: in.MachineNetwork, Masters: in.Masters, Workers: in.Workers, BareMetal: in.BareMetal})
 	if err := add(ClusterConfigFile, cc, err); err != nil {
 		return nil, err
 	}
@@ -123,7 +126,7 @@ func WorkDir(in Inputs) ([]File, error) {
 	if err := add(PullSecretFile, ps, err); err != nil {
 		return nil, err
 	}
-	infra, err := manifests.Infrastructure(domain, in.InfraID, in.Masters, in.Workers)
+	infra, err := manifests.InfrastructureOn(domain, in.InfraID, in.Masters, in.Workers, in.BareMetal)
 	if err := add(InfrastructureFile, infra, err); err != nil {
 		return nil, err
 	}

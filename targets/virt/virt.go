@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sort"
 	"strings"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
@@ -499,5 +500,19 @@ func (c *Conn) Networks() (map[string]*libvirtxml.Network, error) {
 			out[h.Name] = n
 		}
 	}
+	return out, nil
+}
+
+// DomainNames returns the names of every domain defined or running on the connection, sorted.
+func (c *Conn) DomainNames() ([]string, error) {
+	ds, _, err := c.l.ConnectListAllDomains(1, 0) // 1: return the domains (go-libvirt's NeedResults)
+	if err != nil {
+		return nil, fmt.Errorf("list domains: %w", err)
+	}
+	out := make([]string, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, d.Name)
+	}
+	sort.Strings(out)
 	return out, nil
 }

@@ -1,0 +1,116 @@
+package targets
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"sigs.k8s.io/yaml"
+)
+
+// release/coreos-stream reads the payload's CoreOS stream metadata, so the RHCOS boot image
+// comes from the release by default and matches it (what `openshift-install coreos
+// print-stream-json` prints, and what the installer uses for its bootstrap and machines). The
+// release image carries it as the ConfigMap openshift-machine-config-operator/coreos-bootimages
+// in /release-manifests/0000_50_installer_coreos-bootimages.yaml; data.stream is the stream
+// JSON (openshift/installer data/data/coreos/rhcos.json). rhcos.imageURL overrides it.
+
+// Payload path of the coreos-bootimages ConfigMap (openshift/installer; read by oc, HyperShift
+// and origin's tests from the same place).
+const releaseCoreOSBootImagesPath = "/release-manifests/0000_50_installer_coreos-bootimages.yaml"
+
+// CoreOS stream artifact labbuild boots: the QEMU image, gzipped qcow2, of the host
+// architecture (.architectures.x86_64.artifacts.qemu.formats["qcow2.gz"].disk).
+const (
+	coreOSArch     = "x86_64"
+	coreOSPlatform = "qemu"
+	coreOSFormat   = "qcow2.gz"
+)
+
+// coreOSStream is the part of CoreOS stream metadata (coreos/stream-metadata-go stream.Stream)
+// labbuild reads.
+type coreOSStream struct {
+	Stream        string `json:"stream"`
+	Architectures map[string]struct {
+		Artifacts map[string]struct {
+			Release string                               `json:"release"`
+			Formats map[string]map[string]coreOSArtifact `json:"formats"`
+		} `json:"artifacts"`
+	} `json:"architectures"`
+}
+
+// coreOSArtifact is one downloadable file of a stream: URL, sha256 of the file as published,
+// and of its uncompressed content when it is compressed.
+type coreOSArtifact struct {
+	Location           string `json:"location"`
+	SHA256             string `json:"sha256"`
+	UncompressedSHA256 string `json:"uncompressed-sha256,omitempty"`
+}
+
+// coreOSImage is release/coreos-stream's qemu.json: the artifact rhcos/image fetches.
+type coreOSImage struct {
+	Stream  string `json:"stream"`
+	Release string `json:"release"` // RHCOS build, "418.94.202501221327-0"
+	coreOSArtifact
+}
+
+// coreOSParse decodes the coreos-bootimages ConfigMap and picks the QEMU qcow2.gz disk of
+// x86_64. Errors say what is missing, by its path in the stream.
+func coreOSParse(cm []byte) (stream []byte, img coreOSImage, err error) {
+	var m struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(cm, &m); err != nil {
+		return nil, img, fmt.Errorf("not a ConfigMap: %w", err)
+	}
+	if m.Kind != "ConfigMap" || m.Metadata.Name != "coreos-bootimages" || m.Data["stream"] == "" {
+		return nil, img, fmt.Errorf("want ConfigMap coreos-bootimages with data.stream, got kind %q name %q", m.Kind, m.Metadata.Name)
+	}
+	stream = []byte(m.Data["stream"])
+	var st coreOSStream
+	if err := json.Unmarshal(stream, &st); err != nil {
+		return nil, img, fmt.Errorf("data.stream is not CoreOS stream metadata JSON: %w", err)
+	}
+	where := fmt.Sprintf(".architectures.%s.artifacts.%s.formats[%q].disk", coreOSArch, coreOSPlatform, coreOSFormat)
+	a, ok := st.Architectures[coreOSArch].Artifacts[coreOSPlatform]
+	if !ok {
+		return nil, img, fmt.Errorf("stream %q has no %s", st.Stream, where)
+	}
+	d, ok := a.Formats[coreOSFormat]["disk"]
+	if !ok || d.Location == "" || d.SHA256 == "" {
+		return nil, img, fmt.Errorf("stream %q has no location and sha256 at %s", st.Stream, where)
+	}
+	return stream, coreOSImage{Stream: st.Stream, Release: a.Release, coreOSArtifact: d}, nil
+}
+
+// coreOSTarget is release/coreos-stream.
+func coreOSTarget(reads []string) *Target {
+	return &Target{
+		Name:    "release/coreos-stream",
+		Doc:     "the payload's CoreOS stream metadata (coreos-bootimages ConfigMap): stream.json, and qemu.json naming the x86_64 QEMU qcow2.gz and its sha256",
+		Deps:    []string{"release/resolve"},
+		Reads:   reads,
+		Files:   []string{"access.pullSecretFile"},
+		Version: 1,
+		Run: func(ctx context.Context, s *Step) error {
+			img, b, err := releaseLastLayerFile(ctx, s, releaseCoreOSBootImagesPath)
+			if err != nil {
+				return fmt.Errorf("%w (or set rhcos.imageURL and rhcos.imageSHA256 in lab.yaml)", err)
+			}
+			stream, q, err := coreOSParse(b)
+			if err != nil {
+				return fmt.Errorf("%s: %s %s: %w (or set rhcos.imageURL and rhcos.imageSHA256 in lab.yaml)", s.Target().Name, img.Ref, releaseCoreOSBootImagesPath, err)
+			}
+			s.Logf("stream %s: RHCOS %s, %s", q.Stream, q.Release, q.Location)
+			if err := s.WriteFile("stream.json", stream, 0o644); err != nil {
+				return err
+			}
+			j, _ := json.MarshalIndent(q, "", "  ")
+			return s.WriteFile("qemu.json", append(j, '\n'), 0o644)
+		},
+	}
+}

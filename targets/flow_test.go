@@ -1,0 +1,130 @@
+package targets
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// flowGraph returns every registered target for c by name.
+func flowGraph(t *testing.T, c *Config) map[string]*Target {
+	t.Helper()
+	all := map[string]*Target{}
+	for _, f := range families {
+		for _, x := range f.Targets(c) {
+			all[x.Name] = x
+		}
+	}
+	return all
+}
+
+// flowUpstream returns the transitive upstream closure of name.
+func flowUpstream(all map[string]*Target, name string) map[string]bool {
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(n string) {
+		x := all[n]
+		if x == nil {
+			return
+		}
+		for _, d := range x.Deps {
+			if !seen[d] {
+				seen[d] = true
+				walk(d)
+			}
+		}
+	}
+	walk(name)
+	return seen
+}
+
+// TestFlowClosure: every External resource a phase of `labbuild cluster` uses is upstream of
+// it, in the registered graph, for each topology: the host checked before anything is made,
+// the RHCOS image under every disk, the load balancer holding the API VIP before the bootstrap
+// wait, the pivot acting on the haproxy/service it switches, and each phase's VMs.
+func TestFlowClosure(t *testing.T) {
+	for _, shape := range [][2]int{{3, 2}, {3, 0}, {1, 1}} {
+		c := clusterConfig(shape[0], shape[1])
+		t.Run(fmt.Sprintf("%d+%d", shape[0], shape[1]), func(t *testing.T) {
+			all := flowGraph(t, c)
+			vms := func(role string) []string {
+				var out []string
+				for _, n := range c.NodesByRole(role) {
+					out = append(out, "libvirt/vm/"+n.Name, "libvirt/volume/"+n.Name)
+				}
+				return out
+			}
+			uses := map[string][]string{
+				"cluster/bootstrap": append([]string{"host/preflight", "rhcos/image", "libvirt/network", "libvirt/pool", "haproxy/service"}, vms(RoleBootstrap)...),
+				"cluster/masters":   vms(RoleMaster),
+				"cluster/pivot":     {"haproxy/service", "haproxy/config-post-pivot", "libvirt/vm/bootstrap"},
+				"cluster/workers":   vms(RoleWorker),
+				"cluster/done":      {"kubeconfig/admin", "manifests/kubeadmin"},
+				"haproxy/service":   {"libvirt/network", "host/preflight"},
+			}
+			for _, n := range c.Nodes {
+				uses["libvirt/vm/"+n.Name] = []string{"host/preflight", "libvirt/network", "libvirt/volume/" + n.Name}
+				uses["libvirt/volume/"+n.Name] = []string{"host/preflight", "libvirt/pool", "rhcos/image"}
+			}
+			for phase, want := range uses {
+				if all[phase] == nil {
+					t.Errorf("%s is not registered", phase)
+					continue
+				}
+				up := flowUpstream(all, phase)
+				for _, w := range want {
+					if all[w] == nil {
+						t.Errorf("%s uses %s, which is not registered", phase, w)
+					} else if !up[w] {
+						t.Errorf("%s uses %s, which is not upstream of it", phase, w)
+					}
+				}
+			}
+			// Every External target of the bring-up comes after host/preflight.
+			for name, x := range all {
+				if x.External && (strings.HasPrefix(name, "libvirt/") || strings.HasPrefix(name, "cluster/")) && !flowUpstream(all, name)["host/preflight"] {
+					t.Errorf("%s does not come after host/preflight", name)
+				}
+			}
+		})
+	}
+}
+
+// TestFlowDryRunFresh is `labbuild -n cluster` in a fresh directory: the plan lists
+// host/preflight, release/coreos-stream, rhcos/image, haproxy/service and every phase, each
+// after what it needs.
+func TestFlowDryRunFresh(t *testing.T) {
+	c := clusterConfig(3, 2)
+	dir := t.TempDir()
+	c.Access.PullSecretFile, c.Access.SSHKeyFile = filepath.Join(dir, "ps.json"), filepath.Join(dir, "id.pub")
+	os.WriteFile(c.Access.PullSecretFile, []byte(`{"auths":{}}`), 0o600)
+	os.WriteFile(c.Access.SSHKeyFile, []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl x\n"), 0o644)
+	res, err := Build(context.Background(), Options{Config: c, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true,
+		Now: func() time.Time { return time.Unix(1e9, 0) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, p := range res.Plan {
+		order = append(order, p.Target)
+	}
+	seq := []string{"release/coreos-stream", "rhcos/image", "libvirt/volume/master-0", "libvirt/vm/master-0", "cluster/install/master-0", "cluster/masters"}
+	seq2 := []string{"host/preflight", "libvirt/network", "haproxy/service", "cluster/bootstrap", "cluster/masters", "cluster/etcd", "cluster/pivot", "cluster/workers", "cluster/converge", "cluster/done"}
+	for _, s := range [][]string{seq, seq2} {
+		for i, name := range s {
+			at := slices.Index(order, name)
+			if at < 0 {
+				t.Errorf("plan lacks %s", name)
+				continue
+			}
+			if i > 0 && slices.Index(order, s[i-1]) > at {
+				t.Errorf("plan has %s after %s", s[i-1], name)
+			}
+		}
+	}
+}

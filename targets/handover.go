@@ -1,0 +1,135 @@
+package targets
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/labbuild/labbuild/render/manifests"
+)
+
+// Past the pivot (docs/past-the-pivot.md): the cluster manifests that hand the operators what
+// openshift-install hands them, so that after the pivot they keep the lab's CAs instead of
+// minting their own, and the machine-config operator can sync at all. They are
+// manifests/cluster/<name> targets like the others and go through the collector into
+// /opt/openshift/manifests:
+//
+//	kube-apiserver-signers     openshift-kube-apiserver-operator/{loadbalancer,localhost,
+//	                           service-network}-serving-signer (and that namespace)
+//	client-cas                 openshift-config/admin-kubeconfig-client-ca and
+//	                           openshift-config-managed/kubelet-bootstrap-kubeconfig: the
+//	                           kubernetes CA, which signs the lab's admin, kubelet bootstrap and
+//	                           node client certificates
+//	mco-cas                    kube-system/root-ca (root CA) and
+//	                           openshift-config/initial-kube-apiserver-server-ca (kubernetes CA)
+//	machine-config-server-tls  openshift-machine-config-operator/machine-config-server-tls
+//	ssh                        MachineConfigs 99-master-ssh and 99-worker-ssh
+//
+// Each reads only the PKI outputs (or the SSH key file) it carries, so an unrelated edit
+// rebuilds none of them, and none of them issues a certificate: they copy the pki family's.
+
+// hoClusterNames are the manifests/cluster/<name> targets of this file (the collector's list
+// takes them).
+var hoClusterNames = []string{"kube-apiserver-signers", "client-cas", "mco-cas", "machine-config-server-tls", "ssh"}
+
+// hoCA reads pki/ca/<id>'s certificate.
+func hoCA(s *Step, id string) ([]byte, error) { return s.DepFile("pki/ca/"+id, "tls.crt") }
+
+func handoverTargets() []*Target {
+	var signerDeps []string
+	for _, id := range pkiServingSigners {
+		signerDeps = append(signerDeps, "pki/ca/"+id, "pki/key/"+id)
+	}
+	return []*Target{
+		mfCluster("kube-apiserver-signers", "the kube-apiserver-operator's serving signers (lb, localhost, service-network) as its Secrets, so it keeps the CAs the kubeconfigs trust",
+			signerDeps, nil, func(s *Step) ([]manifests.File, error) {
+				ns, err := manifests.Namespace(manifests.KubeAPIServerOperatorNamespace)
+				if err != nil {
+					return nil, err
+				}
+				out := []manifests.File{ns}
+				for i, id := range pkiServingSigners {
+					crt, err := hoCA(s, id)
+					if err != nil {
+						return nil, err
+					}
+					key, err := s.DepFile("pki/key/"+id, "tls.key")
+					if err != nil {
+						return nil, err
+					}
+					f, err := manifests.TLSSecret(manifests.KubeAPIServerOperatorNamespace, manifests.ServingSignerSecrets[i], crt, key)
+					if err != nil {
+						return nil, err
+					}
+					out = append(out, f)
+				}
+				return out, nil
+			}),
+		mfCluster("client-cas", "openshift-config/admin-kubeconfig-client-ca and openshift-config-managed/kubelet-bootstrap-kubeconfig (kubernetes CA): the post-pivot kube-apiserver keeps trusting the lab's client certificates",
+			[]string{"pki/ca/kubernetes"}, nil, func(s *Step) ([]manifests.File, error) {
+				ca, err := hoCA(s, "kubernetes")
+				if err != nil {
+					return nil, err
+				}
+				a, err := manifests.CAConfigMap("openshift-config", "admin-kubeconfig-client-ca", "ca-bundle.crt", "kube-apiserver", ca)
+				if err != nil {
+					return nil, err
+				}
+				b, err := manifests.CAConfigMap("openshift-config-managed", "kubelet-bootstrap-kubeconfig", "ca-bundle.crt", "kube-apiserver", ca)
+				return []manifests.File{a, b}, err
+			}),
+		mfCluster("mco-cas", "kube-system/root-ca (root CA) and openshift-config/initial-kube-apiserver-server-ca (kubernetes CA), which the machine-config operator's sync requires",
+			[]string{"pki/ca/root", "pki/ca/kubernetes"}, nil, func(s *Step) ([]manifests.File, error) {
+				root, err := hoCA(s, "root")
+				if err != nil {
+					return nil, err
+				}
+				kube, err := hoCA(s, "kubernetes")
+				if err != nil {
+					return nil, err
+				}
+				a, err := manifests.CAConfigMap("kube-system", "root-ca", "ca.crt", "", root)
+				if err != nil {
+					return nil, err
+				}
+				b, err := manifests.CAConfigMap("openshift-config", "initial-kube-apiserver-server-ca", "ca-bundle.crt", "", kube)
+				return []manifests.File{a, b}, err
+			}),
+		mfCluster("machine-config-server-tls", "Secret openshift-machine-config-operator/machine-config-server-tls (the MCS serving cert for api-int, root CA)",
+			[]string{"pki/cert/machine-config-server", "pki/key/machine-config-server"}, nil, func(s *Step) ([]manifests.File, error) {
+				crt, err := s.DepFile("pki/cert/machine-config-server", "tls.crt")
+				if err != nil {
+					return nil, err
+				}
+				key, err := s.DepFile("pki/key/machine-config-server", "tls.key")
+				if err != nil {
+					return nil, err
+				}
+				return mfOne(manifests.MCSTLSSecret(crt, key))
+			}),
+		{
+			Name:    "manifests/cluster/ssh",
+			Doc:     "MachineConfigs 99-master-ssh and 99-worker-ssh with access.sshKeyFile, so the machine-config-daemon keeps the key",
+			Files:   []string{"access.sshKeyFile"},
+			Version: 1,
+			Run: func(ctx context.Context, s *Step) error {
+				b, err := s.File("access.sshKeyFile")
+				if err != nil {
+					return err
+				}
+				if err := CheckSSHKey(b, "access.sshKeyFile"); err != nil {
+					return err
+				}
+				var fs []manifests.File
+				for _, role := range []string{RoleMaster, RoleWorker} {
+					f, err := manifests.SSHMachineConfig(role, strings.TrimSpace(string(b)))
+					if err != nil {
+						return fmt.Errorf("%s: %w", s.Target().Name, err)
+					}
+					fs = append(fs, f)
+				}
+				return mfWrite(s, fs...)
+			},
+		},
+	}
+}

@@ -1,0 +1,333 @@
+package targets
+
+// The host family checks and integrates the machine the lab runs on:
+//
+//	host/preflight  checks the host before anything is created: libvirtd reachable, /dev/kvm usable
+//	                (or libvirt.domainType qemu), free memory against the VMs still to define,
+//	                free space under libvirt.poolPath against their disks, the pull secret holding
+//	                auths for every registry the payload pulls from, IP forwarding on. Every
+//	                failure is reported at once, each with its fix. Upstream of every libvirt
+//	                target, and so of every cluster phase.
+//	host/dns        the cluster domain resolvable on the host (host_integration.go)
+//	host/firewall   the VIP ports open from the lab bridge (host_integration.go)
+//
+// The checks read the host through HostView, which tests fill.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/labbuild/labbuild/targets/oci"
+	"github.com/labbuild/labbuild/targets/virt"
+)
+
+// HostView is what host/preflight reads of the host. Production reads /proc, /dev/kvm,
+// statfs(2) and libvirtd (realHost); tests fill a struct.
+type HostView interface {
+	// Libvirt connects to uri and returns the names of the domains defined there and whether
+	// the named network is active, or the connection error.
+	Libvirt(uri, network string) (domains []string, netActive bool, err error)
+	// KVM opens /dev/kvm for reading and writing, as QEMU does for domain type kvm.
+	KVM() error
+	// MemAvailableMiB is /proc/meminfo MemAvailable, in MiB.
+	MemAvailableMiB() (int64, error)
+	// FreeGiB is the space available to unprivileged users on the filesystem holding path (or
+	// its nearest existing parent), in GiB.
+	FreeGiB(path string) (float64, error)
+	// IPForward is /proc/sys/net/ipv4/ip_forward == 1 (in the caller's network namespace).
+	IPForward() (bool, error)
+}
+
+// hostView is the HostView host/preflight uses; tests replace it and restore it.
+var hostView HostView = realHost{}
+
+type realHost struct{}
+
+func (realHost) Libvirt(uri, network string) ([]string, bool, error) {
+	c, err := virt.Connect(uri)
+	if err != nil {
+		return nil, false, err
+	}
+	defer c.Close()
+	ds, err := c.DomainNames()
+	if err != nil {
+		return nil, false, err
+	}
+	_, active, _, err := c.Network(network)
+	return ds, active, err
+}
+
+func (realHost) KVM() error {
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func (realHost) MemAvailableMiB() (int64, error) {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, errors.New("/proc/meminfo has no MemAvailable")
+}
+
+func (realHost) FreeGiB(path string) (float64, error) {
+	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
+		var st syscall.Statfs_t
+		err := syscall.Statfs(p, &st)
+		if err == nil {
+			return float64(st.Bavail) * float64(st.Bsize) / (1 << 30), nil
+		}
+		if !errors.Is(err, syscall.ENOENT) || p == filepath.Dir(p) {
+			return 0, err
+		}
+	}
+}
+
+func (realHost) IPForward() (bool, error) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
+	if err != nil {
+		return false, err
+	}
+	return strings.TrimSpace(string(b)) == "1", nil
+}
+
+func init() {
+	Register(Family{Name: "host", Doc: "the host itself: preflight checks, DNS for the cluster domain, firewall openings for the VIPs", Targets: hostTargets})
+}
+
+// hostPreflight is the target's name; hostTargets' other targets are in host_integration.go.
+const hostPreflight = "host/preflight"
+
+func hostTargets(c *Config) []*Target {
+	reads := []string{"libvirt.uri", "libvirt.domainType", "libvirt.poolPath", "libvirt.network", "cluster.name", "nodes", "sizes", "release.image"}
+	if len(c.Release.Mirrors) > 0 {
+		reads = append(reads, "release.mirrors")
+	}
+	pre := &Target{
+		Name: hostPreflight,
+		Doc:  "checks libvirtd, /dev/kvm, memory, pool disk space, pull secret auths and IP forwarding before anything is created; every failure at once, with its fix",
+		Deps: []string{"release/image-references"}, Reads: reads, Files: []string{"access.pullSecretFile"},
+		Version: 1, External: true,
+		Run: func(ctx context.Context, s *Step) error {
+			passed, fails, err := hostChecks(s)
+			if err != nil {
+				return err
+			}
+			if len(fails) > 0 {
+				return hostFailures(s, fails)
+			}
+			// The record lists the checks that ran, not the numbers they saw: a rerun that
+			// passes again writes the same bytes, so nothing downstream runs for it.
+			b, _ := json.MarshalIndent(map[string]any{"passed": passed}, "", "  ")
+			return s.WriteFile("preflight.json", append(b, '\n'), 0o644)
+		},
+		// Every build that needs the host checks it again (the host changes under a lab:
+		// libvirtd stopped, disk filled); VMs already defined no longer count against memory
+		// and disk.
+		Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+			_, fails, err := hostChecks(s)
+			if err != nil {
+				return ProbeResult{}, err
+			}
+			if len(fails) > 0 {
+				return ProbeResult{Action: Update, Reason: fmt.Sprintf("%d host checks fail: %s", len(fails), fails[0].what)}, nil
+			}
+			return ProbeResult{Action: Keep}, nil
+		},
+		Destroy: func(context.Context, *Step) error { return nil }, // it changes nothing
+	}
+	return append([]*Target{pre}, hostIntegrationTargets(c)...)
+}
+
+// hostFail is one failed check: what is wrong and how to fix it.
+type hostFail struct{ what, fix string }
+
+// hostFailures is the error listing every failed check.
+func hostFailures(s *Step, fails []hostFail) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d host checks failed (nothing was created):", s.Target().Name, len(fails))
+	for _, f := range fails {
+		fmt.Fprintf(&b, "\n  - %s\n    fix: %s", f.what, f.fix)
+	}
+	return errors.New(b.String())
+}
+
+// hostChecks runs every check and returns the names of those that passed and the failures.
+// The error is for the build's own inputs (a config or upstream output it cannot read).
+func hostChecks(s *Step) (passed []string, fails []hostFail, err error) {
+	var uri, domType, poolPath, network, cluster string
+	for p, v := range map[string]*string{"libvirt.uri": &uri, "libvirt.domainType": &domType, "libvirt.poolPath": &poolPath,
+		"libvirt.network": &network, "cluster.name": &cluster} {
+		if *v, err = s.String(p); err != nil {
+			return nil, nil, err
+		}
+	}
+	var nodes []Node
+	var sizes Sizes
+	if err := s.Value("nodes", &nodes); err != nil {
+		return nil, nil, err
+	}
+	if err := s.Value("sizes", &sizes); err != nil {
+		return nil, nil, err
+	}
+	ok := func(name string) { passed = append(passed, name) }
+	fail := func(what, fix string) { fails = append(fails, hostFail{what, fix}) }
+
+	u, perr := url.Parse(uri)
+	test := perr == nil && strings.HasPrefix(u.Scheme, "test") // test:///default, test+unix://...: objects only
+	remote := perr == nil && u.Host != ""                      // qemu+ssh://host/system: its memory and disks are not ours
+	defined := map[string]bool{}
+	domains, netActive, err := hostView.Libvirt(uri, network)
+	if err != nil {
+		fail(fmt.Sprintf("libvirtd at libvirt.uri %s: %v", uri, err),
+			"start libvirtd (sudo systemctl enable --now libvirtd, or the virtqemud/virtnetworkd/virtstoraged sockets) and let your user open its socket (sudo usermod -aG libvirt $USER, then log in again)")
+	} else {
+		ok("libvirtd")
+		for _, d := range domains {
+			defined[d] = true
+		}
+	}
+	if domType == "kvm" && !remote {
+		if err := hostView.KVM(); err != nil {
+			fail(fmt.Sprintf("/dev/kvm is not usable: %v", err),
+				"enable virtualization (VT-x/AMD-V) in the firmware, load kvm_intel or kvm_amd, and add your user to group kvm; or set libvirt.domainType: qemu (software emulation, much slower)")
+		} else {
+			ok("kvm")
+		}
+	}
+	if !test && !remote {
+		// What the VMs still to be defined need; defined ones already hold theirs.
+		var memMiB, diskGiB int64
+		var pending []string
+		for _, n := range nodes {
+			if defined[cluster+"-"+n.Name] {
+				continue
+			}
+			sz := (&Config{Sizes: sizes}).SizeOf(n)
+			memMiB += int64(sz.MemoryMiB)
+			diskGiB += int64(sz.DiskGiB)
+			pending = append(pending, n.Name)
+		}
+		if avail, err := hostView.MemAvailableMiB(); err != nil {
+			fail("free memory: "+err.Error(), "check that /proc/meminfo is readable")
+		} else if memMiB > avail {
+			fail(fmt.Sprintf("the VMs still to define (%s) need %d MiB of memory; the host has %d MiB available", strings.Join(pending, ", "), memMiB, avail),
+				"free memory, or shrink sizes.<role>.memoryMiB / nodes[].memoryMiB in lab.yaml (or remove workers: 3 masters + 0 workers is a compact cluster)")
+		} else {
+			ok("memory")
+		}
+		if free, err := hostView.FreeGiB(poolPath); err != nil {
+			fail(fmt.Sprintf("free space under libvirt.poolPath %s: %v", poolPath, err), "set libvirt.poolPath to a directory on a local filesystem")
+		} else if float64(diskGiB) > free {
+			fail(fmt.Sprintf("the disks still to create (%s) may grow to %d GiB; the filesystem of libvirt.poolPath %s has %.1f GiB free", strings.Join(pending, ", "), diskGiB, poolPath, free),
+				"set libvirt.poolPath to a filesystem with room, or shrink sizes.<role>.diskGiB / nodes[].diskGiB in lab.yaml")
+		} else {
+			ok("disk")
+		}
+		// libvirt turns forwarding on when it starts a NAT network; off while the lab's
+		// network runs means something turned it off again (a sysctl reload, a firewall tool),
+		// and the VMs cannot reach the registries.
+		if on, err := hostView.IPForward(); netActive && (err != nil || !on) {
+			fail(fmt.Sprintf("net.ipv4.ip_forward is off while libvirt network %s runs%s: the VMs cannot reach the registries", network, errText(err)),
+				"sudo sysctl -w net.ipv4.ip_forward=1, and keep it in /etc/sysctl.d/99-labbuild.conf")
+		} else {
+			ok("ip-forward")
+		}
+	}
+	missing, err := hostPullSecretGaps(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(missing) > 0 {
+		fail(fmt.Sprintf("access.pullSecretFile has no auth for %s, which the payload pulls from", strings.Join(missing, ", ")),
+			"download the pull secret from https://console.redhat.com/openshift/install/pull-secret into access.pullSecretFile, or mirror those repositories (release.mirrors)")
+	} else {
+		ok("pull-secret")
+	}
+	return passed, fails, nil
+}
+
+// hostPullSecretGaps returns the registries the payload pulls from (release.image and every
+// image-references pull spec) that neither the pull secret has an auth for nor release.mirrors
+// serves. Names only: the secret's content never appears.
+func hostPullSecretGaps(s *Step) ([]string, error) {
+	ps, err := s.File("access.pullSecretFile")
+	if err != nil {
+		return nil, err
+	}
+	kc, err := oci.NewKeychain(ps)
+	if err != nil {
+		return nil, fmt.Errorf("%s: access.pullSecretFile: %w", s.Target().Name, err)
+	}
+	var mirrors map[string]string
+	if slices.Contains(s.Target().Reads, "release.mirrors") {
+		if err := s.Value("release.mirrors", &mirrors); err != nil {
+			return nil, err
+		}
+	}
+	image, err := s.String("release.image")
+	if err != nil {
+		return nil, err
+	}
+	refs, err := s.DepFile("release/image-references", "image-references")
+	if err != nil {
+		return nil, err
+	}
+	is, err := releaseParseImageReferences(refs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	pulls := []string{image}
+	for _, t := range is.Spec.Tags {
+		pulls = append(pulls, t.From.Name)
+	}
+	gaps := map[string]bool{}
+	for _, p := range pulls {
+		repo := hostRepo(p)
+		mirrored := false
+		for k := range mirrors {
+			k = strings.TrimSuffix(k, "/")
+			mirrored = mirrored || repo == k || strings.HasPrefix(repo, k+"/")
+		}
+		if !mirrored && !kc.Has(repo) {
+			reg, _, _ := strings.Cut(repo, "/")
+			gaps[reg] = true
+		}
+	}
+	out := make([]string, 0, len(gaps))
+	for g := range gaps {
+		out = append(out, g)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// hostRepo strips the tag or digest from a pull spec.
+func hostRepo(pullspec string) string {
+	if i := strings.Index(pullspec, "@"); i >= 0 {
+		pullspec = pullspec[:i]
+	}
+	if i := strings.LastIndex(pullspec, ":"); i > strings.LastIndex(pullspec, "/") {
+		pullspec = pullspec[:i]
+	}
+	return pullspec
+}

@@ -1,0 +1,171 @@
+package targets
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/labbuild/labbuild/internal/testenv"
+)
+
+// fakeHost is a HostView filled by the test.
+type fakeHost struct {
+	libvirtErr error
+	domains    []string
+	netActive  bool
+	kvmErr     error
+	memMiB     int64
+	freeGiB    float64
+	forward    bool
+	freePath   string // the path FreeGiB was asked about
+}
+
+func (f *fakeHost) Libvirt(uri, network string) ([]string, bool, error) {
+	return f.domains, f.netActive, f.libvirtErr
+}
+func (f *fakeHost) KVM() error                      { return f.kvmErr }
+func (f *fakeHost) MemAvailableMiB() (int64, error) { return f.memMiB, nil }
+func (f *fakeHost) FreeGiB(p string) (float64, error) {
+	f.freePath = p
+	return f.freeGiB, nil
+}
+func (f *fakeHost) IPForward() (bool, error) { return f.forward, nil }
+
+// setHostView replaces hostView for the test.
+func setHostView(t *testing.T, h HostView) {
+	old := hostView
+	hostView = h
+	t.Cleanup(func() { hostView = old })
+}
+
+// TestHostPreflight: host/preflight reports every failed check at once, each with its fix,
+// and the libvirt family builds nothing after it; a healthy host passes and a rerun runs
+// nothing; VMs already defined no longer count against memory and disk; IP forwarding off
+// while the lab network runs fails; a pull secret without auths for an unmirrored payload
+// registry fails naming the registry, never the secret.
+func TestHostPreflight(t *testing.T) {
+	sr := testenv.StartSampleRelease(t, false)
+	lab := func() *Config {
+		c := DefaultConfig()
+		c.Release.Image, c.Release.Version, c.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
+		c.Access.PullSecretFile, c.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
+		c.Libvirt.URI, c.Libvirt.DomainType, c.Libvirt.PoolPath = "qemu:///system", "kvm", "/srv/labbuild/pool"
+		return c
+	}
+	// The default lab: 1 bootstrap (16 GiB, 120 GiB), 3 masters (16 GiB, 120 GiB), 2 workers (8 GiB, 120 GiB).
+	c0 := lab()
+	var needMiB, needGiB int
+	for _, n := range c0.Nodes {
+		needMiB += c0.SizeOf(n).MemoryMiB
+		needGiB += c0.SizeOf(n).DiskGiB
+	}
+	healthy := func() *fakeHost {
+		return &fakeHost{memMiB: int64(needMiB), freeGiB: float64(needGiB), forward: true, netActive: true}
+	}
+	var allDomains []string
+	for _, n := range c0.Nodes {
+		allDomains = append(allDomains, c0.Cluster.Name+"-"+n.Name)
+	}
+	tests := []struct {
+		name     string
+		host     *fakeHost
+		edit     func(*Config)
+		wantErrs []string // substrings, each of a different failure
+		wantN    int      // number of failures
+	}{
+		{"healthy", healthy(), nil, nil, 0},
+		{"everything wrong at once", &fakeHost{libvirtErr: errors.New("dial unix /run/libvirt/libvirt-sock: connect: no such file"),
+			kvmErr: errors.New("open /dev/kvm: no such file or directory"), memMiB: 4096, freeGiB: 10, forward: false},
+			func(c *Config) {
+				c.Release.Mirrors = map[string]string{}
+				for k, v := range sr.Mirrors {
+					if strings.HasSuffix(k, "/release") {
+						c.Release.Mirrors[k] = v // the component repository is left unmirrored
+					}
+				}
+				ps := filepath.Join(t.TempDir(), "ps.json")
+				os.WriteFile(ps, []byte(`{"auths":{"quay.io":{"auth":"dXNlcjpzM2NyM3Q="}}}`), 0o600)
+				c.Access.PullSecretFile = ps
+			},
+			[]string{"libvirtd at libvirt.uri qemu:///system", "systemctl enable --now libvirtd",
+				"/dev/kvm is not usable", "libvirt.domainType: qemu",
+				"need " + itoa(needMiB) + " MiB", "sizes.<role>.memoryMiB",
+				"may grow to " + itoa(needGiB) + " GiB", "libvirt.poolPath /srv/labbuild/pool",
+				"no auth for registry.labbuild.invalid", "console.redhat.com"}, 5},
+		{"qemu domain type needs no /dev/kvm", &fakeHost{kvmErr: errors.New("no kvm"), memMiB: int64(needMiB), freeGiB: float64(needGiB), forward: true},
+			func(c *Config) { c.Libvirt.DomainType = "qemu" }, nil, 0},
+		{"defined VMs hold their memory and disk already", &fakeHost{domains: allDomains, memMiB: 0, freeGiB: 0, forward: true}, nil, nil, 0},
+		{"forwarding off while the lab network runs", &fakeHost{memMiB: int64(needMiB), freeGiB: float64(needGiB), netActive: true},
+			nil, []string{"net.ipv4.ip_forward is off while libvirt network", "sysctl -w net.ipv4.ip_forward=1"}, 1},
+		{"forwarding off before the network exists (libvirt turns it on)", &fakeHost{memMiB: int64(needMiB), freeGiB: float64(needGiB)}, nil, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			setHostView(t, tt.host)
+			c := lab()
+			if tt.edit != nil {
+				tt.edit(c)
+			}
+			out := t.TempDir()
+			var log strings.Builder
+			r, err := Build(context.Background(), Options{Config: c, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log})
+			if tt.wantN == 0 {
+				if err != nil {
+					t.Fatalf("%v\n%s", err, log.String())
+				}
+				if tt.host.freePath != "" && tt.host.freePath != "/srv/labbuild/pool" {
+					t.Errorf("free space asked of %s, want libvirt.poolPath", tt.host.freePath)
+				}
+				if r, err := Build(context.Background(), Options{Config: c, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log}); err != nil || len(r.Executed) != 0 {
+					t.Errorf("rerun on the same host executed %v (%v)", r.Executed, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("preflight passed; want %d failures", tt.wantN)
+			}
+			msg := err.Error() + log.String()
+			if !strings.Contains(msg, itoa(tt.wantN)+" host checks failed") {
+				t.Errorf("want %d failures reported at once:\n%s", tt.wantN, msg)
+			}
+			for _, w := range tt.wantErrs {
+				if !strings.Contains(msg, w) {
+					t.Errorf("report lacks %q:\n%s", w, msg)
+				}
+			}
+			if strings.Contains(msg, "s3cr3t") || strings.Contains(msg, "dXNlcjpzM2NyM3Q=") {
+				t.Errorf("the report shows the pull secret:\n%s", msg)
+			}
+			_ = r
+			// Nothing is created after a failed preflight.
+			r, _ = Build(context.Background(), Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, Stdout: &log, Stderr: &log})
+			for _, e := range r.Executed {
+				if strings.HasPrefix(e, "libvirt/") {
+					t.Errorf("%s ran after a failed preflight", e)
+				}
+			}
+		})
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// netnsHost is the host as a lab inside the test's network namespace sees it: the real
+// libvirtd, memory and disks, and the namespace's own net.ipv4.ip_forward (the one libvirt
+// sets when it starts the lab's NAT network there).
+type netnsHost struct {
+	realHost
+	d *testenv.Libvirtd
+}
+
+func (h netnsHost) IPForward() (bool, error) {
+	b, err := h.d.Exec("cat", "/proc/sys/net/ipv4/ip_forward")
+	return strings.TrimSpace(string(b)) == "1", err
+}
+
+// useNetnsHost makes host/preflight look at d's namespace for the test.
+func useNetnsHost(t *testing.T, d *testenv.Libvirtd) { setHostView(t, netnsHost{d: d}) }

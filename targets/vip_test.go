@@ -1,0 +1,278 @@
+package targets
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/labbuild/labbuild/render/ignition"
+	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/render/vip"
+	"github.com/labbuild/labbuild/targets/wait"
+)
+
+// TestInClusterPlan is `labbuild -n cluster` on a fresh out dir in both modes (nothing built,
+// so no Probe runs and nothing is contacted): in-cluster plans no haproxy target at all (no
+// haproxy.cfg, no haproxy/service, no VIP on the bridge) and plans the bootstrap's VIP assets;
+// the host mode plans its haproxy.
+func TestInClusterPlan(t *testing.T) {
+	dir := t.TempDir()
+	ps := filepath.Join(dir, "ps.json")
+	os.WriteFile(ps, []byte(mcoTestPullSecret), 0o600)
+	key := filepath.Join(dir, "id.pub")
+	os.WriteFile(key, []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHd5s1S7jcY2O6jWvBb7oZ7A4DMpWD5Z2eG0m9lE1kZ7 user@host\n"), 0o644)
+	for _, mode := range []string{LoadBalancerInCluster, LoadBalancerHost} {
+		t.Run(mode, func(t *testing.T) {
+			c := DefaultConfig()
+			c.Network.LoadBalancer = mode
+			c.Access.PullSecretFile, c.Access.SSHKeyFile = ps, key
+			res, err := Build(context.Background(), Options{Config: c, OutDir: filepath.Join(t.TempDir(), "out"), Goals: []string{"cluster"}, DryRun: true,
+				Now: func() time.Time { return time.Unix(1e9, 0) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plan []string
+			for _, p := range res.Plan {
+				plan = append(plan, p.Target)
+			}
+			var hp []string
+			for _, p := range plan {
+				if strings.HasPrefix(p, "haproxy/") {
+					hp = append(hp, p)
+				}
+			}
+			in := mode == LoadBalancerInCluster
+			if in && len(hp) > 0 {
+				t.Errorf("in-cluster plan has host load-balancer targets %v", hp)
+			}
+			if !in && !slices.Contains(hp, "haproxy/config") {
+				t.Errorf("host plan lacks haproxy/config: %v", hp)
+			}
+			if got := slices.Contains(plan, vipBootstrapTarget); got != in {
+				t.Errorf("%s planned: %v, want %v", vipBootstrapTarget, got, in)
+			}
+			if !slices.Contains(plan, "cluster/pivot") || !slices.Contains(plan, "libvirt/network") {
+				t.Errorf("plan lacks cluster/pivot or libvirt/network: %v", plan)
+			}
+			t.Logf("%s: %d targets planned; haproxy: %v", mode, len(plan), hp)
+		})
+	}
+}
+
+// TestInClusterIgnition builds ignition/bootstrap and ignition/master-0 in the in-cluster
+// mode: the bootstrap config (validated by Ignition's parser, no duplicates) carries the
+// keepalived and coredns static pods with the payload's images and the lab's VIPs, the
+// keepalived template that renders at boot to priority 70, and platform BareMetal manifests;
+// master-0's config carries the MCO's on-prem keepalived, haproxy and coredns pods.
+func TestInClusterIgnition(t *testing.T) {
+	l := newMCOLab(t)
+	l.cfg.Network.LoadBalancer = LoadBalancerInCluster
+	l.build("ignition/bootstrap", "ignition/master-0")
+	boot := l.ignLoad("bootstrap")
+
+	var ka, dns corev1.Pod
+	for p, into := range map[string]*corev1.Pod{vip.StaticPodDir + "/" + vip.KeepalivedPod: &ka, vip.StaticPodDir + "/" + vip.CorednsPod: &dns} {
+		if err := yaml.UnmarshalStrict(ignContents(t, boot, "bootstrap", p), into); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+	}
+	images := map[string]bool{}
+	var args []string
+	for _, c := range append(append(ka.Spec.Containers, dns.Spec.InitContainers...), dns.Spec.Containers...) {
+		images[c.Image] = true
+		args = append(args, c.Command...)
+	}
+	for _, tag := range []string{"keepalived-ipfailover", "baremetal-runtimecfg", "coredns"} {
+		if !images[strings.TrimSpace(string(l.file("release/image/"+tag, "pullspec")))] {
+			t.Errorf("no bootstrap VIP pod runs the %s image: %v", tag, images)
+		}
+	}
+	for _, want := range []string{"192.168.126.10", "192.168.126.11", "dynkeepalived"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("bootstrap VIP pods' commands lack %q: %v", want, args)
+		}
+	}
+	// The files the pods mount exist on the bootstrap: the kubeconfig and cluster-config-v1.
+	for _, v := range append(ka.Spec.Volumes, dns.Spec.Volumes...) {
+		if v.HostPath != nil && strings.HasSuffix(v.HostPath.Path, ".kubeconfig") {
+			ignContents(t, boot, "bootstrap", v.HostPath.Path)
+		}
+	}
+	for i, a := range args {
+		if a == "--cluster-config" {
+			cc := ignContents(t, boot, "bootstrap", args[i+1])
+			if !strings.Contains(string(cc), "baremetal:") {
+				t.Errorf("%s is not the baremetal install-config:\n%s", args[i+1], cc)
+			}
+		}
+	}
+	tmpl := ignContents(t, boot, "bootstrap", vip.ResourceDir+"/"+vip.KeepalivedTmpl)
+	n, err := vip.NewNode(vip.NodeData{ClusterName: "ocp4", Domain: "ocp4.example.com", APIVIP: "192.168.126.10", IngressVIP: "192.168.126.11",
+		MachineNetwork: "192.168.126.0/24", NodeIP: "192.168.126.100", Interface: "ens3", Unicast: true,
+		Backends: []string{"192.168.126.101", "192.168.126.102", "192.168.126.103"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := vip.Render(tmpl, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"priority 70", "nopreempt", "192.168.126.10/24", "unicast_src_ip 192.168.126.100", "        192.168.126.103\n"} {
+		if !strings.Contains(string(conf), want) {
+			t.Errorf("bootstrap keepalived.conf rendered at boot lacks %q:\n%s", want, conf)
+		}
+	}
+	corefile := ignContents(t, boot, "bootstrap", vip.ResourceDir+"/"+vip.CorefileTmpl)
+	if cf, err := vip.Render(corefile, n); err != nil || !strings.Contains(string(cf), "match ^api-int.ocp4.example.com") || !strings.Contains(string(cf), "60 in a 192.168.126.10") {
+		t.Errorf("bootstrap Corefile rendered at boot (%v):\n%s", err, cf)
+	}
+	infra := ignContents(t, boot, "bootstrap", manifests.ManifestsDir+"/02-config-infrastructure.yaml")
+	if !strings.Contains(string(infra), "type: OpenShiftManagedDefault") || !strings.Contains(string(infra), "platform: BareMetal") {
+		t.Errorf("bootstrap Infrastructure is not BareMetal:\n%s", infra)
+	}
+
+	m0 := l.ignLoad("master-0")
+	for p, sub := range map[string]string{
+		"/etc/kubernetes/manifests/keepalived.yaml": "192.168.126.10",
+		"/etc/kubernetes/manifests/haproxy.yaml":    "openshift-kni-infra",
+		"/etc/kubernetes/manifests/coredns.yaml":    "192.168.126.11",
+	} {
+		if b := ignContents(t, m0, "master-0", p); !strings.Contains(string(b), sub) {
+			t.Errorf("master-0 %s lacks %q", p, sub)
+		}
+	}
+	if _, err := ignition.FileContents(m0, vip.StaticPodDir+"/"+vip.KeepalivedPod); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestVIPMastersReady: the pivot powers the bootstrap off only when every master's keepalived
+// and haproxy mirror pods are Running and Ready.
+func TestVIPMastersReady(t *testing.T) {
+	pod := func(name string, ready bool) corev1.Pod {
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		p := corev1.Pod{}
+		p.Name = name
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}
+		return p
+	}
+	masters := []string{"master-0.ocp4.example.com", "master-1.ocp4.example.com"}
+	all := []corev1.Pod{pod("keepalived-master-0.ocp4.example.com", true), pod("haproxy-master-0.ocp4.example.com", true),
+		pod("keepalived-master-1.ocp4.example.com", true), pod("haproxy-master-1.ocp4.example.com", true), pod("coredns-master-1.ocp4.example.com", false)}
+	if ok, st := vipMastersReady(all, masters); !ok {
+		t.Errorf("all Ready: %s", st)
+	}
+	notReady := slices.Clone(all)
+	notReady[3] = pod("haproxy-master-1.ocp4.example.com", false)
+	if ok, st := vipMastersReady(notReady, masters); ok || !strings.Contains(st, "haproxy-master-1.ocp4.example.com") {
+		t.Errorf("haproxy not Ready on master-1: ok=%v %s", ok, st)
+	}
+	if ok, st := vipMastersReady(all[:2], masters); ok || !strings.Contains(st, "keepalived-master-1.ocp4.example.com") {
+		t.Errorf("master-1's pods missing: ok=%v %s", ok, st)
+	}
+}
+
+// pivotMachines records how many pod listings the API had served when the bootstrap stopped.
+type pivotMachines struct {
+	*fakeMachines
+	polls  *atomic.Int32
+	stopAt atomic.Int32
+}
+
+func (p *pivotMachines) Stop(ctx context.Context, node string) error {
+	p.stopAt.Store(p.polls.Load())
+	return p.fakeMachines.Stop(ctx, node)
+}
+
+// TestClusterPivotInCluster runs cluster/pivot in the in-cluster mode against an API server
+// stand-in (httptest: the pod list of openshift-kni-infra and /readyz): it switches no host
+// haproxy, powers the bootstrap off only once every master's keepalived and haproxy pods are
+// Ready (the third listing here), and then waits for /readyz through the VIP.
+func TestClusterPivotInCluster(t *testing.T) {
+	c := clusterConfig(3, 0)
+	c.Network.LoadBalancer = LoadBalancerInCluster
+	c.Wait.PivotMinutes = 1
+	var polls, readyz atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/v1/namespaces/" + vipInfraNamespace + "/pods":
+			n := polls.Add(1)
+			list := corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
+			for i, m := range []string{"master-0", "master-1", "master-2"} {
+				for _, pod := range []string{"keepalived", "haproxy"} {
+					ready := corev1.ConditionTrue
+					if n < 3 && i == 2 && pod == "haproxy" {
+						ready = corev1.ConditionFalse // master-2's haproxy comes up late
+					}
+					p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod + "-" + m + ".ocp4.example.com", Namespace: vipInfraNamespace}}
+					p.Status.Phase = corev1.PodRunning
+					p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}
+					list.Items = append(list.Items, p)
+				}
+			}
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(list)
+		case "/readyz":
+			readyz.Add(1)
+			io.WriteString(w, "ok")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	machines := &pivotMachines{fakeMachines: newFakeMachines(c), polls: &polls}
+	machines.Start(context.Background(), "bootstrap")
+	lb := &fakeBalancer{}
+	old := clusterEnv
+	t.Cleanup(func() { clusterEnv = old })
+	clusterEnv = clusterWorld{
+		clock:      wait.RealClock{},
+		interval:   func(d time.Duration) time.Duration { return d / 100 },
+		restConfig: func(kc, vip string) (*rest.Config, error) { return &rest.Config{Host: srv.URL}, nil },
+		machines:   func(uri, cluster string) ClusterMachines { return machines },
+		balancer:   func() ClusterBalancer { return lb },
+	}
+	ts := []*Target{clusterStandinFile(clusterAdminKC, "kubeconfig", "apiVersion: v1\nkind: Config\n"), clusterStandinFile("cluster/etcd", "record.json", "{}")}
+	for _, x := range clusterTargets(c, func(n string) bool { return n == clusterAdminKC }) {
+		if x.Name == "cluster/pivot" {
+			if slices.Contains(x.Deps, clusterPostPivot) {
+				t.Errorf("in-cluster cluster/pivot depends on %s", clusterPostPivot)
+			}
+			ts = append(ts, x)
+		}
+	}
+	var stderr strings.Builder
+	if _, err := Build(context.Background(), Options{Config: c, OutDir: t.TempDir(), Goals: []string{"cluster/pivot"}, Targets: ts, Jobs: 1, Now: time.Now, Stderr: &stderr}); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if _, stops := machines.count("bootstrap"); stops != 1 {
+		t.Errorf("bootstrap stopped %d times, want 1", stops)
+	}
+	if at := machines.stopAt.Load(); at < 3 {
+		t.Errorf("bootstrap stopped after %d pod listings, before every master's haproxy was Ready (the 3rd)", at)
+	}
+	if readyz.Load() == 0 {
+		t.Error("pivot never checked /readyz")
+	}
+	if len(lb.cfg) != 0 {
+		t.Errorf("in-cluster pivot switched a host haproxy: %v", lb.cfg)
+	}
+}
