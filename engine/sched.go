@@ -192,9 +192,13 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 	t := n.t
 	// Dry run: a dep that would run has an unknown output, so n's key is unknown too.
 	var pendingDeps []string
+	remade := false // an upstream object is created or replaced: whatever sits on it runs again
 	for _, j := range b.p.Graph.Deps(n.id) {
 		if nodes[j].pending {
 			pendingDeps = append(pendingDeps, nodes[j].t.Name)
+			if p := nodes[j].plan; p != nil && (p.Action == string(Create) || p.Action == string(Replace)) {
+				remade = true
+			}
 		}
 	}
 	if len(pendingDeps) > 0 {
@@ -221,6 +225,15 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 		action := "run"
 		if t.External && b.state.Target(t.Name) == nil {
 			action = string(Create) // nothing recorded: nothing made yet
+		} else if pr, ok := b.probeStale(ctx, n, nodes, remade); ok {
+			// Terraform's "known after apply", narrowed: the Probe, given the upstreams'
+			// outputs as they are now, says what the object itself needs. Keep: nothing to
+			// show (it is checked again once the upstreams are built).
+			if pr.Action == Keep {
+				n.plan = nil
+				return
+			}
+			action, reasons = string(pr.Action), []string{pr.Reason}
 		}
 		n.plan = &PlanItem{Target: t.Name, Action: action, Reasons: reasons}
 		b.explain(n)
@@ -350,4 +363,35 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 		return
 	}
 	n.outcome = Built
+}
+
+// probeStale runs the Probe of External target n in a dry run while some upstreams would
+// run first, against the upstreams' outputs as they are materialized now (every dep must
+// have a record). ok is false when that cannot be done, when an upstream object is remade
+// (its current state says nothing of what sits on it), or when the Probe failed.
+func (b *builder) probeStale(ctx context.Context, n *node, nodes []*node, remade bool) (ProbeResult, bool) {
+	t := n.t
+	prev := b.state.Target(t.Name)
+	if remade || !b.o.DryRun || !t.External || t.Probe == nil || prev == nil {
+		return ProbeResult{}, false
+	}
+	s := b.newStep(ctx, n, nodes, prev.Epoch)
+	for dn, d := range s.deps {
+		if d.files == nil {
+			ps := b.state.Target(dn)
+			if ps == nil {
+				return ProbeResult{}, false
+			}
+			d.files = outputNames(ps.Outputs)
+			s.deps[dn] = d
+		}
+	}
+	r, err := t.Probe(ctx, s)
+	if err != nil {
+		return ProbeResult{}, false
+	}
+	if r.Action == "" {
+		r.Action = Keep
+	}
+	return r, true
 }

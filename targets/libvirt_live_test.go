@@ -126,6 +126,7 @@ func lvDnsmasqPID(t *testing.T, d *testenv.Libvirtd, network string) string {
 // from libvirt and the kernel) stay. A worker's IP edit is a DNS/DHCP update in place too.
 func TestLibvirtLiveEdits(t *testing.T) {
 	d := testenv.StartLibvirtd(t)
+	useNetnsHost(t, d)
 	sr := testenv.StartSampleRelease(t, true)
 	testenv.Require(t, "dig")
 	ctx := context.Background()
@@ -174,7 +175,8 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	// infrastructure and scheduler rerun and write the same bytes.
 	bootstrapChain := []string{"ignition/bootstrap", "libvirt/vm/bootstrap", "manifests/bootstrap", "manifests/cluster/cluster-config-v1",
 		"manifests/cluster/infrastructure", "manifests/cluster/scheduler", "mco/controller-bootstrap", "mco/inputs", "mco/operator-bootstrap"}
-	want := []string{"ignition/worker-2", "libvirt/dns", "libvirt/volume/worker-2", "libvirt/vm/worker-2"}
+	// host/preflight checks the host again (it reads every node's size: memory and disk).
+	want := []string{"host/preflight", "ignition/worker-2", "libvirt/dns", "libvirt/volume/worker-2", "libvirt/vm/worker-2"}
 	want = append(want, bootstrapChain...)
 	sort.Strings(want)
 	own := func(n string) bool { return strings.HasPrefix(n, "libvirt/") || n == "ignition/worker-2" }
@@ -206,7 +208,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	c3.Nodes = append(c3.Nodes, Node{Name: "worker-2", Role: RoleWorker, IP: "198.18.0.33"})
 	// Its Ignition carries its address, so its VM is redefined (same XML) after it.
 	lvGolden(t, "worker-ip.txt", lvPlanText(build(c3, true).Plan, own))
-	if r := build(c3, false); !slices.Equal(r.Executed, []string{"ignition/worker-2", "libvirt/dns", "libvirt/vm/worker-2"}) {
+	if r := build(c3, false); !slices.Equal(r.Executed, []string{"host/preflight", "ignition/worker-2", "libvirt/dns", "libvirt/vm/worker-2"}) {
 		t.Errorf("IP edit executed %v", r.Executed)
 	}
 	if got := dig("worker-2.lbt.example.test"); got != "198.18.0.33" {
@@ -243,7 +245,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	lvGolden(t, "remove-worker-2.txt", lvPlanText(build(c, true).Plan, own))
 	r := build(c, false)
 	// The bootstrap chain of six nodes is restored from the store, not run.
-	wantRm := []string{"libvirt/dns"}
+	wantRm := []string{"libvirt/dns"} // host/preflight of six nodes is restored too
 	if !slices.Equal(r.Executed, wantRm) || !slices.Equal(r.Destroyed, []string{"libvirt/vm/worker-2", "libvirt/volume/worker-2"}) {
 		t.Errorf("removing worker-2 executed %v, destroyed %v; want %v and its VM and volume", r.Executed, r.Destroyed, wantRm)
 	}
@@ -268,7 +270,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	c4 := lvLab(d, sr)
 	c4.Sizes.Worker.MemoryMiB = 192
 	lvGolden(t, "resize-workers.txt", lvPlanText(build(c4, true).Plan, own))
-	if r := build(c4, false); !slices.Equal(r.Executed, []string{"libvirt/vm/worker-0", "libvirt/vm/worker-1"}) {
+	if r := build(c4, false); !slices.Equal(r.Executed, []string{"host/preflight", "libvirt/vm/worker-0", "libvirt/vm/worker-1"}) {
 		t.Errorf("resize executed %v", r.Executed)
 	}
 	if dom, _, _, err := conn.Domain("lbt-worker-0"); err != nil || dom.Memory.Value != 192*1024 {

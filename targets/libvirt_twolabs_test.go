@@ -34,6 +34,7 @@ func lvLabOn(d *testenv.Libvirtd, sr testenv.SampleRelease, name string, third s
 // network, bridge and DNS answers stay.
 func TestLibvirtTwoLabs(t *testing.T) {
 	d := testenv.StartLibvirtd(t)
+	useNetnsHost(t, d)
 	sr := testenv.StartSampleRelease(t, true)
 	testenv.Require(t, "dig")
 	ctx := context.Background()
@@ -76,9 +77,12 @@ func TestLibvirtTwoLabs(t *testing.T) {
 		}
 	}
 
-	// A third lab on lbb's subnet is refused at plan time, naming the field; nothing is made.
+	// A third lab on lbb's subnet is refused, naming the field, before its network is made.
 	c := lvLabOn(d, sr, "lbc", "1")
-	if _, log, err := build(c, t.TempDir(), true); err == nil || !strings.Contains(log, "network.machineNetwork 198.18.1.0/24 overlaps 198.18.1.0/24 of libvirt network lbb") {
+	var log strings.Builder
+	outC := t.TempDir()
+	_, err = Build(ctx, Options{Config: c, OutDir: outC, Goals: []string{"libvirt/network"}, Stdout: &log, Stderr: &log})
+	if log := log.String(); err == nil || !strings.Contains(log, "network.machineNetwork 198.18.1.0/24 overlaps 198.18.1.0/24 of libvirt network lbb") {
 		t.Errorf("overlapping lab: err %v, log:\n%s", err, log)
 	}
 	if _, _, found, _ := conn.Network("lbc"); found {
