@@ -6,7 +6,7 @@ KUBE_VERSION ?= v1.30.14
 export LABBUILD_TOOLS ?= $(HOME)/.cache/labbuild/tools/$(KUBE_VERSION)
 BIN      := ./labbuild
 
-.PHONY: all build run sample test check install bench bench-build bench-ninja vet fmt clean docs fuzz
+.PHONY: all build run sample test check install bench bench-go bench-build bench-ninja vet fmt clean docs fuzz rehearsal
 
 all: build
 
@@ -41,13 +41,24 @@ vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 
+# The rehearsal lab (docs/rehearsal.md): labbuild's node Ignition run without a guest OS, in
+# network namespaces on 198.18.0.0/24 — the bootstrap's static pods with real etcd and
+# kube-apiserver, a real kubelet joining. Needs root and what `make install` installs.
+rehearsal: build
+	LABBUILD_REHEARSAL=1 LABBUILD_BIN=$(CURDIR)/labbuild $(GO) test -count=1 -v -timeout 40m ./internal/rehearsal
+
 # Fuzz the lab-config parser and validator (targets.FuzzConfig) for FUZZTIME; the seeds are the
 # bad-config corpus in testdata/badconfig. A crash is saved under targets/testdata/fuzz.
 FUZZTIME ?= 10m
 fuzz:
 	$(GO) test ./targets -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME)
 
+# Every comparison against a reference (ninja, a hello-world binary, commit 5aace9f), as a table.
 bench:
+	bash scripts/bench.sh
+
+# The Go benchmarks (engine null and incremental builds, PKI).
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
 # The benchmark build: labbuild with the synthetic graph's flags (-tags bench; see docs/engine.md).

@@ -96,6 +96,7 @@ type builder struct {
 	mu     sync.Mutex // guards printing and the counters below
 	done   int
 	total  int
+	todo   int  // targets that will run or be restored: [N/M]'s M
 	status bool // a status line is on screen
 }
 

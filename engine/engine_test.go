@@ -9,8 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -485,5 +488,37 @@ func TestConcurrentBuildsInOneProcess(t *testing.T) {
 	}
 	if r := s.build(nil); len(r.UpToDate) != 200 {
 		t.Errorf("after two concurrent builds, %d up to date, want 200", len(r.UpToDate))
+	}
+}
+
+// TestCriticalPathFirst: among ready targets the one with the longest chain of dependents
+// starts first (private keys before leaf files in a real lab), even when declared last.
+func TestCriticalPathFirst(t *testing.T) {
+	var mu sync.Mutex
+	var started []string
+	run := func(ctx context.Context, s *Step) error {
+		mu.Lock()
+		started = append(started, s.Target().Name)
+		mu.Unlock()
+		return s.WriteFile("out", []byte(s.Target().Name), 0o644)
+	}
+	var ts []*Target
+	leaves := 4*runtime.NumCPU() + 4
+	for i := 0; i < leaves; i++ {
+		ts = append(ts, &Target{Name: fmt.Sprintf("leaf/l%02d", i), Run: run})
+	}
+	for i, prev := 0, ""; i < 4; i++ {
+		tg := &Target{Name: fmt.Sprintf("zz/c%d", i), Run: run}
+		if prev != "" {
+			tg.Deps = []string{prev}
+		}
+		ts, prev = append(ts, tg), tg.Name
+	}
+	if _, err := Build(context.Background(), Options{Values: MapValues{}, OutDir: t.TempDir(), Targets: ts, Jobs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Each worker takes one ready target before any runs; the chain's root is the first taken.
+	if i := slices.Index(started, "zz/c0"); i < 0 || i >= runtime.NumCPU() {
+		t.Errorf("zz/c0 started %dth of %v; want among the first %d", i+1, started, runtime.NumCPU())
 	}
 }

@@ -15,16 +15,17 @@ import (
 
 func (b *builder) newStep(ctx context.Context, n *node, nodes []*node, epoch int64) *Step {
 	s := &Step{
-		ctx:     ctx,
-		t:       n.t,
-		values:  b.p.values,
-		baseDir: b.baseDir,
-		outRoot: b.out,
-		deps:    make(map[string]depOut, len(n.t.Deps)),
-		now:     b.now,
-		epoch:   time.Unix(0, epoch).UTC(),
-		log:     io.Discard,
-		written: map[string]os.FileMode{},
+		ctx:      ctx,
+		t:        n.t,
+		values:   b.p.values,
+		baseDir:  b.baseDir,
+		outRoot:  b.out,
+		deps:     make(map[string]depOut, len(n.t.Deps)),
+		now:      b.now,
+		epoch:    time.Unix(0, epoch).UTC(),
+		log:      io.Discard,
+		written:  map[string]os.FileMode{},
+		reporter: b.o.Reporter,
 	}
 	for _, j := range b.p.Graph.Deps(n.id) {
 		d := nodes[j]
@@ -69,6 +70,11 @@ func (b *builder) execute(ctx context.Context, n *node, key cache.Digest, inputs
 		s.log = lf
 		defer lf.Close()
 	}
+	if b.o.LogTee != nil {
+		if w := b.o.LogTee(t.Name); w != nil {
+			s.log = io.MultiWriter(s.log, w)
+		}
+	}
 	defer func() {
 		if s.scratch != "" {
 			os.RemoveAll(s.scratch)
@@ -111,7 +117,7 @@ func (b *builder) execute(ctx context.Context, n *node, key cache.Digest, inputs
 	entry := &cache.Entry{
 		Key: key, Target: t.Name, Inputs: inputs, Outputs: files,
 		OutputDigest: cache.OutputDigest(files), Created: b.now.UTC(), Epoch: epoch,
-		StaleAt: stalens(s.staleAt), Pinned: t.Sticky,
+		StaleAt: stalens(s.staleAt), Pinned: t.Sticky, Values: b.shownValues(t),
 	}
 	if err := b.cache.PutAction(entry); err != nil {
 		return fmt.Errorf("%s: %w", t.Name, err)
@@ -171,6 +177,12 @@ func (b *builder) record(n *node, e *cache.Entry, prev *cache.TargetState) error
 	}
 	n.outDig = e.OutputDigest
 	n.files = names
+	if e.StaleAt != 0 && !n.base.IsZero() {
+		// The epoch outlives the state journal (see cache.EpochRecord).
+		if err := b.cache.PutEpoch(n.base, cache.EpochRecord{Epoch: e.Epoch, StaleAt: e.StaleAt}); err != nil {
+			return err
+		}
+	}
 	return b.state.SetTarget(n.t.Name, ts)
 }
 
@@ -196,7 +208,15 @@ func (b *builder) fail(n *node, err error) {
 	}
 	fmt.Fprintf(b.stderr, "FAILED: %s\n", msg)
 	logPath := filepath.Join(b.meta, logDir, filepath.FromSlash(n.t.Name)+".log")
-	if tail := lastLines(logPath, 10); tail != "" {
+	tail := lastLines(logPath, 10)
+	if !b.o.DryRun {
+		// The log ends with the error, so labbuild log and explain can show it later.
+		if f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
+			fmt.Fprintf(f, "FAILED: %s\n", msg)
+			f.Close()
+		}
+	}
+	if tail != "" {
 		fmt.Fprintf(b.stderr, "  last lines of %s:\n%s", logPath, tail)
 	}
 }
@@ -222,22 +242,6 @@ func (b *builder) explain(n *node) {
 	defer b.mu.Unlock()
 	b.clearStatusLocked()
 	fmt.Fprintf(b.stderr, "labbuild explain: %s: %s: %s\n", n.t.Name, n.plan.Action, strings.Join(n.plan.Reasons, "; "))
-}
-
-// beginStatus shows "[N/M] target" as a target starts to run or be restored.
-func (b *builder) beginStatus(name string) {
-	if b.o.DryRun {
-		return
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.done++
-	if b.o.Terminal {
-		fmt.Fprintf(b.stdout, "\r[%d/%d] %s\x1b[K", b.done, b.total, name)
-		b.status = true
-	} else {
-		fmt.Fprintf(b.stdout, "[%d/%d] %s\n", b.done, b.total, name)
-	}
 }
 
 func (b *builder) clearStatus() {

@@ -40,6 +40,12 @@ type Options struct {
 	Stdout, Stderr io.Writer
 	// Terminal selects the one-line ninja-style status ([N/M] target, rewritten in place).
 	Terminal bool
+	// Reporter, when set, draws the build's progress instead of the engine's own status lines
+	// (see Reporter); the CLI's status area and plain progress lines.
+	Reporter Reporter
+	// LogTee, when set, returns a writer that also receives what target name writes to its log
+	// as it runs (-v); nil for none.
+	LogTee func(name string) io.Writer
 	// Explain prints, for every target that runs or is restored, why.
 	Explain bool
 	// Targets, when non-nil, replaces Config's targets (tests, synthetic graphs).
@@ -78,6 +84,9 @@ type PlanItem struct {
 	Reasons []string `json:"reasons,omitempty"`
 	// External is set for targets whose result lives outside the filesystem (Target.External).
 	External bool `json:"external,omitempty"`
+	// Changes are the config fields that changed since the last build, old → new (plans and
+	// explanations only).
+	Changes []FieldChange `json:"changes,omitempty"`
 }
 
 // Result is what a build did. Name lists are sorted.

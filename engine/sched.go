@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,94 @@ type node struct {
 	failDep string       // the upstream that failed, for skipped targets
 	rs      *reasonState // inputs, for explain
 	base    cache.Digest // the key without the epoch (see keyWith)
+	started bool         // it started to run or be restored (counted in [N/M])
+	prio    int32        // scheduling priority (prioritize)
+	seq     int32        // position in build order, the tie-break
+}
+
+// prioritize sets each target's scheduling priority: the length of the longest chain of
+// selected targets still to run that starts at it (its critical path, counted in targets, as
+// ninja 1.12 orders its ready queue), ties going to earlier targets in build order. The roots
+// that most work waits on — private keys, the release payload — start first, on every core.
+func (b *builder) prioritize(nodes []*node) {
+	g := b.p.Graph
+	order := g.Order()
+	for k := len(order) - 1; k >= 0; k-- {
+		i := order[k]
+		n := nodes[i]
+		if n == nil || n.outcome != "" {
+			continue
+		}
+		n.seq = int32(k)
+		var h int32
+		for _, j := range g.Dependents(i) {
+			if d := nodes[j]; d != nil && d.prio > h {
+				h = d.prio
+			}
+		}
+		n.prio = h + 1
+	}
+}
+
+// readyQueue holds the targets whose deps are done, highest priority first; pop blocks until
+// one is ready or the queue is closed.
+type readyQueue struct {
+	mu     sync.Mutex
+	cond   sync.Cond
+	h      nodeHeap
+	closed bool
+}
+
+func newReadyQueue() *readyQueue {
+	q := &readyQueue{}
+	q.cond.L = &q.mu
+	return q
+}
+
+func (q *readyQueue) push(n *node) {
+	q.mu.Lock()
+	heap.Push(&q.h, n)
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+// pop returns the highest-priority ready target, or nil once the queue is closed and empty.
+func (q *readyQueue) pop() *node {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.h) == 0 && !q.closed {
+		q.cond.Wait()
+	}
+	if len(q.h) == 0 {
+		return nil
+	}
+	return heap.Pop(&q.h).(*node)
+}
+
+func (q *readyQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// nodeHeap is a max-heap by priority, then build order.
+type nodeHeap []*node
+
+func (h nodeHeap) Len() int { return len(h) }
+func (h nodeHeap) Less(i, j int) bool {
+	if h[i].prio != h[j].prio {
+		return h[i].prio > h[j].prio
+	}
+	return h[i].seq < h[j].seq
+}
+func (h nodeHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *nodeHeap) Push(x any)   { *h = append(*h, x.(*node)) }
+func (h *nodeHeap) Pop() any {
+	old := *h
+	n := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return n
 }
 
 type reasonState struct {
@@ -52,6 +141,7 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 	t0 := time.Now()
 	quick := b.quick(nodes)
 	b.tQuick, b.nQuick = time.Since(t0), quick
+	b.todo = b.total - quick
 	defer func() { b.tSched = time.Since(t0) - b.tQuick }()
 	jobs := b.o.Jobs
 	if jobs <= 0 {
@@ -65,7 +155,7 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 
 	var mu sync.Mutex
 	stop := false // a failure without -k: start nothing new
-	ready := make(chan *node, b.total)
+	ready := newReadyQueue()
 	finished := make(chan *node, b.total)
 	// Up-to-date targets found by the fast path are finished already: release their dependents.
 	for _, i := range g.Order() {
@@ -77,9 +167,10 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 			}
 		}
 	}
+	b.prioritize(nodes)
 	for _, i := range g.Order() {
 		if n := nodes[i]; n != nil && n.outcome == "" && n.waiting == 0 {
-			ready <- n
+			ready.push(n)
 		}
 	}
 	var wg sync.WaitGroup
@@ -87,7 +178,11 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for n := range ready {
+			for {
+				n := ready.pop()
+				if n == nil {
+					return
+				}
 				mu.Lock()
 				halted := stop
 				mu.Unlock()
@@ -97,6 +192,7 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 				} else {
 					b.visit(ctx, n, nodes, runSem)
 				}
+				b.ended(n)
 				if n.outcome == Failed && !b.o.KeepGoing {
 					mu.Lock()
 					stop = true
@@ -124,16 +220,11 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 			}
 			d.waiting--
 			if d.waiting == 0 {
-				if d.outcome == Skipped {
-					// Propagate without running: it finishes at once.
-					ready <- d
-				} else {
-					ready <- d
-				}
+				ready.push(d) // a skipped one finishes at once, propagating the skip
 			}
 		}
 	}
-	close(ready)
+	ready.close()
 	wg.Wait()
 	b.clearStatus()
 
@@ -236,6 +327,9 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 			action, reasons = string(pr.Action), []string{pr.Reason}
 		}
 		n.plan = &PlanItem{Target: t.Name, Action: action, Reasons: reasons}
+		if prev := b.state.Target(t.Name); prev != nil && action == "run" {
+			n.plan.Changes = b.changes(t, prev.Key) // a Probe's reason says old → new itself
+		}
 		b.explain(n)
 		return
 	}
@@ -263,6 +357,7 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 	if b.regen[t.Name] {
 		upToDate = false
 		reasons = []string{"--regenerate"}
+		epoch = b.now.UnixNano() // a new generation, not the recorded one
 	}
 	var probe ProbeResult
 	if upToDate {
@@ -317,11 +412,14 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 			action = string(probe.Action)
 		}
 		n.plan = &PlanItem{Target: t.Name, Action: action, Reasons: reasons}
+		if prev != nil && (probe.Action == "" || probe.Action == Keep) {
+			n.plan.Changes = b.changes(t, prev.Key) // a Probe's reason says old → new itself
+		}
 		b.explain(n)
 		return
 	}
 	if entry != nil {
-		b.beginStatus(t.Name)
+		b.started(n, true)
 		if err := b.restore(n, entry, prev); err == nil {
 			// External targets: the record is back; the real object may still differ.
 			if t.Probe != nil {
@@ -348,7 +446,7 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 		n.outcome = Skipped
 		return
 	}
-	b.beginStatus(t.Name)
+	b.started(n, false)
 	action := "run"
 	if probe.Action != "" && probe.Action != Keep {
 		action = string(probe.Action)

@@ -35,6 +35,8 @@ type Step struct {
 	probe   ProbeResult
 	prevDir string // where the previous outputs of this target are materialized
 	scratch string
+	// reporter receives Progress reports (nil: no display).
+	reporter Reporter
 }
 
 // depOut is what a Step knows of one upstream target: where its outputs are and their names.

@@ -94,6 +94,7 @@ func Synthetic(spec SyntheticSpec, values MapValues) []*Target {
 		delay := spec.Delay
 		t.Run = func(ctx context.Context, s *Step) error {
 			if delay > 0 {
+				s.Progress(Progress{Phase: "sleeping (--synthetic-delay)", Limit: delay}) // the status display's wait row
 				select {
 				case <-time.After(delay):
 				case <-ctx.Done():

@@ -1,29 +1,78 @@
 #!/usr/bin/env bash
-# bench-ninja: time labbuild's null build against ninja's on the same synthetic graphs
-# (1,000 and 10,000 targets), with hyperfine. Needs Debian's ninja-build and hyperfine.
+# bench-ninja: labbuild's null build against ninja's on the same synthetic graphs (SIZES, default
+# 100 1,000 10,000 100,000 targets), side by side in one hyperfine run: wall, user+sys CPU, and
+# peak RSS. Needs Debian's ninja-build and hyperfine (.ci/install.sh) and the benchmark build of
+# labbuild (make bench-build: go build -tags bench), which has the --synthetic flags.
+#
+# Up to NINJA_RUN_MAX targets (default 10,000) ninja builds its tree itself. Past that, spawning
+# a sha256sum per target takes longer than the benchmark, so the script writes ninja's outputs
+# and .ninja_log directly, as ninja would (same contents, the log's MurmurHash64A command hashes
+# and nanosecond mtimes); `ninja` then reports no work to do, which the script checks. At the
+# smallest size both ways are done and must give byte-identical outputs.
+#
+# Output: one line per size, "null build N targets: labbuild W ms (C ms CPU, R MiB), ninja ...,
+# ratio wall Xx cpu Yx rss Zx", also appended to $BENCH_OUT when set (make bench's table).
 set -euo pipefail
 labbuild=${LABBUILD:-$PWD/labbuild-bench}  # go build -tags bench (make bench-build)
-for tool in ninja hyperfine; do
-  command -v "$tool" >/dev/null || { echo "bench-ninja: $tool missing: apt-get install ninja-build hyperfine" >&2; exit 2; }
+for tool in ninja hyperfine python3; do
+  command -v "$tool" >/dev/null || { echo "bench-ninja: $tool missing: apt-get install ninja-build hyperfine python3" >&2; exit 2; }
 done
+"$labbuild" --help 2>&1 | grep -q -- --synthetic || "$labbuild" --synthetic 1 --synthetic-ninja /dev/null 2>/dev/null ||
+  { echo "bench-ninja: $labbuild has no --synthetic flag: build it with make bench-build (-tags bench)" >&2; exit 2; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for n in ${SIZES:-1000 10000}; do
+here=$(cd "$(dirname "$0")" && pwd)
+
+# ninja_direct DIR: write build.ninja's outputs and .ninja_log as ninja 1.11 would.
+ninja_direct() {
+  python3 "$here/ninja-direct.py" "$1"
+}
+
+sizes=${SIZES:-100 1000 10000 100000}
+smallest=$(echo $sizes | tr ' ' '\n' | sort -n | head -1)
+for n in $sizes; do
   d=$work/$n
   mkdir -p "$d/src"
-  for ((i = 0; i < n; i++)); do echo "source $i" >"$d/src/$i.txt"; done
+  python3 -c "
+import sys
+for i in range(int(sys.argv[1])):
+    open(f'{sys.argv[2]}/src/{i}.txt', 'w').write(f'source {i}\n')" "$n" "$d"
   "$labbuild" -C "$d" --synthetic "$n" --synthetic-ninja "$d/build.ninja"
   "$labbuild" -C "$d" --synthetic "$n" -q >/dev/null
-  ninja -C "$d" >/dev/null
-  test "$(du -sm "$d" | cut -f1)" -lt 500 || { echo "bench-ninja: $d grew past 500 MB" >&2; exit 1; }
-  "$labbuild" -C "$d" --synthetic "$n" -q | grep -q "no work to do"
-  ninja -C "$d" | grep -q "no work to do"
-  hyperfine -N -w 5 -r "${RUNS:-30}" --export-json "$d/h.json" \
-    -n "labbuild $n" "$labbuild -C $d --synthetic $n -q" \
-    -n "ninja $n" "ninja -C $d" >&2
-  python3 - "$d/h.json" "$n" <<'PY'
+  if [ "$n" -le "${NINJA_RUN_MAX:-10000}" ]; then
+    ninja -C "$d" >/dev/null
+    if [ "$n" = "$smallest" ]; then # the direct writer must agree with ninja byte for byte
+      mkdir -p "$work/check/src" && cp "$d/build.ninja" "$work/check/" && cp "$d"/src/* "$work/check/src/"
+      ninja_direct "$work/check"
+      diff -r "$d/out-ninja" "$work/check/out-ninja" >/dev/null || { echo "bench-ninja: direct ninja outputs differ from ninja's" >&2; exit 1; }
+      ninja -C "$work/check" | grep -q "no work to do" || { echo "bench-ninja: ninja does not accept the direct .ninja_log" >&2; exit 1; }
+      rm -rf "$work/check"
+    fi
+  else
+    ninja_direct "$d"
+  fi
+  # Disk: a source, an output, a store copy and ninja's output per target (4 KiB blocks each),
+  # plus state and logs: 64 KiB a target is a generous bound that still catches runaway growth.
+  limit=$((64 + n * 64 / 1024))
+  used=$(du -sm "$d" | cut -f1)
+  [ "$used" -lt "$limit" ] || { echo "bench-ninja: $d grew to $used MB, past $limit MB" >&2; exit 1; }
+  "$labbuild" -C "$d" --synthetic "$n" -q | grep -q "no work to do" || { echo "bench-ninja: labbuild null build did work" >&2; exit 1; }
+  ninja -C "$d" | grep -q "no work to do" || { echo "bench-ninja: ninja null build did work" >&2; exit 1; }
+  runs=${RUNS:-$((n >= 100000 ? 10 : 30))}
+  hyperfine -N -w 3 -r "$runs" --export-json "$d/h.json" \
+    -n "labbuild" "$labbuild -C $d --synthetic $n -q" \
+    -n "ninja" "ninja -C $d" >&2
+  rss_l=$( { /usr/bin/time -f %M "$labbuild" -C "$d" --synthetic "$n" -q >/dev/null; } 2>&1 | tail -1)
+  rss_n=$( { /usr/bin/time -f %M ninja -C "$d" >/dev/null; } 2>&1 | tail -1)
+  python3 - "$d/h.json" "$n" "$rss_l" "$rss_n" <<'PY' | tee -a "${BENCH_OUT:-/dev/null}"
 import json, sys
-r = {x["command"].split()[0]: x["mean"] for x in json.load(open(sys.argv[1]))["results"]}
-print(f"null build, {sys.argv[2]} targets: labbuild {r['labbuild']*1e3:.1f} ms, ninja {r['ninja']*1e3:.1f} ms, ratio {r['labbuild']/r['ninja']:.2f}x (goal <= 1.0x)")
+r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
+l, n = r["labbuild"], r["ninja"]
+cpu = lambda x: x["user"] + x["system"]
+rl, rn = int(sys.argv[3]) / 1024, int(sys.argv[4]) / 1024
+print(f"null build {int(sys.argv[2]):>6} targets: labbuild {l['median']*1e3:7.1f} ms ({cpu(l)*1e3:6.1f} ms CPU, {rl:5.1f} MiB), "
+      f"ninja {n['median']*1e3:7.1f} ms ({cpu(n)*1e3:6.1f} ms CPU, {rn:5.1f} MiB); "
+      f"ratio wall {l['median']/n['median']:.2f}x cpu {cpu(l)/cpu(n):.2f}x rss {rl/rn:.2f}x")
 PY
+  rm -rf "$d"
 done

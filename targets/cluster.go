@@ -21,10 +21,17 @@ package targets
 //	cluster/done            summary: console URL, kubeadmin password and admin kubeconfig paths
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,6 +88,10 @@ type clusterWorld struct {
 	balancer func() ClusterBalancer
 	// onPoll, when set, sees every poll of every wait (tests: kill a build mid-wait).
 	onPoll func(target string, p wait.Poll)
+	// etcdMembers lists etcd's members through one of endpoints (https://<master ip>:2379)
+	// with the etcd client certificate (etcdMemberList in production). Nil: cluster/etcd cannot
+	// look at etcd and says so in its log.
+	etcdMembers func(ctx context.Context, endpoints []string, tls EtcdTLSFiles) ([]EtcdMember, error)
 }
 
 var clusterEnv = defaultClusterWorld()
@@ -94,8 +105,9 @@ func defaultClusterWorld() clusterWorld {
 			// through the API VIP, which haproxy holds (spec stage 02).
 			return kube.Config(kubeconfig, apiVIP+":6443")
 		},
-		machines: func(uri, cluster string) ClusterMachines { return virtMachines{uri: uri, cluster: cluster} },
-		balancer: func() ClusterBalancer { return hpReloadBalancer{} },
+		machines:    func(uri, cluster string) ClusterMachines { return virtMachines{uri: uri, cluster: cluster} },
+		balancer:    func() ClusterBalancer { return hpReloadBalancer{} },
+		etcdMembers: etcdMemberList,
 	}
 }
 
@@ -314,12 +326,12 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 		&Target{
 			Name:     "cluster/etcd",
 			Doc:      "etcd running on every master; then kube-system/bootstrap status=complete (bootstrap member removed)",
-			Deps:     []string{clusterAdminKC, "cluster/masters"},
-			Reads:    append(slices.Clone(clusterReads), "wait.etcdMinutes"),
-			Version:  1,
+			Deps:     append([]string{clusterAdminKC, "cluster/masters"}, opt(etcdClientDeps...)...),
+			Reads:    append(append(slices.Clone(clusterReads), "wait.etcdMinutes", "nodes."+bootstrap+".ip"), nodeReads(masters)...),
+			Version:  2,
 			External: true,
 			Run: func(ctx context.Context, s *Step) error {
-				return clusterEtcd(ctx, s, masterNames)
+				return clusterEtcd(ctx, s, masterNames, bootstrap)
 			},
 			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
 				k, err := clusterClients(s)
@@ -329,6 +341,9 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 				done, err := kube.BootstrapComplete(ctx, k.Typed)
 				if err != nil || !done {
 					return ProbeResult{Action: Create, Reason: "ConfigMap kube-system/bootstrap not complete" + errText(err)}, nil
+				}
+				if in, _, err := etcdBootstrapMember(ctx, s, masterNames, bootstrap); err == nil && in {
+					return ProbeResult{Action: Update, Reason: "the bootstrap is still an etcd member"}, nil
 				}
 				return ProbeResult{Action: Keep}, nil
 			},
@@ -387,7 +402,7 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 		&Target{
 			Name:     "cluster/done",
 			Doc:      "prints the console URL and where the kubeadmin password and admin kubeconfig are",
-			Deps:     append([]string{clusterAdminKC, "cluster/converge"}, opt(clusterKubeadmin)...),
+			Deps:     append([]string{clusterAdminKC, "cluster/converge"}, opt(clusterKubeadmin, "host/dns")...),
 			Reads:    []string{"cluster.name", "cluster.baseDomain"},
 			Version:  1,
 			External: true,
@@ -529,8 +544,17 @@ func clusterWait(ctx context.Context, s *Step, spec wait.Spec, cond wait.Conditi
 	spec.Interval = clusterEnv.interval(spec.Interval)
 	spec.Log = s.Log()
 	name := s.Target().Name
-	if clusterEnv.onPoll != nil {
-		spec.OnPoll = func(p wait.Poll) { clusterEnv.onPoll(name, p) }
+	// The status display shows "waiting for WHAT (status) — 4m10s of 30m", ticking between polls.
+	s.Progress(Progress{Phase: "waiting for " + spec.What, Limit: spec.Timeout})
+	spec.OnPoll = func(p wait.Poll) {
+		phase := "waiting for " + spec.What
+		if p.Status != "" {
+			phase += " (" + p.Status + ")"
+		}
+		s.Progress(Progress{Phase: phase, Elapsed: p.Elapsed, Limit: spec.Timeout})
+		if clusterEnv.onPoll != nil {
+			clusterEnv.onPoll(name, p)
+		}
 	}
 	r, err := wait.Until(ctx, spec, cond)
 	if err != nil {
@@ -757,7 +781,7 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 
 // clusterEtcd is cluster/etcd's Run: wait for the cluster-etcd-operator's etcd on every master,
 // then mark the bootstrap complete so the operator removes the etcd-bootstrap member.
-func clusterEtcd(ctx context.Context, s *Step, masters []string) error {
+func clusterEtcd(ctx context.Context, s *Step, masters []string, bootstrap string) error {
 	timeout, err := clusterMinutes(s, "wait.etcdMinutes")
 	if err != nil {
 		return err
@@ -793,9 +817,138 @@ func clusterEtcd(ctx context.Context, s *Step, masters []string) error {
 		return fmt.Errorf("%s: %w", s.Target().Name, err)
 	}
 	s.Logf("created ConfigMap kube-system/bootstrap status=complete: the cluster-etcd-operator now removes the etcd-bootstrap member")
-	// TODO(cluster/etcd): wait until the etcd-bootstrap member is gone from the member list
-	// (needs an etcd client through the etcd pods); the pivot's API check covers it in part.
-	return clusterRecord(s, map[string]any{"etcdOn": want, "bootstrapComplete": true})
+	// The pivot stops the bootstrap VM: while it is still an etcd member, that would take a
+	// voting member away from a 2- or 4-member cluster (quorum lost with one more failure),
+	// so wait for the operator's bootstrap teardown to remove it first.
+	if clusterEnv.etcdMembers == nil {
+		s.Logf("no etcd client in this build: not waiting for the etcd-bootstrap member to leave")
+		return clusterRecord(s, map[string]any{"etcdOn": want, "bootstrapComplete": true})
+	}
+	if _, err := clusterWait(ctx, s, wait.Spec{
+		What:     "the bootstrap to leave etcd's member list",
+		Inspect:  "oc rsh -n openshift-etcd <etcd pod> etcdctl member list -w table; oc get etcd cluster -o yaml",
+		Timeout:  timeout,
+		Interval: clusterPollAPI,
+	}, func(ctx context.Context) (bool, string, error) {
+		in, members, err := etcdBootstrapMember(ctx, s, masters, bootstrap)
+		if err != nil {
+			return false, "listing etcd members", err
+		}
+		st := fmt.Sprintf("etcd members: %s", strings.Join(members, ", "))
+		return !in, st, nil
+	}); err != nil {
+		return err
+	}
+	s.Logf("the bootstrap is no longer an etcd member")
+	return clusterRecord(s, map[string]any{"etcdOn": want, "bootstrapComplete": true, "bootstrapMemberRemoved": true})
+}
+
+// etcdClientDeps are the PKI targets cluster/etcd reads to talk to etcd as its operator does
+// (openshift-config/etcd-client, trusted through etcd-signer).
+var etcdClientDeps = []string{"pki/ca/etcd-signer", "pki/cert/etcd-client", "pki/key/etcd-client"}
+
+// EtcdTLSFiles are the PEM files of an etcd client: CA bundle, certificate and key.
+type EtcdTLSFiles struct{ CA, Cert, Key string }
+
+// EtcdMember is one entry of etcd's member list (etcdserverpb.Member, as the v3 JSON gateway
+// returns it).
+type EtcdMember struct {
+	ID         string   `json:"ID"`
+	Name       string   `json:"name"`
+	PeerURLs   []string `json:"peerURLs"`
+	ClientURLs []string `json:"clientURLs"`
+}
+
+// etcdBootstrapMember lists etcd's members through the masters and reports whether one of them
+// is the bootstrap: named etcd-bootstrap (as the installer's bootstrap etcd calls itself) or
+// with a peer URL on the bootstrap's IP. members are the names, for the wait's status.
+func etcdBootstrapMember(ctx context.Context, s *Step, masters []string, bootstrap string) (in bool, members []string, err error) {
+	if clusterEnv.etcdMembers == nil {
+		return false, nil, errors.New("no etcd client")
+	}
+	var tf EtcdTLSFiles
+	for i, p := range []*string{&tf.CA, &tf.Cert, &tf.Key} {
+		dep, rel := etcdClientDeps[i], "tls.crt"
+		if i == 2 {
+			rel = "tls.key"
+		}
+		if *p, err = s.DepPath(dep, rel); err != nil {
+			return false, nil, err
+		}
+	}
+	var endpoints []string
+	for _, m := range masters {
+		ip, err := s.String("nodes." + m + ".ip")
+		if err != nil {
+			return false, nil, err
+		}
+		endpoints = append(endpoints, "https://"+net.JoinHostPort(ip, "2379"))
+	}
+	bip, err := s.String("nodes." + bootstrap + ".ip")
+	if err != nil {
+		return false, nil, err
+	}
+	ms, err := clusterEnv.etcdMembers(ctx, endpoints, tf)
+	if err != nil {
+		return false, nil, err
+	}
+	for _, m := range ms {
+		members = append(members, m.Name)
+		if m.Name == "etcd-bootstrap" {
+			in = true
+		}
+		for _, u := range m.PeerURLs {
+			if pu, err := url.Parse(u); err == nil && pu.Hostname() == bip {
+				in = true
+			}
+		}
+	}
+	return in, members, nil
+}
+
+// etcdMemberList is the production etcdMembers: POST /v3/cluster/member/list on etcd's gRPC
+// JSON gateway (on by default on the client port), over mutual TLS, trying each endpoint in
+// turn until one answers.
+func etcdMemberList(ctx context.Context, endpoints []string, tf EtcdTLSFiles) ([]EtcdMember, error) {
+	cert, err := tls.LoadX509KeyPair(tf.Cert, tf.Key)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client certificate: %w", err)
+	}
+	ca, err := os.ReadFile(tf.CA)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}}
+	var errs []error
+	for _, ep := range endpoints {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(ep, "/")+"/v3/cluster/member/list", strings.NewReader("{}"))
+		if err != nil {
+			return nil, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			errs = append(errs, fmt.Errorf("%s: %s %s%s", ep, resp.Status, bytes.TrimSpace(body[:min(len(body), 200)]), errText(err)))
+			continue
+		}
+		var out struct {
+			Members []EtcdMember `json:"members"`
+		}
+		if err := json.Unmarshal(body, &out); err != nil {
+			errs = append(errs, fmt.Errorf("%s: member list: %w", ep, err))
+			continue
+		}
+		return out.Members, nil
+	}
+	return nil, fmt.Errorf("no etcd endpoint answered: %w", errors.Join(errs...))
 }
 
 // clusterApplier is cluster/bootstrap's apply step: server-side apply in file-name order,
@@ -946,7 +1099,9 @@ func clusterConverge(ctx context.Context, s *Step) error {
 	return clusterRecord(s, map[string]any{"converged": true})
 }
 
-// clusterDone writes summary.txt: where the user goes next.
+// clusterDone writes summary.txt: where the user goes next, in openshift-install's words
+// (pkg/cmd/openshift-install create.go logComplete): the KUBECONFIG export, the console URL,
+// and where the kubeadmin password is; never the password itself, which stays in its 0600 file.
 func clusterDone(ctx context.Context, s *Step) error {
 	domain, err := clusterDomain(s)
 	if err != nil {
@@ -960,9 +1115,30 @@ func clusterDone(ctx context.Context, s *Step) error {
 	if p, err := s.DepPath(clusterKubeadmin, "kubeadmin-password"); err == nil {
 		pw = p
 	}
-	text := fmt.Sprintf("The cluster is up.\n  console:            https://console-openshift-console.apps.%s\n  user:               kubeadmin\n  password file:      %s\n  admin kubeconfig:   export KUBECONFIG=%s\n", domain, pw, kc)
+	text := fmt.Sprintf(`Install complete!
+To access the cluster as the system:admin user when using 'oc', run
+    export KUBECONFIG=%s
+Access the OpenShift web-console here: https://console-openshift-console.apps.%s
+Login to the console with user: "kubeadmin", and the password in %s
+`, kc, domain, pw)
+	if note, err := s.DepFile("host/dns", "note.txt"); err == nil {
+		text += string(note) // the host's resolver needs a hand: say what to add
+	}
 	s.Logf("%s", text)
 	return s.WriteFile("summary.txt", []byte(text), 0o644)
+}
+
+// ClusterSummary returns what `labbuild cluster` prints when it ends: cluster/done's
+// summary.txt under outDir, when r built cluster/done or found it up to date; nil otherwise.
+func ClusterSummary(outDir string, r *Result) []byte {
+	if r == nil || !(slices.Contains(r.Executed, "cluster/done") || slices.Contains(r.Reused, "cluster/done") || slices.Contains(r.UpToDate, "cluster/done")) {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(outDir, "cluster", "done", "summary.txt"))
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // virtMachines is the production ClusterMachines: it powers the domains libvirt/vm/<node>

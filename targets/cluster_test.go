@@ -254,6 +254,12 @@ type fakeBalancer struct {
 	cfg []string
 }
 
+func (b *fakeBalancer) switched() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.cfg) > 0
+}
+
 func (b *fakeBalancer) Switch(ctx context.Context, cfgFile string) error {
 	data, err := os.ReadFile(cfgFile)
 	if err != nil {
@@ -537,6 +543,9 @@ func clusterStandins(t *testing.T, adminKC []byte, domain string) []*Target {
 		}},
 		clusterStandinFile("haproxy/config-post-pivot", "haproxy.cfg", "# post-pivot: no bootstrap backends\n"),
 		clusterStandinFile("manifests/kubeadmin", "kubeadmin-password", "standin-password"),
+		clusterStandinFile("pki/ca/etcd-signer", "tls.crt", "stand-in"),
+		clusterStandinFile("pki/cert/etcd-client", "tls.crt", "stand-in"),
+		clusterStandinFile("pki/key/etcd-client", "tls.key", "stand-in"),
 	}
 }
 
@@ -566,6 +575,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	machines := newFakeMachines(c)
 	lb := &fakeBalancer{}
 	var rebooted atomic.Bool
+	var etcdPolls atomic.Int64
 	old := clusterEnv
 	t.Cleanup(func() { clusterEnv = old })
 	clusterEnv = clusterWorld{
@@ -591,6 +601,21 @@ func TestClusterRealControlPlane(t *testing.T) {
 		},
 		machines: func(uri, cluster string) ClusterMachines { return machines },
 		balancer: func() ClusterBalancer { return lb },
+		// The cluster-etcd-operator stand-in: the bootstrap stays an etcd member for the
+		// first polls after kube-system/bootstrap is complete, then its teardown removes it.
+		etcdMembers: func(ctx context.Context, endpoints []string, tf EtcdTLSFiles) ([]EtcdMember, error) {
+			if !slices.Equal(endpoints, []string{"https://192.168.126.101:2379"}) || !strings.HasSuffix(tf.Key, "pki/key/etcd-client/tls.key") {
+				return nil, fmt.Errorf("asked %v with %+v, want master-0's client URL and the etcd-client key", endpoints, tf)
+			}
+			ms := []EtcdMember{{Name: "master-0.ocp4.example.com", PeerURLs: []string{"https://192.168.126.101:2380"}}}
+			if etcdPolls.Add(1) <= 2 {
+				ms = append(ms, EtcdMember{Name: "etcd-bootstrap", PeerURLs: []string{"https://192.168.126.100:2380"}})
+			}
+			if lb.switched() {
+				return nil, errors.New("the pivot ran before the bootstrap left etcd")
+			}
+			return ms, nil
+		},
 	}
 	standins := clusterStandins(t, adminKC, domain)
 	have := map[string]bool{}
@@ -830,7 +855,14 @@ func TestClusterRealControlPlane(t *testing.T) {
 	if len(lb.cfg) != 1 || !strings.Contains(lb.cfg[0], "post-pivot") {
 		t.Errorf("HAProxy switched to %q, want the post-pivot config once", lb.cfg)
 	}
-	sum, _ := os.ReadFile(filepath.Join(out, "cluster/done/summary.txt"))
+	if n := etcdPolls.Load(); n < 3 {
+		t.Errorf("cluster/etcd listed etcd's members %d times; want it to wait until the bootstrap left (3rd poll)", n)
+	}
+	sum := ClusterSummary(out, &Result{UpToDate: []string{"cluster/done"}})
+	kcAbs := filepath.Join(out, "kubeconfig/admin/kubeconfig")
+	if !strings.Contains(string(sum), "export KUBECONFIG="+kcAbs+"\n") || strings.Contains(string(sum), "standin-password") {
+		t.Errorf("summary does not export KUBECONFIG=%s, or shows the password:\n%s", kcAbs, sum)
+	}
 	if !strings.Contains(string(sum), "https://console-openshift-console.apps."+domain) || !strings.Contains(string(sum), "kubeadmin-password") {
 		t.Errorf("summary:\n%s", sum)
 	}
@@ -978,5 +1010,27 @@ func TestClusterMachinesReal(t *testing.T) {
 	}
 	if err := m.Stop(ctx, "worker-1"); err != nil {
 		t.Errorf("Stop(undefined) = %v; want nil", err)
+	}
+}
+
+// TestEtcdMemberListReal lists a real etcd's members through its JSON gateway over mutual TLS,
+// after an endpoint that refuses connections (a master still down).
+func TestEtcdMemberListReal(t *testing.T) {
+	cp := testenv.StartControlPlane(t, testenv.ControlPlaneOptions{})
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "https://" + closed.Addr().String()
+	closed.Close()
+	ms, err := etcdMemberList(context.Background(), []string{dead, cp.EtcdURL}, EtcdTLSFiles{CA: cp.EtcdCA, Cert: cp.EtcdClientCert, Key: cp.EtcdClientKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 1 || ms[0].ID == "" || len(ms[0].PeerURLs) == 0 {
+		t.Errorf("members = %+v, want the one member with its ID and peer URL", ms)
+	}
+	if _, err := etcdMemberList(context.Background(), []string{dead}, EtcdTLSFiles{CA: cp.EtcdCA, Cert: cp.EtcdClientCert, Key: cp.EtcdClientKey}); err == nil {
+		t.Error("no endpoint answering: no error")
 	}
 }

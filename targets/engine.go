@@ -26,6 +26,8 @@ type (
 	CleanOptions = engine.CleanOptions
 	Values       = engine.Values
 	MapValues    = engine.MapValues
+	Progress     = engine.Progress
+	Reporter     = engine.Reporter
 )
 
 // Plan actions of External targets (engine.Keep, ...).

@@ -60,11 +60,11 @@ func TestFlowClosure(t *testing.T) {
 				return out
 			}
 			uses := map[string][]string{
-				"cluster/bootstrap": append([]string{"host/preflight", "rhcos/image", "libvirt/network", "libvirt/pool", "haproxy/service"}, vms(RoleBootstrap)...),
+				"cluster/bootstrap": append([]string{"host/preflight", "rhcos/image", "libvirt/network", "libvirt/pool", "haproxy/service", "host/firewall", "host/dns"}, vms(RoleBootstrap)...),
 				"cluster/masters":   vms(RoleMaster),
 				"cluster/pivot":     {"haproxy/service", "haproxy/config-post-pivot", "libvirt/vm/bootstrap"},
 				"cluster/workers":   vms(RoleWorker),
-				"cluster/done":      {"kubeconfig/admin", "manifests/kubeadmin"},
+				"cluster/done":      {"host/dns", "kubeconfig/admin", "manifests/kubeadmin"},
 				"haproxy/service":   {"libvirt/network", "host/preflight"},
 			}
 			for _, n := range c.Nodes {
@@ -114,8 +114,10 @@ func TestFlowDryRunFresh(t *testing.T) {
 		order = append(order, p.Target)
 	}
 	seq := []string{"release/coreos-stream", "rhcos/image", "libvirt/volume/master-0", "libvirt/vm/master-0", "cluster/install/master-0", "cluster/masters"}
+	seq3 := []string{"host/preflight", "host/firewall", "cluster/bootstrap"}
+	seq4 := []string{"host/dns", "cluster/bootstrap", "cluster/done"}
 	seq2 := []string{"host/preflight", "libvirt/network", "haproxy/service", "cluster/bootstrap", "cluster/masters", "cluster/etcd", "cluster/pivot", "cluster/workers", "cluster/converge", "cluster/done"}
-	for _, s := range [][]string{seq, seq2} {
+	for _, s := range [][]string{seq, seq2, seq3, seq4} {
 		for i, name := range s {
 			at := slices.Index(order, name)
 			if at < 0 {

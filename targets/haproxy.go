@@ -60,7 +60,7 @@ func haproxyTargets(c *Config) []*Target {
 		},
 		{
 			Name: "haproxy/service", Doc: "labbuild's haproxy for this cluster on the API and ingress VIPs (added to the lab bridge)",
-			Deps:    []string{"haproxy/config", "libvirt/network"},
+			Deps:    []string{"haproxy/config", "haproxy/config-post-pivot", "libvirt/network"},
 			Reads:   []string{"libvirt.network", "network.machineNetwork", "network.apiVIP", "network.ingressVIP"},
 			Version: 1, External: true,
 			Run: hpServiceRun, Probe: hpServiceProbe, Destroy: hpServiceDestroy,
@@ -131,6 +131,38 @@ type hpRecord struct {
 	Config string   `json:"config"`
 	Bridge string   `json:"bridge"`
 	Addrs  []string `json:"addrs"` // "VIP/prefix" added to Bridge
+	// Phase is the cluster phase Config belongs to: "bootstrap" (haproxy/config, the
+	// bootstrap in the backends) or "post-pivot" (haproxy/config-post-pivot).
+	Phase string `json:"phase"`
+}
+
+// Cluster phases of the load balancer (hpRecord.Phase).
+const (
+	hpPhaseBootstrap = "bootstrap"
+	hpPhasePostPivot = "post-pivot"
+)
+
+// hpPivotMarker is the file, in the haproxy family's output directory, that cluster/pivot's
+// switch leaves: from then on haproxy/service runs the post-pivot config, so a later edit of
+// haproxy/config (a node added, a VIP moved), a killed haproxy or a host reboot never brings
+// the bootstrap back into the backends. haproxy/service's Destroy removes it.
+const hpPivotMarker = ".pivoted"
+
+// hpPivoted reports whether this lab's load balancer is past the pivot: the marker is there,
+// or a running haproxy of the lab already serves a config under postDir.
+func hpPivoted(familyDir, postDir string) bool {
+	if familyDir == "" {
+		return false
+	}
+	if _, err := os.Stat(filepath.Join(familyDir, hpPivotMarker)); err == nil {
+		return true
+	}
+	for _, cfg := range hpRunningConfigs(familyDir) {
+		if strings.HasPrefix(cfg, filepath.Clean(postDir)+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }
 
 type hpServiceSpec struct {
@@ -186,11 +218,22 @@ func hpPrev(s *Step) (hpRecord, bool, error) {
 // read from /proc. After the pivot's reload the running haproxy is no longer the pid
 // haproxy/service recorded, yet it is still this lab's.
 func hpRunningFrom(dir string) []int {
+	var pids []int
+	for pid := range hpRunningConfigs(dir) {
+		pids = append(pids, pid)
+	}
+	slices.Sort(pids)
+	return pids
+}
+
+// hpRunningConfigs maps the pid of each haproxy whose -f configuration lies under dir to
+// that configuration file.
+func hpRunningConfigs(dir string) map[int]string {
+	out := map[int]string{}
 	if dir == "" {
-		return nil
+		return out
 	}
 	ents, _ := os.ReadDir("/proc")
-	var pids []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -206,13 +249,12 @@ func hpRunningFrom(dir string) []int {
 		}
 		for i := 0; i+1 < len(args); i++ {
 			if args[i] == "-f" && strings.HasPrefix(filepath.Clean(args[i+1]), filepath.Clean(dir)+string(filepath.Separator)) {
-				pids = append(pids, pid)
+				out[pid] = filepath.Clean(args[i+1])
 				break
 			}
 		}
 	}
-	slices.Sort(pids)
-	return pids
+	return out
 }
 
 // hpFamilyDir is the haproxy family's output directory, given a config file one of its
@@ -279,8 +321,12 @@ func (hpReloadBalancer) Switch(ctx context.Context, cfgFile string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	_, err = hpReload(cfgFile, filepath.Join(dir, "haproxy.pid"), old)
-	return err
+	if _, err = hpReload(cfgFile, filepath.Join(dir, "haproxy.pid"), old); err != nil {
+		return err
+	}
+	// Remembered for haproxy/service: past the pivot it never goes back to the bootstrap's
+	// config (written after the reload succeeded, so a failed switch leaves no marker).
+	return os.WriteFile(filepath.Join(hpFamilyDir(cfgFile), hpPivotMarker), []byte(hpPhasePostPivot+"\n"), 0o644)
 }
 
 // hpAlive reports whether pid is a running haproxy (not a reused pid of another program).
@@ -324,9 +370,20 @@ func hpServiceRun(ctx context.Context, s *Step) error {
 	if err != nil {
 		return err
 	}
+	post, err := s.DepPath("haproxy/config-post-pivot", HAProxyConfigFile)
+	if err != nil {
+		return err
+	}
 	prev, hadPrev, err := hpPrev(s)
 	if err != nil {
 		return err
+	}
+	// The config that matches the cluster's phase: after the pivot, the one without the
+	// bootstrap, whatever made this run (an edit, a dead process, a reboot).
+	phase := hpPhaseBootstrap
+	if (hadPrev && prev.Phase == hpPhasePostPivot) || hpPivoted(hpFamilyDir(cfg), filepath.Dir(post)) {
+		phase, cfg = hpPhasePostPivot, post
+		s.Logf("the cluster is past the pivot: serving %s (no bootstrap backends)", cfg)
 	}
 	// Addresses recorded before but no longer wanted (a VIP moved) are removed.
 	if hadPrev {
@@ -363,7 +420,7 @@ func hpServiceRun(ctx context.Context, s *Step) error {
 		return fmt.Errorf("%s: %w", s.Target().Name, err)
 	}
 	s.Logf("haproxy pid %d on %s", pid, strings.Join(sp.addrs, ", "))
-	rec, _ := json.MarshalIndent(hpRecord{PID: pid, Config: cfg, Bridge: sp.bridge, Addrs: sp.addrs}, "", "  ")
+	rec, _ := json.MarshalIndent(hpRecord{PID: pid, Config: cfg, Bridge: sp.bridge, Addrs: sp.addrs, Phase: phase}, "", "  ")
 	return s.WriteFile("record.json", append(rec, '\n'), 0o644)
 }
 
@@ -407,6 +464,9 @@ func hpServiceDestroy(ctx context.Context, s *Step) error {
 	}
 	for _, a := range prev.Addrs {
 		_ = hpRun("ip", "addr", "del", a, "dev", prev.Bridge) // gone with the bridge is fine
+	}
+	if err := os.Remove(filepath.Join(hpFamilyDir(prev.Config), hpPivotMarker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	return nil
 }

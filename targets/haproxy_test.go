@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -165,6 +166,46 @@ func TestHAProxyServiceReal(t *testing.T) {
 	}
 	second.PID = pivoted[0]
 
+	// A later haproxy/config edit (a new stats port) reloads the service, with the config of
+	// the cluster's phase: the bootstrap never comes back. Nor after haproxy dies and
+	// haproxy/service starts it again.
+	c3 := lvLab(d, sr)
+	c3.HAProxy.StatsPort = 9002
+	if r := build(c3); !slices.Contains(r.Executed, "haproxy/service") {
+		t.Errorf("stats port change after the pivot executed %v", r.Executed)
+	}
+	for step := 0; step < 2; step++ {
+		var st string
+		testenv.WaitFor(t, "haproxy on the new stats port", 10*time.Second, func() error {
+			if st = stats("9002"); !strings.Contains(st, "kubernetes-api-backend,master-0") {
+				return os.ErrNotExist
+			}
+			return nil
+		})
+		if strings.Contains(st, "kubernetes-api-backend,bootstrap") {
+			t.Errorf("step %d: after the pivot haproxy/service brought the bootstrap back:\n%s", step, st)
+		}
+		if r := rec(); r.Phase != hpPhasePostPivot || !strings.Contains(r.Config, "config-post-pivot") {
+			t.Errorf("step %d: record %+v, want the post-pivot config", step, r)
+		}
+		if step == 0 { // haproxy dies (a host reboot): the next build starts it again
+			for _, pid := range hpRunningFrom(filepath.Join(out, "haproxy")) {
+				syscall.Kill(pid, syscall.SIGTERM)
+			}
+			testenv.WaitFor(t, "haproxy to die", 10*time.Second, func() error {
+				if len(hpRunningFrom(filepath.Join(out, "haproxy"))) > 0 {
+					return os.ErrExist
+				}
+				return nil
+			})
+			if r := build(c3); !slices.Contains(r.Executed, "haproxy/service") {
+				t.Errorf("build after haproxy died executed %v", r.Executed)
+			}
+		}
+	}
+	second.PID = rec().PID
+	c2 = c3
+
 	for round := 0; round < 2; round++ {
 		if _, err := Destroy(ctx, Options{Config: c2, OutDir: out}); err != nil {
 			t.Fatalf("destroy round %d: %v", round, err)
@@ -178,5 +219,8 @@ func TestHAProxyServiceReal(t *testing.T) {
 	})
 	if o, err := d.Exec("ip", "-o", "addr"); err != nil || strings.Contains(string(o), "198.18.0.10") {
 		t.Errorf("VIP left behind (%v):\n%s", err, o)
+	}
+	if _, err := os.Stat(filepath.Join(out, "haproxy", hpPivotMarker)); !os.IsNotExist(err) {
+		t.Errorf("destroy left the pivot marker (%v)", err)
 	}
 }

@@ -1,4 +1,456 @@
 package targets
 
-// hostIntegrationTargets declares host/dns and host/firewall.
-func hostIntegrationTargets(c *Config) []*Target { return nil }
+// Host integration: what the host itself needs so that the lab works from it, as External
+// targets with Probe and Destroy (openshift-the-hard-way did both by hand: stage 02's
+// "HAProxy" and "Infrastructure" open 6443/22623/80/443 and point the host's resolver at the
+// lab).
+//
+//	host/dns       the cluster domain resolvable on the host: where NetworkManager runs, a
+//	               dnsmasq split-DNS drop-in (/etc/NetworkManager/dnsmasq.d/labbuild-<cluster>.conf:
+//	               server=/<cluster domain>/<lab DNS>) and, unless NetworkManager already runs
+//	               dnsmasq, a conf.d file selecting it; elsewhere a note saying what to add.
+//	host/firewall  the VIP ports (6443, 22623, 80, 443) accepted from the lab bridge: firewalld's
+//	               libvirt zone where firewalld runs, else a rule in every nftables input hook
+//	               chain (tagged with a comment, found and deleted by it), else nothing.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	rl "github.com/labbuild/labbuild/render/libvirt"
+)
+
+// hostSys is how host/dns and host/firewall reach the host: a file root ("/" in production)
+// and a command runner. Tests point root at a temporary directory and run the commands inside
+// a network namespace they created.
+type hostSys struct {
+	root string
+	run  func(ctx context.Context, name string, args ...string) ([]byte, error)
+}
+
+var hostEnv = hostSys{root: "/", run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, name, args...).CombinedOutput()
+}}
+
+func (h hostSys) path(p string) string { return filepath.Join(h.root, filepath.FromSlash(p)) }
+
+// hostVIPPorts are the ports the VMs reach on the host's VIPs: API, machine config server,
+// ingress HTTP and HTTPS (haproxy/config's frontends).
+var hostVIPPorts = []string{"6443", "22623", "80", "443"}
+
+// NetworkManager paths of the split-DNS drop-in.
+const (
+	nmDnsmasqDir = "/etc/NetworkManager/dnsmasq.d"
+	nmConfDir    = "/etc/NetworkManager/conf.d"
+)
+
+func hostIntegrationTargets(c *Config) []*Target {
+	return []*Target{
+		{
+			Name:  "host/dns",
+			Doc:   "the cluster domain resolvable on the host: NetworkManager dnsmasq split-DNS drop-in to the lab's DNS (or a note saying what to add)",
+			Reads: []string{"cluster.name", "cluster.baseDomain", "network.dns"}, Version: 1, External: true,
+			Run: hostDNSRun, Probe: hostDNSProbe, Destroy: hostDNSDestroy,
+		},
+		{
+			Name:  "host/firewall",
+			Doc:   "VIP ports 6443/22623/80/443 open from the lab bridge: firewalld's libvirt zone, or rules in the nftables input chains, or nothing",
+			Deps:  []string{hostPreflight},
+			Reads: []string{"cluster.name", "libvirt.network"}, Version: 1, External: true,
+			Run: hostFWRun, Probe: hostFWProbe, Destroy: hostFWDestroy,
+		},
+	}
+}
+
+// hostRecord is what a host integration target made, to find and undo it later.
+type hostRecord struct {
+	Mode  string   `json:"mode"`            // dns: networkmanager | manual; firewall: firewalld | nftables | none
+	Files []string `json:"files,omitempty"` // files written (paths under the host root)
+	Zone  string   `json:"zone,omitempty"`  // firewalld zone
+	Ports []string `json:"ports,omitempty"` // "6443/tcp"
+	Tag   string   `json:"tag,omitempty"`   // nftables rule comment
+	Note  string   `json:"note,omitempty"`  // what the user must do by hand, if anything
+}
+
+func hostPrev(s *Step) (hostRecord, bool, error) {
+	b, err := s.Prev("record.json")
+	if errors.Is(err, fs.ErrNotExist) {
+		return hostRecord{}, false, nil
+	}
+	if err != nil {
+		return hostRecord{}, false, err
+	}
+	var r hostRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, false, fmt.Errorf("%s: record.json: %w", s.Target().Name, err)
+	}
+	return r, true, nil
+}
+
+func hostWrite(s *Step, r hostRecord) error {
+	b, _ := json.MarshalIndent(r, "", "  ")
+	if err := s.WriteFile("record.json", append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if r.Note != "" {
+		s.Logf("%s", r.Note)
+		return s.WriteFile("note.txt", []byte(r.Note+"\n"), 0o644)
+	}
+	return nil
+}
+
+// --- host/dns ---
+
+// hostDNSWant returns the drop-in's path and content for the lab.
+func hostDNSWant(s *Step) (name, content, domain, server string, err error) {
+	if domain, err = clusterDomain(s); err != nil {
+		return
+	}
+	if server, err = s.String("network.dns"); err != nil {
+		return
+	}
+	cluster, _ := s.String("cluster.name")
+	name = nmDnsmasqDir + "/labbuild-" + cluster + ".conf"
+	content = fmt.Sprintf("# labbuild: lab %s; removed by labbuild destroy\nserver=/%s/%s\n", cluster, domain, server)
+	return
+}
+
+// hostNMRunning reports whether NetworkManager runs (nmcli answers "running").
+func hostNMRunning(ctx context.Context) bool {
+	out, err := hostEnv.run(ctx, "nmcli", "-t", "-f", "RUNNING", "general")
+	return err == nil && strings.TrimSpace(string(out)) == "running"
+}
+
+// hostNMUsesDnsmasq reports whether a NetworkManager conf file sets dns=dnsmasq.
+func hostNMUsesDnsmasq() bool {
+	files, _ := filepath.Glob(hostEnv.path(nmConfDir + "/*.conf"))
+	if b, err := os.ReadFile(hostEnv.path("/etc/NetworkManager/NetworkManager.conf")); err == nil && hostDNSMode(b) == "dnsmasq" {
+		return true
+	}
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil && hostDNSMode(b) == "dnsmasq" {
+			return true
+		}
+	}
+	return false
+}
+
+// hostDNSMode returns the dns= key of a NetworkManager.conf [main] section.
+func hostDNSMode(b []byte) string {
+	main := false
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		if strings.HasPrefix(l, "[") {
+			main = l == "[main]"
+		} else if k, v, ok := strings.Cut(l, "="); ok && main && strings.TrimSpace(k) == "dns" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func hostDNSRun(ctx context.Context, s *Step) error {
+	name, content, domain, server, err := hostDNSWant(s)
+	if err != nil {
+		return err
+	}
+	if prev, ok, err := hostPrev(s); err != nil {
+		return err
+	} else if ok {
+		hostRemoveFiles(prev.Files, name)
+	}
+	if !hostNMRunning(ctx) {
+		return hostWrite(s, hostRecord{Mode: "manual", Note: fmt.Sprintf(
+			"host/dns: NetworkManager does not run here, so labbuild did not change the host's resolver. To resolve api.%[1]s and *.apps.%[1]s from the host, send the domain %[1]s to the lab's DNS at %[2]s: with dnsmasq, add server=/%[1]s/%[2]s; with systemd-resolved, resolvectl dns <lab bridge> %[2]s && resolvectl domain <lab bridge> ~%[1]s.",
+			domain, server)})
+	}
+	files := []string{name}
+	if err := hostWriteFile(name, content); err != nil {
+		return fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	if !hostNMUsesDnsmasq() {
+		conf := nmConfDir + "/labbuild-dnsmasq.conf"
+		if err := hostWriteFile(conf, "# labbuild: NetworkManager's own dnsmasq, for split DNS to labs; removed by labbuild destroy\n[main]\ndns=dnsmasq\n"); err != nil {
+			return fmt.Errorf("%s: %w", s.Target().Name, err)
+		}
+		files = append(files, conf)
+	}
+	if out, err := hostEnv.run(ctx, "nmcli", "general", "reload", "conf", "dns-full"); err != nil {
+		return fmt.Errorf("%s: nmcli general reload: %w: %s (the drop-in %s is in place: systemctl reload NetworkManager)", s.Target().Name, err, bytes.TrimSpace(out), name)
+	}
+	s.Logf("wrote %s: %s resolves through %s", name, domain, server)
+	return hostWrite(s, hostRecord{Mode: "networkmanager", Files: files})
+}
+
+func hostDNSProbe(ctx context.Context, s *Step) (ProbeResult, error) {
+	prev, ok, err := hostPrev(s)
+	if err != nil || !ok {
+		return ProbeResult{Action: Create, Reason: "not set up yet"}, err
+	}
+	if (prev.Mode == "networkmanager") != hostNMRunning(ctx) {
+		return ProbeResult{Action: Update, Reason: "NetworkManager started or stopped since"}, nil
+	}
+	if prev.Mode != "networkmanager" {
+		return ProbeResult{Action: Keep}, nil
+	}
+	name, content, _, _, err := hostDNSWant(s)
+	if err != nil {
+		return ProbeResult{}, err
+	}
+	if b, err := os.ReadFile(hostEnv.path(name)); err != nil || string(b) != content {
+		return ProbeResult{Action: Update, Reason: name + " missing or changed"}, nil
+	}
+	return ProbeResult{Action: Keep}, nil
+}
+
+func hostDNSDestroy(ctx context.Context, s *Step) error {
+	prev, ok, err := hostPrev(s)
+	if err != nil || !ok || len(prev.Files) == 0 {
+		return err
+	}
+	// The shared dnsmasq selector stays while another lab's drop-in still needs it.
+	others, _ := filepath.Glob(hostEnv.path(nmDnsmasqDir + "/labbuild-*.conf"))
+	keep := ""
+	if len(others) > 1 {
+		keep = nmConfDir + "/labbuild-dnsmasq.conf"
+	}
+	if removed := hostRemoveFiles(prev.Files, keep); removed && hostNMRunning(ctx) {
+		if out, err := hostEnv.run(ctx, "nmcli", "general", "reload", "conf", "dns-full"); err != nil {
+			return fmt.Errorf("%s: nmcli general reload: %w: %s", s.Target().Name, err, bytes.TrimSpace(out))
+		}
+	}
+	return nil
+}
+
+// hostWriteFile writes a file under the host root atomically.
+func hostWriteFile(name, content string) error {
+	p := hostEnv.path(name)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	tmp := p + ".labbuild-tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// hostRemoveFiles removes files under the host root except keep; it reports whether any was
+// there.
+func hostRemoveFiles(files []string, keep string) bool {
+	removed := false
+	for _, f := range files {
+		if f == keep {
+			continue
+		}
+		if err := os.Remove(hostEnv.path(f)); err == nil {
+			removed = true
+		}
+	}
+	return removed
+}
+
+// --- host/firewall ---
+
+// hostFWWant returns the lab's bridge and the nftables rule tag.
+func hostFWWant(s *Step) (bridge, tag string, err error) {
+	net, err := s.String("libvirt.network")
+	if err != nil {
+		return "", "", err
+	}
+	cluster, err := s.String("cluster.name")
+	if err != nil {
+		return "", "", err
+	}
+	return rl.Bridge(net), "labbuild:" + cluster, nil
+}
+
+// hostFirewall says which firewall the host uses: "firewalld" (firewall-cmd --state says
+// running), "nftables" (nft lists the ruleset), or "none".
+func hostFirewall(ctx context.Context) string {
+	if out, err := hostEnv.run(ctx, "firewall-cmd", "--state"); err == nil && strings.TrimSpace(string(out)) == "running" {
+		return "firewalld"
+	}
+	if _, err := hostEnv.run(ctx, "nft", "list", "tables"); err == nil {
+		return "nftables"
+	}
+	return "none"
+}
+
+// nftChain is one nftables chain or rule, as `nft -j list ruleset` prints it.
+type nftObj struct {
+	Family  string `json:"family"`
+	Table   string `json:"table"`
+	Name    string `json:"name"`
+	Chain   string `json:"chain"`
+	Hook    string `json:"hook"`
+	Handle  int    `json:"handle"`
+	Comment string `json:"comment"`
+}
+
+// hostNFT returns the input hook base chains and the rules tagged tag.
+func hostNFT(ctx context.Context, tag string) (inputs, tagged []nftObj, err error) {
+	out, err := hostEnv.run(ctx, "nft", "-j", "list", "ruleset")
+	if err != nil {
+		return nil, nil, fmt.Errorf("nft -j list ruleset: %w: %s", err, bytes.TrimSpace(out))
+	}
+	var doc struct {
+		Nftables []struct {
+			Chain *nftObj `json:"chain"`
+			Rule  *nftObj `json:"rule"`
+		} `json:"nftables"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil {
+		return nil, nil, fmt.Errorf("nft -j list ruleset: %w", err)
+	}
+	for _, o := range doc.Nftables {
+		if o.Chain != nil && o.Chain.Hook == "input" && (o.Chain.Family == "inet" || o.Chain.Family == "ip") {
+			inputs = append(inputs, *o.Chain)
+		}
+		if o.Rule != nil && o.Rule.Comment == tag {
+			tagged = append(tagged, *o.Rule)
+		}
+	}
+	return inputs, tagged, nil
+}
+
+// hostNFTMissing returns the input chains that lack the lab's rule.
+func hostNFTMissing(inputs, tagged []nftObj) []nftObj {
+	var missing []nftObj
+	for _, c := range inputs {
+		if !slices.ContainsFunc(tagged, func(r nftObj) bool {
+			return r.Family == c.Family && r.Table == c.Table && r.Chain == c.Name
+		}) {
+			missing = append(missing, c)
+		}
+	}
+	return missing
+}
+
+func hostFWRun(ctx context.Context, s *Step) error {
+	bridge, tag, err := hostFWWant(s)
+	if err != nil {
+		return err
+	}
+	if prev, ok, err := hostPrev(s); err != nil {
+		return err
+	} else if ok {
+		if err := hostFWUndo(ctx, prev); err != nil {
+			return fmt.Errorf("%s: %w", s.Target().Name, err)
+		}
+	}
+	var ports []string
+	for _, p := range hostVIPPorts {
+		ports = append(ports, p+"/tcp")
+	}
+	switch mode := hostFirewall(ctx); mode {
+	case "firewalld":
+		// libvirt puts its bridges in firewalld's "libvirt" zone, which rejects what it does
+		// not list; open the VIP ports there, now and across reloads.
+		for _, perm := range [][]string{nil, {"--permanent"}} {
+			args := append([]string{"--zone=libvirt"}, perm...)
+			for _, p := range ports {
+				args = append(args, "--add-port="+p)
+			}
+			if out, err := hostEnv.run(ctx, "firewall-cmd", args...); err != nil {
+				return fmt.Errorf("%s: firewall-cmd %s: %w: %s", s.Target().Name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+			}
+		}
+		s.Logf("firewalld zone libvirt: opened %s", strings.Join(ports, " "))
+		return hostWrite(s, hostRecord{Mode: mode, Zone: "libvirt", Ports: ports})
+	case "nftables":
+		inputs, tagged, err := hostNFT(ctx, tag)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.Target().Name, err)
+		}
+		// nftables runs every base chain of a hook: an accept in a table of our own would not
+		// outvote another table's drop, so the rule goes first into each input chain there is.
+		for _, c := range hostNFTMissing(inputs, tagged) {
+			args := []string{"insert", "rule", c.Family, c.Table, c.Name, "iifname", bridge, "tcp", "dport", "{ " + strings.Join(hostVIPPorts, ", ") + " }", "accept", "comment", `"` + tag + `"`}
+			if out, err := hostEnv.run(ctx, "nft", args...); err != nil {
+				return fmt.Errorf("%s: nft %s: %w: %s", s.Target().Name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+			}
+			s.Logf("nftables %s %s %s: accept tcp %s from %s", c.Family, c.Table, c.Name, strings.Join(hostVIPPorts, ","), bridge)
+		}
+		return hostWrite(s, hostRecord{Mode: mode, Tag: tag, Ports: ports})
+	default:
+		s.Logf("neither firewalld nor nftables runs: nothing to open")
+		return hostWrite(s, hostRecord{Mode: "none"})
+	}
+}
+
+func hostFWProbe(ctx context.Context, s *Step) (ProbeResult, error) {
+	prev, ok, err := hostPrev(s)
+	if err != nil || !ok {
+		return ProbeResult{Action: Create, Reason: "not set up yet"}, err
+	}
+	if mode := hostFirewall(ctx); mode != prev.Mode {
+		return ProbeResult{Action: Update, Reason: "the host's firewall is now " + mode + ", was " + prev.Mode}, nil
+	}
+	switch prev.Mode {
+	case "firewalld":
+		out, err := hostEnv.run(ctx, "firewall-cmd", "--zone="+prev.Zone, "--list-ports")
+		for _, p := range prev.Ports {
+			if err != nil || !slices.Contains(strings.Fields(string(out)), p) {
+				return ProbeResult{Action: Update, Reason: "firewalld zone " + prev.Zone + " lacks " + p}, nil
+			}
+		}
+	case "nftables":
+		inputs, tagged, err := hostNFT(ctx, prev.Tag)
+		if err != nil {
+			return ProbeResult{Action: Update, Reason: err.Error()}, nil
+		}
+		if m := hostNFTMissing(inputs, tagged); len(m) > 0 {
+			return ProbeResult{Action: Update, Reason: fmt.Sprintf("nftables chain %s %s %s lacks the lab's rule", m[0].Family, m[0].Table, m[0].Name)}, nil
+		}
+	}
+	return ProbeResult{Action: Keep}, nil
+}
+
+func hostFWDestroy(ctx context.Context, s *Step) error {
+	prev, ok, err := hostPrev(s)
+	if err != nil || !ok {
+		return err
+	}
+	if err := hostFWUndo(ctx, prev); err != nil {
+		return fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	return nil
+}
+
+// hostFWUndo removes what a record says was opened; what is already gone is fine.
+func hostFWUndo(ctx context.Context, r hostRecord) error {
+	switch r.Mode {
+	case "firewalld":
+		for _, perm := range [][]string{nil, {"--permanent"}} {
+			args := append([]string{"--zone=" + r.Zone}, perm...)
+			for _, p := range r.Ports {
+				args = append(args, "--remove-port="+p)
+			}
+			if out, err := hostEnv.run(ctx, "firewall-cmd", args...); err != nil && hostFirewall(ctx) == "firewalld" {
+				return fmt.Errorf("firewall-cmd %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+			}
+		}
+	case "nftables":
+		_, tagged, err := hostNFT(ctx, r.Tag)
+		if err != nil {
+			return nil // nftables gone: so are the rules
+		}
+		for _, t := range tagged {
+			args := []string{"delete", "rule", t.Family, t.Table, t.Chain, "handle", fmt.Sprint(t.Handle)}
+			if out, err := hostEnv.run(ctx, "nft", args...); err != nil {
+				return fmt.Errorf("nft %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+			}
+		}
+	}
+	return nil
+}

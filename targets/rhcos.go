@@ -165,7 +165,7 @@ func rhcosFetch(ctx context.Context, s *Step, u, sum, path string) error {
 	defer os.Remove(tmp.Name()) // a no-op after the rename
 	defer tmp.Close()
 	h := sha256.New()
-	in := io.TeeReader(&rhcosProgress{r: body, total: size, log: s.Logf, url: u}, h)
+	in := io.TeeReader(&rhcosProgress{r: body, total: size, log: s.Logf, url: u, step: s}, h)
 	var src io.Reader = in
 	if strings.HasSuffix(strings.TrimSuffix(u, "/"), ".gz") {
 		zr, err := gzip.NewReader(in)
@@ -245,11 +245,15 @@ type rhcosProgress struct {
 	tenth int64
 	log   func(string, ...any)
 	url   string
+	step  *Step // the status display: bytes, rate and ETA
 }
 
 func (p *rhcosProgress) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	p.done += int64(n)
+	if p.step != nil {
+		p.step.Progress(Progress{Phase: "downloading " + filepath.Base(p.url), Done: p.done, Total: p.total})
+	}
 	if p.total > 0 {
 		if t := p.done * 10 / p.total; t > p.tenth {
 			p.tenth = t

@@ -59,8 +59,8 @@ func TestInClusterPlan(t *testing.T) {
 			if in && len(hp) > 0 {
 				t.Errorf("in-cluster plan has host load-balancer targets %v", hp)
 			}
-			if !in && !slices.Contains(hp, "haproxy/config") {
-				t.Errorf("host plan lacks haproxy/config: %v", hp)
+			if !in && (!slices.Contains(hp, "haproxy/config") || !slices.Contains(hp, "haproxy/service")) {
+				t.Errorf("host plan lacks haproxy/config or haproxy/service: %v", hp)
 			}
 			if got := slices.Contains(plan, vipBootstrapTarget); got != in {
 				t.Errorf("%s planned: %v, want %v", vipBootstrapTarget, got, in)
@@ -69,6 +69,17 @@ func TestInClusterPlan(t *testing.T) {
 				t.Errorf("plan lacks cluster/pivot or libvirt/network: %v", plan)
 			}
 			t.Logf("%s: %d targets planned; haproxy: %v", mode, len(plan), hp)
+			// The lab network's DNS is the same in both modes: *.apps (libvirt/network's
+			// wildcard) and api/api-int (libvirt/dns) answer the VIPs for clients outside the
+			// cluster, whoever holds them.
+			for _, f := range families {
+				for _, x := range f.Targets(c) {
+					want := map[string]string{"libvirt/network": "network.ingressVIP", "libvirt/dns": "network.apiVIP"}[x.Name]
+					if want != "" && (!slices.Contains(x.Reads, want) || slices.Contains(x.Reads, "network.loadBalancer")) {
+						t.Errorf("%s reads %v: want %s and not network.loadBalancer", x.Name, x.Reads, want)
+					}
+				}
+			}
 		})
 	}
 }

@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -60,11 +61,13 @@ type cli struct {
 	help        bool
 	showVersion bool
 	allEdges    bool
+	verbose     bool
 	by          string
 
 	stdout, stderr io.Writer
-	terminal       bool // stdout is a terminal and not -q: the live status area
-	stdoutTTY      bool // stdout is a terminal (graph images go to a file)
+	terminal       bool         // stdout is a terminal and not -q: the live status area
+	stdoutTTY      bool         // stdout is a terminal (graph images go to a file)
+	dryErr         bytes.Buffer // what status's dry run printed to stderr (why targets are blocked)
 
 	cfg     *targets.Config // the validated lab config (nil with --synthetic)
 	cfgName string          // the lab config as the user named it (-f bad.yaml), for messages
@@ -111,11 +114,12 @@ func newFlags(c *cli) *pflag.FlagSet {
 	fs.StringVar(&c.format, "format", "dot", "graph output `format`: dot, svg, png, tree, json")
 	fs.StringVar(&c.output, "output", "", "write graph output to `file` instead of standard output")
 	fs.BoolVar(&c.allEdges, "all-edges", false, "graph: draw every edge, not the transitive reduction")
-	fs.StringVar(&c.by, "by", "target", "graph: one node per `target` or per family")
+	fs.StringVar(&c.by, "by", "target", "graph view: `view` target (a node per target) or family (a node per family)")
 	fs.BoolVar(&c.all, "all", false, "graph/list: include every target, not only the default goal")
 	fs.BoolVar(&c.cacheToo, "cache", false, "clean: also remove the content store (sticky keys are lost)")
 	fs.BoolVar(&c.trim, "trim", false, "clean: only trim the content store (old entries; keys are kept)")
 	fs.StringSliceVar(&c.regenerate, "regenerate", nil, "make sticky `target`s anew (a new CA key, a new password)")
+	fs.BoolVarP(&c.verbose, "verbose", "v", false, "stream the logs of running targets (labbuild log TARGET shows one afterwards)")
 	fs.BoolVarP(&c.quiet, "quiet", "q", false, "no status lines; only failures and the summary")
 	fs.BoolVarP(&c.help, "help", "h", false, "show help")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version")

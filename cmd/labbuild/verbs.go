@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -119,6 +118,15 @@ does once a day. libvirt objects are left alone: use labbuild destroy.`,
 			examples: []string{"labbuild certs", "labbuild certs --json"},
 			run:      runCerts,
 		},
+		"log": {
+			usage: "labbuild log TARGET",
+			short: "print a target's last log (its last run; FAILED and the error at the end)",
+			long: `Prints what TARGET's last run wrote to its log (OUT/.labbuild/log/TARGET.log): the commands,
+downloads and waits it did, and when it failed, FAILED: and the error as the last line. -v on a
+build streams every running target's log lines instead, prefixed with the target's name.`,
+			examples: []string{"labbuild log rhcos/image", "labbuild -v cluster"},
+			run:      runLog,
+		},
 		"status": {
 			usage: "labbuild status",
 			short: "report the running cluster: API, bootstrap, etcd, operators, and each node's VM, Ready and CSRs",
@@ -164,7 +172,7 @@ func printHelp(w io.Writer, name string, fs *pflag.FlagSet) {
 			}
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "Flags:\n%s", fs.FlagUsages())
+		printVerbFlags(w, fs, name)
 		return
 	}
 	b := verbs["build"]
@@ -195,7 +203,18 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 	if err := c.checkFiles(&o); err != nil {
 		return err
 	}
+	pd := newProgress(c)
+	if pd != nil && !c.dryRun {
+		o.Reporter, o.Stderr = pd, pd.Stderr(o.Stderr)
+		if c.verbose {
+			ls := &logStream{w: o.Stderr}
+			o.LogTee = ls.For
+		}
+	}
 	res, err := targets.Build(ctx, o)
+	if pd != nil {
+		pd.Close() // the summary line below takes the status area's place
+	}
 	if res == nil {
 		return err
 	}
@@ -211,23 +230,18 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 			}
 			return err
 		}
-		if len(res.Plan) == 0 {
-			fmt.Fprintln(c.stdout, "labbuild: nothing to do: everything is up to date")
-		}
-		tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-		for _, p := range res.Plan {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Action, p.Target, strings.Join(p.Reasons, "; "))
-		}
-		tw.Flush()
-		if sum := res.PlanSummary(); sum != "" {
-			fmt.Fprintln(c.stdout, sum)
-		}
+		printPlan(c, res)
 		return err
 	}
 	if len(res.Executed)+len(res.Reused)+len(res.Failed) == 0 && err == nil {
 		fmt.Fprintf(c.stdout, "labbuild: no work to do (%s)\n", res.Summary())
 	} else {
 		fmt.Fprintf(c.stdout, "labbuild: %s\n", res.Summary())
+	}
+	if err == nil {
+		// The end of `labbuild cluster`, as openshift-install ends: KUBECONFIG, console URL,
+		// where the kubeadmin password is.
+		c.stdout.Write(targets.ClusterSummary(o.OutDir, res))
 	}
 	return err
 }
@@ -245,7 +259,9 @@ func (c *cli) status(ctx context.Context, goals []string, inputs bool) (*targets
 	}
 	// Explain (inputs) turns off the null-build fast path, which skips computing them.
 	// KeepGoing: a target that cannot be evaluated blocks its dependents, not every other target.
-	o.DryRun, o.KeepGoing, o.Explain, o.Stdout, o.Stderr = true, true, inputs, io.Discard, io.Discard
+	// The dry run's errors (why a target is blocked) are kept for explain.
+	c.dryErr.Reset()
+	o.DryRun, o.KeepGoing, o.Explain, o.Stdout, o.Stderr = true, true, inputs, io.Discard, &c.dryErr
 	res, err := targets.Build(ctx, o)
 	if res == nil && err != nil {
 		return nil, nil, o, err
@@ -312,67 +328,6 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-type explanation struct {
-	Target  string            `json:"target"`
-	State   string            `json:"state"`
-	Action  string            `json:"action,omitempty"`
-	Reasons []string          `json:"reasons,omitempty"`
-	Inputs  map[string]string `json:"inputs"`
-	Deps    []string          `json:"deps"`
-	Doc     string            `json:"doc"`
-}
-
-func runExplain(ctx context.Context, c *cli, args []string) error {
-	if len(args) != 1 {
-		return usagef("explain takes one target (labbuild list shows them)")
-	}
-	p, res, _, err := c.status(ctx, args, true)
-	if err != nil {
-		return err
-	}
-	t := p.Target(args[0])
-	if t == nil {
-		return usagef("explain: %q is not a target (a family? explain one of its targets: labbuild list %s)", args[0], args[0])
-	}
-	ex := explanation{Target: t.Name, Doc: t.Doc, State: stateOf(res)[t.Name], Deps: nonNil(t.Deps), Inputs: map[string]string{}}
-	for _, pl := range res.Plan {
-		if pl.Target == t.Name {
-			ex.Action, ex.Reasons = pl.Action, pl.Reasons
-		}
-	}
-	for l, d := range res.Inputs[t.Name] {
-		ex.Inputs[l] = d.Short()
-		if d.IsZero() {
-			ex.Inputs[l] = "pending (upstream will change first)"
-		}
-	}
-	if ex.State == "" {
-		ex.State = "not evaluated (an upstream cannot be evaluated)"
-	}
-	if c.json {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(ex)
-	}
-	fmt.Fprintf(c.stdout, "%s: %s\n  %s\n", ex.Target, ex.State, ex.Doc)
-	if ex.Action != "" {
-		fmt.Fprintf(c.stdout, "would %s because:\n", ex.Action)
-		for _, r := range ex.Reasons {
-			fmt.Fprintf(c.stdout, "  - %s\n", r)
-		}
-	}
-	fmt.Fprintf(c.stdout, "inputs (digests of their values):\n")
-	labels := make([]string, 0, len(ex.Inputs))
-	for l := range ex.Inputs {
-		labels = append(labels, l)
-	}
-	sort.Strings(labels)
-	for _, l := range labels {
-		fmt.Fprintf(c.stdout, "  %-50s %s\n", l, ex.Inputs[l])
-	}
-	return nil
 }
 
 func runClean(ctx context.Context, c *cli, args []string) error {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -379,4 +380,72 @@ func dropFlag(args []string, flag string) []string {
 		}
 	}
 	return out
+}
+
+// TestProxyOnlyWhenStatusSet: like the real operator (MCO 4.18 pkg/operator/render.go), the
+// stand-in leaves ControllerConfig spec.proxy unset when the Proxy's status is empty, so the
+// templates' {{if .Proxy}} branches (machine-config-daemon-pull.service's EnvironmentFile) are
+// not taken; a Proxy with a status sets it, and they are.
+func TestProxyOnlyWhenStatusSet(t *testing.T) {
+	templates := filepath.Join(testenv.RequireShared(t), "fixtures/mco/templates")
+	tests := []struct {
+		name      string
+		proxy     string
+		wantProxy map[string]any // spec.proxy, nil: null or absent (the real one writes null)
+		wantEnv   bool           // EnvironmentFile=/etc/mco/proxy.env in the pull unit
+	}{
+		{"empty status", "apiVersion: config.openshift.io/v1\nkind: Proxy\nmetadata:\n  name: cluster\nspec: {}\n", nil, false},
+		{"status set", "apiVersion: config.openshift.io/v1\nkind: Proxy\nmetadata:\n  name: cluster\nspec:\n  httpProxy: http://198.18.0.1:3128\nstatus:\n  httpProxy: http://198.18.0.1:3128\n  noProxy: .cluster.local\n",
+			map[string]any{"httpProxy": "http://198.18.0.1:3128", "noProxy": ".cluster.local"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := lab(t, dir, func(f map[string]string) { f["manifests/cluster-proxy-01-config.yaml"] = tc.proxy })
+			if code, log := run(t, "machine-config-operator", args); code != 0 {
+				t.Fatal(log)
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "mco-bootstrap/bootstrap/manifests/machineconfigcontroller-controllerconfig.yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cc struct {
+				Spec map[string]any `json:"spec"`
+			}
+			if err := yaml.Unmarshal(b, &cc); err != nil {
+				t.Fatal(err)
+			}
+			got := cc.Spec["proxy"]
+			if tc.wantProxy == nil && got != nil {
+				t.Errorf("spec.proxy = %v, want it unset", got)
+			}
+			if tc.wantProxy != nil && !reflect.DeepEqual(got, tc.wantProxy) {
+				t.Errorf("spec.proxy = %v, want %v", got, tc.wantProxy)
+			}
+			if code, log := run(t, "machine-config-controller", controllerArgs(t, dir, templates)); code != 0 {
+				t.Fatal(log)
+			}
+			m, _ := filepath.Glob(filepath.Join(dir, "mcc-output/machine-configs/rendered-worker-*.yaml"))
+			if len(m) != 1 {
+				t.Fatalf("rendered worker configs: %v", m)
+			}
+			doc, _ := os.ReadFile(m[0])
+			mc, err := ignition.ParseMachineConfig(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unit := ""
+			for _, u := range mc.Config.Systemd.Units {
+				if u.Name == "machine-config-daemon-pull.service" && u.Contents != nil {
+					unit = *u.Contents
+				}
+			}
+			if unit == "" {
+				t.Fatal("no machine-config-daemon-pull.service in the rendered worker config")
+			}
+			if env := strings.Contains(unit, "EnvironmentFile=/etc/mco/proxy.env"); env != tc.wantEnv {
+				t.Errorf("pull unit has the proxy EnvironmentFile: %v, want %v:\n%s", env, tc.wantEnv, unit)
+			}
+		})
+	}
 }

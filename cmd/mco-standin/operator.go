@@ -213,7 +213,13 @@ func operatorBootstrap(f operatorFlags, log io.Writer) error {
 	if infra.Status.PlatformStatus != nil {
 		platform = strings.ToLower(string(infra.Status.PlatformStatus.Type))
 	}
-	proxyStatus := proxy.Status
+	// An empty Proxy status leaves spec.proxy unset, so the templates' {{if .Proxy}} branches
+	// go as in a real render (MCO 4.18 pkg/operator/render.go createDiscoveredControllerConfigSpec:
+	// "Not setting proxy config because Proxy status is empty").
+	var proxyStatus *configv1.ProxyStatus
+	if proxy.Status != (configv1.ProxyStatus{}) {
+		proxyStatus = &proxy.Status
+	}
 	cc := mcfgv1.ControllerConfig{
 		TypeMeta: metav1.TypeMeta{APIVersion: "machineconfiguration.openshift.io/v1", Kind: "ControllerConfig"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -243,7 +249,7 @@ func operatorBootstrap(f operatorFlags, log io.Writer) error {
 			BaseOSContainerImage:           images["rhel-coreos"],
 			BaseOSExtensionsContainerImage: images["rhel-coreos-extensions"],
 			ReleaseImage:                   f.releaseImage,
-			Proxy:                          &proxyStatus,
+			Proxy:                          proxyStatus,
 			Infra:                          &infra,
 			DNS:                            &dns,
 			IPFamilies:                     ipFamilies,

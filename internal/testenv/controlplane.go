@@ -31,6 +31,9 @@ type ControlPlane struct {
 	CA []byte
 	// Admin is a rest.Config for a system:masters identity (CN system:admin), with Host = URL.
 	Admin *rest.Config
+	// EtcdURL is etcd's client URL (https://127.0.0.1:<port>); EtcdCA, EtcdClientCert and
+	// EtcdClientKey are the PEM files of its CA and of a system:etcd-client certificate.
+	EtcdURL, EtcdCA, EtcdClientCert, EtcdClientKey string
 
 	caKey []byte
 }
@@ -105,6 +108,7 @@ func StartControlPlane(t testing.TB, o ControlPlaneOptions) *ControlPlane {
 	epcF, epkF := pair("etcd-peer", epc, epk)
 	eccF, eckF := pair("etcd-client", ecc, eck)
 	etcdURL := StartEtcd(t, EtcdTLS{CA: ecaFile, ServerCert: escF, ServerKey: eskF, PeerCert: epcF, PeerKey: epkF, ClientCert: eccF, ClientKey: eckF})
+	cp.EtcdURL, cp.EtcdCA, cp.EtcdClientCert, cp.EtcdClientKey = etcdURL, ecaFile, eccF, eckF
 
 	// kubernetes CA: serving, clients, CSR signing.
 	cp.CA, cp.caKey = newCA("kubernetes")

@@ -1,0 +1,214 @@
+package targets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/labbuild/labbuild/internal/testenv"
+	rl "github.com/labbuild/labbuild/render/libvirt"
+)
+
+// setHostEnv replaces hostEnv for the test.
+func setHostEnv(t *testing.T, h hostSys) {
+	old := hostEnv
+	hostEnv = h
+	t.Cleanup(func() { hostEnv = old })
+}
+
+// hostLab is a lab whose host targets the tests build alone (their upstream preflight is
+// replaced by a stand-in).
+func hostLab() *Config {
+	c := DefaultConfig()
+	c.Cluster.Name, c.Cluster.BaseDomain = "lbt", "example.test"
+	c.Network.DNS = "198.18.0.1"
+	c.Libvirt.Network = "lbt"
+	return c
+}
+
+func hostBuild(t *testing.T, c *Config, out, goal string, destroy bool) (*Result, error) {
+	t.Helper()
+	ts := append([]*Target{clusterStandinFile(hostPreflight, "preflight.json", "{}")}, hostIntegrationTargets(c)...)
+	var log strings.Builder
+	o := Options{Config: c, OutDir: out, Goals: []string{goal}, Targets: ts, Stdout: &log, Stderr: &log}
+	if destroy {
+		_, err := Destroy(context.Background(), o)
+		return nil, err
+	}
+	r, err := Build(context.Background(), o)
+	if err != nil {
+		err = fmt.Errorf("%w\n%s", err, log.String())
+	}
+	return r, err
+}
+
+// TestHostDNS: where NetworkManager runs, host/dns writes the split-DNS drop-in (and selects
+// NetworkManager's dnsmasq when nothing did) under the host root and reloads NetworkManager; a
+// rerun keeps it; a drop-in removed by hand is planned and restored; destroy removes exactly
+// its files, and again does nothing. Without NetworkManager nothing is written and the note
+// says what to add. NetworkManager itself cannot run here: nmcli is a stand-in runner.
+func TestHostDNS(t *testing.T) {
+	for _, nm := range []bool{true, false} {
+		t.Run(fmt.Sprintf("networkmanager=%v", nm), func(t *testing.T) {
+			root := t.TempDir()
+			var mu sync.Mutex
+			var calls []string
+			setHostEnv(t, hostSys{root: root, run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				calls = append(calls, name+" "+strings.Join(args, " "))
+				if name == "nmcli" && nm {
+					if slices.Contains(args, "RUNNING") {
+						return []byte("running\n"), nil
+					}
+					return nil, nil
+				}
+				return nil, errors.New("exec: not found")
+			}})
+			// An unrelated NetworkManager file stays untouched.
+			os.MkdirAll(filepath.Join(root, "etc/NetworkManager/conf.d"), 0o755)
+			os.WriteFile(filepath.Join(root, "etc/NetworkManager/conf.d/00-other.conf"), []byte("[main]\nplugins=keyfile\n"), 0o644)
+			c, out := hostLab(), t.TempDir()
+			if _, err := hostBuild(t, c, out, "host/dns", false); err != nil {
+				t.Fatal(err)
+			}
+			dropIn := filepath.Join(root, "etc/NetworkManager/dnsmasq.d/labbuild-lbt.conf")
+			sel := filepath.Join(root, "etc/NetworkManager/conf.d/labbuild-dnsmasq.conf")
+			b, err := os.ReadFile(dropIn)
+			if !nm {
+				if err == nil {
+					t.Errorf("wrote %s without NetworkManager", dropIn)
+				}
+				note, _ := os.ReadFile(filepath.Join(out, "host/dns/note.txt"))
+				if !strings.Contains(string(note), "server=/lbt.example.test/198.18.0.1") {
+					t.Errorf("note does not say what to add:\n%s", note)
+				}
+				return
+			}
+			if err != nil || !strings.Contains(string(b), "\nserver=/lbt.example.test/198.18.0.1\n") {
+				t.Fatalf("drop-in %s: %v\n%s", dropIn, err, b)
+			}
+			if s, _ := os.ReadFile(sel); hostDNSMode(s) != "dnsmasq" {
+				t.Errorf("NetworkManager not switched to dnsmasq: %q", s)
+			}
+			if !slices.Contains(calls, "nmcli general reload conf dns-full") {
+				t.Errorf("NetworkManager not reloaded: %v", calls)
+			}
+			if r, err := hostBuild(t, c, out, "host/dns", false); err != nil || len(r.Executed) != 0 {
+				t.Errorf("rerun executed %v (%v)", r.Executed, err)
+			}
+			os.Remove(dropIn)
+			if r, err := hostBuild(t, c, out, "host/dns", false); err != nil || !slices.Equal(r.Executed, []string{"host/dns"}) {
+				t.Errorf("after removing the drop-in by hand executed %v (%v)", r.Executed, err)
+			}
+			if _, err := os.Stat(dropIn); err != nil {
+				t.Errorf("drop-in not restored: %v", err)
+			}
+			for round := 0; round < 2; round++ {
+				if _, err := hostBuild(t, c, out, "host/dns", true); err != nil {
+					t.Fatalf("destroy %d: %v", round, err)
+				}
+			}
+			for _, f := range []string{dropIn, sel} {
+				if _, err := os.Stat(f); !os.IsNotExist(err) {
+					t.Errorf("destroy left %s", f)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(root, "etc/NetworkManager/conf.d/00-other.conf")); err != nil {
+				t.Errorf("destroy removed a file it did not write: %v", err)
+			}
+		})
+	}
+}
+
+// TestHostFirewallNftables runs host/firewall against the real nft in a network namespace the
+// test creates, whose input chain drops by default: the lab's rule goes first into it, a
+// rerun keeps it, a rule deleted by hand is restored, destroy leaves the ruleset as it was and
+// a second destroy does nothing. With neither firewalld nor nftables nothing is done.
+func TestHostFirewallNftables(t *testing.T) {
+	nft := testenv.Require(t, "nft")
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "root (to create a network namespace)")
+	}
+	ns := fmt.Sprintf("lbfw-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	inNS := func(name string, args ...string) ([]byte, error) {
+		return exec.Command("ip", append([]string{"netns", "exec", ns, name}, args...)...).CombinedOutput()
+	}
+	base := "table inet filter {\n\tchain input {\n\t\ttype filter hook input priority filter; policy drop;\n\t\tct state established,related accept\n\t}\n}\n"
+	cmd := exec.Command("ip", "netns", "exec", ns, nft, "-f", "-")
+	cmd.Stdin = strings.NewReader(base)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("load the host's ruleset: %v: %s", err, out)
+	}
+	ruleset := func() string {
+		o, err := inNS(nft, "list", "ruleset")
+		if err != nil {
+			t.Fatalf("nft list ruleset: %v: %s", err, o)
+		}
+		return string(o)
+	}
+	before := ruleset()
+	setHostEnv(t, hostSys{root: t.TempDir(), run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		return inNS(name, args...)
+	}})
+	c, out := hostLab(), t.TempDir()
+	if _, err := hostBuild(t, c, out, "host/firewall", false); err != nil {
+		t.Fatal(err)
+	}
+	rule := fmt.Sprintf(`iifname "%s" tcp dport { 80, 443, 6443, 22623 } accept comment "labbuild:lbt"`, rl.Bridge("lbt"))
+	got := ruleset()
+	if !strings.Contains(got, rule) {
+		t.Fatalf("ruleset lacks %s:\n%s", rule, got)
+	}
+	if strings.Index(got, rule) > strings.Index(got, "ct state established") {
+		t.Errorf("the lab's rule is not first in the chain:\n%s", got)
+	}
+	if r, err := hostBuild(t, c, out, "host/firewall", false); err != nil || len(r.Executed) != 0 {
+		t.Errorf("rerun executed %v (%v)", r.Executed, err)
+	}
+	// Flushed by hand (a firewall reload): planned and restored.
+	cmd = exec.Command("ip", "netns", "exec", ns, nft, "-f", "-")
+	cmd.Stdin = strings.NewReader("flush ruleset\n" + base)
+	if o, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, o)
+	}
+	if r, err := hostBuild(t, c, out, "host/firewall", false); err != nil || !slices.Equal(r.Executed, []string{"host/firewall"}) {
+		t.Errorf("after a flush executed %v (%v)", r.Executed, err)
+	}
+	if !strings.Contains(ruleset(), rule) {
+		t.Error("rule not restored after a flush")
+	}
+	for round := 0; round < 2; round++ {
+		if _, err := hostBuild(t, c, out, "host/firewall", true); err != nil {
+			t.Fatalf("destroy %d: %v", round, err)
+		}
+	}
+	if after := ruleset(); after != before {
+		t.Errorf("destroy left the ruleset changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+
+	// Neither firewalld nor nftables: nothing.
+	var calls []string
+	setHostEnv(t, hostSys{root: t.TempDir(), run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		calls = append(calls, name+" "+strings.Join(args, " "))
+		return nil, errors.New("exec: not found")
+	}})
+	out2 := t.TempDir()
+	if _, err := hostBuild(t, c, out2, "host/firewall", false); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out2, "host/firewall/record.json")); !strings.Contains(string(b), `"mode": "none"`) || len(calls) != 2 {
+		t.Errorf("without a firewall: record %s, commands %v (want only the two detections)", b, calls)
+	}
+}
