@@ -282,7 +282,7 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 	// Dry run: a dep that would run has an unknown output, so n's key is unknown too.
 	var pendingDeps []string
 	for _, j := range b.p.Graph.Deps(n.id) {
-		if nodes[j].pending {
+		if nodes[j].pending && !nodes[j].t.Gate {
 			pendingDeps = append(pendingDeps, nodes[j].t.Name)
 		}
 	}
@@ -373,6 +373,9 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 			n.files = entryNames(entry)
 		} else {
 			n.pending = true
+			if t.Gate && prev != nil {
+				n.outDig = prev.OutDigest // a passing gate writes the same bytes again
+			}
 		}
 		if probe.Action != "" && probe.Action != Keep {
 			action = string(probe.Action)

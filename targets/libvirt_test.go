@@ -127,10 +127,11 @@ func TestLibvirtFamilyReal(t *testing.T) {
 
 	c2 := lvLab(d, sr)
 	c2.Nodes[5].MemoryMiB = 256
-	if p := build(c2, true); len(p.Plan) != 1 || p.Plan[0].Target != "libvirt/vm/worker-1" {
-		t.Errorf("plan after a memory edit: %+v, want only libvirt/vm/worker-1", p.Plan)
+	// host/preflight checks the new size against the host (a Gate: nothing else follows it).
+	if p := build(c2, true); len(p.Plan) != 2 || p.Plan[0].Target != "host/preflight" || p.Plan[1].Target != "libvirt/vm/worker-1" {
+		t.Errorf("plan after a memory edit: %+v, want host/preflight and libvirt/vm/worker-1", p.Plan)
 	}
-	if r := build(c2, false); !slices.Equal(r.Executed, []string{"libvirt/vm/worker-1"}) {
+	if r := build(c2, false); !slices.Equal(r.Executed, []string{"host/preflight", "libvirt/vm/worker-1"}) {
 		t.Errorf("apply after a memory edit executed %v", r.Executed)
 	}
 	if dom, _, _, err := conn.Domain("lbt-worker-1"); err != nil || dom.Memory.Value != 256*1024 {
