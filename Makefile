@@ -6,7 +6,7 @@ KUBE_VERSION ?= v1.30.14
 export LABBUILD_TOOLS ?= $(HOME)/.cache/labbuild/tools/$(KUBE_VERSION)
 BIN      := ./labbuild
 
-.PHONY: all build run sample test check install bench bench-go bench-build bench-ninja vet fmt clean docs fuzz
+.PHONY: all build run sample test check install bench bench-go bench-build bench-ninja vet fmt clean docs fuzz rehearsal
 
 all: build
 
@@ -40,6 +40,12 @@ check: install vet test
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+
+# The rehearsal lab (docs/rehearsal.md): labbuild's node Ignition run without a guest OS, in
+# network namespaces on 198.18.0.0/24 — the bootstrap's static pods with real etcd and
+# kube-apiserver, a real kubelet joining. Needs root and what `make install` installs.
+rehearsal: build
+	LABBUILD_REHEARSAL=1 LABBUILD_BIN=$(CURDIR)/labbuild $(GO) test -count=1 -v -timeout 40m ./internal/rehearsal
 
 # Fuzz the lab-config parser and validator (targets.FuzzConfig) for FUZZTIME; the seeds are the
 # bad-config corpus in testdata/badconfig. A crash is saved under targets/testdata/fuzz.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh Debian machine: Debian packages (when root) and the
-# kube-apiserver/kube-controller-manager/kube-scheduler build, cached by version. Idempotent.
+# kube-apiserver/kube-controller-manager/kube-scheduler/kubelet build, cached by version. Idempotent.
 # Each area has its own .ci/install-<area>.sh; this runs them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -264,3 +264,43 @@ func (c *Cache) CleanTmp() error {
 	}
 	return nil
 }
+
+// EpochRecord is the generation of a time-dependent output (a certificate): the moment it was
+// issued and the moment it goes stale (ns since 1970). It is kept by the target's base key (the
+// key without the epoch), outside the state journal and the action entries, so that `clean`, a
+// lost state file and a trim of the store all leave it: the next build finds the same epoch,
+// hence the same key, and restores the same certificate instead of issuing a new one.
+type EpochRecord struct {
+	Epoch   int64 `json:"epoch"`
+	StaleAt int64 `json:"staleAt"`
+}
+
+func (c *Cache) epochPath(base Digest) string {
+	h := base.String()
+	return filepath.Join(c.dir, "epochs", h[:2], h)
+}
+
+// GetEpoch returns the epoch recorded for base, if any.
+func (c *Cache) GetEpoch(base Digest) (EpochRecord, bool) {
+	var r EpochRecord
+	b, err := os.ReadFile(c.epochPath(base))
+	if err != nil || json.Unmarshal(b, &r) != nil || r.Epoch == 0 {
+		return EpochRecord{}, false
+	}
+	return r, true
+}
+
+// PutEpoch records r for base (atomically; an equal record is not rewritten).
+func (c *Cache) PutEpoch(base Digest, r EpochRecord) error {
+	if old, ok := c.GetEpoch(base); ok && old == r {
+		return nil
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return c.writeAtomic(c.epochPath(base), func(f *os.File) error {
+		_, err := f.Write(b)
+		return err
+	}, 0o600)
+}

@@ -61,6 +61,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	res, err := b.run(ctx, roots)
+	if err == nil && res != nil {
+		err = b.prune(ctx, roots, res)
+	}
 	if res != nil {
 		res.Duration = time.Since(start)
 	}

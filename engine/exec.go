@@ -177,6 +177,12 @@ func (b *builder) record(n *node, e *cache.Entry, prev *cache.TargetState) error
 	}
 	n.outDig = e.OutputDigest
 	n.files = names
+	if e.StaleAt != 0 && !n.base.IsZero() {
+		// The epoch outlives the state journal (see cache.EpochRecord).
+		if err := b.cache.PutEpoch(n.base, cache.EpochRecord{Epoch: e.Epoch, StaleAt: e.StaleAt}); err != nil {
+			return err
+		}
+	}
 	return b.state.SetTarget(n.t.Name, ts)
 }
 

@@ -75,7 +75,15 @@ func (b *builder) keyWith(n *node, depDigest func(j int) cache.Digest, withInput
 	}
 	// Time as an input: a target that set a stale time keeps its epoch until that time passes;
 	// then it is renewed with the build's clock reading as its new epoch.
+	n.base = h.Sum()
 	prev := b.state.Target(t.Name)
+	if prev == nil {
+		// No state (after clean, or a lost state file): the epoch of this exact base key, as
+		// recorded in the store, so that a certificate is restored rather than re-issued.
+		if r, ok := b.cache.GetEpoch(n.base); ok {
+			prev = &cache.TargetState{Epoch: r.Epoch, StaleAt: r.StaleAt}
+		}
+	}
 	epoch = b.now.UnixNano()
 	if prev != nil && prev.Epoch != 0 {
 		epoch = prev.Epoch
@@ -84,7 +92,6 @@ func (b *builder) keyWith(n *node, depDigest func(j int) cache.Digest, withInput
 			epoch = b.now.UnixNano()
 		}
 	}
-	n.base = h.Sum()
 	if prev != nil && prev.StaleAt != 0 {
 		return epochKey(n.base, epoch, inputs), inputs, epoch, renew, nil
 	}

@@ -80,8 +80,10 @@ const (
 // PlanItem is one target in a plan (-n) or an explanation: what would happen and why.
 type PlanItem struct {
 	Target  string   `json:"target"`
-	Action  string   `json:"action"` // run | restore | keep, or create/update/replace for External targets
+	Action  string   `json:"action"` // run | restore | keep, or create/update/replace/destroy for External targets
 	Reasons []string `json:"reasons,omitempty"`
+	// External is set for targets whose result lives outside the filesystem (Target.External).
+	External bool `json:"external,omitempty"`
 	// Changes are the config fields that changed since the last build, old → new (plans and
 	// explanations only).
 	Changes []FieldChange `json:"changes,omitempty"`
@@ -94,6 +96,9 @@ type Result struct {
 	UpToDate []string `json:"upToDate"`
 	Failed   []string `json:"failed"`
 	Skipped  []string `json:"skipped"`
+	// Destroyed lists External targets the config no longer declares whose objects the build
+	// removed (see Orphaner).
+	Destroyed []string `json:"destroyed,omitempty"`
 	// Plan lists, in build order, every target that ran, was restored or (with DryRun) would be.
 	Plan     []PlanItem    `json:"plan"`
 	Duration time.Duration `json:"durationNs"`
@@ -101,6 +106,9 @@ type Result struct {
 	// "file:access.pullSecretFile", "dep:pki/ca/root", "version") and their digests.
 	Inputs map[string]map[string]cache.Digest `json:"-"`
 }
+
+// PlanSummary is the plan's Terraform-style last line; see PlanSummary.
+func (r *Result) PlanSummary() string { return PlanSummary(r.Plan) }
 
 // Summary returns the one line printed at the end of a build.
 func (r *Result) Summary() string {
@@ -110,6 +118,9 @@ func (r *Result) Summary() string {
 	}
 	if len(r.Skipped) > 0 {
 		s += fmt.Sprintf(", %d skipped", len(r.Skipped))
+	}
+	if len(r.Destroyed) > 0 {
+		s += fmt.Sprintf(", %d destroyed", len(r.Destroyed))
 	}
 	return s + fmt.Sprintf(" in %.2fs", r.Duration.Seconds())
 }

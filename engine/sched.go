@@ -252,7 +252,9 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 		case Planned:
 		}
 		if n.plan != nil {
-			res.Plan = append(res.Plan, *n.plan)
+			it := *n.plan
+			it.External = n.t.External
+			res.Plan = append(res.Plan, it)
 		}
 		if n.rs != nil {
 			res.Inputs[n.t.Name] = n.rs.inputs
@@ -281,9 +283,13 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 	t := n.t
 	// Dry run: a dep that would run has an unknown output, so n's key is unknown too.
 	var pendingDeps []string
+	remade := false // an upstream object is created or replaced: whatever sits on it runs again
 	for _, j := range b.p.Graph.Deps(n.id) {
 		if nodes[j].pending && !nodes[j].t.Gate {
 			pendingDeps = append(pendingDeps, nodes[j].t.Name)
+			if p := nodes[j].plan; p != nil && (p.Action == string(Create) || p.Action == string(Replace)) {
+				remade = true
+			}
 		}
 	}
 	if len(pendingDeps) > 0 {
@@ -307,9 +313,22 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 			reasons = append(reasons, "last attempt failed")
 		}
 		reasons = append(reasons, "upstream "+strings.Join(pendingDeps, ", ")+" will change first")
-		n.plan = &PlanItem{Target: t.Name, Action: "run", Reasons: reasons}
-		if prev := b.state.Target(t.Name); prev != nil {
-			n.plan.Changes = b.changes(t, prev.Key)
+		action := "run"
+		if t.External && b.state.Target(t.Name) == nil {
+			action = string(Create) // nothing recorded: nothing made yet
+		} else if pr, ok := b.probeStale(ctx, n, nodes, remade); ok {
+			// Terraform's "known after apply", narrowed: the Probe, given the upstreams'
+			// outputs as they are now, says what the object itself needs. Keep: nothing to
+			// show (it is checked again once the upstreams are built).
+			if pr.Action == Keep {
+				n.plan = nil
+				return
+			}
+			action, reasons = string(pr.Action), []string{pr.Reason}
+		}
+		n.plan = &PlanItem{Target: t.Name, Action: action, Reasons: reasons}
+		if prev := b.state.Target(t.Name); prev != nil && action == "run" {
+			n.plan.Changes = b.changes(t, prev.Key) // a Probe's reason says old → new itself
 		}
 		b.explain(n)
 		return
@@ -338,6 +357,7 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 	if b.regen[t.Name] {
 		upToDate = false
 		reasons = []string{"--regenerate"}
+		epoch = b.now.UnixNano() // a new generation, not the recorded one
 	}
 	var probe ProbeResult
 	if upToDate {
@@ -364,6 +384,20 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 	if !b.regen[t.Name] && (!b.o.Force || sticky) {
 		entry, _ = b.cache.GetAction(key)
 	}
+	if b.o.DryRun && t.Probe != nil && probe.Action == "" {
+		// An External target whose inputs changed: its Probe compares the object the new
+		// config wants with the real one, so the plan says create / update / replace and why,
+		// in the object's own words (old → new), rather than only which input changed. Its
+		// upstreams are built, so an error is the build's (another lab's network in the way).
+		pr, err := b.probe(ctx, n, key, epoch, nodes)
+		if err != nil {
+			b.fail(n, err)
+			return
+		}
+		if pr.Action != Keep {
+			probe, reasons = pr, []string{pr.Reason}
+		}
+	}
 	if b.o.DryRun {
 		n.outcome = Planned
 		action := "run"
@@ -381,8 +415,8 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 			action = string(probe.Action)
 		}
 		n.plan = &PlanItem{Target: t.Name, Action: action, Reasons: reasons}
-		if prev != nil {
-			n.plan.Changes = b.changes(t, prev.Key)
+		if prev != nil && (probe.Action == "" || probe.Action == Keep) {
+			n.plan.Changes = b.changes(t, prev.Key) // a Probe's reason says old → new itself
 		}
 		b.explain(n)
 		return
@@ -430,4 +464,35 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 		return
 	}
 	n.outcome = Built
+}
+
+// probeStale runs the Probe of External target n in a dry run while some upstreams would
+// run first, against the upstreams' outputs as they are materialized now (every dep must
+// have a record). ok is false when that cannot be done, when an upstream object is remade
+// (its current state says nothing of what sits on it), or when the Probe failed.
+func (b *builder) probeStale(ctx context.Context, n *node, nodes []*node, remade bool) (ProbeResult, bool) {
+	t := n.t
+	prev := b.state.Target(t.Name)
+	if remade || !b.o.DryRun || !t.External || t.Probe == nil || prev == nil {
+		return ProbeResult{}, false
+	}
+	s := b.newStep(ctx, n, nodes, prev.Epoch)
+	for dn, d := range s.deps {
+		if d.files == nil {
+			ps := b.state.Target(dn)
+			if ps == nil {
+				return ProbeResult{}, false
+			}
+			d.files = outputNames(ps.Outputs)
+			s.deps[dn] = d
+		}
+	}
+	r, err := t.Probe(ctx, s)
+	if err != nil {
+		return ProbeResult{}, false
+	}
+	if r.Action == "" {
+		r.Action = Keep
+	}
+	return r, true
 }

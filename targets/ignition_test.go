@@ -80,6 +80,19 @@ func TestIgnitionMaster0(t *testing.T) {
 	if kc := ignContents(t, cfg, "master-0", ignition.PathBootstrapKubecfg); !bytes.Equal(kc, l.file("kubeconfig/kubelet-bootstrap", "kubeconfig")) {
 		t.Error("/etc/kubernetes/kubeconfig is not kubeconfig/kubelet-bootstrap")
 	}
+	// kube-proxy's own identity (docs/past-the-pivot.md): its kubeconfig, 0600, which the
+	// static pod names; the kubelet bootstrap kubeconfig is no longer its identity.
+	if kc := ignContents(t, cfg, "master-0", manifests.KubeProxyKubeconfigPath); !bytes.Equal(kc, l.file("kubeconfig/kube-proxy", "kubeconfig")) {
+		t.Errorf("%s is not kubeconfig/kube-proxy", manifests.KubeProxyKubeconfigPath)
+	}
+	for _, f := range cfg.Storage.Files {
+		if f.Path == manifests.KubeProxyKubeconfigPath && (f.Mode == nil || *f.Mode != 0o600) {
+			t.Errorf("%s: mode %v, want 0600", f.Path, f.Mode)
+		}
+	}
+	if pod := ignContents(t, cfg, "master-0", ignition.PathKubeProxyPod); !bytes.Contains(pod, []byte("--kubeconfig="+manifests.KubeProxyKubeconfigPath)) {
+		t.Errorf("the kube-proxy pod does not use %s", manifests.KubeProxyKubeconfigPath)
+	}
 	if ps := ignContents(t, cfg, "master-0", ignition.PathPullSecret); string(ps) != mcoTestPullSecret {
 		t.Error("/var/lib/kubelet/config.json is not the pull secret")
 	}

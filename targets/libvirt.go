@@ -2,12 +2,18 @@ package targets
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"os"
+	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/virt"
@@ -38,6 +44,9 @@ type lvRecord struct {
 	Name string `json:"name"`
 	Pool string `json:"pool,omitempty"` // volumes
 	Path string `json:"path,omitempty"` // volumes: the file libvirt reported
+	// Ignition is a domain's uploaded Ignition volume in Pool (remote libvirt only): it goes
+	// with the domain.
+	Ignition string `json:"ignition,omitempty"`
 	// Config is the value of every config field the target read when it ran, as JSON text
 	// (`"198.18.0.0/24"`, `8192`): the next plan names each changed field old → new. The
 	// libvirt targets read no secrets (access.* are paths, and not among their Reads).
@@ -99,7 +108,7 @@ func libvirtTargets(c *Config) []*Target {
 			Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvVolume(node)) },
 			Destroy: lvDestroy,
 		})
-		vmReads := []string{"libvirt.uri", "libvirt.network", "libvirt.domainType", "cluster.name", "nodes." + node + ".role",
+		vmReads := []string{"libvirt.uri", "libvirt.network", "libvirt.pool", "libvirt.domainType", "cluster.name", "nodes." + node + ".role",
 			"sizes." + role + ".vcpus", "sizes." + role + ".memoryMiB"}
 		if n.VCPUs != 0 {
 			vmReads = append(vmReads, "nodes."+node+".vcpus")
@@ -328,13 +337,43 @@ func lvDomainSpec(s *Step, node string) (rl.DomainSpec, error) {
 	}
 	sp.Disk = vol.Path
 	if slices.Contains(s.Target().Deps, "ignition/"+node) {
-		// The file is read by QEMU at each start, on this host. TODO(libvirt): for a remote
-		// URI (qemu+ssh), upload it into the pool as a volume and point fw_cfg there.
+		// The file is read by QEMU at each start, on the daemon's host: for a remote URI
+		// lvDomain uploads it into the pool and points fw_cfg at the volume instead.
 		if sp.Ignition, err = s.DepPath("ignition/"+node, node+".ign"); err != nil {
 			return sp, err
 		}
 	}
 	return sp, nil
+}
+
+// lvImageMu serializes uploads of the shared RHCOS image into a remote pool.
+var lvImageMu sync.Mutex
+
+// lvUpload copies the local file into volume name of pool on the (remote) daemon.
+func lvUpload(c *virt.Conn, pool, name, format, local string) error {
+	f, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	_, err = c.UploadVolume(pool, name, format, f, st.Size())
+	return err
+}
+
+// lvDigestName names an uploaded image by the first 12 hex digits of the SHA-256 of its
+// local path and size (the cache path carries the image's digest already; a new image is a
+// new path), so every disk of a lab shares one upload.
+func lvDigestName(local string) string {
+	var size int64
+	if st, err := os.Stat(local); err == nil {
+		size = st.Size()
+	}
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%d", local, size)))
+	return hex.EncodeToString(h[:])[:12]
 }
 
 // lvSizeFields are the config fields that size the VM.
@@ -416,7 +455,10 @@ func lvDelete(c *virt.Conn, r lvRecord) error {
 	case "volume":
 		return c.DeleteVolume(r.Pool, r.Name)
 	case "domain":
-		return c.DeleteDomain(r.Name)
+		if err := c.DeleteDomain(r.Name); err != nil || r.Ignition == "" {
+			return err
+		}
+		return c.DeleteVolume(r.Pool, r.Ignition)
 	}
 	return fmt.Errorf("recorded object %s of unknown kind %q", r.Name, r.Kind)
 }
@@ -475,6 +517,20 @@ func lvNetwork(s *Step, c *virt.Conn) (lvPlan, error) {
 		return p, err
 	}
 	if !found {
+		// Another lab on this host: refuse what would collide, before anything is made.
+		others, err := c.Networks()
+		if err != nil {
+			return p, err
+		}
+		prev, _, _ := lvPrev(s)
+		for _, name := range slices.Sorted(maps.Keys(others)) {
+			if prev.Name == name && prev.URI == c.URI() {
+				continue // this lab's network under its old name: Run removes it first
+			}
+			if why := rl.NetworkCollision(want, others[name]); why != "" {
+				return p, fmt.Errorf("%s: %s", s.Target().Name, why)
+			}
+		}
 		p.action, p.reason = Create, "network "+sp.Name+" does not exist"
 		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.CreateNetwork(want) }
 		return p, nil
@@ -636,6 +692,31 @@ func lvVolume(node string) lvObserve {
 		if err != nil {
 			return lvPlan{}, err
 		}
+		// A remote daemon cannot open this machine's image cache: the image goes into its pool
+		// once (named by its digest, shared by every node's disk) and the disks overlay that.
+		var upload func(c *virt.Conn) error
+		if c.Remote() && sp.BackingFile != "" {
+			local := sp.BackingFile
+			dir, err := c.PoolPath(pool)
+			if err != nil {
+				return lvPlan{}, err
+			}
+			img := "rhcos-" + lvDigestName(local) + ".qcow2"
+			sp.BackingFile = path.Join(dir, img)
+			if _, found, err := c.Volume(pool, img); err != nil {
+				return lvPlan{}, err
+			} else if !found {
+				upload = func(c *virt.Conn) error {
+					// Every node's disk wants the same image: one upload, the others wait.
+					lvImageMu.Lock()
+					defer lvImageMu.Unlock()
+					if _, found, err := c.Volume(pool, img); err != nil || found {
+						return err
+					}
+					return lvUpload(c, pool, img, "qcow2", local)
+				}
+			}
+		}
 		want, err := rl.Volume(sp)
 		if err != nil {
 			return lvPlan{}, err
@@ -646,6 +727,7 @@ func lvVolume(node string) lvObserve {
 		if err != nil {
 			return p, err
 		}
+
 		noPath := fmt.Errorf("%s: libvirt reported no path for volume %s/%s", s.Target().Name, pool, sp.Name)
 		create := func(c *virt.Conn, rec *lvRecord) error {
 			path, err := c.CreateVolume(pool, want)
@@ -676,6 +758,14 @@ func lvVolume(node string) lvObserve {
 		default:
 			p.rec.Path = got.Target.Path
 		}
+		if apply := p.apply; upload != nil && apply != nil {
+			p.apply = func(c *virt.Conn, rec *lvRecord) error {
+				if err := upload(c); err != nil {
+					return err
+				}
+				return apply(c, rec)
+			}
+		}
 		return p, nil
 	}
 }
@@ -689,12 +779,36 @@ func lvDomain(node string) lvObserve {
 		if err != nil {
 			return lvPlan{}, err
 		}
+		// A remote daemon's QEMU reads fw_cfg files on its own host: the Ignition goes into the
+		// pool as a raw volume (virStorageVolUpload) and fw_cfg names that volume's path.
+		rec := lvRecord{URI: c.URI(), Kind: "domain", Name: sp.Name}
+		var upload func(c *virt.Conn) error
+		var ignMissing bool
+		if c.Remote() && sp.Ignition != "" {
+			local := sp.Ignition
+			if rec.Pool, err = s.String("libvirt.pool"); err != nil {
+				return lvPlan{}, err
+			}
+			dir, err := c.PoolPath(rec.Pool)
+			if err != nil {
+				return lvPlan{}, err
+			}
+			rec.Ignition = sp.Name + ".ign"
+			sp.Ignition = path.Join(dir, rec.Ignition)
+			_, found, err := c.Volume(rec.Pool, rec.Ignition)
+			if err != nil {
+				return lvPlan{}, err
+			}
+			ignMissing = !found
+			pool, vol := rec.Pool, rec.Ignition
+			upload = func(c *virt.Conn) error { return lvUpload(c, pool, vol, "raw", local) }
+		}
 		want, err := rl.Domain(sp)
 		if err != nil {
 			return lvPlan{}, err
 		}
 		x, _ := rl.DomainXML(sp)
-		p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "domain", Name: sp.Name}, xml: x, xmlName: "domain.xml", action: Keep}
+		p := lvPlan{rec: rec, xml: x, xmlName: "domain.xml", action: Keep}
 		got, _, found, err := c.Domain(sp.Name)
 		if err != nil {
 			return p, err
@@ -716,7 +830,15 @@ func lvDomain(node string) lvObserve {
 				p.action, p.reason = Update, strings.Join(why, "; ")+"; takes effect at the next power cycle"
 			}
 		}
+		if ignMissing && p.action == Keep {
+			p.action, p.reason = Update, "Ignition volume "+rec.Pool+"/"+rec.Ignition+" is missing on the remote host"
+		}
 		p.apply = func(c *virt.Conn, _ *lvRecord) error {
+			if upload != nil {
+				if err := upload(c); err != nil {
+					return err
+				}
+			}
 			if replace {
 				if err := c.DeleteDomain(sp.Name); err != nil {
 					return err

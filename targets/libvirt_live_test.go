@@ -1,19 +1,68 @@
 package targets
 
 import (
+	"bytes"
 	"context"
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"text/tabwriter"
 	"time"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/virt"
 )
+
+var updatePlans = flag.Bool("update", false, "rewrite the plan golden files in testdata/plans/")
+
+// lvPlanText prints a plan as `labbuild -n` does (action, target, reasons; then the
+// Terraform-style summary line), keeping the lines of the targets keep selects.
+func lvPlanText(plan []PlanItem, keep func(string) bool) []byte {
+	var b bytes.Buffer
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	for _, p := range plan {
+		if keep(p.Target) {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Action, p.Target, strings.Join(p.Reasons, "; "))
+		}
+	}
+	tw.Flush()
+	var ext []PlanItem
+	for _, p := range plan {
+		if keep(p.Target) {
+			ext = append(ext, p)
+		}
+	}
+	fmt.Fprintln(&b, engine.PlanSummary(ext))
+	return b.Bytes()
+}
+
+// lvGolden compares got with testdata/plans/name (rewritten with -update).
+func lvGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	p := filepath.Join("testdata", "plans", name)
+	if *updatePlans {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (go test -run %s -update writes it)", err, t.Name())
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("plan %s:\n--- got\n%s--- want\n%s", name, got, want)
+	}
+}
 
 // lvLive is what a running lab's network looks like from inside its namespace: the bridge's
 // ifindex (a replaced network gets a new bridge), the network's dnsmasq PID, and each running
@@ -77,6 +126,7 @@ func lvDnsmasqPID(t *testing.T, d *testenv.Libvirtd, network string) string {
 // from libvirt and the kernel) stay. A worker's IP edit is a DNS/DHCP update in place too.
 func TestLibvirtLiveEdits(t *testing.T) {
 	d := testenv.StartLibvirtd(t)
+	useNetnsHost(t, d)
 	sr := testenv.StartSampleRelease(t, true)
 	testenv.Require(t, "dig")
 	ctx := context.Background()
@@ -125,9 +175,12 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	// infrastructure and scheduler rerun and write the same bytes.
 	bootstrapChain := []string{"ignition/bootstrap", "libvirt/vm/bootstrap", "manifests/bootstrap", "manifests/cluster/cluster-config-v1",
 		"manifests/cluster/infrastructure", "manifests/cluster/scheduler", "mco/controller-bootstrap", "mco/inputs", "mco/operator-bootstrap"}
-	want := []string{"ignition/worker-2", "libvirt/dns", "libvirt/volume/worker-2", "libvirt/vm/worker-2"}
+	// host/preflight checks the host again (it reads every node's size: memory and disk).
+	want := []string{"host/preflight", "ignition/worker-2", "libvirt/dns", "libvirt/volume/worker-2", "libvirt/vm/worker-2"}
 	want = append(want, bootstrapChain...)
 	sort.Strings(want)
+	own := func(n string) bool { return strings.HasPrefix(n, "libvirt/") || n == "ignition/worker-2" }
+	lvGolden(t, "add-worker-2.txt", lvPlanText(build(c2, true).Plan, own))
 	if got := build(c2, false).Executed; !slices.Equal(got, want) {
 		t.Errorf("adding worker-2 executed %v, want %v", got, want)
 	}
@@ -154,7 +207,8 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	c3 := lvLab(d, sr)
 	c3.Nodes = append(c3.Nodes, Node{Name: "worker-2", Role: RoleWorker, IP: "198.18.0.33"})
 	// Its Ignition carries its address, so its VM is redefined (same XML) after it.
-	if r := build(c3, false); !slices.Equal(r.Executed, []string{"ignition/worker-2", "libvirt/dns", "libvirt/vm/worker-2"}) {
+	lvGolden(t, "worker-ip.txt", lvPlanText(build(c3, true).Plan, own))
+	if r := build(c3, false); !slices.Equal(r.Executed, []string{"host/preflight", "ignition/worker-2", "libvirt/dns", "libvirt/vm/worker-2"}) {
 		t.Errorf("IP edit executed %v", r.Executed)
 	}
 	if got := dig("worker-2.lbt.example.test"); got != "198.18.0.33" {
@@ -184,5 +238,58 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	}
 	if !slices.Equal(hosts, []string{"198.18.0.33"}) {
 		t.Errorf("persistent definition's worker-2 DNS hosts after the edit: %v", hosts)
+	}
+
+	// Remove worker-2: its domain and disk are destroyed from their records, its records leave
+	// the running network in place; nothing else of the lab executes.
+	lvGolden(t, "remove-worker-2.txt", lvPlanText(build(c, true).Plan, own))
+	r := build(c, false)
+	// The bootstrap chain of six nodes is restored from the store, not run.
+	wantRm := []string{"libvirt/dns"} // host/preflight of six nodes is restored too
+	if !slices.Equal(r.Executed, wantRm) || !slices.Equal(r.Destroyed, []string{"libvirt/vm/worker-2", "libvirt/volume/worker-2"}) {
+		t.Errorf("removing worker-2 executed %v, destroyed %v; want %v and its VM and volume", r.Executed, r.Destroyed, wantRm)
+	}
+	if _, _, found, _ := conn.Domain("lbt-worker-2"); found {
+		t.Error("domain lbt-worker-2 left behind")
+	}
+	if _, found, _ := conn.Volume("lbt", rl.VolumeName("lbt", "worker-2")); found {
+		t.Error("volume of worker-2 left behind")
+	}
+	if got := dig("worker-2.lbt.example.test"); got != "" {
+		t.Errorf("dig worker-2 after its removal = %q, want no answer", got)
+	}
+	gone := lvObserveLive(t, d, conn, "lbt", running)
+	if gone.ifindex != before.ifindex || gone.dnsmasq != before.dnsmasq {
+		t.Errorf("network recreated by a removal: ifindex %s → %s, dnsmasq PID %s → %s", before.ifindex, gone.ifindex, before.dnsmasq, gone.dnsmasq)
+	}
+	if r := build(c, false); len(r.Executed)+len(r.Destroyed) != 0 {
+		t.Errorf("build after the removal executed %v, destroyed %v", r.Executed, r.Destroyed)
+	}
+
+	// Resize: the persistent definitions change, the running domains keep their size.
+	c4 := lvLab(d, sr)
+	c4.Sizes.Worker.MemoryMiB = 192
+	lvGolden(t, "resize-workers.txt", lvPlanText(build(c4, true).Plan, own))
+	if r := build(c4, false); !slices.Equal(r.Executed, []string{"host/preflight", "libvirt/vm/worker-0", "libvirt/vm/worker-1"}) {
+		t.Errorf("resize executed %v", r.Executed)
+	}
+	if dom, _, _, err := conn.Domain("lbt-worker-0"); err != nil || dom.Memory.Value != 192*1024 {
+		t.Errorf("worker-0's persistent memory after the resize: %+v %v", dom.Memory, err)
+	}
+
+	// A subnet edit replaces the network, and the plan says so first.
+	c5 := lvLab(d, sr)
+	c5.Sizes.Worker.MemoryMiB = 192
+	c5.Network.MachineNetwork = "198.18.0.0/23"
+	lvGolden(t, "subnet.txt", lvPlanText(build(c5, true).Plan, own))
+	r = build(c5, false)
+	if !slices.Contains(r.Executed, "libvirt/network") || !slices.Contains(r.Executed, "libvirt/dns") {
+		t.Errorf("subnet edit executed %v", r.Executed)
+	}
+	if o, err := d.Exec("cat", "/sys/class/net/"+rl.Bridge("lbt")+"/ifindex"); err != nil || strings.TrimSpace(string(o)) == before.ifindex {
+		t.Errorf("subnet edit kept the bridge (ifindex %s): %v", o, err)
+	}
+	if got := dig("worker-1.lbt.example.test"); got != "198.18.0.111" {
+		t.Errorf("dig worker-1 after the subnet edit = %q", got)
 	}
 }

@@ -232,7 +232,7 @@ func mcoTargets(c *Config) []*Target {
 		{
 			Name:    "mco/controller-bootstrap",
 			Doc:     "runs the release's `machine-config-controller bootstrap` over the templates: rendered-<pool>-<hash> MachineConfigs, pools, ControllerConfig",
-			Deps:    []string{"mco/operator-bootstrap", "mco/inputs", "release/mco"},
+			Deps:    []string{"mco/operator-bootstrap", "mco/inputs", "release/mco", "manifests/cluster/ssh"},
 			Reads:   []string{"release.version"},
 			Version: 1,
 			Run: func(ctx context.Context, s *Step) error {
@@ -278,6 +278,18 @@ func mcoTargets(c *Config) []*Target {
 				}
 				if err := copyIn("mco/inputs", mco.FeatureGateFile); err != nil {
 					return err
+				}
+				// The 99-<pool>-ssh MachineConfigs, as bootkube.sh's `cp openshift/*
+				// /etc/mcc/bootstrap/` (../shared/spec/mco-bootstrap.md): the bootstrap render
+				// then equals what the in-cluster MCO renders after the pivot.
+				ssh, err := s.DepFiles("manifests/cluster/ssh")
+				if err != nil {
+					return err
+				}
+				for _, rel := range ssh {
+					if err := copyIn("manifests/cluster/ssh", rel); err != nil {
+						return err
+					}
 				}
 				pull, err := s.DepPath("mco/operator-bootstrap", mco.OperatorPullSecret)
 				if err != nil {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	types34 "github.com/coreos/ignition/v2/config/v3_4/types"
 	"golang.org/x/crypto/ssh"
 
 	"github.com/labbuild/labbuild/internal/testenv"
@@ -281,6 +282,19 @@ func TestMCORenderStandin(t *testing.T) {
 		mc, err := ignition.ParseMachineConfig(l.file("mco/base/"+pool, "machineconfig.yaml"))
 		if err != nil || mc.Name != name {
 			t.Errorf("%s: machineconfig.yaml is %v (err %v), want %s", pool, mc, err, name)
+		}
+		// The 99-<pool>-ssh MachineConfig is part of the bootstrap render, as bootkube.sh's.
+		keyFile, err := os.ReadFile(l.cfg.Access.SSHKeyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sshKey := strings.TrimSpace(string(keyFile))
+		found := false
+		for _, u := range cfg.Passwd.Users {
+			found = found || u.Name == "core" && slices.Contains(u.SSHAuthorizedKeys, types34.SSHAuthorizedKey(sshKey))
+		}
+		if !found {
+			t.Errorf("%s: the rendered config lacks 99-%s-ssh's key for core", pool, pool)
 		}
 		if !bytes.Equal(l.file("mco/base/"+pool, "kubelet-ca.crt"), kubeCA) {
 			t.Errorf("%s: kubelet-ca.crt is not pki/ca/kubernetes", pool)

@@ -184,6 +184,9 @@ func printPlan(c *cli, res *targets.Result) {
 	}
 	tw.Flush()
 	fmt.Fprintf(c.stdout, "labbuild: %s\n", planSummary(res))
+	if sum := res.PlanSummary(); sum != "" { // External targets, in Terraform's words
+		fmt.Fprintln(c.stdout, sum)
+	}
 }
 
 func actionColor(a string) string {

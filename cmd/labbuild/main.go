@@ -114,7 +114,7 @@ func newFlags(c *cli) *pflag.FlagSet {
 	fs.StringVar(&c.format, "format", "dot", "graph output `format`: dot, svg, png, tree, json")
 	fs.StringVar(&c.output, "output", "", "write graph output to `file` instead of standard output")
 	fs.BoolVar(&c.allEdges, "all-edges", false, "graph: draw every edge, not the transitive reduction")
-	fs.StringVar(&c.by, "by", "target", "graph: one node per `target` or per family")
+	fs.StringVar(&c.by, "by", "target", "graph view: `view` target (a node per target) or family (a node per family)")
 	fs.BoolVar(&c.all, "all", false, "graph/list: include every target, not only the default goal")
 	fs.BoolVar(&c.cacheToo, "cache", false, "clean: also remove the content store (sticky keys are lost)")
 	fs.BoolVar(&c.trim, "trim", false, "clean: only trim the content store (old entries; keys are kept)")

@@ -172,7 +172,7 @@ func printHelp(w io.Writer, name string, fs *pflag.FlagSet) {
 			}
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "Flags:\n%s", fs.FlagUsages())
+		printVerbFlags(w, fs, name)
 		return
 	}
 	b := verbs["build"]

@@ -3,17 +3,21 @@ package testenv
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Libvirtd is a libvirtd a test started inside a network namespace of its own
@@ -51,6 +55,87 @@ var netnsSeq atomic.Int32
 // dnsmasq), by process id, then deletes the namespace.
 func StartLibvirtd(t testing.TB) *Libvirtd {
 	t.Helper()
+	return startLibvirtd(t, false)
+}
+
+// StartRemoteLibvirtd is StartLibvirtd with the daemon also listening on TCP port 16509 on
+// its namespace's loopback (listen_tcp, no auth: nothing outside the namespace reaches it),
+// and returns, besides, a qemu+tcp:// URI to it as to another host: a proxy on 127.0.0.1
+// (this namespace) dials into the daemon's namespace for each connection. labbuild sees a URI
+// with a host part, so it treats the daemon as remote (uploads instead of local paths).
+func StartRemoteLibvirtd(t testing.TB) (*Libvirtd, string) {
+	t.Helper()
+	l := startLibvirtd(t, true)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r, err := l.dialInNS("127.0.0.1:16509")
+				if err != nil {
+					return
+				}
+				defer r.Close()
+				done := make(chan struct{}, 2)
+				go func() { io.Copy(r, c); done <- struct{}{} }()
+				go func() { io.Copy(c, r); done <- struct{}{} }()
+				<-done
+			}()
+		}
+	}()
+	// Wait until the daemon answers on TCP.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := l.dialInNS("127.0.0.1:16509")
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("libvirtd TCP listener not ready: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return l, "qemu+tcp://" + ln.Addr().String() + "/system"
+}
+
+// dialInNS opens a TCP connection from inside the daemon's network namespace: on an OS
+// thread of its own that joins the namespace (setns) and is discarded afterwards.
+func (l *Libvirtd) dialInNS(addr string) (net.Conn, error) {
+	type res struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		f, err := os.Open(filepath.Join("/var/run/netns", l.NetNS))
+		if err != nil {
+			ch <- res{nil, err}
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			ch <- res{nil, fmt.Errorf("setns %s: %v", l.NetNS, err)}
+			return
+		}
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		ch <- res{c, err}
+	}()
+	r := <-ch
+	return r.c, r.err
+}
+
+func startLibvirtd(t testing.TB, tcp bool) *Libvirtd {
+	t.Helper()
 	bin := Require(t, "libvirtd")
 	Require(t, "ip")
 	Require(t, "unshare")
@@ -81,7 +166,13 @@ func StartLibvirtd(t testing.TB) *Libvirtd {
 			t.Fatal(err)
 		}
 	}
-	write(conf, fmt.Sprintf("unix_sock_dir = %q\nauth_unix_ro = \"none\"\nauth_unix_rw = \"none\"\nunix_sock_rw_perms = \"0700\"\n", filepath.Join(dir, "run")))
+	confText := fmt.Sprintf("unix_sock_dir = %q\nauth_unix_ro = \"none\"\nauth_unix_rw = \"none\"\nunix_sock_rw_perms = \"0700\"\n", filepath.Join(dir, "run"))
+	listen := ""
+	if tcp {
+		confText += "listen_tls = 0\nlisten_tcp = 1\nauth_tcp = \"none\"\nlisten_addr = \"127.0.0.1\"\ntcp_port = \"16509\"\n"
+		listen = " --listen"
+	}
+	write(conf, confText)
 	write(qconf, "user = \"root\"\ngroup = \"root\"\ndynamic_ownership = 0\nsecurity_driver = \"none\"\nstdio_handler = \"file\"\n")
 	state := []string{"/run/libvirt", "/var/lib/libvirt", "/etc/libvirt/qemu", "/etc/libvirt/storage", "/var/log/libvirt", "/var/cache/libvirt"}
 	var script strings.Builder
@@ -93,7 +184,7 @@ func StartLibvirtd(t testing.TB) *Libvirtd {
 	script.WriteString("ip link set lo up\n")
 	// Its own pid file: the default /run/libvirtd.pid is outside the tmpfs mounts and would
 	// stop a second daemon (another test package running in parallel) from starting.
-	fmt.Fprintf(&script, "exec %s --config %s --pid-file %s\n", bin, conf, filepath.Join(dir, "libvirtd.pid"))
+	fmt.Fprintf(&script, "exec %s%s --config %s --pid-file %s\n", bin, listen, conf, filepath.Join(dir, "libvirtd.pid"))
 
 	if out, err := exec.Command("ip", "netns", "add", l.NetNS).CombinedOutput(); err != nil {
 		Missing(t, fmt.Sprintf("ip netns add: %v: %s", err, out))
@@ -122,7 +213,7 @@ func StartLibvirtd(t testing.TB) *Libvirtd {
 		// The network driver's dnsmasq daemonizes out of libvirtd's process group.
 		out, _ := exec.Command("ip", "netns", "pids", l.NetNS).Output()
 		for _, f := range strings.Fields(string(out)) {
-			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 1 && pid != os.Getpid() { // not this test: dialInNS threads joined the namespace
 				syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}

@@ -3,6 +3,7 @@ package libvirt
 import (
 	"encoding/xml"
 	"fmt"
+	"net/netip"
 	"sort"
 	"strings"
 
@@ -185,4 +186,35 @@ func NetworkBase(s NetworkSpec) (*libvirtxml.Network, error) {
 		}
 	}
 	return n, nil
+}
+
+// NetworkCollision returns why want cannot live next to other, another network on the same
+// libvirt host (another lab): the same bridge, or address ranges that overlap (then the
+// gateways, VIPs and DHCP ranges may collide too); "" when they can. The reason names the
+// lab.yaml field to change.
+func NetworkCollision(want, other *libvirtxml.Network) string {
+	if b := bridgeName(want); b != "" && b == bridgeName(other) {
+		return fmt.Sprintf("libvirt.network: bridge %s is already network %s's (choose another network name)", b, other.Name)
+	}
+	for _, w := range want.IPs {
+		wp, err := prefixOf(w)
+		if err != nil {
+			continue
+		}
+		for _, o := range other.IPs {
+			if op, err := prefixOf(o); err == nil && wp.Overlaps(op) {
+				return fmt.Sprintf("network.machineNetwork %s overlaps %s of libvirt network %s (another lab on this host? choose a disjoint subnet)", wp, op, other.Name)
+			}
+		}
+	}
+	return ""
+}
+
+func prefixOf(ip libvirtxml.NetworkIP) (netip.Prefix, error) {
+	n := &libvirtxml.Network{IPs: []libvirtxml.NetworkIP{ip}}
+	p, err := netip.ParsePrefix(ipOf(n))
+	if err != nil {
+		return p, err
+	}
+	return p.Masked(), nil
 }

@@ -9,6 +9,7 @@ package virt
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"sort"
 	"strings"
@@ -483,6 +484,26 @@ func (c *Conn) LiveInterfaces(name string) ([]string, error) {
 	return out, nil
 }
 
+// Networks returns every network libvirt knows (active or not), by name, as their persistent
+// definitions: what another lab on the same host has made.
+func (c *Conn) Networks() (map[string]*libvirtxml.Network, error) {
+	nets, _, err := c.l.ConnectListAllNetworks(1, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list networks: %w", err)
+	}
+	out := make(map[string]*libvirtxml.Network, len(nets))
+	for _, h := range nets {
+		n, _, found, err := c.Network(h.Name)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			out[h.Name] = n
+		}
+	}
+	return out, nil
+}
+
 // DomainNames returns the names of every domain defined or running on the connection, sorted.
 func (c *Conn) DomainNames() ([]string, error) {
 	ds, _, err := c.l.ConnectListAllDomains(1, 0) // 1: return the domains (go-libvirt's NeedResults)
@@ -495,4 +516,55 @@ func (c *Conn) DomainNames() ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// Remote reports whether the daemon is on another machine: the URI names a host
+// (qemu+ssh://host/system, qemu+tcp://host:16509/system). Files on this machine — Ignition,
+// the RHCOS image — are then not paths the daemon's QEMU can open: they are uploaded into its
+// pool (UploadVolume) and referred to by the volume's path there.
+func (c *Conn) Remote() bool {
+	u, err := url.Parse(c.uri)
+	return err == nil && u.Host != ""
+}
+
+// UploadVolume copies size bytes from r into volume name of pool (virStorageVolUpload over
+// the RPC stream), replacing a volume of that name, and returns its path on the daemon's
+// host. format is the volume's format ("raw" for Ignition, "qcow2" for a disk image).
+func (c *Conn) UploadVolume(pool, name, format string, r io.Reader, size int64) (string, error) {
+	if err := c.DeleteVolume(pool, name); err != nil {
+		return "", err
+	}
+	v := &libvirtxml.StorageVolume{
+		Name:     name,
+		Capacity: &libvirtxml.StorageVolumeSize{Unit: "bytes", Value: uint64(size)},
+		Target:   &libvirtxml.StorageVolumeTarget{Format: &libvirtxml.StorageVolumeTargetFormat{Type: format}},
+	}
+	path, err := c.CreateVolume(pool, v)
+	if err != nil {
+		return "", err
+	}
+	ph, err := c.l.StoragePoolLookupByName(pool)
+	if err != nil {
+		return "", fmt.Errorf("look up pool %s: %w", pool, err)
+	}
+	vh, err := c.l.StorageVolLookupByName(ph, name)
+	if err != nil {
+		return "", fmt.Errorf("look up volume %s/%s: %w", pool, name, err)
+	}
+	if err := c.l.StorageVolUpload(vh, r, 0, uint64(size), 0); err != nil {
+		return "", fmt.Errorf("upload volume %s/%s (%d bytes): %w", pool, name, size, err)
+	}
+	return path, nil
+}
+
+// PoolPath returns the directory of a dir pool on the daemon's host.
+func (c *Conn) PoolPath(pool string) (string, error) {
+	p, _, found, err := c.Pool(pool)
+	if err != nil {
+		return "", err
+	}
+	if !found || p.Target == nil || p.Target.Path == "" {
+		return "", fmt.Errorf("pool %s has no path (build libvirt/pool first)", pool)
+	}
+	return p.Target.Path, nil
 }

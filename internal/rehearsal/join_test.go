@@ -1,0 +1,471 @@
+package rehearsal
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/labbuild/labbuild/internal/payload"
+	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/targets/csr"
+	"github.com/labbuild/labbuild/targets/kube"
+)
+
+// The rehearsal lab's machine network: 198.18.0.0/15 is reserved for benchmarking (RFC 2544),
+// not a private range, and lives only inside the network namespaces the test creates.
+const (
+	labDomain   = "rehearsal.labbuild.test"
+	master0IP   = "198.18.0.101"
+	bootstrapIP = "198.18.0.100"
+	apiVIP      = "198.18.0.10"
+)
+
+// labYAML is the rehearsal's lab.yaml: the sample payload (its layout path and refs filled
+// in), the lab on 198.18.0.0/24.
+func labYAML(p *payload.Payload, layout, uri, poolPath string) string {
+	return fmt.Sprintf(`cluster:
+  name: rehearsal
+  baseDomain: labbuild.test
+release:
+  image: %s
+  version: %s
+  mirrors:
+    %s: oci:%s
+    %s: oci:%s
+network:
+  machineNetwork: 198.18.0.0/24
+  gateway: 198.18.0.1
+  dns: 198.18.0.1
+  apiVIP: 198.18.0.10
+  ingressVIP: 198.18.0.11
+  dhcpStart: 198.18.0.200
+  dhcpEnd: 198.18.0.254
+nodes:
+  - {name: bootstrap, role: bootstrap, ip: 198.18.0.100}
+  - {name: master-0, role: master, ip: 198.18.0.101}
+libvirt:
+  uri: %s
+  network: rehearsal
+  pool: rehearsal
+  poolPath: %s
+  domainType: qemu
+access:
+  pullSecretFile: pull-secret.json
+  sshKeyFile: id.pub
+pki:
+  keyAlgorithm: ECDSA-P256
+`, p.ReleaseRef(), p.Version, p.ReleaseRepo, layout, p.ComponentRepo, layout, uri, poolPath)
+}
+
+// requireHost skips (fails in CI) unless the rehearsal's programs and root are here.
+func requireHost(t *testing.T) map[string]string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "the rehearsal makes network and mount namespaces: it needs root")
+	}
+	bins := map[string]string{}
+	for _, p := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet",
+		"containerd", "containerd-shim-runc-v2", "runc", "ctr", "busybox", "ip", "nsenter", "unshare"} {
+		bins[p] = testenv.Require(t, p)
+	}
+	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
+		testenv.Missing(t, "CNI plugins missing in /usr/lib/cni (bash .ci/install-kubelet-runtime.sh)")
+	}
+	return bins
+}
+
+// buildLabbuild builds the labbuild command into dir (or uses $LABBUILD_BIN).
+func buildLabbuild(t *testing.T, dir string) string {
+	t.Helper()
+	if b := os.Getenv("LABBUILD_BIN"); b != "" {
+		return b
+	}
+	bin := filepath.Join(dir, "labbuild")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/labbuild")
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/labbuild: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// newLab writes the sample payload and the rehearsal lab.yaml into an empty directory.
+func newLab(t *testing.T, uri, poolPath string) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin, err := payload.BuildStandin(context.Background(), testenv.RepoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := payload.Build(payload.Options{Shared: testenv.Shared(), MCOBinary: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout := filepath.Join(dir, "payload")
+	if err := p.WriteLayout(layout); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, s string, mode os.FileMode) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(s), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("pull-secret.json", `{"auths":{"registry.labbuild.invalid":{"auth":"c2FtcGxlOm5vdC1hLXNlY3JldA=="}}}`+"\n", 0o600)
+	write("id.pub", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOaBFaMdLlvY8tD1Y5fM6a0m5kpB7JYIt3JfPpY3JrF4 rehearsal\n", 0o644)
+	write("lab.yaml", labYAML(p, layout, uri, poolPath), 0o644)
+	return dir
+}
+
+// labNet makes a lab network namespace with a bridge br-lab at the gateway address: the
+// first slice's stand-in for libvirt's network (see TestKubeletJoinsBootstrapControlPlane).
+func labNet(t *testing.T, name, gateway string) {
+	t.Helper()
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	for _, s := range [][]string{
+		{"ip", "netns", "add", name},
+		{"ip", "-n", name, "link", "set", "lo", "up"},
+		{"ip", "-n", name, "link", "add", "br-lab", "type", "bridge"},
+		{"ip", "-n", name, "addr", "add", gateway + "/24", "dev", "br-lab"},
+		{"ip", "-n", name, "link", "set", "br-lab", "up"},
+	} {
+		if err := run(s[0], s[1:]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// labbuildIn runs the labbuild binary in dir inside network namespace netns (where the lab's
+// bridge is: haproxy/service adds the VIPs there) and returns its combined output.
+func labbuildIn(netns, dir, bin string, args ...string) ([]byte, error) {
+	cmd := exec.Command("ip", append([]string{"netns", "exec", netns, bin, "-f", "lab.yaml"}, args...)...)
+	cmd.Dir = dir
+	return cmd.CombinedOutput()
+}
+
+// rig is one rehearsal: the labbuild binary, the lab directory, the libvirtd whose network
+// namespace holds the lab bridge, and the nodes started so far.
+type rig struct {
+	// labNS and bridge are where nodes join: libvirt's network (the flow) or labNet's.
+	labNS, bridge string
+	// api is the address clients dial: the API VIP (haproxy) or the bootstrap.
+	api string
+	// hosts, when set, become the nodes' /etc/hosts lines (no lab DNS without libvirt).
+	hosts map[string]string
+	bins  map[string]string
+	work  string
+	lab   string
+	lb    string
+	lv    *testenv.Libvirtd
+	seq   int
+	pause string
+
+	mu    sync.Mutex
+	nodes map[string]*Node
+}
+
+// newRig prepares a rehearsal; withLibvirt starts a real libvirtd whose network (made by
+// labbuild) the nodes join, else the nodes join labNet's bridge.
+func newRig(t *testing.T, withLibvirt bool) *rig {
+	t.Helper()
+	r := &rig{bins: requireHost(t), work: t.TempDir(), seq: os.Getpid() % 10000, nodes: map[string]*Node{}}
+	testenv.RequireShared(t)
+	r.lb = buildLabbuild(t, r.work)
+	if withLibvirt {
+		r.lv = testenv.StartLibvirtd(t)
+		r.labNS, r.bridge, r.api = r.lv.NetNS, "virbr-rehearsal", apiVIP
+		r.lab = newLab(t, r.lv.URI("qemu:///system"), filepath.Join(r.lv.Dir, "pool"))
+	} else {
+		r.labNS, r.bridge, r.api = fmt.Sprintf("lbr%d-lab", r.seq), "br-lab", bootstrapIP
+		labNet(t, r.labNS, "198.18.0.1")
+		r.hosts = map[string]string{"api-int." + labDomain: bootstrapIP, "api." + labDomain: bootstrapIP}
+		r.lab = newLab(t, "qemu:///system", filepath.Join(r.work, "pool")) // libvirt unused
+	}
+	r.pause = filepath.Join(r.work, "pause.tar")
+	if err := PauseTarball(r.pause, r.bins["busybox"]); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, nd := range r.nodes {
+			nd.Stop()
+		}
+	})
+	return r
+}
+
+// labbuild runs the labbuild binary in the lab directory inside the lab's network namespace.
+func (r *rig) labbuild(args ...string) ([]byte, error) {
+	return labbuildIn(r.labNS, r.lab, r.lb, args...)
+}
+
+// boot places node's Ignition (out/ignition/<node>.ign) under a fresh root, writes the boot
+// stand-ins and starts the node on the lab bridge at its keyfile's address.
+func (r *rig) boot(node string) (*Node, error) {
+	raw, err := os.ReadFile(filepath.Join(r.lab, "out", "ignition", node+".ign"))
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(r.work, "nodes", node, "root")
+	os.RemoveAll(root)
+	os.RemoveAll(root + ".work")
+	if _, err := Place(raw, root); err != nil {
+		return nil, err
+	}
+	k, err := ReadKeyfile(root)
+	if err != nil {
+		return nil, err
+	}
+	if err := BootStandins(root, k, r.hosts); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old := r.nodes[node]; old != nil {
+		old.Stop()
+	}
+	ns := fmt.Sprintf("lbr%d-%s", r.seq, node)
+	if len(ns) > 15 {
+		ns = ns[:15]
+	}
+	nd, err := StartNode(node, ns, root, filepath.Join(r.work, "nodes", node, "logs"),
+		NodeNet{IP: k.IP, Prefix: k.Prefix, Gateway: k.Gateway, LabNS: r.labNS, Bridge: r.bridge})
+	if err != nil {
+		return nil, err
+	}
+	r.nodes[node] = nd
+	return nd, nil
+}
+
+// stop ends node's namespaces (its "VM" powered off).
+func (r *rig) stop(node string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if nd := r.nodes[node]; nd != nil {
+		nd.Stop()
+		delete(r.nodes, node)
+	}
+}
+
+// staticPods starts every container of the node's static pods whose program is here and
+// returns the programs started; the others are stand-ins, not started.
+func (r *rig) staticPods(nd *Node) ([]string, []string, error) {
+	pods, err := StaticPods(nd.Root)
+	if err != nil {
+		return nil, nil, err
+	}
+	var started, standins []string
+	for _, c := range pods {
+		bin, ok := r.bins[c.Program]
+		if !ok {
+			standins = append(standins, c.Pod+"/"+c.Name+" ("+c.Program+")")
+			continue
+		}
+		if _, err := nd.Start(c.Pod+"-"+c.Name, c.Env, c.Binds, append([]string{bin}, c.Args...)...); err != nil {
+			return nil, nil, err
+		}
+		started = append(started, c.Program)
+	}
+	return started, standins, nil
+}
+
+// kubelet runs the node's kubelet-auto-node-size.service, then containerd (on the runtime
+// endpoint the kubelet unit names) and the kubelet from its unit.
+func (r *rig) kubelet(ctx context.Context, nd *Node, podSubnet string) error {
+	if err := RunOneshot(ctx, nd, "kubelet-auto-node-size.service"); err != nil {
+		return err
+	}
+	kl, err := KubeletFromUnit(nd.Root, r.bins["kubelet"])
+	if err != nil {
+		return err
+	}
+	if err := OverrideKubeletConf(nd.Root, kl.Config); err != nil {
+		return err
+	}
+	if err := StartRuntime(ctx, nd, kl.Endpoint, podSubnet, r.pause); err != nil {
+		return err
+	}
+	_, err = nd.Start("kubelet", nil, nil, kl.Argv...)
+	return err
+}
+
+// clients returns clients for labbuild's admin kubeconfig, dialled to the API VIP inside the
+// lab's network namespace: through haproxy.
+func (r *rig) clients() (*kube.Clients, error) {
+	cfg, err := kube.Config(filepath.Join(r.lab, "out", "kubeconfig", "admin", "kubeconfig"), r.api+":6443")
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dial = DialIn(r.labNS)
+	return kube.NewClients(cfg)
+}
+
+func (r *rig) allNodes() []*Node {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*Node
+	for _, nd := range r.nodes {
+		out = append(out, nd)
+	}
+	return out
+}
+
+// bootstrapUp is the first half of the rehearsal's first slice: labbuild, from an empty
+// directory, builds bootstrap.ign, master-0.ign and the admin kubeconfig; the bootstrap node
+// joins a bridge in a namespace of the test (stand-in for libvirt's network, which needs
+// host/preflight: see TestRehearsalFlow) and its control plane runs from bootstrap.ign's own
+// static pods — real etcd, kube-apiserver, kube-controller-manager, kube-scheduler; the CVO
+// is a stand-in that is not started — until /readyz answers with labbuild's admin kubeconfig.
+func bootstrapUp(ctx context.Context, t *testing.T) (*rig, *kube.Clients) {
+	r := newRig(t, false)
+	if out, err := r.labbuild("ignition/bootstrap", "ignition/master-0", "kubeconfig/admin"); err != nil {
+		t.Fatalf("labbuild: %v\n%s", err, out)
+	}
+	bNode, err := r.boot("bootstrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, standins, err := r.staticPods(bNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("bootstrap static pods: started %v; stand-ins (not started): %v", started, standins)
+	for _, want := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		if !slices.Contains(started, want) {
+			t.Fatalf("bootstrap.ign's static pods start %v: no %s", started, want)
+		}
+	}
+	k, err := r.clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the bootstrap kube-apiserver /readyz", 5*time.Minute, func() (bool, string) {
+		err := kube.Readyz(ctx, k.Typed)
+		return err == nil, fmt.Sprint(err)
+	}, r.allNodes()...)
+
+	return r, k
+}
+
+// TestBootstrapControlPlaneFromIgnition is the short form `make check` runs: bootstrapUp.
+func TestBootstrapControlPlaneFromIgnition(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	_, k := bootstrapUp(ctx, t)
+	v, err := k.Typed.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("bootstrap kube-apiserver %s ready", v.GitVersion)
+}
+
+// requireRehearsal skips unless LABBUILD_REHEARSAL=1 (`make rehearsal` sets it): the long
+// forms are not part of `make check`.
+func requireRehearsal(t *testing.T) {
+	t.Helper()
+	if os.Getenv("LABBUILD_REHEARSAL") != "1" {
+		t.Skip("the full rehearsal runs with make rehearsal (LABBUILD_REHEARSAL=1); make check runs TestBootstrapControlPlaneFromIgnition")
+	}
+}
+
+// TestKubeletJoinsBootstrapControlPlane is the rehearsal's first slice: after bootstrapUp,
+// master-0's real kubelet, started from master-0.ign's kubelet.service with containerd
+// standing in for CRI-O, registers through api-int (the bootstrap, in the nodes' /etc/hosts),
+// its client and serving CSRs are approved by labbuild's approver (targets/csr) and the Node
+// becomes Ready at its lab IP.
+func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
+	requireRehearsal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	r, k := bootstrapUp(ctx, t)
+	mNode, err := r.boot("master-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.kubelet(ctx, mNode, "10.128.0.0/23"); err != nil {
+		t.Fatal(err)
+	}
+	name := "master-0." + labDomain
+	expected := map[string]csr.NodeIdentity{name: {Name: name, IPs: []string{master0IP}, DNSNames: []string{"master-0"}}}
+	approved := map[string]bool{}
+	waitFor(ctx, t, "master-0's CSRs approved and the Node Ready", 4*time.Minute, func() (bool, string) {
+		ds, err := csr.Approve(ctx, k.Typed, expected)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, d := range ds {
+			if d.Approved {
+				approved[d.Signer] = true
+			}
+		}
+		ready, _, err := kube.NodesReady(ctx, k.Typed, []string{name})
+		return err == nil && len(ready) == 1, fmt.Sprintf("approved %v, ready %v, err %v", approved, ready, err)
+	}, r.allNodes()...)
+
+	for _, s := range []string{"kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"} {
+		if !approved[s] {
+			t.Errorf("no %s CSR approved for %s (approved: %v)", s, name, approved)
+		}
+	}
+	n, err := k.Typed.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ips []string
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			ips = append(ips, a.Address)
+		}
+	}
+	if strings.Join(ips, ",") != master0IP {
+		t.Errorf("Node %s InternalIP = %v, want [%s]", name, ips, master0IP)
+	}
+	if _, ok := n.Labels["node.openshift.io/os_id"]; !ok {
+		t.Errorf("Node %s labels %v: no node.openshift.io/os_id (from the kubelet unit's --node-labels)", name, n.Labels)
+	}
+}
+
+// waitFor polls cond every 2 s until it holds, or fails the test after limit with the last
+// status and the tails of the nodes' logs.
+func waitFor(ctx context.Context, t *testing.T, what string, limit time.Duration, cond func() (bool, string), nodes ...*Node) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	var last string
+	for {
+		ok, st := cond()
+		if ok {
+			return
+		}
+		last = st
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			if d := os.Getenv("LABBUILD_REHEARSAL_KEEP"); d != "" {
+				for _, nd := range nodes {
+					exec.Command("cp", "-r", nd.LogDir, filepath.Join(d, nd.Name)).Run()
+				}
+			}
+			for _, nd := range nodes {
+				ls, _ := filepath.Glob(filepath.Join(nd.LogDir, "*.log"))
+				for _, l := range ls {
+					b, _ := os.ReadFile(l)
+					if len(b) > 3000 {
+						b = b[len(b)-3000:]
+					}
+					t.Logf("--- %s:\n%s", l, b)
+				}
+			}
+			t.Fatalf("%s: not after %s: %s", what, limit, last)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}

@@ -1,0 +1,290 @@
+package rehearsal
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"sigs.k8s.io/yaml"
+)
+
+// PauseImage is the sandbox image the rehearsal's containerd uses: built locally by
+// PauseTarball (registry.k8s.io/pause and the release's pod image cannot be pulled here).
+const PauseImage = "labbuild.rehearsal/pause:3.9"
+
+// PauseTarball writes a docker-archive tarball of PauseImage to file: one layer holding a
+// static busybox whose shell sleeps until SIGTERM, as the real pause does (exit on TERM/INT).
+func PauseTarball(file, busybox string) error {
+	bb, err := os.ReadFile(busybox)
+	if err != nil {
+		return fmt.Errorf("rehearsal: pause image: %w", err)
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "bin/", Typeflag: tar.TypeDir, Mode: 0o755})
+	tw.WriteHeader(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bb))})
+	tw.Write(bb)
+	for _, l := range []string{"sh", "sleep"} {
+		tw.WriteHeader(&tar.Header{Name: "bin/" + l, Typeflag: tar.TypeSymlink, Linkname: "busybox", Mode: 0o777})
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	layer, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		return err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		return err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.Config = v1.Config{Entrypoint: []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"}}
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		return err
+	}
+	tag, err := name.NewTag(PauseImage)
+	if err != nil {
+		return err
+	}
+	return tarball.WriteToFile(file, tag, img)
+}
+
+// containerdConfig is the rehearsal's containerd configuration (config version 2 of containerd
+// 1.6): it stands in for CRI-O, so it listens on the socket the kubelet unit names; the native
+// snapshotter because its root is on the node's overlay; the CNI plugins Debian installs.
+const containerdConfig = `version = 2
+root = "/var/lib/containerd"
+state = "/run/containerd"
+[grpc]
+  address = %q
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "native"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "/etc/cni/net.d"
+`
+
+// cniConfig is the pod network's stand-in for OVN-Kubernetes (which the network operator
+// would deploy): a bridge with host-local addresses from the node's pod subnet.
+const cniConfig = `{
+  "cniVersion": "0.4.0",
+  "name": "rehearsal",
+  "plugins": [
+    {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`
+
+// Kubelet is a node's kubelet as its kubelet.service unit starts it.
+type Kubelet struct {
+	// Argv is ExecStart with the environment expanded and the kubelet program
+	// (/usr/bin/kubelet) replaced by the real binary; a wrapper before it (OpenShift's
+	// /usr/local/bin/kubenswrapper, from the node's Ignition) stays and runs.
+	Argv []string
+	// Endpoint is the --container-runtime-endpoint the unit names (CRI-O's socket).
+	Endpoint string
+	// Config is the node path of --config (kubelet.conf).
+	Config string
+	// DroppedLabels are the --node-labels the upstream kubelet refuses to set on itself
+	// (node-role.kubernetes.io/*: OpenShift's kubelet carries a patch allowing them; upstream
+	// allows only kubelet.kubernetes.io/, node.kubernetes.io/ and a fixed set). They are
+	// removed from the flag; the rest of the flag stays.
+	DroppedLabels []string
+}
+
+// KubeletFromUnit reads kubelet.service (with drop-ins and environment files) from the node
+// root and returns its command line with the program replaced by bin.
+func KubeletFromUnit(root, bin string) (*Kubelet, error) {
+	s, err := ParseService(root, "kubelet.service")
+	if err != nil {
+		return nil, err
+	}
+	k := &Kubelet{Argv: append([]string{}, s.Argv...)}
+	found := false
+	for i, a := range k.Argv {
+		if !strings.HasPrefix(a, "-") && filepath.Base(a) == "kubelet" {
+			k.Argv[i], found = bin, true
+			break
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("rehearsal: kubelet.service: ExecStart %q names no kubelet program", s.Argv)
+	}
+	for i, a := range k.Argv {
+		v, ok := strings.CutPrefix(a, "--node-labels=")
+		if !ok {
+			continue
+		}
+		var keep []string
+		for _, l := range strings.Split(v, ",") {
+			if key, _, _ := strings.Cut(l, "="); strings.HasPrefix(key, "node-role.kubernetes.io/") {
+				k.DroppedLabels = append(k.DroppedLabels, l)
+			} else if l != "" {
+				keep = append(keep, l)
+			}
+		}
+		k.Argv[i] = "--node-labels=" + strings.Join(keep, ",")
+	}
+	for _, a := range s.Argv[1:] {
+		if v, ok := strings.CutPrefix(a, "--container-runtime-endpoint="); ok {
+			k.Endpoint = strings.TrimPrefix(v, "unix://")
+		}
+		if v, ok := strings.CutPrefix(a, "--config="); ok {
+			k.Config = v
+		}
+	}
+	if k.Endpoint == "" || k.Config == "" {
+		return nil, fmt.Errorf("rehearsal: kubelet.service: no --container-runtime-endpoint or --config in %q", s.Argv)
+	}
+	return k, nil
+}
+
+// HostOverrides are the kubelet.conf fields the rehearsal changes, each because this host is
+// not RHCOS or this kubelet is upstream's:
+//   - cgroupDriver: cgroupfs — no systemd runs here;
+//   - cgroupsPerQOS: false, enforceNodeAllocatable: [] — several kubelets share one cgroup
+//     hierarchy, so pods get no per-QoS cgroups of their own (node allocatable needs them);
+//   - systemCgroups: "" — with it the kubelet moves every process of the host's root cgroup
+//     into /system.slice: on RHCOS that is the node's own, here it is the whole machine;
+//   - protectKernelDefaults: false — it makes the kubelet refuse to start unless kernel
+//     sysctls (kernel.panic, vm.overcommit_memory …) have RHCOS's values, which the MCO's
+//     sysctl files set; they are not namespaced, so the rehearsal does not set them on the host;
+//   - featureGates.NodeLogQuery: true — kubelet.conf sets enableSystemLogQuery, which the 1.30
+//     kubelet accepts only with that gate (on by default in OpenShift's).
+var HostOverrides = map[string]any{
+	"cgroupDriver":           "cgroupfs",
+	"cgroupsPerQOS":          false,
+	"enforceNodeAllocatable": []string{},
+	"systemCgroups":          "",
+	"protectKernelDefaults":  false,
+	"featureGates":           map[string]any{"NodeLogQuery": true},
+}
+
+// OverrideKubeletConf applies HostOverrides to the node's kubelet.conf in place (YAML or JSON;
+// written back as YAML).
+func OverrideKubeletConf(root, conf string) error {
+	p := filepath.Join(root, filepath.FromSlash(conf))
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Errorf("rehearsal: kubelet config: %w", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("rehearsal: %s: %w", conf, err)
+	}
+	for k, v := range HostOverrides {
+		if gates, ok := v.(map[string]any); ok {
+			cur, _ := m[k].(map[string]any)
+			if cur == nil {
+				cur = map[string]any{}
+			}
+			for g, on := range gates {
+				cur[g] = on
+			}
+			v = cur
+		}
+		m[k] = v
+	}
+	out, err := yaml.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(p, out, 0o644)
+}
+
+// StartRuntime writes the containerd configuration and the pod network's CNI config into the
+// node root, starts containerd in the node listening on endpoint, and imports the pause image
+// tarball into its k8s.io namespace.
+func StartRuntime(ctx context.Context, nd *Node, endpoint, podSubnet, pauseTar string) error {
+	cfg := filepath.Join(nd.Root, "etc", "containerd", "rehearsal.toml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(containerdConfig, endpoint, PauseImage)), 0o644); err != nil {
+		return err
+	}
+	cni := filepath.Join(nd.Root, "etc", "cni", "net.d", "10-rehearsal.conflist")
+	if err := os.MkdirAll(filepath.Dir(cni), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(cni, []byte(fmt.Sprintf(cniConfig, podSubnet)), 0o644); err != nil {
+		return err
+	}
+	if _, err := nd.Start("containerd", nil, nil, "sh", "-c", "mkdir -p "+filepath.Dir(endpoint)+" && exec containerd --config /etc/containerd/rehearsal.toml"); err != nil {
+		return err
+	}
+	// The socket is in the node's /run (a tmpfs of its own): wait through the holder's root.
+	// /var/run is a symlink to /run, which /proc/<pid>/root would resolve in ours.
+	inRun := endpoint
+	if rest, ok := strings.CutPrefix(endpoint, "/var/run/"); ok {
+		inRun = "/run/" + rest
+	}
+	sock := fmt.Sprintf("/proc/%d/root%s", nd.holder.Process.Pid, inRun)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("rehearsal: node %s: containerd not listening on %s after 60s (see %s/containerd.log)", nd.Name, endpoint, nd.LogDir)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return nd.Run(ctx, "ctr", nil, "ctr", "--address", endpoint, "-n", "k8s.io", "images", "import", "--snapshotter", "native", pauseTar)
+}
+
+// etcdStandinPod is the stand-in for the etcd static pod the cluster-etcd-operator's installer
+// would write on each master: same name, namespace and labels (app=etcd, which
+// cluster/etcd's kube.EtcdOn looks for), hostNetwork, but the local pause image, because the
+// release's etcd image cannot be pulled here. The kubelet runs it for real and publishes its
+// mirror pod etcd-<node>.
+const etcdStandinPod = `apiVersion: v1
+kind: Pod
+metadata:
+  name: etcd
+  namespace: openshift-etcd
+  labels: {app: etcd, k8s-app: etcd, etcd: "true", rehearsal: stand-in}
+spec:
+  hostNetwork: true
+  priorityClassName: system-node-critical
+  containers:
+  - name: etcd
+    image: ` + PauseImage + `
+    imagePullPolicy: Never
+`
+
+// WriteEtcdStandin writes etcdStandinPod to the node's /etc/kubernetes/manifests/etcd-pod.yaml
+// (the file name the operator's installer uses).
+func WriteEtcdStandin(root string) error {
+	dir := filepath.Join(root, PodManifestDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "etcd-pod.yaml"), []byte(etcdStandinPod), 0o644)
+}

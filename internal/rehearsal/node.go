@@ -1,0 +1,238 @@
+package rehearsal
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Node is one lab node without its OS: a network namespace with one interface (eth0) on the
+// lab bridge at the node's IP, and a holder process keeping a private mount and UTS namespace
+// in which Root is overlaid on the host's Overlaid directories, /run is a fresh tmpfs and the
+// host name is the one in root/etc/hostname. Programs run in it with Start.
+type Node struct {
+	// Name is the lab node name (master-0); NetNS its network namespace.
+	Name, NetNS string
+	// Root holds the node's files at their node paths (Place writes them); overlay work
+	// directories are beside it (Root+".work").
+	Root string
+	// LogDir receives one <program>.log per started program.
+	LogDir string
+
+	holder *exec.Cmd
+	procs  []*exec.Cmd
+}
+
+// NodeNet is how a node is wired: its address and prefix on the lab bridge, the gateway
+// (default route), and where the bridge is (network namespace LabNS, device Bridge).
+type NodeNet struct {
+	IP      string
+	Prefix  int
+	Gateway string
+	LabNS   string
+	Bridge  string
+}
+
+// run runs a command and returns an error with its output.
+func run(name string, args ...string) error {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// StartNode creates the node's network namespace netns wired as n says (a veth pair whose lab
+// end, named after the namespace, joins n.Bridge inside n.LabNS: nothing appears in the root
+// namespace), and starts the holder. Stop undoes it all.
+func StartNode(name, netns, root, logDir string, n NodeNet) (*Node, error) {
+	nd := &Node{Name: name, NetNS: netns, Root: root, LogDir: logDir}
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := run("ip", "netns", "add", netns); err != nil {
+		return nil, err
+	}
+	peer := "v" + netns
+	if len(peer) > 15 {
+		peer = peer[:15]
+	}
+	steps := [][]string{
+		{"ip", "-n", n.LabNS, "link", "add", peer, "type", "veth", "peer", "name", "eth0", "netns", netns},
+		{"ip", "-n", n.LabNS, "link", "set", peer, "master", n.Bridge, "up"},
+		{"ip", "-n", netns, "link", "set", "lo", "up"},
+		{"ip", "-n", netns, "addr", "add", n.IP + "/" + strconv.Itoa(n.Prefix), "dev", "eth0"},
+		{"ip", "-n", netns, "link", "set", "eth0", "up"},
+		{"ip", "-n", netns, "route", "add", "default", "via", n.Gateway},
+	}
+	for _, s := range steps {
+		if err := run(s[0], s[1:]...); err != nil {
+			nd.Stop()
+			return nil, err
+		}
+	}
+	hostname := name
+	if b, err := os.ReadFile(filepath.Join(root, "etc", "hostname")); err == nil && len(bytes.TrimSpace(b)) > 0 {
+		hostname = string(bytes.TrimSpace(b))
+	}
+	var sc strings.Builder
+	sc.WriteString("set -e\n")
+	for _, d := range Overlaid {
+		if _, err := os.Stat(d); err != nil {
+			continue
+		}
+		up := filepath.Join(root, d)
+		wk := filepath.Join(root+".work", d)
+		if err := os.MkdirAll(up, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(wk, 0o755); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&sc, "mount -t overlay overlay -o lowerdir=%s,upperdir=%s,workdir=%s %s\n", d, up, wk, d)
+	}
+	sc.WriteString("mount -t tmpfs tmpfs /run\nmkdir -p /run/lock\n")
+	fmt.Fprintf(&sc, "hostname %s\n", hostname)
+	sc.WriteString("exec sleep 2147483647\n")
+	log, err := os.Create(filepath.Join(logDir, "holder.log"))
+	if err != nil {
+		nd.Stop()
+		return nil, err
+	}
+	defer log.Close()
+	// nsenter, not `ip netns exec`: that one mounts a fresh /sys, hiding the host's cgroup
+	// mounts under /sys/fs/cgroup, which the kubelet and runc need.
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+netns, "--", "unshare", "-m", "-u", "--propagation", "private", "sh", "-c", sc.String())
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		nd.Stop()
+		return nil, err
+	}
+	nd.holder = cmd
+	go cmd.Wait()
+	// The holder is ready once it is sleep (the exec after the mounts).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
+		if strings.TrimSpace(string(b)) == "sleep" {
+			break
+		}
+		if time.Now().After(deadline) || (len(b) == 0) {
+			lb, _ := os.ReadFile(log.Name())
+			nd.Stop()
+			return nil, fmt.Errorf("rehearsal: node %s: holder did not start: %s", name, bytes.TrimSpace(lb))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nd, nil
+}
+
+// Command returns a command running argv inside the node (its network, mount and UTS
+// namespaces) with env added to the environment, logging to LogDir/<logName>.log. binds maps
+// node paths to mount into a private mount namespace of this program only (a static pod's
+// volumes: mountPath → hostPath, both node paths).
+func (nd *Node) Command(logName string, env []string, binds [][2]string, argv ...string) (*exec.Cmd, error) {
+	pid := nd.holder.Process.Pid
+	args := []string{"-t", strconv.Itoa(pid), "-m", "-u", "-n", "--"}
+	if len(binds) > 0 {
+		var sc strings.Builder
+		sc.WriteString("set -e\n")
+		for _, b := range binds {
+			mp, hp := b[0], b[1]
+			fmt.Fprintf(&sc, "mkdir -p %q %q\nmount --bind %q %q\n", hp, mp, hp, mp)
+		}
+		sc.WriteString(`exec "$@"` + "\n")
+		args = append(args, "unshare", "-m", "--propagation", "private", "sh", "-c", sc.String(), "sh")
+	}
+	args = append(args, argv...)
+	cmd := exec.Command("nsenter", args...)
+	cmd.Env = append(os.Environ(), env...)
+	log, err := os.OpenFile(filepath.Join(nd.LogDir, logName+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd, nil
+}
+
+// Start starts a Command and keeps it for Stop.
+func (nd *Node) Start(logName string, env []string, binds [][2]string, argv ...string) (*exec.Cmd, error) {
+	cmd, err := nd.Command(logName, env, binds, argv...)
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("rehearsal: node %s: start %s: %w", nd.Name, argv[0], err)
+	}
+	nd.procs = append(nd.procs, cmd)
+	go cmd.Wait()
+	return cmd, nil
+}
+
+// Run runs a Command to completion within ctx.
+func (nd *Node) Run(ctx context.Context, logName string, env []string, argv ...string) error {
+	cmd, err := nd.Command(logName, env, nil, argv...)
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			b, _ := os.ReadFile(filepath.Join(nd.LogDir, logName+".log"))
+			if len(b) > 2000 {
+				b = b[len(b)-2000:]
+			}
+			return fmt.Errorf("rehearsal: node %s: %s: %w: %s", nd.Name, strings.Join(argv, " "), err, b)
+		}
+		return nil
+	case <-ctx.Done():
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		return ctx.Err()
+	}
+}
+
+// Stop ends every process in the node's network namespace (its programs, containerd's shims
+// and containers, the holder) by process id, then deletes the namespace; the lab end of the
+// veth pair goes with it. The mount namespace ends with its last process. Idempotent.
+func (nd *Node) Stop() {
+	for _, c := range nd.procs {
+		if c.Process != nil {
+			syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+		}
+	}
+	if len(nd.procs) > 0 {
+		time.Sleep(500 * time.Millisecond)
+	}
+	for i := 0; i < 3; i++ {
+		out, _ := exec.Command("ip", "netns", "pids", nd.NetNS).Output()
+		pids := strings.Fields(string(out))
+		if len(pids) == 0 {
+			break
+		}
+		for _, f := range pids {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if nd.holder != nil && nd.holder.Process != nil {
+		syscall.Kill(-nd.holder.Process.Pid, syscall.SIGKILL)
+	}
+	exec.Command("ip", "netns", "del", nd.NetNS).Run()
+	nd.procs = nil
+}

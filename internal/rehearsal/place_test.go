@@ -1,0 +1,97 @@
+package rehearsal
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/coreos/ignition/v2/config/v3_4/types"
+
+	"github.com/labbuild/labbuild/render/ignition"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// TestPlaceAndParse places a config holding a static pod, a kubelet-like unit with a drop-in
+// and an environment file, and checks the files, the static pod's program, argv and binds,
+// and the unit's expanded command line.
+func TestPlaceAndParse(t *testing.T) {
+	pod := `apiVersion: v1
+kind: Pod
+metadata: {name: kube-apiserver, namespace: openshift-kube-apiserver}
+spec:
+  hostNetwork: true
+  containers:
+  - name: kube-apiserver
+    command: [hyperkube, kube-apiserver]
+    args: [--tls-cert-file=/etc/kubernetes/secrets/a.crt, --v=2]
+    env: [{name: A, value: b}]
+    volumeMounts:
+    - {name: secrets, mountPath: /etc/kubernetes/secrets}
+    - {name: same, mountPath: /var/lib/x}
+  volumes:
+  - {name: secrets, hostPath: {path: /etc/kubernetes/bootstrap-secrets}}
+  - {name: same, hostPath: {path: /var/lib/x}}
+`
+	unit := "[Unit]\nDescription=k\n[Service]\nEnvironment=\"LEVEL=2\" B=x\nEnvironmentFile=/etc/sizing.env\nEnvironmentFile=-/etc/absent.env\nExecStart=/usr/local/bin/wrap \\\n  /usr/bin/kubelet \\\n  --config=/etc/kubernetes/kubelet.conf \\\n  --container-runtime-endpoint=/var/run/crio/crio.sock \\\n  --system-reserved=cpu=${CPU} \\\n  --v=${LEVEL}\n"
+	cfg := ignition.New()
+	for _, f := range []ignition.File{
+		{Path: "/etc/kubernetes/manifests/kube-apiserver.yaml", Mode: 0o644, Contents: []byte(pod)},
+		{Path: "/etc/sizing.env", Mode: 0o644, Contents: []byte("CPU=500m\n")},
+		{Path: "/etc/kubernetes/bootstrap-secrets/a.key", Mode: 0o600, Contents: make([]byte, 5000)}, // gzip-compressed
+	} {
+		cfg.Storage.Files = append(cfg.Storage.Files, ignition.IgnFile(f))
+	}
+	cfg.Systemd.Units = append(cfg.Systemd.Units, types.Unit{Name: "kubelet.service", Contents: ptr(unit),
+		Dropins: []types.Dropin{{Name: "10-level.conf", Contents: ptr("[Service]\nEnvironment=LEVEL=4\n")}}})
+	raw, err := ignition.Encode(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	p, err := Place(raw, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/etc/kubernetes/bootstrap-secrets/a.key", "/etc/kubernetes/manifests/kube-apiserver.yaml", "/etc/sizing.env"}
+	if !reflect.DeepEqual(p.Files, want) {
+		t.Errorf("files %v, want %v", p.Files, want)
+	}
+	st, err := os.Stat(filepath.Join(root, "etc/kubernetes/bootstrap-secrets/a.key"))
+	if err != nil || st.Size() != 5000 || st.Mode().Perm() != 0o600 {
+		t.Errorf("a.key: %v %v (want 5000 bytes, 0600)", st, err)
+	}
+	cs, err := StaticPods(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantC := []Container{{Pod: "kube-apiserver", Name: "kube-apiserver", Program: "kube-apiserver",
+		Args: []string{"--tls-cert-file=/etc/kubernetes/secrets/a.crt", "--v=2"}, Env: []string{"A=b"},
+		Binds: [][2]string{{"/etc/kubernetes/secrets", "/etc/kubernetes/bootstrap-secrets"}}}}
+	if !reflect.DeepEqual(cs, wantC) {
+		t.Errorf("static pods\n got %+v\nwant %+v", cs, wantC)
+	}
+	k, err := KubeletFromUnit(root, "/opt/tools/kubelet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantArgv := []string{"/usr/local/bin/wrap", "/opt/tools/kubelet", "--config=/etc/kubernetes/kubelet.conf",
+		"--container-runtime-endpoint=/var/run/crio/crio.sock", "--system-reserved=cpu=500m", "--v=4"}
+	if !reflect.DeepEqual(k.Argv, wantArgv) || k.Endpoint != "/var/run/crio/crio.sock" || k.Config != "/etc/kubernetes/kubelet.conf" {
+		t.Errorf("kubelet %+v\nwant argv %v", k, wantArgv)
+	}
+}
+
+// TestPlaceRefusesOutside: a file the node could not see through its overlay is an error.
+func TestPlaceRefusesOutside(t *testing.T) {
+	cfg := ignition.New()
+	cfg.Storage.Files = append(cfg.Storage.Files, ignition.IgnFile(ignition.File{Path: "/root/x", Mode: 0o644, Contents: []byte("x")}))
+	raw, err := ignition.Encode(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Place(raw, t.TempDir()); err == nil {
+		t.Fatal("Place of /root/x: no error")
+	}
+}

@@ -1,0 +1,93 @@
+package rehearsal
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// PodManifestDir is the kubelet's --pod-manifest-path on every OpenShift node.
+const PodManifestDir = "/etc/kubernetes/manifests"
+
+// Container is one static pod container as the rehearsal runs it: the program its command
+// names, its argv (command and args exactly as the manifest has them, the program first), its
+// environment, and its volumes as bind mounts (mountPath → hostPath, both node paths).
+type Container struct {
+	Pod, Name string
+	// Program is what runs: the command's base name, or for OpenShift's "hyperkube <cmd>"
+	// the command it names (kube-apiserver).
+	Program string
+	// Args follow the program (the manifest's remaining command words, then args).
+	Args  []string
+	Env   []string
+	Binds [][2]string
+	Image string
+}
+
+// StaticPods reads every pod manifest under root+PodManifestDir (*.yaml, *.json, name order)
+// and returns its containers. Only hostPath volumes are supported: the bootstrap's static
+// pods use no other kind.
+func StaticPods(root string) ([]Container, error) {
+	dir := filepath.Join(root, PodManifestDir)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("rehearsal: %w", err)
+	}
+	var names []string
+	for _, e := range ents {
+		if n := e.Name(); !e.IsDir() && (strings.HasSuffix(n, ".yaml") || strings.HasSuffix(n, ".json")) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	var out []Container
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			return nil, err
+		}
+		var pod corev1.Pod
+		if err := yaml.UnmarshalStrict(b, &pod); err != nil {
+			return nil, fmt.Errorf("rehearsal: %s/%s: %w", PodManifestDir, n, err)
+		}
+		vols := map[string]string{}
+		for _, v := range pod.Spec.Volumes {
+			if v.HostPath == nil {
+				return nil, fmt.Errorf("rehearsal: %s/%s: volume %s is not a hostPath", PodManifestDir, n, v.Name)
+			}
+			vols[v.Name] = v.HostPath.Path
+		}
+		for _, c := range pod.Spec.Containers {
+			words := append(append([]string{}, c.Command...), c.Args...)
+			if len(words) == 0 {
+				return nil, fmt.Errorf("rehearsal: %s/%s: container %s has no command (the image's entrypoint is not known here)", PodManifestDir, n, c.Name)
+			}
+			prog, args := path.Base(words[0]), words[1:]
+			if prog == "hyperkube" && len(args) > 0 {
+				prog, args = args[0], args[1:]
+			}
+			ct := Container{Pod: pod.Name, Name: c.Name, Program: prog, Args: args, Image: c.Image}
+			for _, e := range c.Env {
+				ct.Env = append(ct.Env, e.Name+"="+e.Value)
+			}
+			for _, m := range c.VolumeMounts {
+				hp, ok := vols[m.Name]
+				if !ok {
+					return nil, fmt.Errorf("rehearsal: %s/%s: container %s mounts unknown volume %s", PodManifestDir, n, c.Name, m.Name)
+				}
+				if hp == m.MountPath {
+					continue // same path on the node: nothing to bind
+				}
+				ct.Binds = append(ct.Binds, [2]string{m.MountPath, hp})
+			}
+			out = append(out, ct)
+		}
+	}
+	return out, nil
+}
