@@ -465,6 +465,23 @@ func (c *Config) Redacted() ([]byte, error) {
 	return yaml.Marshal(&cp)
 }
 
+// RedactedJSON is Redacted as indented JSON (`labbuild config --json`).
+func (c *Config) RedactedJSON() ([]byte, error) {
+	y, err := c.Redacted()
+	if err != nil {
+		return nil, err
+	}
+	j, err := yaml.YAMLToJSON(y)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, j, "", "  "); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
 func redactURL(s string) string {
 	if i := strings.Index(s, "@"); i >= 0 && strings.Contains(s[:i], ":") && strings.Contains(s, "://") {
 		return s[:strings.Index(s, "://")+3] + "REDACTED@" + s[i+1:]

@@ -448,10 +448,14 @@ func (c *Config) validateRelease(bad func(field, msg, fix string)) {
 			bad(field, fmt.Sprintf("%q: an OCI layout mirror needs an absolute path", m), "write oci:/absolute/path/to/layout")
 		case isOCI:
 		case strings.Contains(m, "://"):
-			bad(field, fmt.Sprintf("%q is a URL, not a repository", m), "drop the scheme: registry.lab:5000/ocp/release")
+			bad(field, fmt.Sprintf("%q is a URL, not a repository", redactMirror(m)), "drop the scheme: registry.lab:5000/ocp/release")
 		default:
 			if _, err := name.NewRepository(strings.TrimSuffix(m, "/"), name.StrictValidation); err != nil {
-				bad(field, fmt.Sprintf("%q is not a repository (%v)", m, err), "name a mirror repository (registry.lab:5000/ocp/release) or an OCI layout (oci:/srv/mirror)")
+				msg := err.Error()
+				if i := strings.LastIndexByte(m, '@'); i > 0 {
+					msg = strings.ReplaceAll(msg, m[:i], "<redacted>") // the library echoes the authority
+				}
+				bad(field, fmt.Sprintf("%q is not a repository (%s)", redactMirror(m), msg), "name a mirror repository (registry.lab:5000/ocp/release) or an OCI layout (oci:/srv/mirror)")
 			}
 		}
 	}
@@ -596,4 +600,18 @@ func readSmall(p string, max int64) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: p, Err: errors.New("not a regular file")}
 	}
 	return io.ReadAll(io.LimitReader(f, max))
+}
+
+// redactMirror hides credentials a mirror value may carry (https://user:password@host/repo, or
+// user:password@host/repo), so that an error about it never prints them.
+func redactMirror(m string) string {
+	i := strings.LastIndexByte(m, '@')
+	if i < 0 {
+		return m
+	}
+	start := 0
+	if j := strings.Index(m, "://"); j >= 0 && j < i {
+		start = j + 3
+	}
+	return m[:start] + "<redacted>" + m[i:]
 }

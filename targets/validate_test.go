@@ -181,3 +181,18 @@ func TestInClusterWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateMirrorNoCredentials: a mirror carrying credentials is refused without printing them.
+func TestValidateMirrorNoCredentials(t *testing.T) {
+	for _, m := range []string{"https://puller:hunter2@mirror.lab/ocp/release", "puller:hunter2@mirror.lab/ocp/release"} {
+		c := DefaultConfig()
+		c.Release.Mirrors = map[string]string{"quay.io/openshift-release-dev/ocp-release": m}
+		err := c.Validate("lab.yaml")
+		if err == nil {
+			t.Fatalf("mirror %q accepted", m)
+		}
+		if strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("mirror %q: the error prints the password: %v", m, err)
+		}
+	}
+}

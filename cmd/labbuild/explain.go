@@ -221,5 +221,8 @@ func planSummary(res *targets.Result) string {
 	if n := len(res.Failed) + len(res.Skipped); n > 0 {
 		s += fmt.Sprintf(", %d blocked (labbuild explain TARGET says why)", n)
 	}
+	if len(res.Failed) > 0 {
+		s += "; could not evaluate " + strings.Join(res.Failed, ", ")
+	}
 	return s
 }

@@ -190,9 +190,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if c.synth != nil && c.synth.Ninja != "" {
 		return report(stderr, synthcli.WriteNinja(c.synth.Ninja, c.synth.N))
 	}
+	if c.json {
+		// --json is honoured or refused, never ignored.
+		switch {
+		case verb == "build" && !c.dryRun:
+			return report(stderr, usagef("--json: a build has no JSON output; use -n --json for the plan"))
+		case verb == "graph":
+			if c.format != "dot" && c.format != "json" {
+				return report(stderr, usagef("--json and --format %s disagree", c.format))
+			}
+			c.format = "json"
+		case jsonVerbs[verb]:
+		default:
+			return report(stderr, usagef("--json: %s has no JSON output", verb))
+		}
+	}
 	err := verbs[verb].run(ctx, c, rest)
 	return report(stderr, err)
 }
+
+// jsonVerbs are the verbs with a JSON output (--json); build has one with -n, graph with
+// --format json.
+var jsonVerbs = map[string]bool{"build": true, "list": true, "explain": true, "certs": true, "config": true, "status": true, "version": true}
 
 // report prints err once and maps it to an exit status.
 func report(stderr io.Writer, err error) int {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -105,7 +107,7 @@ does once a day. libvirt objects are left alone: use labbuild destroy.`,
 			run:      runInit,
 		},
 		"config": {
-			usage:    "labbuild config",
+			usage:    "labbuild config [--json]",
 			short:    "print the effective lab config (validated; secrets are never printed)",
 			long:     "Prints the effective config after defaults, as YAML, after validating it. The config holds paths to secrets, never their content.",
 			examples: []string{"labbuild config", "labbuild -f other.yaml config"},
@@ -128,7 +130,7 @@ build streams every running target's log lines instead, prefixed with the target
 			run:      runLog,
 		},
 		"status": {
-			usage: "labbuild status",
+			usage: "labbuild status [--json]",
 			short: "report the running cluster: API, bootstrap, etcd, operators, and each node's VM, Ready and CSRs",
 			long: `Asks the cluster (through the admin kubeconfig the build wrote) and the hypervisor where the lab
 stands: the API through the VIP, bootstrap complete or not, etcd, ClusterOperators, and per node its
@@ -142,6 +144,9 @@ Changes nothing; use it between the phases of labbuild cluster.`,
 			short:    "print the version",
 			examples: []string{"labbuild version", "labbuild --version"},
 			run: func(ctx context.Context, c *cli, args []string) error {
+				if c.json {
+					return encodeJSON(c.stdout, map[string]string{"version": versionString()})
+				}
 				fmt.Fprintln(c.stdout, "labbuild", versionString())
 				return nil
 			},
@@ -224,6 +229,13 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 			enc.SetIndent("", "  ")
 			if res.Plan == nil {
 				res.Plan = []targets.PlanItem{}
+			}
+			// What could not be planned is part of the plan, not an empty list.
+			for _, n := range res.Failed {
+				res.Plan = append(res.Plan, targets.PlanItem{Target: n, Action: "unevaluated", Reasons: []string{"could not be evaluated (the error is on standard error)"}})
+			}
+			for _, n := range res.Skipped {
+				res.Plan = append(res.Plan, targets.PlanItem{Target: n, Action: "blocked", Reasons: []string{"an upstream could not be evaluated"}})
 			}
 			if e := enc.Encode(res.Plan); e != nil {
 				return e
@@ -407,6 +419,14 @@ func runConfig(ctx context.Context, c *cli, args []string) error {
 	if !ok {
 		return usagef("config: no lab config with --synthetic")
 	}
+	if c.json {
+		b, err := cfg.RedactedJSON()
+		if err != nil {
+			return err
+		}
+		_, err = c.stdout.Write(append(b, '\n'))
+		return err
+	}
 	b, err := cfg.Redacted()
 	if err != nil {
 		return err
@@ -424,7 +444,40 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 	if !ok {
 		return usagef("status: no lab config with --synthetic")
 	}
-	return targets.ClusterStatus(ctx, cfg, o.OutDir, c.stdout)
+	if !c.json {
+		return targets.ClusterStatus(ctx, cfg, o.OutDir, c.stdout)
+	}
+	var buf bytes.Buffer
+	err = targets.ClusterStatus(ctx, cfg, o.OutDir, &buf)
+	if err != nil {
+		return err
+	}
+	return encodeJSON(c.stdout, statusRows(buf.String()))
+}
+
+// clusterStatusRow is one line of `labbuild status`: what ("api", "etcd", a node) and its state.
+type clusterStatusRow struct {
+	Item   string `json:"item"`
+	Detail string `json:"detail"`
+}
+
+// statusRows splits the status report's aligned columns (two or more spaces) into rows.
+func statusRows(text string) []clusterStatusRow {
+	rows := []clusterStatusRow{}
+	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		item, detail, _ := strings.Cut(l, "  ")
+		rows = append(rows, clusterStatusRow{Item: strings.TrimSpace(item), Detail: strings.TrimSpace(detail)})
+	}
+	return rows
+}
+
+func encodeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func runCerts(ctx context.Context, c *cli, args []string) error {

@@ -389,6 +389,19 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	r, k := bootstrapUp(ctx, t)
+	// The bootstrap's bootkube.service (from bootstrap.ign) applies the CRDs and cluster
+	// manifests, among them the RBAC that lets system:bootstrappers create CSRs. Its `oc` is
+	// a stand-in: kubectl, linked as /usr/local/bin/oc inside the node (oc is not packaged).
+	kubectl := testenv.Require(t, "kubectl")
+	bNode := r.allNodes()[0]
+	if err := bNode.Run(ctx, "oc-standin", nil, "ln", "-sf", kubectl, "/usr/local/bin/oc"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := RunOneshot(ctx, bNode, "bootkube.service"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("bootkube.service done in %s", time.Since(start).Round(time.Second))
 	mNode, err := r.boot("master-0")
 	if err != nil {
 		t.Fatal(err)
