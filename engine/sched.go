@@ -285,7 +285,9 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 	var pendingDeps []string
 	remade := false // an upstream object is created or replaced: whatever sits on it runs again
 	for _, j := range b.p.Graph.Deps(n.id) {
-		if nodes[j].pending {
+		// A gate built before passes with the same bytes (outDig kept); a never-built one is
+		// an unknown like any other.
+		if nodes[j].pending && !(nodes[j].t.Gate && nodes[j].outDig != (cache.Digest{})) {
 			pendingDeps = append(pendingDeps, nodes[j].t.Name)
 			if p := nodes[j].plan; p != nil && (p.Action == string(Create) || p.Action == string(Replace)) {
 				remade = true
@@ -407,6 +409,9 @@ func (b *builder) visit(ctx context.Context, n *node, nodes []*node, runSem chan
 			n.files = entryNames(entry)
 		} else {
 			n.pending = true
+			if t.Gate && prev != nil {
+				n.outDig = prev.OutDigest // a passing gate writes the same bytes again
+			}
 		}
 		if probe.Action != "" && probe.Action != Keep {
 			action = string(probe.Action)

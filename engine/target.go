@@ -49,6 +49,10 @@ type Target struct {
 	// restored from the store, never re-run by -B or trimmed away. Only a change of the
 	// target's own inputs, or an explicit --regenerate, makes a new one.
 	Sticky bool
+	// Gate marks a check (host/preflight) whose output is the same bytes whenever it passes:
+	// it fails the build or changes nothing downstream. A dry run so plans it without counting
+	// it as an upstream change of its dependents (early cutoff, known in advance).
+	Gate bool
 	// External marks targets whose real result lives outside the filesystem (libvirt objects,
 	// host services, a running cluster). Their outputs are a record of what they made. They are
 	// never part of the default goal; a user names them (`labbuild cluster`).

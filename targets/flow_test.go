@@ -104,10 +104,11 @@ func TestFlowDryRunFresh(t *testing.T) {
 	c.Access.PullSecretFile, c.Access.SSHKeyFile = filepath.Join(dir, "ps.json"), filepath.Join(dir, "id.pub")
 	os.WriteFile(c.Access.PullSecretFile, []byte(`{"auths":{}}`), 0o600)
 	os.WriteFile(c.Access.SSHKeyFile, []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl x\n"), 0o644)
-	res, err := Build(context.Background(), Options{Config: c, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true,
+	var log strings.Builder
+	res, err := Build(context.Background(), Options{Config: c, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true, Stdout: &log, Stderr: &log,
 		Now: func() time.Time { return time.Unix(1e9, 0) }})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, log.String())
 	}
 	var order []string
 	for _, p := range res.Plan {
