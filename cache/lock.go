@@ -56,3 +56,23 @@ func (l *Lock) Release() error {
 	l.f = nil
 	return err
 }
+
+// AcquireShared takes a shared lock on path without creating or writing it, for readers (a
+// dry run, explain, graph): they wait for a build to finish but change nothing on disk.
+func AcquireShared(path string) (*Lock, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return &Lock{f: f}, nil
+}

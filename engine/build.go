@@ -150,7 +150,14 @@ func openBuilder(o Options) (*builder, error) {
 			return nil, fmt.Errorf("output directory: %w", err)
 		}
 	}
-	if _, err := os.Stat(b.meta); err == nil {
+	if _, err := os.Stat(b.meta); err == nil && o.DryRun {
+		// A dry run reads: a shared lock, and no pid written into the lock file.
+		if _, err := os.Stat(filepath.Join(b.meta, lockFile)); err == nil {
+			if b.lock, err = cache.AcquireShared(filepath.Join(b.meta, lockFile)); err != nil {
+				return nil, err
+			}
+		}
+	} else if err == nil {
 		b.lock, err = cache.Acquire(filepath.Join(b.meta, lockFile), func(pid int) {
 			fmt.Fprintf(b.stderr, "labbuild: waiting for the lock on %s held by process %d\n", out, pid)
 		})
