@@ -77,6 +77,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 // builder is the state of one build.
 type builder struct {
 	p       *Project
+	runCtx  context.Context // the build's context: a failure after it is cancelled is an interrupt
 	o       Options
 	out     string // absolute output directory
 	meta    string

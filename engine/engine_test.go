@@ -522,3 +522,67 @@ func TestCriticalPathFirst(t *testing.T) {
 		t.Errorf("zz/c0 started %dth of %v; want among the first %d", i+1, started, runtime.NumCPU())
 	}
 }
+
+// TestStopNamesOnlyDependents: without -k, "skipped, upstream failed" names exactly the failed
+// target's dependents; what the build never reached is "not started", one count, not a list;
+// and an interrupt (Ctrl-C) calls nothing failed.
+func TestStopNamesOnlyDependents(t *testing.T) {
+	s := newSynth(t, 150, 3)
+	s.ts[10].Run = func(ctx context.Context, st *Step) error { return errors.New("boom") }
+	var errb bytes.Buffer
+	r, err := Build(context.Background(), Options{Values: s.values, OutDir: s.out, Targets: s.ts, Jobs: 1, Stderr: &errb})
+	if err == nil {
+		t.Fatal("a failing target did not fail the build")
+	}
+	nodes := make([]graph.Node, len(s.ts))
+	for i, t := range s.ts {
+		nodes[i] = graph.Node{Name: t.Name, Deps: t.Deps}
+	}
+	gg, _ := graph.New(nodes)
+	var down []string
+	for i, in := range gg.Downstream([]int{10}) {
+		if in && i != 10 {
+			down = append(down, gg.Name(i))
+		}
+	}
+	sort.Strings(down)
+	eq(t, "skipped", r.Skipped, down)
+	eq(t, "failed", r.Failed, []string{"syn/t00010"})
+	if len(r.NotStarted) == 0 {
+		t.Fatal("without -k some targets should not have started")
+	}
+	seen := map[string]int{}
+	for _, l := range [][]string{r.Executed, r.Reused, r.UpToDate, r.Failed, r.Skipped, r.NotStarted} {
+		for _, n := range l {
+			seen[n]++
+		}
+	}
+	for _, tg := range s.ts {
+		if seen[tg.Name] != 1 {
+			t.Errorf("%s counted %d times in the result", tg.Name, seen[tg.Name])
+		}
+	}
+	out := errb.String()
+	if want := "labbuild: skipped, upstream failed: " + strings.Join(down, ", ") + "\n"; !strings.Contains(out, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, out)
+	}
+	if want := fmt.Sprintf("labbuild: %d not started (", len(r.NotStarted)); !strings.Contains(out, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, out)
+	}
+
+	// Ctrl-C while a target runs: nothing is failed, nothing prints FAILED.
+	s2 := newSynth(t, 20, 2)
+	ctx, cancel := context.WithCancel(context.Background())
+	s2.ts[0].Run = func(c context.Context, st *Step) error { cancel(); <-c.Done(); return c.Err() }
+	var errb2 bytes.Buffer
+	r2, err := Build(ctx, Options{Values: s2.values, OutDir: s2.out, Targets: s2.ts, Jobs: 1, Stderr: &errb2})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted build returned %v, want context.Canceled", err)
+	}
+	if len(r2.Failed) != 0 || strings.Contains(errb2.String(), "FAILED") {
+		t.Errorf("an interrupt called targets failed: %v\n%s", r2.Failed, errb2.String())
+	}
+	if !slices.Contains(r2.NotStarted, "syn/t00000") || !strings.Contains(errb2.String(), "not started (interrupted)") {
+		t.Errorf("the interrupted target is not reported as not started: %v\n%s", r2.NotStarted, errb2.String())
+	}
+}

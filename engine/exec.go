@@ -188,6 +188,14 @@ func (b *builder) record(n *node, e *cache.Entry, prev *cache.TargetState) error
 
 // fail records n's failure (keeping its previous outputs) and prints the root cause once.
 func (b *builder) fail(n *node, err error) {
+	if b.runCtx != nil && b.runCtx.Err() != nil {
+		// Ctrl-C: the target was stopped, it did not fail. Its state keeps the last good
+		// build (outputs appear atomically), so the next run takes it up again.
+		n.outcome = Skipped
+		n.stopped = true
+		n.err = err
+		return
+	}
 	n.outcome = Failed
 	n.err = err
 	if !b.o.DryRun {

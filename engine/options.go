@@ -95,7 +95,11 @@ type Result struct {
 	Reused   []string `json:"reused"`
 	UpToDate []string `json:"upToDate"`
 	Failed   []string `json:"failed"`
-	Skipped  []string `json:"skipped"`
+	Skipped  []string `json:"skipped"` // an upstream failed
+	// NotStarted lists targets the build never reached because it stopped: at the first
+	// failure without -k, or on an interrupt (then also the targets it was running). None of
+	// them failed.
+	NotStarted []string `json:"notStarted,omitempty"`
 	// Destroyed lists External targets the config no longer declares whose objects the build
 	// removed (see Orphaner).
 	Destroyed []string `json:"destroyed,omitempty"`
@@ -118,6 +122,9 @@ func (r *Result) Summary() string {
 	}
 	if len(r.Skipped) > 0 {
 		s += fmt.Sprintf(", %d skipped", len(r.Skipped))
+	}
+	if len(r.NotStarted) > 0 {
+		s += fmt.Sprintf(", %d not started", len(r.NotStarted))
 	}
 	if len(r.Destroyed) > 0 {
 		s += fmt.Sprintf(", %d destroyed", len(r.Destroyed))

@@ -26,6 +26,7 @@ type node struct {
 	files   []string     // output relative paths, sorted (for dependents' Steps)
 	plan    *PlanItem    // set when it ran, was restored, or would be
 	failDep string       // the upstream that failed, for skipped targets
+	stopped bool         // not started, or interrupted: the build stopped (no -k, or Ctrl-C)
 	rs      *reasonState // inputs, for explain
 	base    cache.Digest // the key without the epoch (see keyWith)
 	started bool         // it started to run or be restored (counted in [N/M])
@@ -123,6 +124,7 @@ type reasonState struct {
 }
 
 func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
+	b.runCtx = ctx
 	g := b.p.Graph
 	sel := g.Closure(roots)
 	nodes := make([]*node, g.Len())
@@ -186,8 +188,11 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 				mu.Lock()
 				halted := stop
 				mu.Unlock()
-				if halted || ctx.Err() != nil {
+				if n.outcome == Skipped {
+					// Already skipped (an upstream failed or never started): keep its reason.
+				} else if halted || ctx.Err() != nil {
 					n.outcome = Skipped
+					n.stopped = true
 					n.err = errors.New("not started: the build stopped")
 				} else {
 					b.visit(ctx, n, nodes, runSem)
@@ -210,12 +215,21 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 				continue
 			}
 			if n.outcome == Failed || n.outcome == Skipped {
-				if d.outcome == "" {
-					d.outcome = Skipped
-					d.failDep = n.t.Name
-					if n.failDep != "" {
-						d.failDep = n.failDep
-					}
+				// d cannot have started: it waits for every dep. A failed upstream outranks
+				// one that never started, whichever finishes first.
+				var failDep string
+				switch {
+				case n.outcome == Failed:
+					failDep = n.t.Name
+				case n.failDep != "":
+					failDep = n.failDep
+				}
+				switch {
+				case failDep != "" && (d.outcome == "" || d.stopped):
+					d.outcome, d.failDep, d.stopped = Skipped, failDep, false
+				case d.outcome == "":
+					// Downstream only of targets that never started: not started either.
+					d.outcome, d.stopped = Skipped, true
 				}
 			}
 			d.waiting--
@@ -245,10 +259,12 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 		case Failed:
 			res.Failed = append(res.Failed, n.t.Name)
 		case Skipped:
-			res.Skipped = append(res.Skipped, n.t.Name)
-			if n.failDep != "" {
-				skippedByFail = append(skippedByFail, n.t.Name)
+			if n.stopped {
+				res.NotStarted = append(res.NotStarted, n.t.Name)
+				break
 			}
+			res.Skipped = append(res.Skipped, n.t.Name)
+			skippedByFail = append(skippedByFail, n.t.Name)
 		case Planned:
 		}
 		if n.plan != nil {
@@ -260,11 +276,19 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 			res.Inputs[n.t.Name] = n.rs.inputs
 		}
 	}
-	for _, l := range [][]string{res.Executed, res.Reused, res.UpToDate, res.Failed, res.Skipped} {
+	for _, l := range [][]string{res.Executed, res.Reused, res.UpToDate, res.Failed, res.Skipped, res.NotStarted} {
 		sort.Strings(l)
 	}
 	if len(skippedByFail) > 0 {
+		sort.Strings(skippedByFail)
 		fmt.Fprintf(b.stderr, "labbuild: skipped, upstream failed: %s\n", strings.Join(skippedByFail, ", "))
+	}
+	if n := len(res.NotStarted); n > 0 {
+		why := "the build stopped at the first failure; -k builds what does not depend on it"
+		if ctx.Err() != nil {
+			why = "interrupted"
+		}
+		fmt.Fprintf(b.stderr, "labbuild: %d not started (%s)\n", n, why)
 	}
 	if len(res.Failed) > 0 {
 		return res, &BuildError{Failed: res.Failed}

@@ -214,12 +214,15 @@ func planSummary(res *targets.Result) string {
 			build++
 		}
 	}
-	if build+restore == 0 && len(res.Failed)+len(res.Skipped) == 0 {
+	if build+restore == 0 && len(res.Failed)+len(res.Skipped)+len(res.NotStarted) == 0 {
 		return fmt.Sprintf("nothing to do: %d up to date", len(res.UpToDate))
 	}
 	s := fmt.Sprintf("%d to build, %d to restore, %d up to date", build, restore, len(res.UpToDate))
 	if n := len(res.Failed) + len(res.Skipped); n > 0 {
 		s += fmt.Sprintf(", %d blocked (labbuild explain TARGET says why)", n)
+	}
+	if n := len(res.NotStarted); n > 0 {
+		s += fmt.Sprintf(", %d not evaluated (-k plans past the first error)", n)
 	}
 	if len(res.Failed) > 0 {
 		s += "; could not evaluate " + strings.Join(res.Failed, ", ")

@@ -53,6 +53,9 @@ func stateOf(res *targets.Result) map[string]string {
 	for _, n := range res.Skipped {
 		st[n] = stBlocked
 	}
+	for _, n := range res.NotStarted {
+		st[n] = stBlocked
+	}
 	return st
 }
 

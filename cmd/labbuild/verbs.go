@@ -237,6 +237,9 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 			for _, n := range res.Skipped {
 				res.Plan = append(res.Plan, targets.PlanItem{Target: n, Action: "blocked", Reasons: []string{"an upstream could not be evaluated"}})
 			}
+			for _, n := range res.NotStarted {
+				res.Plan = append(res.Plan, targets.PlanItem{Target: n, Action: "not evaluated", Reasons: []string{"the plan stopped at the first target it could not evaluate; -k plans the rest"}})
+			}
 			if e := enc.Encode(res.Plan); e != nil {
 				return e
 			}
