@@ -230,7 +230,7 @@ func hostChecks(s *Step) (passed []string, fails []hostFail, err error) {
 			fail("free memory: "+err.Error(), "check that /proc/meminfo is readable")
 		} else if memMiB > avail {
 			fail(fmt.Sprintf("the VMs still to define (%s) need %d MiB of memory; the host has %d MiB available", strings.Join(pending, ", "), memMiB, avail),
-				"free memory, or remove workers (3 masters + 0 workers is a compact cluster); sizes cannot go below OpenShift's minimums (16384 MiB for the bootstrap and masters, 8192 MiB for workers), which validation enforces")
+				"free memory, or remove workers (3 masters + 0 workers is a compact cluster); sizes.<role>.memoryMiB / nodes[].memoryMiB cannot go below OpenShift's minimums (16384 MiB for the bootstrap and masters, 8192 MiB for workers), which validation enforces")
 		} else {
 			ok("memory")
 		}
