@@ -166,16 +166,22 @@ func Destroy(ctx context.Context, o Options) ([]string, error) {
 				continue
 			}
 		}
-		dir := filepath.Join(b.out, t.Dir())
-		for _, o := range prev.Outputs {
-			os.Remove(filepath.Join(dir, filepath.FromSlash(o.Rel)))
-		}
-		removeEmptyDirs(dir, b.out)
-		b.state.DeleteTarget(t.Name)
+		b.forget(t, prev)
 		done = append(done, t.Name)
 	}
 	if len(errs) > 0 {
 		return done, fmt.Errorf("destroy: %v", errs)
 	}
 	return done, nil
+}
+
+// forget removes a destroyed External target's recorded outputs (its record of what it made)
+// and its state entry, so neither destroy nor a later build sees it again.
+func (b *builder) forget(t *Target, prev *cache.TargetState) {
+	dir := filepath.Join(b.out, t.Dir())
+	for _, o := range prev.Outputs {
+		os.Remove(filepath.Join(dir, filepath.FromSlash(o.Rel)))
+	}
+	removeEmptyDirs(dir, b.out)
+	b.state.DeleteTarget(t.Name)
 }

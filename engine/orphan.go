@@ -75,12 +75,7 @@ func (b *builder) prune(ctx context.Context, roots []int, res *Result) error {
 				continue
 			}
 		}
-		dir := filepath.Join(b.out, t.Dir())
-		for _, o := range prev.Outputs {
-			os.Remove(filepath.Join(dir, filepath.FromSlash(o.Rel)))
-		}
-		removeEmptyDirs(dir, b.out)
-		b.state.DeleteTarget(t.Name)
+		b.forget(t, prev)
 		res.Destroyed = append(res.Destroyed, t.Name)
 		fmt.Fprintf(b.stderr, "labbuild: destroyed %s (no longer declared by the config)\n", t.Name)
 	}

@@ -790,13 +790,9 @@ func clusterEtcd(ctx context.Context, s *Step, masters []string, bootstrap strin
 	if err != nil {
 		return err
 	}
-	domain, err := clusterDomain(s)
+	want, err := clusterNodeNames(s, masters)
 	if err != nil {
 		return err
-	}
-	var want []string
-	for _, m := range masters {
-		want = append(want, clusterNodeName(m, domain))
 	}
 	slices.Sort(want)
 	if _, err := clusterWait(ctx, s, wait.Spec{
@@ -1004,13 +1000,9 @@ func clusterPivot(ctx context.Context, s *Step, bootstrap string, masters []stri
 		if err != nil {
 			return err
 		}
-		domain, err := clusterDomain(s)
+		nodes, err := clusterNodeNames(s, masters)
 		if err != nil {
 			return err
-		}
-		var nodes []string
-		for _, m := range masters {
-			nodes = append(nodes, clusterNodeName(m, domain))
 		}
 		if _, err := clusterWait(ctx, s, wait.Spec{
 			What:     "every master's keepalived and haproxy static pods Ready (the masters can take the API VIP)",
@@ -1305,4 +1297,18 @@ func ClusterStatus(ctx context.Context, c *Config, outDir string, w io.Writer) e
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", n.Name, n.Role, vm, st, pending[fq])
 	}
 	return tw.Flush()
+}
+
+// clusterNodeNames maps lab node names to the Node names they register as in the cluster
+// (clusterNodeName under the cluster domain), in the order given.
+func clusterNodeNames(s *Step, names []string) ([]string, error) {
+	domain, err := clusterDomain(s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		out = append(out, clusterNodeName(n, domain))
+	}
+	return out, nil
 }
