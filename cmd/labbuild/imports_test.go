@@ -26,6 +26,9 @@ var startupForbidden = []string{
 	// scheme's protobuf serializers).
 	"google.golang.org/protobuf/",
 	"sigs.k8s.io/structured-merge-diff/v4/typed",
+	// openshift/api's feature gate tables, built by initializers (render/manifests reads a
+	// generated copy, featuregates_gen.go).
+	"github.com/openshift/api/features",
 	"sigs.k8s.io/structured-merge-diff/v4/schema",
 }
 
