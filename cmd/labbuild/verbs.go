@@ -95,7 +95,7 @@ does once a day. libvirt objects are left alone: use labbuild destroy.`,
 		"destroy": {
 			usage:    "labbuild destroy [-n] [--json] [target|family ...]",
 			short:    "remove what labbuild created in libvirt and on the host, from its records",
-			long:     "Removes exactly what labbuild's records name (VMs, volumes, pool, network, haproxy) in reverse dependency order. Each line says what happened: destroyed (it existed and is gone), already absent (removed outside labbuild; the record goes), forgot (nothing of its own outside the output directory), NOT destroyed (unreachable or refused: it and what it sits on stay recorded, exit 1). Safe to rerun. --json prints the same lists.",
+			long:     "Removes exactly what labbuild's records name (VMs, volumes, pool, network, haproxy) in reverse dependency order. Each line says what happened: destroyed (it existed and is gone), already absent (removed outside labbuild; the record goes), forgot (nothing of its own outside the output directory), NOT destroyed (unreachable or refused: it stays recorded, exit 1), kept (what a NOT destroyed target sits on stays recorded too). Safe to rerun. --json prints the same lists.",
 			examples: []string{"labbuild destroy", "labbuild destroy -n", "labbuild destroy libvirt/vm/worker-1"},
 			run:      runDestroy,
 		},
@@ -401,7 +401,10 @@ func runDestroy(ctx context.Context, c *cli, args []string) error {
 	for _, n := range rep.Failed {
 		fmt.Fprintf(c.stdout, "NOT destroyed %s (still recorded)\n", n)
 	}
-	if len(rep.Planned)+len(rep.Destroyed)+len(rep.Absent)+len(rep.Forgotten)+len(rep.Failed) == 0 {
+	for _, n := range rep.Kept {
+		fmt.Fprintf(c.stdout, "kept %s (still recorded: %s uses it)\n", n, rep.KeptFor[n])
+	}
+	if len(rep.Planned)+len(rep.Destroyed)+len(rep.Absent)+len(rep.Forgotten)+len(rep.Failed)+len(rep.Kept) == 0 {
 		if err == nil {
 			fmt.Fprintln(c.stdout, "labbuild: nothing recorded to destroy")
 		}
@@ -410,7 +413,7 @@ func runDestroy(ctx context.Context, c *cli, args []string) error {
 	if !c.dryRun {
 		line := fmt.Sprintf("labbuild: %d destroyed, %d already absent, %d records forgotten", len(rep.Destroyed), len(rep.Absent), len(rep.Forgotten))
 		if len(rep.Failed) > 0 {
-			line += fmt.Sprintf(", %d NOT destroyed (fix the cause on stderr and run labbuild destroy again)", len(rep.Failed))
+			line += fmt.Sprintf(", %d NOT destroyed, %d kept (fix the cause on stderr and run labbuild destroy again)", len(rep.Failed), len(rep.Kept))
 		}
 		fmt.Fprintln(c.stdout, line)
 	}
@@ -427,7 +430,7 @@ func runDestroy(ctx context.Context, c *cli, args []string) error {
 // destroyJSON is destroy --json: every list present, empty rather than null.
 func destroyJSON(r *targets.DestroyReport) targets.DestroyReport {
 	return targets.DestroyReport{Destroyed: nonNil(r.Destroyed), Absent: nonNil(r.Absent), Forgotten: nonNil(r.Forgotten),
-		Failed: nonNil(r.Failed), Planned: r.Planned}
+		Failed: nonNil(r.Failed), Kept: nonNil(r.Kept), KeptFor: r.KeptFor, Planned: r.Planned}
 }
 
 func runInit(ctx context.Context, c *cli, args []string) error {
