@@ -93,9 +93,9 @@ does once a day. libvirt objects are left alone: use labbuild destroy.`,
 			run:      runClean,
 		},
 		"destroy": {
-			usage:    "labbuild destroy [-n] [target|family ...]",
+			usage:    "labbuild destroy [-n] [--json] [target|family ...]",
 			short:    "remove what labbuild created in libvirt and on the host, from its records",
-			long:     "Removes exactly what labbuild's records name (VMs, volumes, pool, network, haproxy) in reverse dependency order. Safe to rerun.",
+			long:     "Removes exactly what labbuild's records name (VMs, volumes, pool, network, haproxy) in reverse dependency order. Each line says what happened: destroyed (it existed and is gone), already absent (removed outside labbuild; the record goes), forgot (nothing of its own outside the output directory), NOT destroyed (unreachable or refused: it and what it sits on stay recorded, exit 1). Safe to rerun. --json prints the same lists.",
 			examples: []string{"labbuild destroy", "labbuild destroy -n", "labbuild destroy libvirt/vm/worker-1"},
 			run:      runDestroy,
 		},
@@ -382,18 +382,59 @@ func runDestroy(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	names, err := targets.Destroy(ctx, o)
-	verb := "destroyed"
-	if c.dryRun {
-		verb = "would destroy"
+	rep, err := targets.Destroy(ctx, o)
+	if rep == nil {
+		return err
 	}
-	for _, n := range names {
-		fmt.Fprintf(c.stdout, "%s %s\n", verb, n)
+	if c.json {
+		if jerr := encodeJSON(c.stdout, destroyJSON(rep)); jerr != nil {
+			return jerr
+		}
+		return err
 	}
-	if len(names) == 0 && err == nil {
-		fmt.Fprintln(c.stdout, "labbuild: nothing recorded to destroy")
+	for _, n := range rep.Planned {
+		fmt.Fprintf(c.stdout, "would destroy %s\n", n)
+	}
+	// In the order handled; "destroyed" only for what existed and was removed.
+	for _, n := range rep.Destroyed {
+		fmt.Fprintf(c.stdout, "destroyed %s\n", n)
+	}
+	for _, n := range rep.Absent {
+		fmt.Fprintf(c.stdout, "already absent %s (removed outside labbuild); record forgotten\n", n)
+	}
+	for _, n := range rep.Forgotten {
+		fmt.Fprintf(c.stdout, "forgot %s (nothing of its own outside %s)\n", n, o.OutDir)
+	}
+	for _, n := range rep.Failed {
+		fmt.Fprintf(c.stdout, "NOT destroyed %s (still recorded)\n", n)
+	}
+	if len(rep.Planned)+len(rep.Destroyed)+len(rep.Absent)+len(rep.Forgotten)+len(rep.Failed) == 0 {
+		if err == nil {
+			fmt.Fprintln(c.stdout, "labbuild: nothing recorded to destroy")
+		}
+		return err
+	}
+	if !c.dryRun {
+		line := fmt.Sprintf("labbuild: %d destroyed, %d already absent, %d records forgotten", len(rep.Destroyed), len(rep.Absent), len(rep.Forgotten))
+		if len(rep.Failed) > 0 {
+			line += fmt.Sprintf(", %d NOT destroyed (fix the cause on stderr and run labbuild destroy again)", len(rep.Failed))
+		}
+		fmt.Fprintln(c.stdout, line)
+	}
+	if err != nil && len(rep.Failed) > 0 {
+		// One line per target and its cause, then exit 1 without printing them again.
+		for _, l := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(c.stderr, "labbuild: %s\n", l)
+		}
+		return &targets.BuildError{Failed: rep.Failed}
 	}
 	return err
+}
+
+// destroyJSON is destroy --json: every list present, empty rather than null.
+func destroyJSON(r *targets.DestroyReport) targets.DestroyReport {
+	return targets.DestroyReport{Destroyed: nonNil(r.Destroyed), Absent: nonNil(r.Absent), Forgotten: nonNil(r.Forgotten),
+		Failed: nonNil(r.Failed), Planned: r.Planned}
 }
 
 func runInit(ctx context.Context, c *cli, args []string) error {

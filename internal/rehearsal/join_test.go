@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/labbuild/labbuild/internal/payload"
 	"github.com/labbuild/labbuild/internal/testenv"
@@ -351,7 +350,7 @@ func bootstrapUp(ctx context.Context, t *testing.T) (*rig, *kube.Clients) {
 		t.Fatal(err)
 	}
 	waitFor(ctx, t, "the bootstrap kube-apiserver /readyz", 5*time.Minute, func() (bool, string) {
-		err := kube.Readyz(ctx, k.Typed)
+		err := kube.Readyz(ctx, k)
 		return err == nil, fmt.Sprint(err)
 	}, r.allNodes()...)
 
@@ -363,11 +362,11 @@ func TestBootstrapControlPlaneFromIgnition(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	_, k := bootstrapUp(ctx, t)
-	v, err := k.Typed.Discovery().ServerVersion()
+	v, err := kube.ServerVersion(ctx, k)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("bootstrap kube-apiserver %s ready", v.GitVersion)
+	t.Logf("bootstrap kube-apiserver %s ready", v)
 }
 
 // requireRehearsal skips unless LABBUILD_REHEARSAL=1 (`make rehearsal` sets it): the long
@@ -413,7 +412,7 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 	expected := map[string]csr.NodeIdentity{name: {Name: name, IPs: []string{master0IP}, DNSNames: []string{"master-0"}}}
 	approved := map[string]bool{}
 	waitFor(ctx, t, "master-0's CSRs approved and the Node Ready", 4*time.Minute, func() (bool, string) {
-		ds, err := csr.Approve(ctx, k.Typed, expected)
+		ds, err := csr.Approve(ctx, k.Dynamic, expected)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -422,7 +421,7 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 				approved[d.Signer] = true
 			}
 		}
-		ready, _, err := kube.NodesReady(ctx, k.Typed, []string{name})
+		ready, _, err := kube.NodesReady(ctx, k.Dynamic, []string{name})
 		return err == nil && len(ready) == 1, fmt.Sprintf("approved %v, ready %v, err %v", approved, ready, err)
 	}, r.allNodes()...)
 
@@ -431,7 +430,7 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 			t.Errorf("no %s CSR approved for %s (approved: %v)", s, name, approved)
 		}
 	}
-	n, err := k.Typed.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	n, err := kube.Get[corev1.Node](ctx, k.Dynamic, kube.Nodes, "", name)
 	if err != nil {
 		t.Fatal(err)
 	}
