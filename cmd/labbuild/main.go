@@ -134,6 +134,7 @@ func newFlags(c *cli) *pflag.FlagSet {
 
 // run is main without os.Exit, for tests.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	defer startProfiling()() // LABBUILD_CPUPROFILE, LABBUILD_MEMPROFILE: see profile.go
 	c := &cli{stdout: stdout, stderr: stderr}
 	fs := newFlags(c)
 	fs.SetOutput(io.Discard)

@@ -216,7 +216,14 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 			o.LogTee = ls.For
 		}
 	}
+	var endTimes func()
+	if !c.dryRun {
+		o.Reporter, endTimes = profiled(o.Reporter) // LABBUILD_TIMES, labels: see profile.go
+	}
 	res, err := targets.Build(ctx, o)
+	if endTimes != nil {
+		endTimes()
+	}
 	if pd != nil {
 		pd.Close() // the summary line below takes the status area's place
 	}
