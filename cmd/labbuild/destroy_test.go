@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,6 +72,29 @@ func TestDestroyScripts(t *testing.T) {
 					ts.Fatalf("domain %s does not exist", args[1])
 				}
 				ts.Check(conn.DeleteDomain(args[1]))
+			},
+			// target NAME FIELD=VALUE...: the last command's status --json lists NAME with
+			// these fields (VALUE as fmt prints it; "-" for absent).
+			"target": func(ts *testscript.TestScript, neg bool, args []string) {
+				var rep struct{ Targets []map[string]any }
+				ts.Check(json.Unmarshal([]byte(ts.ReadFile("stdout")), &rep))
+				for _, tg := range rep.Targets {
+					if tg["name"] != args[0] {
+						continue
+					}
+					for _, kv := range args[1:] {
+						k, want, _ := strings.Cut(kv, "=")
+						got := "-"
+						if v, ok := tg[k]; ok {
+							got = fmt.Sprint(v)
+						}
+						if got != want {
+							ts.Fatalf("%s: %s is %s, want %s", args[0], k, got, want)
+						}
+					}
+					return
+				}
+				ts.Fatalf("status --json does not list %s", args[0])
 			},
 			// unreachable FILE: point a libvirt record at a socket nobody listens on.
 			"unreachable": func(ts *testscript.TestScript, neg bool, args []string) {

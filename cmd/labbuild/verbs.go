@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -130,12 +129,16 @@ build streams every running target's log lines instead, prefixed with the target
 			run:      runLog,
 		},
 		"status": {
-			usage: "labbuild status [--json]",
+			usage: "labbuild status [--json [target|family ...]]",
 			short: "report the running cluster: API, bootstrap, etcd, operators, and each node's VM, Ready and CSRs",
 			long: `Asks the cluster (through the admin kubeconfig the build wrote) and the hypervisor where the lab
 stands: the API through the VIP, bootstrap complete or not, etcd, ClusterOperators, and per node its
 role, VM state, Ready condition and pending CSRs. An unreachable API is reported, not an error.
-Changes nothing; use it between the phases of labbuild cluster.`,
+Changes nothing; use it between the phases of labbuild cluster.
+--json prints data instead, per target (every target, or those named): its state ("up to date",
+cached, stale, missing, failed, blocked), short action key, when it was built, what the next
+build would do and why, and for External targets whether the object exists and has drifted.
+The schema is in docs/usage.md.`,
 			examples: []string{"labbuild status", "labbuild -f lab.yaml status"},
 			run:      runStatus,
 		},
@@ -501,31 +504,11 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 	if !c.json {
 		return targets.ClusterStatus(ctx, cfg, o.OutDir, c.stdout)
 	}
-	var buf bytes.Buffer
-	err = targets.ClusterStatus(ctx, cfg, o.OutDir, &buf)
+	rep, err := c.statusJSON(ctx, args)
 	if err != nil {
 		return err
 	}
-	return encodeJSON(c.stdout, statusRows(buf.String()))
-}
-
-// clusterStatusRow is one line of `labbuild status`: what ("api", "etcd", a node) and its state.
-type clusterStatusRow struct {
-	Item   string `json:"item"`
-	Detail string `json:"detail"`
-}
-
-// statusRows splits the status report's aligned columns (two or more spaces) into rows.
-func statusRows(text string) []clusterStatusRow {
-	rows := []clusterStatusRow{}
-	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
-		if strings.TrimSpace(l) == "" {
-			continue
-		}
-		item, detail, _ := strings.Cut(l, "  ")
-		rows = append(rows, clusterStatusRow{Item: strings.TrimSpace(item), Detail: strings.TrimSpace(detail)})
-	}
-	return rows
+	return encodeJSON(c.stdout, rep)
 }
 
 func encodeJSON(w io.Writer, v any) error {
