@@ -158,7 +158,7 @@ func hostTargets(c *Config) []*Target {
 			}
 			return ProbeResult{Action: Keep}, nil
 		},
-		Destroy: func(context.Context, *Step) error { return nil }, // it changes nothing
+		Destroy: func(context.Context, *Step) (DestroyOutcome, error) { return RecordOnly, nil }, // it changes nothing
 	}
 	return append([]*Target{pre}, hostIntegrationTargets(c)...)
 }

@@ -343,16 +343,22 @@ func TestRehearsalFlow(t *testing.T) {
 					return
 				}
 				go func() {
-					crds, _ := filepath.Glob(filepath.Join(r.lab, "out", "release", "crds", "crds", "*.yaml"))
-					names, err := SeedCRDs(wctx, nd, r.bins["etcdctl"], crds, CEL131)
+					files, _ := filepath.Glob(filepath.Join(r.lab, "out", "release", "crds", "crds", "*.yaml"))
+					crds := map[string][]byte{}
+					for _, f := range files {
+						if b, err := os.ReadFile(f); err == nil && CEL131.Match(b) {
+							crds[filepath.Base(f)] = b
+						}
+					}
+					names, err := SeedCRDs(wctx, nd, r.bins["etcdctl"], crds)
 					if err != nil {
 						fl.fail("%v", err)
 						return
 					}
 					fl.logf("kube-apiserver 1.31 stand-in: stored labbuild's %v in the bootstrap's etcd", names)
-					if cvo, err := CVOCRDs(testenv.RepoRoot()); err != nil {
+					if cvo, err := CVOStandinCRDs(testenv.RepoRoot()); err != nil {
 						fl.fail("%v", err)
-					} else if names, err = SeedCRDs(wctx, nd, r.bins["etcdctl"], cvo, func([]byte) bool { return true }); err != nil {
+					} else if names, err = SeedCRDs(wctx, nd, r.bins["etcdctl"], cvo); err != nil {
 						fl.fail("%v", err)
 					} else {
 						fl.logf("CVO stand-in: created %v from the payload's operator manifests", names)

@@ -14,6 +14,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -21,15 +22,15 @@ import (
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/targets/kube"
@@ -47,6 +48,11 @@ const (
 	EtcdStandinHealthPort = 9980
 )
 
+var (
+	secrets    = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+)
+
 // Signer is a CA certificate and its key, PEM.
 type Signer struct{ Cert, Key []byte }
 
@@ -56,15 +62,19 @@ type Signer struct{ Cert, Key []byte }
 func SignerFromSecret(ctx context.Context, k *kube.Clients, name string) (Signer, error) {
 	var errs []error
 	for _, ns := range []string{"openshift-config", "openshift-etcd"} {
-		s, err := k.Typed.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		s, err := k.Dynamic.Resource(secrets).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if len(s.Data["tls.crt"]) == 0 || len(s.Data["tls.key"]) == 0 {
+		crt, _, _ := unstructured.NestedString(s.Object, "data", "tls.crt")
+		key, _, _ := unstructured.NestedString(s.Object, "data", "tls.key")
+		c, cerr := base64.StdEncoding.DecodeString(crt)
+		kb, kerr := base64.StdEncoding.DecodeString(key)
+		if len(c) == 0 || len(kb) == 0 || cerr != nil || kerr != nil {
 			return Signer{}, fmt.Errorf("secret %s/%s has no tls.crt/tls.key", ns, name)
 		}
-		return Signer{Cert: s.Data["tls.crt"], Key: s.Data["tls.key"]}, nil
+		return Signer{Cert: c, Key: kb}, nil
 	}
 	return Signer{}, errors.Join(errs...)
 }
@@ -157,9 +167,9 @@ func (m *MasterStandins) Run(ctx context.Context) error {
 		if err == nil {
 			signer, err = SignerFromSecret(ctx, k, "etcd-signer")
 			if err == nil {
-				cm, cerr := k.Typed.CoreV1().ConfigMaps("openshift-etcd").Get(ctx, "etcd-ca-bundle", metav1.GetOptions{})
+				cm, cerr := k.Dynamic.Resource(configMaps).Namespace("openshift-etcd").Get(ctx, "etcd-ca-bundle", metav1.GetOptions{})
 				if err = cerr; err == nil {
-					bundle = cm.Data["ca-bundle.crt"]
+					bundle, _, _ = unstructured.NestedString(cm.Object, "data", "ca-bundle.crt")
 					if bundle == "" {
 						err = errors.New("configmap openshift-etcd/etcd-ca-bundle has no ca-bundle.crt")
 					}
@@ -358,7 +368,7 @@ func EtcdTeardownStandin(ctx context.Context, master *Node, etcdctl string, clie
 	for ctx.Err() == nil {
 		done := false
 		if k, err := clients(); err == nil {
-			done, _ = kube.BootstrapComplete(ctx, k.Typed)
+			done, _ = kube.BootstrapComplete(ctx, k.Dynamic)
 		}
 		if done {
 			out, err := run("member", "list", "-w", "json")
@@ -457,29 +467,20 @@ func ReportClusterVersion(ctx context.Context, k *kube.Clients, version string, 
 	return err
 }
 
-// cel131Call matches a CEL call of the IP and CIDR libraries (isIP, ip, isCIDR, cidr), which
-// kube-apiserver 1.30 compiles only for stored expressions (its new-expression environment is
-// 1.29's: k8s.io/apiserver/pkg/cel/environment DefaultCompatibilityVersion); 1.31, the
-// Kubernetes of OpenShift 4.18, accepts them in new CRDs.
-var cel131Call = regexp.MustCompile(`\b(isIP|isCIDR|ip|cidr)\(`)
-
-// CEL131 reports whether a CRD calls CEL's IP and CIDR libraries (cel131Call).
-func CEL131(crd []byte) bool { return cel131Call.Match(crd) }
-
-// SeedCRDs writes each CRD of files that pick selects into the bootstrap's etcd as OpenShift
+// SeedCRDs writes each CRD of crds (file name → YAML) into the bootstrap's etcd as OpenShift
 // 4.18's 1.31 kube-apiserver would have stored it (key /registry/apiextensions.k8s.io/
 // customresourcedefinitions/<name>, JSON, names accepted and Established), with real etcdctl in
 // the bootstrap node and the bootstrap's own etcd client certificate. The rehearsal uses it for
 //
-//   - labbuild's CRDs whose x-kubernetes-validations call CEL131 functions (pick CEL131), which
+//   - labbuild's CRDs whose x-kubernetes-validations call CEL131 functions (cel.go), which
 //     kube-apiserver 1.30 refuses in a new CRD: cluster/bootstrap's apply of the same CRD is then
 //     an update whose rules all pre-exist, which 1.30 compiles in its stored-expressions
 //     environment (apiextensions validation findPreexistingExpressions). labbuild's apply is
 //     unchanged and no rule is dropped: custom resources are validated with the IP rules too;
-//   - the CVO stand-in's CRDs (CVOCRDs), created as the CVO creates them from the payload.
+//   - the CVO stand-in's CRDs (CVOStandinCRDs), created as the CVO creates them from the payload.
 //
 // It returns the CRD names written.
-func SeedCRDs(ctx context.Context, bootstrap *Node, etcdctl string, files []string, pick func([]byte) bool) ([]string, error) {
+func SeedCRDs(ctx context.Context, bootstrap *Node, etcdctl string, crds map[string][]byte) ([]string, error) {
 	secrets := "/etc/kubernetes/bootstrap-secrets/"
 	ctl := func(stdin []byte, args ...string) error {
 		argv := append([]string{etcdctl, "--endpoints=https://127.0.0.1:2379", "--cacert=" + secrets + "etcd-ca.crt",
@@ -506,14 +507,13 @@ func SeedCRDs(ctx context.Context, bootstrap *Node, etcdctl string, files []stri
 		time.Sleep(2 * time.Second)
 	}
 	var names []string
+	files := make([]string, 0, len(crds))
+	for f := range crds {
+		files = append(files, f)
+	}
+	sort.Strings(files)
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
-		}
-		if !pick(b) {
-			continue
-		}
+		b := crds[f]
 		var crd map[string]any
 		if err := sigsyaml.Unmarshal(b, &crd); err != nil {
 			return nil, fmt.Errorf("CRD stand-in: %s: %w", f, err)
@@ -558,24 +558,4 @@ func newUID() string {
 	rand.Read(b[:])
 	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
-}
-
-// CVOCRDs are the CRDs the CVO creates from the release payload that labbuild's bootstrap
-// manifests need before the operators run: the cluster-network-operator's
-// networks.operator.openshift.io (02-operator-network.yaml is a Network of it). The sample
-// payload carries no operator manifests; the same CRD comes from github.com/openshift/api
-// (labbuild's own dependency, found with `go list -m` from repoRoot), as the network operator
-// ships it in release-manifests 0000_70_cluster-network-operator_01_crd.
-func CVOCRDs(repoRoot string) ([]string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openshift/api")
-	cmd.Dir = repoRoot
-	dir, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("CVO stand-in: go list -m github.com/openshift/api: %w", err)
-	}
-	f := filepath.Join(strings.TrimSpace(string(dir)), "operator", "v1", "zz_generated.crd-manifests", "0000_70_network_01_networks-Default.crd.yaml")
-	if _, err := os.Stat(f); err != nil {
-		return nil, fmt.Errorf("CVO stand-in: %w", err)
-	}
-	return []string{f}, nil
 }
