@@ -36,7 +36,8 @@ type Config struct {
 	Wait WaitConfig `json:"wait"`
 
 	lk  *lookupCache   // the config as generic JSON, for Lookup; built on first use
-	pos map[string]int // field path → line in the file it was read from (messages)
+	pos  map[string]int // field path → line in the file it was read from (messages)
+	name string         // the file as the user named it (-f bad.yaml), for messages (Where)
 }
 
 type lookupCache struct {
@@ -260,13 +261,36 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 			if yaml.Unmarshal(data, c) != nil {
 				return nil, errs
 			}
+			c.name = name
 			return c, errs
 		}
 	}
 	if err := yaml.UnmarshalStrict(data, c); err != nil {
 		return nil, &ConfigError{File: name, Msg: strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: "), Fix: "see `labbuild init` for every field"}
 	}
+	c.name = name
 	return c, nil
+}
+
+// Where implements engine.FieldSource: where the lab config sets field path p, for messages
+// that name a field — "bad.yaml:3", "the default; bad.yaml does not set it", or the embedded
+// default when no file was given.
+func (c *Config) Where(p string) string {
+	switch {
+	case c.name == "" || c.name == "default lab.yaml":
+		return "the embedded default lab.yaml; no -f given and no ./lab.yaml"
+	case c.pos[p] > 0:
+		return fmt.Sprintf("%s:%d", c.name, c.pos[p])
+	}
+	return "the default; " + c.name + " does not set it"
+}
+
+// Source returns the lab config file as the user named it (-f), or "default lab.yaml".
+func (c *Config) Source() string {
+	if c.name == "" {
+		return "default lab.yaml"
+	}
+	return c.name
 }
 
 // Line returns the line of the lab config that sets field path p ("nodes.master-1.ip"), or 0
