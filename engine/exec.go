@@ -24,6 +24,7 @@ func (b *builder) newStep(ctx context.Context, n *node, nodes []*node, epoch int
 		now:      b.now,
 		epoch:    time.Unix(0, epoch).UTC(),
 		log:      io.Discard,
+		warn:     b.stderr,
 		written:  map[string]os.FileMode{},
 		reporter: b.o.Reporter,
 	}

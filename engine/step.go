@@ -31,6 +31,7 @@ type Step struct {
 	epoch   time.Time
 	staleAt time.Time
 	log     io.Writer
+	warn    io.Writer // the build's stderr: Warnf
 	written map[string]fs.FileMode
 	probe   ProbeResult
 	prevDir string // where the previous outputs of this target are materialized
@@ -74,6 +75,17 @@ func (s *Step) Log() io.Writer { return s.log }
 // Logf writes one line to the target's log.
 func (s *Step) Logf(format string, args ...any) {
 	fmt.Fprintf(s.log, format+"\n", args...)
+}
+
+// Warnf writes one line to the target's log and, as "labbuild: warning: <target>: …", to the
+// build's stderr: for what the user should see although the target succeeds (an overcommit the
+// lab allowed). Its text must not hold a secret.
+func (s *Step) Warnf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintf(s.log, "warning: %s\n", msg)
+	if s.warn != nil {
+		fmt.Fprintf(s.warn, "labbuild: warning: %s: %s\n", s.t.Name, msg)
+	}
 }
 
 // Value decodes the config value at path, which must be one of the target's Reads, into v

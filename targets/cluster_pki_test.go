@@ -13,6 +13,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -130,7 +131,11 @@ func TestClusterCSRsWithLabPKI(t *testing.T) {
 			expected[name] = csr.NodeIdentity{Name: name, IPs: []string{n.IP}, DNSNames: []string{n.Name}}
 		}
 	}
-	ds, err := csr.Approve(ctx, admin, expected)
+	adminDyn, err := dynamic.NewForConfig(adminCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := csr.Approve(ctx, adminDyn, expected)
 	if err != nil {
 		t.Fatalf("approve: %v", err)
 	}

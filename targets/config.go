@@ -144,6 +144,13 @@ type LibvirtConfig struct {
 	// "qemu" (software emulation, where KVM cannot run guests, such as nested in a microVM) or
 	// "test" (libvirt's test driver, test:///default).
 	DomainType string `json:"domainType"`
+	// MemoryOvercommit lets host/preflight pass, with a printed warning, when the VMs still
+	// to define need more memory than the host has available (/proc/meminfo MemAvailable):
+	// QEMU allocates guest RAM as the guest touches it, so a lab whose nodes never use their
+	// full size (a rehearsal, a small test lab) fits; a real cluster under memory pressure
+	// swaps or has QEMU OOM-killed. The VMs keep OpenShift's minimum sizes either way. Off by
+	// default (kcli and virt-install allow overcommit silently; labbuild asks for the opt-in).
+	MemoryOvercommit bool `json:"memoryOvercommit,omitempty"`
 }
 
 // AccessConfig names the secret and key files. Paths may start with "~/" and are otherwise

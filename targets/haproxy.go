@@ -555,28 +555,40 @@ func hpServiceProbe(ctx context.Context, s *Step) (ProbeResult, error) {
 }
 
 // hpServiceDestroy stops the recorded haproxy (by its pid, after checking it is haproxy) and
-// removes the VIPs it added. Safe to rerun.
-func hpServiceDestroy(ctx context.Context, s *Step) error {
+// removes the VIPs it added. Destroyed when a haproxy ran or a VIP was still on the bridge;
+// AlreadyAbsent otherwise. Safe to rerun.
+func hpServiceDestroy(ctx context.Context, s *Step) (DestroyOutcome, error) {
 	prev, ok, err := hpPrev(s)
-	if err != nil || !ok {
-		return err
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return AlreadyAbsent, nil
 	}
 	pids := hpRunningFrom(hpFamilyDir(prev.Config))
 	if hpAlive(prev.PID) && !slices.Contains(pids, prev.PID) {
 		pids = append(pids, prev.PID)
 	}
+	existed := false
 	for _, pid := range pids {
-		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("stop haproxy pid %d: %w", pid, err)
+		err := syscall.Kill(pid, syscall.SIGTERM)
+		if err != nil && !errors.Is(err, syscall.ESRCH) {
+			return 0, fmt.Errorf("stop haproxy pid %d: %w", pid, err)
 		}
+		existed = existed || err == nil
 	}
 	for _, a := range prev.Addrs {
-		_ = hpRun("ip", "addr", "del", a, "dev", prev.Bridge) // gone with the bridge is fine
+		if hpRun("ip", "addr", "del", a, "dev", prev.Bridge) == nil { // gone with the bridge is fine
+			existed = true
+		}
 	}
 	for _, f := range []string{hpPivotMarker, hpServing} {
 		if err := os.Remove(filepath.Join(hpFamilyDir(prev.Config), f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	if !existed {
+		return AlreadyAbsent, nil
+	}
+	return Destroyed, nil
 }

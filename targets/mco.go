@@ -337,7 +337,7 @@ func mcoTargets(c *Config) []*Target {
 				if err != nil {
 					return fmt.Errorf("%s: %s: %w", s.Target().Name, mco.MachineConfigFile(name), err)
 				}
-				raw, err := ignition.Encode(mc.Config)
+				raw, err := mc.ConfigJSON()
 				if err != nil {
 					return fmt.Errorf("%s: %w", s.Target().Name, err)
 				}

@@ -2,12 +2,17 @@ package ignition
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/coreos/ignition/v2/config/v3_4/types"
@@ -194,6 +199,55 @@ func TestSource(t *testing.T) {
 				t.Error("Source is not deterministic")
 			}
 		})
+	}
+}
+
+// TestSourceIsTheOneShotEncoding: the memo and the reused gzip writers give exactly what a
+// fresh gzip writer and base64 give (the encoding of the golden files), from any goroutine,
+// and ignFiles' parallel conversion keeps the order and the bytes of IgnFile.
+func TestSourceIsTheOneShotEncoding(t *testing.T) {
+	oneShot := func(data []byte) (string, bool) {
+		if len(data) >= CompressThreshold {
+			var b bytes.Buffer
+			zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+			zw.Write(data)
+			zw.Close()
+			if b.Len() < len(data) {
+				return "data:;base64," + base64.StdEncoding.EncodeToString(b.Bytes()), true
+			}
+		}
+		return "data:text/plain;charset=utf-8;base64," + base64.StdEncoding.EncodeToString(data), false
+	}
+	var files []File
+	for i := range 40 {
+		data := bytes.Repeat([]byte(fmt.Sprintf("line %d of a manifest\n", i)), i*40)
+		if i%7 == 3 { // incompressible
+			data = make([]byte, 5000+i)
+			for j := range data {
+				data[j] = byte(j*7919 ^ j>>3*31 ^ i)
+			}
+		}
+		files = append(files, File{Path: fmt.Sprintf("/etc/f%02d", i), Mode: ModeFile, Contents: data})
+	}
+	files = append(files, files[5], files[6]) // repeated contents: memo hits
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for _, f := range files {
+				src, comp := Source(f.Contents)
+				want, wantGzip := oneShot(f.Contents)
+				if src != want || (comp != nil) != wantGzip {
+					t.Errorf("%s: Source differs from a one-shot gzip+base64 encoding", f.Path)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got := ignFiles(files)
+	for i, f := range files {
+		if want := IgnFile(f); !reflect.DeepEqual(got[i], want) {
+			t.Errorf("ignFiles[%d] = %s, want IgnFile's %s", i, got[i].Path, want.Path)
+		}
 	}
 }
 

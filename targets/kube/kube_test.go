@@ -2,9 +2,13 @@ package kube
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 )
 
 const testKubeconfig = `apiVersion: v1
@@ -127,7 +131,11 @@ func TestNodesReadyAndBootstrap(t *testing.T) {
 	node := func(name string, ready corev1.ConditionStatus) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
 	}
-	cs := fake.NewSimpleClientset(node("m0", corev1.ConditionTrue), node("m1", corev1.ConditionFalse))
+	sch := runtime.NewScheme()
+	if err := corev1.AddToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	cs := dynfake.NewSimpleDynamicClient(sch, node("m0", corev1.ConditionTrue), node("m1", corev1.ConditionFalse))
 	ctx := context.Background()
 	ready, notReady, err := NodesReady(ctx, cs, []string{"m2", "m1", "m0"})
 	if err != nil || strings.Join(ready, ",") != "m0" || strings.Join(notReady, ",") != "m1,m2" {
@@ -136,9 +144,96 @@ func TestNodesReadyAndBootstrap(t *testing.T) {
 	if done, err := BootstrapComplete(ctx, cs); done || err != nil {
 		t.Errorf("BootstrapComplete before: %v %v", done, err)
 	}
-	cs.CoreV1().ConfigMaps(BootstrapNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: BootstrapConfigMap, Namespace: BootstrapNamespace},
-		Data: map[string]string{"status": "in progress"}}, metav1.CreateOptions{})
-	if done, _ := BootstrapComplete(ctx, cs); done {
-		t.Error("status \"in progress\" counted as complete")
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": BootstrapConfigMap, "namespace": BootstrapNamespace}, "data": map[string]any{"status": "in progress"}}}
+	if _, err := cs.Resource(ConfigMaps).Namespace(BootstrapNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := BootstrapComplete(ctx, cs); done || err != nil {
+		t.Errorf("status \"in progress\" counted as complete (%v)", err)
+	}
+	cm.Object["data"] = map[string]any{"status": "complete"}
+	if _, err := cs.Resource(ConfigMaps).Namespace(BootstrapNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := BootstrapComplete(ctx, cs); !done || err != nil {
+		t.Errorf("BootstrapComplete after status complete: %v %v", done, err)
+	}
+}
+
+// TestMapperAndReadyz serves discovery and /readyz from a test server: the Mapper maps kinds
+// to resources and scope, caches a group-version, reads it again once when a kind is missing
+// (a CRD applied since), and names the kind when it is still missing.
+func TestMapperAndReadyz(t *testing.T) {
+	var mu sync.Mutex
+	gets := map[string]int{}
+	crdApplied := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		gets[r.URL.Path]++
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/readyz":
+			w.Header().Set("Content-Type", "text/plain")
+			fmt.Fprint(w, "ok")
+		case "/api/v1":
+			fmt.Fprint(w, `{"kind":"APIResourceList","groupVersion":"v1","resources":[
+				{"name":"nodes","namespaced":false,"kind":"Node"},{"name":"nodes/status","namespaced":false,"kind":"Node"},
+				{"name":"configmaps","namespaced":true,"kind":"ConfigMap"}]}`)
+		case "/apis/config.openshift.io/v1":
+			res := `{"name":"clusterversions","namespaced":false,"kind":"ClusterVersion"}`
+			if crdApplied {
+				res += `,{"name":"infrastructures","namespaced":false,"kind":"Infrastructure"}`
+			}
+			fmt.Fprintf(w, `{"kind":"APIResourceList","groupVersion":"config.openshift.io/v1","resources":[%s]}`, res)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+		}
+	}))
+	defer srv.Close()
+	k, err := NewClients(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := Readyz(ctx, k); err != nil {
+		t.Errorf("Readyz: %v", err)
+	}
+	m := NewMapper(k.REST)
+	tests := []struct {
+		gvk        schema.GroupVersionKind
+		want       schema.GroupVersionResource
+		namespaced bool
+		err        string
+	}{
+		{schema.GroupVersionKind{Version: "v1", Kind: "Node"}, Nodes, false, ""},
+		{schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, ConfigMaps, true, ""},
+		{schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "ClusterVersion"}, ClusterVersions, false, ""},
+		{schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Infrastructure"}, schema.GroupVersionResource{}, false, "no resource for kind Infrastructure in /apis/config.openshift.io/v1 (is its CRD applied first?)"},
+		{schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, schema.GroupVersionResource{}, false, "kind Widget in /apis/example.com/v1"},
+	}
+	for _, tt := range tests {
+		gvr, ns, err := m.Resource(ctx, tt.gvk)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%v: err %v, want %q", tt.gvk, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || gvr != tt.want || ns != tt.namespaced {
+			t.Errorf("%v = %v %v %v, want %v %v", tt.gvk, gvr, ns, err, tt.want, tt.namespaced)
+		}
+	}
+	mu.Lock()
+	if gets["/api/v1"] != 1 || gets["/apis/config.openshift.io/v1"] != 2 {
+		t.Errorf("discovery GETs %v: want /api/v1 once (cached), the config group twice (one refresh on the miss)", gets)
+	}
+	crdApplied = true
+	mu.Unlock()
+	gvr, _, err := m.Resource(ctx, schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Infrastructure"})
+	if err != nil || gvr.Resource != "infrastructures" {
+		t.Errorf("after the CRD: %v %v", gvr, err)
 	}
 }
