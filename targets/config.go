@@ -435,6 +435,9 @@ func (c *Config) Lookup(p string) ([]byte, bool) {
 		}
 	})
 	v, ok := lookupTree(lk.tree, p)
+	if !ok && strings.HasPrefix(p, "derived.") {
+		return c.derived(p)
+	}
 	if !ok {
 		return nil, false
 	}
@@ -443,6 +446,31 @@ func (c *Config) Lookup(p string) ([]byte, bool) {
 		return nil, false
 	}
 	return b, true
+}
+
+// Derived config fields: not lab.yaml fields but values computed from the node list, which
+// targets read instead of every node's role when their output depends only on a count class.
+// Appending worker-2 to a lab with two workers so changes neither, and reruns none of the
+// bootstrap manifests (Infrastructure, Scheduler, cluster-config-v1, the MCO inputs).
+const (
+	// DerivedMasters is the number of master nodes: install-config controlPlane.replicas and
+	// the control-plane topology (render/manifests Topologies).
+	DerivedMasters = "derived.masters"
+	// DerivedWorkers is the number of worker nodes capped at 2 (0, 1, or 2 for "two or
+	// more"): all that infrastructureTopology and Scheduler mastersSchedulable depend on
+	// (openshift-install pkg/asset/manifests/topologies.go).
+	DerivedWorkers = "derived.workersUpTo2"
+)
+
+// derived answers Lookup for the derived fields.
+func (c *Config) derived(p string) ([]byte, bool) {
+	switch p {
+	case DerivedMasters:
+		return []byte(strconv.Itoa(len(c.NodesByRole(RoleMaster)))), true
+	case DerivedWorkers:
+		return []byte(strconv.Itoa(min(len(c.NodesByRole(RoleWorker)), 2))), true
+	}
+	return nil, false
 }
 
 // lookupTree walks a generic JSON tree by a dotted path. In arrays a segment matches an
