@@ -99,6 +99,7 @@ type builder struct {
 	total  int
 	todo   int  // targets that will run or be restored: [N/M]'s M
 	status bool // a status line is on screen
+	causes map[string]bool // shared root causes printed (rootCause)
 }
 
 // newBuilder opens the output directory for project p.

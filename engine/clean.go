@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/labbuild/labbuild/cache"
@@ -103,25 +105,49 @@ func removeEmptyDirs(dir, root string) {
 	}
 }
 
+// DestroyReport is what Destroy did, per External target, each list in the order handled
+// (reverse dependency order). With DryRun only Planned is set.
+type DestroyReport struct {
+	// Destroyed lists targets whose objects existed and were removed.
+	Destroyed []string `json:"destroyed"`
+	// Absent lists targets whose recorded objects were already gone; their records are removed.
+	Absent []string `json:"absent"`
+	// Forgotten lists targets with nothing of their own outside the filesystem (a check, a
+	// shared cache, a cluster's state that lives in its VMs); their records are removed.
+	Forgotten []string `json:"forgotten"`
+	// Failed lists targets whose objects could not be reached or removed; they stay recorded,
+	// and the error Destroy returns names each one and its cause.
+	Failed []string `json:"failed"`
+	// Kept lists targets left alone, still recorded, because something that uses them failed
+	// (the disk and pool under a VM that could not be removed). KeptFor names that user.
+	Kept    []string          `json:"kept"`
+	KeptFor map[string]string `json:"keptFor,omitempty"`
+	// Planned lists what a dry run would destroy.
+	Planned []string `json:"planned,omitempty"`
+}
+
 // Destroy undoes External targets (o.Goals; every recorded External target when empty) in
 // reverse dependency order — VMs before volumes before the pool — from their recorded outputs,
-// then forgets them. It is safe to rerun: targets with no record are skipped. It returns the
-// destroyed targets' names.
-func Destroy(ctx context.Context, o Options) ([]string, error) {
+// then forgets them. It is safe to rerun: targets with no record are skipped. A target whose
+// Destroy fails stays recorded, and so does everything it depends on (Kept: the disk and pool
+// under a VM that could not be removed); Destroy then returns an error naming each failed
+// target and its cause.
+func Destroy(ctx context.Context, o Options) (*DestroyReport, error) {
+	rep := &DestroyReport{}
 	p, err := Load(o)
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
 	b, err := newBuilder(p, o)
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
 	defer b.close()
 	sel := map[int]bool{}
 	if len(o.Goals) > 0 {
 		ids, err := p.Select(o.Goals)
 		if err != nil {
-			return nil, err
+			return rep, err
 		}
 		// Destroying a network means destroying what sits on it first.
 		down := p.Graph.Downstream(ids)
@@ -132,7 +158,6 @@ func Destroy(ctx context.Context, o Options) ([]string, error) {
 		}
 	}
 	order := p.Graph.Order()
-	var done []string
 	var errs []error
 	nodes := make([]*node, p.Graph.Len())
 	for _, i := range order {
@@ -149,9 +174,19 @@ func Destroy(ctx context.Context, o Options) ([]string, error) {
 			continue
 		}
 		if o.DryRun {
-			done = append(done, t.Name)
+			rep.Planned = append(rep.Planned, t.Name)
 			continue
 		}
+		if by := rep.keptBy(p, i); by != "" {
+			// What still uses it stays, so it stays: a pool under a VM's disk, a network under a VM.
+			rep.Kept = append(rep.Kept, t.Name)
+			if rep.KeptFor == nil {
+				rep.KeptFor = map[string]string{}
+			}
+			rep.KeptFor[t.Name] = by
+			continue
+		}
+		got := RecordOnly
 		if t.Destroy != nil {
 			s := b.newStep(ctx, nodes[i], nodes, prev.Epoch)
 			for dn := range s.deps { // upstream records are where they were materialized
@@ -161,18 +196,42 @@ func Destroy(ctx context.Context, o Options) ([]string, error) {
 					s.deps[dn] = d
 				}
 			}
-			if err := t.Destroy(ctx, s); err != nil {
-				errs = append(errs, fmt.Errorf("%s: destroy: %w", t.Name, err))
+			if got, err = t.Destroy(ctx, s); err != nil {
+				rep.Failed = append(rep.Failed, t.Name)
+				errs = append(errs, fmt.Errorf("%s: not destroyed (still recorded): %w", t.Name, err))
 				continue
 			}
 		}
 		b.forget(t, prev)
-		done = append(done, t.Name)
+		rep.add(t.Name, got)
 	}
-	if len(errs) > 0 {
-		return done, fmt.Errorf("destroy: %v", errs)
+	return rep, errors.Join(errs...)
+}
+
+// keptBy returns the first target that depends on target i directly and failed or was kept
+// (the one that failed at the root of the chain), or "".
+func (r *DestroyReport) keptBy(p *Project, i int) string {
+	for _, d := range p.Graph.Dependents(i) {
+		n := p.Targets[d].Name
+		if slices.Contains(r.Failed, n) {
+			return n
+		}
+		if by, ok := r.KeptFor[n]; ok {
+			return by
+		}
 	}
-	return done, nil
+	return ""
+}
+
+func (r *DestroyReport) add(name string, got DestroyOutcome) {
+	switch got {
+	case Destroyed:
+		r.Destroyed = append(r.Destroyed, name)
+	case AlreadyAbsent:
+		r.Absent = append(r.Absent, name)
+	default:
+		r.Forgotten = append(r.Forgotten, name)
+	}
 }
 
 // forget removes a destroyed External target's recorded outputs (its record of what it made)

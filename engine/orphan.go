@@ -66,16 +66,26 @@ func (b *builder) prune(ctx context.Context, roots []int, res *Result) error {
 		if b.o.DryRun {
 			continue
 		}
+		got := RecordOnly
 		if t.Destroy != nil {
 			s := &Step{ctx: ctx, t: t, values: b.p.values, baseDir: b.baseDir, outRoot: b.out, deps: map[string]depOut{},
 				now: b.now, epoch: time.Unix(0, prev.Epoch).UTC(), log: io.Discard, written: map[string]os.FileMode{},
 				prevDir: filepath.Join(b.out, t.Dir())}
-			if err := t.Destroy(ctx, s); err != nil {
-				errs = append(errs, fmt.Errorf("%s: destroy (no longer declared): %w", t.Name, err))
+			var err error
+			if got, err = t.Destroy(ctx, s); err != nil {
+				errs = append(errs, fmt.Errorf("%s: not destroyed (no longer declared; still recorded): %w", t.Name, err))
 				continue
 			}
 		}
 		b.forget(t, prev)
+		if got != Destroyed {
+			why := "already absent"
+			if got == RecordOnly {
+				why = "nothing of its own to remove"
+			}
+			fmt.Fprintf(b.stderr, "labbuild: forgot %s (no longer declared by the config; %s)\n", t.Name, why)
+			continue
+		}
 		res.Destroyed = append(res.Destroyed, t.Name)
 		fmt.Fprintf(b.stderr, "labbuild: destroyed %s (no longer declared by the config)\n", t.Name)
 	}

@@ -31,6 +31,7 @@ type Step struct {
 	epoch   time.Time
 	staleAt time.Time
 	log     io.Writer
+	warn    io.Writer // the build's stderr: Warnf
 	written map[string]fs.FileMode
 	probe   ProbeResult
 	prevDir string // where the previous outputs of this target are materialized
@@ -76,6 +77,17 @@ func (s *Step) Logf(format string, args ...any) {
 	fmt.Fprintf(s.log, format+"\n", args...)
 }
 
+// Warnf writes one line to the target's log and, as "labbuild: warning: <target>: …", to the
+// build's stderr: for what the user should see although the target succeeds (an overcommit the
+// lab allowed). Its text must not hold a secret.
+func (s *Step) Warnf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	fmt.Fprintf(s.log, "warning: %s\n", msg)
+	if s.warn != nil {
+		fmt.Fprintf(s.warn, "labbuild: warning: %s: %s\n", s.t.Name, msg)
+	}
+}
+
 // Value decodes the config value at path, which must be one of the target's Reads, into v
 // (as encoding/json would). Reading an undeclared path is an error: it would let an input
 // change the output without changing the key.
@@ -117,7 +129,7 @@ func (s *Step) File(p string) ([]byte, error) {
 	}
 	b, err := os.ReadFile(name)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %w (set %s in lab.yaml to an existing file)", s.t.Name, p, err, p)
+		return nil, fmt.Errorf("%s: %w", s.t.Name, &InputError{Field: p, Where: s.Where(p), Path: name, Err: err})
 	}
 	return b, nil
 }
@@ -257,7 +269,7 @@ func resolveFile(v Values, baseDir, p string) (string, error) {
 	if len(raw) > 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 {
 		name = string(raw[1 : len(raw)-1]) // the common case, without a JSON decoder
 	} else if err := json.Unmarshal(raw, &name); err != nil || bytes.Equal(raw, []byte("null")) || name == "" {
-		return "", fmt.Errorf("%s is not set: set it in lab.yaml to a file path", p)
+		return "", &InputError{Field: p, Where: where(v, p)}
 	}
 	if strings.HasPrefix(name, "~/") {
 		home, err := os.UserHomeDir()

@@ -65,9 +65,27 @@ type Target struct {
 	// files are otherwise up to date; any action but Keep makes the target run.
 	Probe func(ctx context.Context, s *Step) (ProbeResult, error)
 	// Destroy, when set, undoes what Run made outside the filesystem, using the recorded
-	// outputs (Step.Prev). It must be safe to call again after it succeeded.
-	Destroy func(ctx context.Context, s *Step) error
+	// outputs (Step.Prev), and says what it found: Destroyed (the object existed and is gone
+	// now), AlreadyAbsent (someone removed it before), or RecordOnly (nothing of the target's
+	// own lives outside the files: a check, a cache shared by every lab). An error means the
+	// object could not be reached or removed: destroy then keeps the record and exits 1. It
+	// must be safe to call again after it succeeded. Nil means RecordOnly.
+	Destroy func(ctx context.Context, s *Step) (DestroyOutcome, error)
 }
+
+// DestroyOutcome is what a Target's Destroy found, so that `labbuild destroy` says
+// "destroyed" only for objects that existed and were removed.
+type DestroyOutcome int
+
+// The outcomes of a Destroy that succeeded.
+const (
+	// Destroyed: the recorded object existed and was removed.
+	Destroyed DestroyOutcome = iota
+	// AlreadyAbsent: the recorded object was already gone (removed by hand, or with what held it).
+	AlreadyAbsent
+	// RecordOnly: the target made nothing of its own outside the filesystem; only its record goes.
+	RecordOnly
+)
 
 // Action is what a plan says will happen to an external object.
 type Action string

@@ -3,6 +3,10 @@
 # commit's (default 5aace9f, the issue-18 baseline), timed alternately in one run: wall, user+sys
 # CPU and peak RSS of each, medians of RUNS (default 7) pairs, and the ratios. Every run starts
 # from an empty output directory; both use the same sample lab.
+# Then one more cold build of this labbuild, not timed, is profiled (LABBUILD_TIMES and
+# LABBUILD_CPUPROFILE, cmd/labbuild/profile.go) for the breakdown by family: targets, CPU in
+# labbuild's own process (pprof labels; the MCO stand-in's child processes are not in it) and
+# busy time (the sum of each target's start-to-end wall time).
 #   LABBUILD=./labbuild REF=5aace9f RUNS=7 bash scripts/bench-cold.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,5 +44,40 @@ n, r = m["new"], m["ref"]
 print(f"cold build, sample lab, median of {len([x for x in rows if x[0]=='new'])} alternating pairs:")
 print(f"  labbuild now      wall {n['wall']:.2f} s  cpu {n['cpu']:.2f} s  peak RSS {n['rss']:.0f} MiB")
 print(f"  labbuild {sys.argv[2]:<8} wall {r['wall']:.2f} s  cpu {r['cpu']:.2f} s  peak RSS {r['rss']:.0f} MiB")
-print(f"  ratio now/ref     wall {n['wall']/r['wall']:.2f}x  cpu {n['cpu']/r['cpu']:.2f}x  (goal: wall <= 0.4x, RSS <= 150 MiB)")
+print(f"  ratio now/ref     wall {n['wall']/r['wall']:.2f}x  cpu {n['cpu']/r['cpu']:.2f}x  RSS {n['rss']/r['rss']:.2f}x  (goal: wall <= 0.4x, RSS <= 150 MiB)")
+PY
+# The breakdown by family, from one profiled cold build of this labbuild.
+rm -rf "$work/out-prof"
+LABBUILD_TIMES="$work/times.tsv" LABBUILD_CPUPROFILE="$work/cpu.pprof" \
+  /usr/bin/time -f "%e %U %S" -o "$work/time-prof" "$labbuild" -f "$work/sample/lab.yaml" -o "$work/out-prof" -q >/dev/null
+(cd "$root" && go tool pprof -tags "$labbuild" "$work/cpu.pprof" 2>/dev/null) >"$work/tags" || :
+python3 - "$work/times.tsv" "$work/tags" "$work/time-prof" <<'PY'
+import collections, re, sys
+busy, n = collections.defaultdict(float), collections.Counter()
+for l in open(sys.argv[1]):
+    name, start, end, _ = l.rstrip("\n").split("\t")
+    fam = name.split("/")[0]
+    busy[fam] += (int(end) - int(start)) / 1000
+    n[fam] += 1
+def secs(v):
+    m = re.fullmatch(r"([0-9.]+)(ms|s)", v)
+    return float(m.group(1)) / (1000 if m.group(2) == "ms" else 1) if m else 0.0
+cpu, total, section = {}, 0.0, None
+for l in open(sys.argv[2]):
+    h = re.match(r"\s*(\w+): Total .* of ([0-9.]+m?s)", l)
+    if h:
+        section = h.group(1)
+        if section == "family":
+            total = secs(h.group(2))
+    elif section == "family":
+        m = re.match(r"\s*([0-9.]+m?s) \(.*\): (\S+)", l)
+        if m:
+            cpu[m.group(2)] = secs(m.group(1))
+wall, user, sys_ = map(float, open(sys.argv[3]).read().split())
+print(f"cold build by family (one profiled run: wall {wall:.2f} s, cpu {user + sys_:.2f} s):")
+print(f"  {'family':<12} {'targets':>7} {'cpu s':>7} {'busy s':>7}")
+for fam in sorted(n, key=lambda f: (-cpu.get(f, 0), -busy[f])):
+    print(f"  {fam:<12} {n[fam]:>7} {cpu.get(fam, 0):>7.2f} {busy[fam]:>7.2f}")
+if total:
+    print(f"  {'(no target)':<12} {'':>7} {total - sum(cpu.values()):>7.2f} {'':>7}   engine, start-up, GC")
 PY

@@ -40,7 +40,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/labbuild/labbuild/render/manifests"
@@ -265,10 +264,10 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 				if err != nil {
 					return ProbeResult{}, err
 				}
-				if done, _ := kube.BootstrapComplete(ctx, k.Typed); done {
+				if done, _ := kube.BootstrapComplete(ctx, k.Dynamic); done {
 					return ProbeResult{Action: Keep}, nil // past the pivot: the bootstrap is gone for good
 				}
-				if err := kube.Readyz(ctx, k.Typed); err != nil {
+				if err := kube.Readyz(ctx, k); err != nil {
 					return ProbeResult{Action: Update, Reason: "API not ready through the VIP: " + err.Error()}, nil
 				}
 				done, status, err := kube.CVOProgress(ctx, k.Dynamic)
@@ -294,7 +293,7 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 				if err != nil {
 					return err
 				}
-				ds, err := csr.Approve(ctx, k.Typed, expected)
+				ds, err := csr.Approve(ctx, k.Dynamic, expected)
 				if err != nil {
 					return fmt.Errorf("%s: %w (check: oc get csr)", s.Target().Name, err)
 				}
@@ -338,7 +337,7 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 				if err != nil {
 					return ProbeResult{}, err
 				}
-				done, err := kube.BootstrapComplete(ctx, k.Typed)
+				done, err := kube.BootstrapComplete(ctx, k.Dynamic)
 				if err != nil || !done {
 					return ProbeResult{Action: Create, Reason: "ConfigMap kube-system/bootstrap not complete" + errText(err)}, nil
 				}
@@ -370,7 +369,7 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 				if err != nil {
 					return ProbeResult{}, err
 				}
-				if err := kube.Readyz(ctx, k.Typed); err != nil {
+				if err := kube.Readyz(ctx, k); err != nil {
 					return ProbeResult{Action: Update, Reason: "API not ready through the VIP: " + err.Error()}, nil
 				}
 				return ProbeResult{Action: Keep}, nil
@@ -496,14 +495,14 @@ func clusterExpected(s *Step, nodes []string) (map[string]csr.NodeIdentity, erro
 
 // clusterApprovable counts the pending CSRs csr.Decide would approve.
 func clusterApprovable(ctx context.Context, k *kube.Clients, expected map[string]csr.NodeIdentity) (int, error) {
-	list, err := k.Typed.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	list, err := csr.List(ctx, k.Dynamic)
 	if err != nil {
-		return 0, fmt.Errorf("list CSRs: %w", err)
+		return 0, err
 	}
 	n := 0
-	for i := range list.Items {
-		if csr.Pending(&list.Items[i]) {
-			if ok, _ := csr.Decide(&list.Items[i], expected); ok {
+	for i := range list {
+		if csr.Pending(&list[i]) {
+			if ok, _ := csr.Decide(&list[i], expected); ok {
 				n++
 			}
 		}
@@ -533,7 +532,7 @@ func clusterMinutes(s *Step, field string) (time.Duration, error) {
 		return 0, err
 	}
 	if m <= 0 {
-		return 0, fmt.Errorf("%s: %s is %d: want a positive number of minutes (lab.yaml wait:)", s.Target().Name, field, m)
+		return 0, fmt.Errorf("%s: %s (%s) is %d: want a positive number of minutes", s.Target().Name, field, s.Where(field), m)
 	}
 	return time.Duration(m) * time.Minute, nil
 }
@@ -579,7 +578,7 @@ func clusterBootstrap(ctx context.Context, s *Step, bootstrap string, masters []
 	}
 	vip, _ := s.String("network.apiVIP")
 	apiReady := func(ctx context.Context) (bool, string, error) {
-		if err := kube.Readyz(ctx, k.Typed); err != nil {
+		if err := kube.Readyz(ctx, k); err != nil {
 			return false, "API not ready", err
 		}
 		return true, "API ready", nil
@@ -588,7 +587,7 @@ func clusterBootstrap(ctx context.Context, s *Step, bootstrap string, masters []
 	// second etcd cluster. So when this phase finished before (its record exists) and the API
 	// does not answer — a host reboot — the masters come up first, and the bootstrap only if
 	// the cluster then says it never got past it.
-	done, err := kube.BootstrapComplete(ctx, k.Typed)
+	done, err := kube.BootstrapComplete(ctx, k.Dynamic)
 	if err != nil {
 		if _, perr := s.Prev("record.json"); perr == nil {
 			s.Logf("the API does not answer (%v) but this phase finished before: starting the masters first", err)
@@ -605,7 +604,7 @@ func clusterBootstrap(ctx context.Context, s *Step, bootstrap string, masters []
 			}, apiReady); err != nil {
 				return err
 			}
-			done, err = kube.BootstrapComplete(ctx, k.Typed)
+			done, err = kube.BootstrapComplete(ctx, k.Dynamic)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.Target().Name, err)
 			}
@@ -729,7 +728,7 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 			}, func(ctx context.Context) (bool, string, error) {
 				// Approve every poll: the serving CSR appears only after the client
 				// certificate is issued (two waves, spec stage 11).
-				ds, err := csr.Approve(ctx, k.Typed, expected)
+				ds, err := csr.Approve(ctx, k.Dynamic, expected)
 				if err != nil {
 					return false, "approving CSRs", err
 				}
@@ -739,7 +738,7 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 						clusterLogDecisions(s, []csr.Decision{d})
 					}
 				}
-				ready, notReady, err := kube.NodesReady(ctx, k.Typed, want)
+				ready, notReady, err := kube.NodesReady(ctx, k.Dynamic, want)
 				if err != nil {
 					return false, "listing nodes", err
 				}
@@ -770,7 +769,7 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 			for n := range expected {
 				want = append(want, n)
 			}
-			_, notReady, err := kube.NodesReady(ctx, k.Typed, want)
+			_, notReady, err := kube.NodesReady(ctx, k.Dynamic, want)
 			if err != nil || len(notReady) > 0 {
 				return ProbeResult{Action: Update, Reason: "not Ready: " + strings.Join(notReady, ", ") + errText(err)}, nil
 			}
@@ -801,7 +800,7 @@ func clusterEtcd(ctx context.Context, s *Step, masters []string, bootstrap strin
 		Timeout:  timeout,
 		Interval: clusterPollNodes,
 	}, func(ctx context.Context) (bool, string, error) {
-		on, err := kube.EtcdOn(ctx, k.Typed, want)
+		on, err := kube.EtcdOn(ctx, k.Dynamic, want)
 		if err != nil {
 			return false, "listing etcd pods", err
 		}
@@ -809,7 +808,7 @@ func clusterEtcd(ctx context.Context, s *Step, masters []string, bootstrap strin
 	}); err != nil {
 		return err
 	}
-	if err := kube.MarkBootstrapComplete(ctx, k.Typed); err != nil {
+	if err := kube.MarkBootstrapComplete(ctx, k.Dynamic); err != nil {
 		return fmt.Errorf("%s: %w", s.Target().Name, err)
 	}
 	s.Logf("created ConfigMap kube-system/bootstrap status=complete: the cluster-etcd-operator now removes the etcd-bootstrap member")
@@ -1010,7 +1009,7 @@ func clusterPivot(ctx context.Context, s *Step, bootstrap string, masters []stri
 			Timeout:  timeout,
 			Interval: clusterPollNodes,
 		}, func(ctx context.Context) (bool, string, error) {
-			pods, err := vipListInfraPods(ctx, k.Typed)
+			pods, err := vipListInfraPods(ctx, k.Dynamic)
 			if err != nil {
 				return false, "listing " + vipInfraNamespace + " pods", err
 			}
@@ -1050,7 +1049,7 @@ func clusterPivot(ctx context.Context, s *Step, bootstrap string, masters []stri
 		Timeout:  timeout,
 		Interval: clusterPollAPI,
 	}, func(ctx context.Context) (bool, string, error) {
-		if err := kube.Readyz(ctx, k.Typed); err != nil {
+		if err := kube.Readyz(ctx, k); err != nil {
 			return false, "API not ready", err
 		}
 		return true, "API ready", nil
@@ -1239,12 +1238,12 @@ func ClusterStatus(ctx context.Context, c *Config, outDir string, w io.Writer) e
 	m := clusterEnv.machines(c.Libvirt.URI, c.Cluster.Name)
 	domain := c.Cluster.Domain()
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	apiErr := kube.Readyz(ctx, k.Typed)
+	apiErr := kube.Readyz(ctx, k)
 	if apiErr != nil {
 		fmt.Fprintf(tw, "api\tnot ready through %s:6443: %v\n", c.Network.APIVIP, apiErr)
 	} else {
 		fmt.Fprintf(tw, "api\tready through %s:6443\n", c.Network.APIVIP)
-		if done, err := kube.BootstrapComplete(ctx, k.Typed); err == nil && done {
+		if done, err := kube.BootstrapComplete(ctx, k.Dynamic); err == nil && done {
 			fmt.Fprintf(tw, "bootstrap\tcomplete (kube-system/bootstrap)\n")
 		} else if ok, st, err := kube.CVOProgress(ctx, k.Dynamic); err == nil {
 			fmt.Fprintf(tw, "bootstrap\tin progress; CVO reporting: %v (%s)\n", ok, st)
@@ -1253,7 +1252,7 @@ func ClusterStatus(ctx context.Context, c *Config, outDir string, w io.Writer) e
 		for _, n := range c.NodesByRole(RoleMaster) {
 			masters = append(masters, clusterNodeName(n.Name, domain))
 		}
-		if on, err := kube.EtcdOn(ctx, k.Typed, masters); err == nil {
+		if on, err := kube.EtcdOn(ctx, k.Dynamic, masters); err == nil {
 			fmt.Fprintf(tw, "etcd\tReady on %d/%d masters\n", len(on), len(masters))
 		}
 		if cv, err := kube.Converged(ctx, k.Dynamic); err == nil {
@@ -1263,10 +1262,10 @@ func ClusterStatus(ctx context.Context, c *Config, outDir string, w io.Writer) e
 	pending := map[string]int{}
 	ready := map[string]string{}
 	if apiErr == nil {
-		if list, err := k.Typed.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); err == nil {
-			for i := range list.Items {
-				if csr.Pending(&list.Items[i]) {
-					pending[csr.NodeOf(&list.Items[i])]++
+		if list, err := csr.List(ctx, k.Dynamic); err == nil {
+			for i := range list {
+				if csr.Pending(&list[i]) {
+					pending[csr.NodeOf(&list[i])]++
 				}
 			}
 		}
@@ -1274,7 +1273,7 @@ func ClusterStatus(ctx context.Context, c *Config, outDir string, w io.Writer) e
 		for _, n := range c.Nodes {
 			names = append(names, clusterNodeName(n.Name, domain))
 		}
-		if r, nr, err := kube.NodesReady(ctx, k.Typed, names); err == nil {
+		if r, nr, err := kube.NodesReady(ctx, k.Dynamic, names); err == nil {
 			for _, n := range r {
 				ready[n] = "Ready"
 			}

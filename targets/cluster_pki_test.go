@@ -20,6 +20,7 @@ import (
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/pki"
 	"github.com/labbuild/labbuild/targets/csr"
+	"github.com/labbuild/labbuild/targets/kube"
 )
 
 // TestClusterCSRsWithLabPKI runs the bootstrap control plane from what labbuild generated —
@@ -130,7 +131,11 @@ func TestClusterCSRsWithLabPKI(t *testing.T) {
 			expected[name] = csr.NodeIdentity{Name: name, IPs: []string{n.IP}, DNSNames: []string{n.Name}}
 		}
 	}
-	ds, err := csr.Approve(ctx, admin, expected)
+	adminK, err := kube.NewClients(adminCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := csr.Approve(ctx, adminK.Dynamic, expected)
 	if err != nil {
 		t.Fatalf("approve: %v", err)
 	}

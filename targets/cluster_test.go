@@ -433,7 +433,7 @@ func clusterCVOStandin(ctx context.Context, k *kube.Clients, available func() bo
 		return fmt.Errorf("CVO stand-in: %w", err)
 	}
 	// Operators: created once the bootstrap is complete, Available at once.
-	if err := clusterWaitReal(ctx, func() (bool, error) { return kube.BootstrapComplete(ctx, k.Typed) }); err != nil {
+	if err := clusterWaitReal(ctx, func() (bool, error) { return kube.BootstrapComplete(ctx, k.Dynamic) }); err != nil {
 		return err
 	}
 	for _, name := range []string{"etcd", "kube-apiserver"} {
@@ -457,10 +457,14 @@ func clusterCVOStandin(ctx context.Context, k *kube.Clients, available func() bo
 
 // clusterEtcdStandin plays the cluster-etcd-operator: once a master is Ready it runs an etcd
 // pod there (bound by name, status Running and Ready).
-func clusterEtcdStandin(ctx context.Context, cs kubernetes.Interface, masters []string) error {
+func clusterEtcdStandin(ctx context.Context, k *kube.Clients, masters []string) error {
+	cs, err := kubernetes.NewForConfig(k.Config)
+	if err != nil {
+		return err
+	}
 	for _, m := range masters {
 		if err := clusterWaitReal(ctx, func() (bool, error) {
-			ready, _, err := kube.NodesReady(ctx, cs, []string{m})
+			ready, _, err := kube.NodesReady(ctx, k.Dynamic, []string{m})
 			return len(ready) == 1, err
 		}); err != nil {
 			return err
@@ -640,6 +644,10 @@ func TestClusterRealControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	adminCS, err := kubernetes.NewForConfig(admin.Config) // the test's own typed client (the binary has none)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Stand-ins for the cluster's own components, in the background.
 	release := make(chan struct{}) // kubelets wait for it: the test decides when nodes join
@@ -671,7 +679,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	}()
 	go func() {
 		defer converged.Done()
-		if err := clusterEtcdStandin(ctx, admin.Typed, []string{"master-0." + domain}); err != nil {
+		if err := clusterEtcdStandin(ctx, admin, []string{"master-0." + domain}); err != nil {
 			errs <- err
 		}
 	}()
@@ -688,7 +696,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	// node's name from a foreign requestor allowed to create CSRs.
 	bootCS, _ := kubernetes.NewForConfig(boot)
 	req, _, _ := clusterCSR("intruder."+domain, nil, nil)
-	if _, err := admin.Typed.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+	if _, err := adminCS.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "mallory-csr"}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:node-bootstrapper"},
 		Subjects: []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "mallory"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -713,7 +721,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	if name, _, _ := unstructured.NestedString(infra.Object, "status", "infrastructureName"); name != "ocp4-standin" {
 		t.Errorf("Infrastructure status.infrastructureName = %q, want ocp4-standin (status subresource not applied)", name)
 	}
-	if _, err := admin.Typed.RbacV1().ClusterRoleBindings().Get(ctx, "system:bootstrapper", metav1.GetOptions{}); err != nil {
+	if _, err := adminCS.RbacV1().ClusterRoleBindings().Get(ctx, "system:bootstrapper", metav1.GetOptions{}); err != nil {
 		t.Errorf("RBAC manifest not applied: %v", err)
 	}
 	intruder, err := clusterSubmitCSR(ctx, bootCS, csr.SignerClient, req, certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth)
@@ -791,7 +799,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	}
 
 	// CSR verdicts: lab nodes approved and signed by kcm; the two strangers left pending.
-	list, err := admin.Typed.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	list, err := adminCS.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -849,7 +857,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 		}
 	}
 
-	if done, err := kube.BootstrapComplete(ctx, admin.Typed); !done || err != nil {
+	if done, err := kube.BootstrapComplete(ctx, admin.Dynamic); !done || err != nil {
 		t.Errorf("kube-system/bootstrap not complete: %v", err)
 	}
 	if len(lb.cfg) != 1 || !strings.Contains(lb.cfg[0], "post-pivot") {
@@ -898,14 +906,14 @@ func TestClusterRealControlPlane(t *testing.T) {
 	// went NotReady. The rerun must bring the masters and workers back and must not power the
 	// bootstrap on again (a second etcd cluster).
 	for _, n := range []string{"master-0." + domain, "worker-0." + domain} {
-		clusterSetReady(t, ctx, admin.Typed, n, corev1.ConditionUnknown)
+		clusterSetReady(t, ctx, adminCS, n, corev1.ConditionUnknown)
 	}
 	machines.powerOff()
 	rebooted.Store(true)
 	for _, n := range []string{"master-0", "worker-0"} {
 		go func(node, name string) { // the kubelet posts Ready again once its VM runs
 			clusterWaitReal(ctx, func() (bool, error) { on, _ := machines.Running(ctx, node); return on, nil })
-			clusterSetReady(t, ctx, admin.Typed, name, corev1.ConditionTrue)
+			clusterSetReady(t, ctx, adminCS, name, corev1.ConditionTrue)
 		}(n, n+"."+domain)
 	}
 	r, err = build(ctx, "cluster")

@@ -182,6 +182,11 @@ func (w *yamlWalker) walk(n *yaml3.Node, t reflect.Type, path string, line int) 
 		if _, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 32); err != nil {
 			w.bad(path, n.Line, fmt.Sprintf("%s is out of range", n.Value), "use a smaller number")
 		}
+	case reflect.Bool:
+		// YAML 1.2 booleans only: YAML 1.1's yes/on mean a boolean to some readers, a string to others.
+		if n.Kind != yaml3.ScalarNode || n.ShortTag() != "!!bool" {
+			w.bad(path, n.Line, fmt.Sprintf("is %s %q; want true or false", kindName(n), n.Value), "write true or false, unquoted")
+		}
 	case reflect.String:
 		if n.Kind != yaml3.ScalarNode {
 			w.bad(path, n.Line, fmt.Sprintf("is %s; want a string", kindName(n)), "write a single value (quote it if it contains ': ')")

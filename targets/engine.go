@@ -28,6 +28,16 @@ type (
 	MapValues    = engine.MapValues
 	Progress     = engine.Progress
 	Reporter     = engine.Reporter
+
+	DestroyOutcome = engine.DestroyOutcome
+	DestroyReport  = engine.DestroyReport
+)
+
+// What a Destroy found (engine.Destroyed, ...).
+const (
+	Destroyed     = engine.Destroyed
+	AlreadyAbsent = engine.AlreadyAbsent
+	RecordOnly    = engine.RecordOnly
 )
 
 // Plan actions of External targets (engine.Keep, ...).
@@ -82,7 +92,7 @@ func Clean(ctx context.Context, o Options, co CleanOptions) ([]string, error) {
 }
 
 // Destroy is engine.Destroy over the registered families.
-func Destroy(ctx context.Context, o Options) ([]string, error) {
+func Destroy(ctx context.Context, o Options) (*DestroyReport, error) {
 	return engine.Destroy(ctx, withDefault(o))
 }
 

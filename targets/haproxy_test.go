@@ -207,8 +207,12 @@ func TestHAProxyServiceReal(t *testing.T) {
 	c2 = c3
 
 	for round := 0; round < 2; round++ {
-		if _, err := Destroy(ctx, Options{Config: c2, OutDir: out}); err != nil {
+		rep, err := Destroy(ctx, Options{Config: c2, OutDir: out})
+		if err != nil {
 			t.Fatalf("destroy round %d: %v", round, err)
+		}
+		if got := slices.Contains(rep.Destroyed, "haproxy/service"); got != (round == 0) {
+			t.Errorf("destroy round %d: haproxy/service destroyed %v (report %+v)", round, got, rep)
 		}
 	}
 	testenv.WaitFor(t, "haproxy to stop", 10*time.Second, func() error {

@@ -121,18 +121,24 @@ func hostTargets(c *Config) []*Target {
 	if len(c.Release.Mirrors) > 0 {
 		reads = append(reads, "release.mirrors")
 	}
+	if c.Libvirt.MemoryOvercommit {
+		reads = append(reads, "libvirt.memoryOvercommit") // only when set: a default lab's key is unchanged
+	}
 	pre := &Target{
 		Name: hostPreflight,
 		Doc:  "checks libvirtd, /dev/kvm, memory, pool disk space, pull secret auths and IP forwarding before anything is created; every failure at once, with its fix",
 		Deps: []string{"release/image-references"}, Reads: reads, Files: []string{"access.pullSecretFile"},
 		Version: 2, External: true, Gate: true,
 		Run: func(ctx context.Context, s *Step) error {
-			passed, fails, err := hostChecks(s)
+			passed, fails, warns, err := hostChecks(s)
 			if err != nil {
 				return err
 			}
 			if len(fails) > 0 {
 				return hostFailures(s, fails)
+			}
+			for _, w := range warns {
+				s.Warnf("%s", w)
 			}
 			// A Gate: the output is the same bytes whenever the checks pass, so a rerun (a size
 			// edit) changes nothing downstream; which checks ran goes to the log.
@@ -143,7 +149,7 @@ func hostTargets(c *Config) []*Target {
 		// libvirtd stopped, disk filled); VMs already defined no longer count against memory
 		// and disk.
 		Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
-			_, fails, err := hostChecks(s)
+			_, fails, _, err := hostChecks(s)
 			if err != nil {
 				return ProbeResult{}, err
 			}
@@ -152,7 +158,7 @@ func hostTargets(c *Config) []*Target {
 			}
 			return ProbeResult{Action: Keep}, nil
 		},
-		Destroy: func(context.Context, *Step) error { return nil }, // it changes nothing
+		Destroy: func(context.Context, *Step) (DestroyOutcome, error) { return RecordOnly, nil }, // it changes nothing
 	}
 	return append([]*Target{pre}, hostIntegrationTargets(c)...)
 }
@@ -170,23 +176,30 @@ func hostFailures(s *Step, fails []hostFail) error {
 	return errors.New(b.String())
 }
 
-// hostChecks runs every check and returns the names of those that passed and the failures.
-// The error is for the build's own inputs (a config or upstream output it cannot read).
-func hostChecks(s *Step) (passed []string, fails []hostFail, err error) {
+// hostChecks runs every check and returns the names of those that passed, the failures, and
+// the warnings (a memory shortfall the lab allows with libvirt.memoryOvercommit). The error is
+// for the build's own inputs (a config or upstream output it cannot read).
+func hostChecks(s *Step) (passed []string, fails []hostFail, warns []string, err error) {
 	var uri, domType, poolPath, network, cluster string
 	for p, v := range map[string]*string{"libvirt.uri": &uri, "libvirt.domainType": &domType, "libvirt.poolPath": &poolPath,
 		"libvirt.network": &network, "cluster.name": &cluster} {
 		if *v, err = s.String(p); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
+		}
+	}
+	overcommit := false
+	if slices.Contains(s.Target().Reads, "libvirt.memoryOvercommit") {
+		if err := s.Value("libvirt.memoryOvercommit", &overcommit); err != nil {
+			return nil, nil, nil, err
 		}
 	}
 	var nodes []Node
 	var sizes Sizes
 	if err := s.Value("nodes", &nodes); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := s.Value("sizes", &sizes); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ok := func(name string) { passed = append(passed, name) }
 	fail := func(what, fix string) { fails = append(fails, hostFail{what, fix}) }
@@ -228,9 +241,13 @@ func hostChecks(s *Step) (passed []string, fails []hostFail, err error) {
 		}
 		if avail, err := hostView.MemAvailableMiB(); err != nil {
 			fail("free memory: "+err.Error(), "check that /proc/meminfo is readable")
+		} else if memMiB > avail && overcommit {
+			warns = append(warns, fmt.Sprintf("libvirt.memoryOvercommit: the VMs still to define (%s) may use %d MiB of memory; the host has %d MiB available. "+
+				"QEMU allocates guest memory as the guests touch it: a node that uses its full size makes the host swap or QEMU be OOM-killed", strings.Join(pending, ", "), memMiB, avail))
+			ok("memory (overcommitted)")
 		} else if memMiB > avail {
 			fail(fmt.Sprintf("the VMs still to define (%s) need %d MiB of memory; the host has %d MiB available", strings.Join(pending, ", "), memMiB, avail),
-				"free memory, or remove workers (3 masters + 0 workers is a compact cluster); sizes.<role>.memoryMiB / nodes[].memoryMiB cannot go below OpenShift's minimums (16384 MiB for the bootstrap and masters, 8192 MiB for workers), which validation enforces")
+				"free memory, or remove workers (3 masters + 0 workers is a compact cluster); sizes.<role>.memoryMiB / nodes[].memoryMiB cannot go below OpenShift's minimums (16384 MiB for the bootstrap and masters, 8192 MiB for workers), which validation enforces; or set libvirt.memoryOvercommit: true to start the VMs anyway (QEMU allocates guest memory lazily)")
 		} else {
 			ok("memory")
 		}
@@ -238,7 +255,7 @@ func hostChecks(s *Step) (passed []string, fails []hostFail, err error) {
 			fail(fmt.Sprintf("free space under libvirt.poolPath %s: %v", poolPath, err), "set libvirt.poolPath to a directory on a local filesystem")
 		} else if float64(diskGiB) > free {
 			fail(fmt.Sprintf("the disks still to create (%s) may grow to %d GiB; the filesystem of libvirt.poolPath %s has %.1f GiB free", strings.Join(pending, ", "), diskGiB, poolPath, free),
-				"set libvirt.poolPath to a filesystem with room, or shrink sizes.<role>.diskGiB / nodes[].diskGiB in lab.yaml")
+				"set libvirt.poolPath to a filesystem with room, or shrink sizes.<role>.diskGiB / nodes[].diskGiB in "+s.ConfigFile())
 		} else {
 			ok("disk")
 		}
@@ -254,7 +271,7 @@ func hostChecks(s *Step) (passed []string, fails []hostFail, err error) {
 	}
 	missing, err := hostPullSecretGaps(s)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if len(missing) > 0 {
 		fail(fmt.Sprintf("access.pullSecretFile has no auth for %s, which the payload pulls from", strings.Join(missing, ", ")),
@@ -262,7 +279,7 @@ func hostChecks(s *Step) (passed []string, fails []hostFail, err error) {
 	} else {
 		ok("pull-secret")
 	}
-	return passed, fails, nil
+	return passed, fails, warns, nil
 }
 
 // hostPullSecretGaps returns the registries the payload pulls from (release.image and every

@@ -54,6 +54,12 @@ const (
 )
 
 func hostIntegrationTargets(c *Config) []*Target {
+	if LibvirtRemoteHost(c.Libvirt.URI) != "" {
+		// The lab bridge and its dnsmasq are on the daemon's host: a drop-in or a firewall
+		// rule here would name a bridge this machine does not have. Validation refuses the
+		// host load balancer with a remote URI for the same reason and says what is left out.
+		return nil
+	}
 	return []*Target{
 		{
 			Name:  "host/dns",
@@ -212,10 +218,19 @@ func hostDNSProbe(ctx context.Context, s *Step) (ProbeResult, error) {
 	return ProbeResult{Action: Keep}, nil
 }
 
-func hostDNSDestroy(ctx context.Context, s *Step) error {
+// hostDNSDestroy removes the drop-ins host/dns wrote and reloads NetworkManager: Destroyed
+// when one was there, AlreadyAbsent when none was, RecordOnly when it wrote none (no
+// NetworkManager: the note said what to add by hand). A file it cannot remove is an error.
+func hostDNSDestroy(ctx context.Context, s *Step) (DestroyOutcome, error) {
 	prev, ok, err := hostPrev(s)
-	if err != nil || !ok || len(prev.Files) == 0 {
-		return err
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return AlreadyAbsent, nil
+	}
+	if len(prev.Files) == 0 {
+		return RecordOnly, nil
 	}
 	// The shared dnsmasq selector stays while another lab's drop-in still needs it.
 	others, _ := filepath.Glob(hostEnv.path(nmDnsmasqDir + "/labbuild-*.conf"))
@@ -223,12 +238,19 @@ func hostDNSDestroy(ctx context.Context, s *Step) error {
 	if len(others) > 1 {
 		keep = nmConfDir + "/labbuild-dnsmasq.conf"
 	}
-	if removed := hostRemoveFiles(prev.Files, keep); removed && hostNMRunning(ctx) {
+	removed, err := hostRemoveFiles(prev.Files, keep)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	if !removed {
+		return AlreadyAbsent, nil
+	}
+	if hostNMRunning(ctx) {
 		if out, err := hostEnv.run(ctx, "nmcli", "general", "reload", "conf", "dns-full"); err != nil {
-			return fmt.Errorf("%s: nmcli general reload: %w: %s", s.Target().Name, err, bytes.TrimSpace(out))
+			return 0, fmt.Errorf("%s: nmcli general reload: %w: %s", s.Target().Name, err, bytes.TrimSpace(out))
 		}
 	}
-	return nil
+	return Destroyed, nil
 }
 
 // hostWriteFile writes a file under the host root atomically.
@@ -245,18 +267,20 @@ func hostWriteFile(name, content string) error {
 }
 
 // hostRemoveFiles removes files under the host root except keep; it reports whether any was
-// there.
-func hostRemoveFiles(files []string, keep string) bool {
+// there. A file that is there but cannot be removed is an error.
+func hostRemoveFiles(files []string, keep string) (bool, error) {
 	removed := false
 	for _, f := range files {
 		if f == keep {
 			continue
 		}
-		if err := os.Remove(hostEnv.path(f)); err == nil {
-			removed = true
+		err := os.Remove(hostEnv.path(f))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return removed, err
 		}
+		removed = removed || err == nil
 	}
-	return removed
+	return removed, nil
 }
 
 // --- host/firewall ---
@@ -344,7 +368,7 @@ func hostFWRun(ctx context.Context, s *Step) error {
 	if prev, ok, err := hostPrev(s); err != nil {
 		return err
 	} else if ok {
-		if err := hostFWUndo(ctx, prev); err != nil {
+		if _, err := hostFWUndo(ctx, prev); err != nil {
 			return fmt.Errorf("%s: %w", s.Target().Name, err)
 		}
 	}
@@ -416,19 +440,32 @@ func hostFWProbe(ctx context.Context, s *Step) (ProbeResult, error) {
 	return ProbeResult{Action: Keep}, nil
 }
 
-func hostFWDestroy(ctx context.Context, s *Step) error {
+// hostFWDestroy removes the lab's firewall openings: Destroyed when a rule or port was still
+// there, AlreadyAbsent when a reload or a hand removed them, RecordOnly when no firewall ran.
+func hostFWDestroy(ctx context.Context, s *Step) (DestroyOutcome, error) {
 	prev, ok, err := hostPrev(s)
-	if err != nil || !ok {
-		return err
+	if err != nil {
+		return 0, err
 	}
-	if err := hostFWUndo(ctx, prev); err != nil {
-		return fmt.Errorf("%s: %w", s.Target().Name, err)
+	if !ok {
+		return AlreadyAbsent, nil
 	}
-	return nil
+	if prev.Mode != "firewalld" && prev.Mode != "nftables" {
+		return RecordOnly, nil
+	}
+	removed, err := hostFWUndo(ctx, prev)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	if !removed {
+		return AlreadyAbsent, nil
+	}
+	return Destroyed, nil
 }
 
-// hostFWUndo removes what a record says was opened; what is already gone is fine.
-func hostFWUndo(ctx context.Context, r hostRecord) error {
+// hostFWUndo removes what a record says was opened; what is already gone is fine. It reports
+// whether anything was still there.
+func hostFWUndo(ctx context.Context, r hostRecord) (removed bool, err error) {
 	switch r.Mode {
 	case "firewalld":
 		for _, perm := range [][]string{nil, {"--permanent"}} {
@@ -436,21 +473,27 @@ func hostFWUndo(ctx context.Context, r hostRecord) error {
 			for _, p := range r.Ports {
 				args = append(args, "--remove-port="+p)
 			}
-			if out, err := hostEnv.run(ctx, "firewall-cmd", args...); err != nil && hostFirewall(ctx) == "firewalld" {
-				return fmt.Errorf("firewall-cmd %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+			out, err := hostEnv.run(ctx, "firewall-cmd", args...)
+			if err != nil && hostFirewall(ctx) == "firewalld" {
+				return removed, fmt.Errorf("firewall-cmd %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+			}
+			// firewall-cmd warns "NOT_ENABLED: 80/tcp" for each port that was not open.
+			if err == nil && bytes.Count(out, []byte("NOT_ENABLED")) < len(r.Ports) {
+				removed = true
 			}
 		}
 	case "nftables":
 		_, tagged, err := hostNFT(ctx, r.Tag)
 		if err != nil {
-			return nil // nftables gone: so are the rules
+			return false, nil // nftables gone: so are the rules
 		}
 		for _, t := range tagged {
 			args := []string{"delete", "rule", t.Family, t.Table, t.Chain, "handle", fmt.Sprint(t.Handle)}
 			if out, err := hostEnv.run(ctx, "nft", args...); err != nil {
-				return fmt.Errorf("nft %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+				return removed, fmt.Errorf("nft %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
 			}
+			removed = true
 		}
 	}
-	return nil
+	return removed, nil
 }

@@ -49,6 +49,23 @@ func hostBuild(t *testing.T, c *Config, out, goal string, destroy bool) (*Result
 	return r, err
 }
 
+// hostDestroy destroys goal (its preflight stand-in is only forgotten) and checks what the
+// report calls it: "destroyed", "absent" or "forgotten".
+func hostDestroy(t *testing.T, c *Config, out, goal, want string) {
+	t.Helper()
+	ts := append([]*Target{clusterStandinFile(hostPreflight, "preflight.json", "{}")}, hostIntegrationTargets(c)...)
+	rep, err := Destroy(context.Background(), Options{Config: c, OutDir: out, Goals: []string{goal}, Targets: ts})
+	if err != nil {
+		t.Fatalf("destroy %s: %v", goal, err)
+	}
+	got := map[string][]string{"destroyed": rep.Destroyed, "absent": rep.Absent, "forgotten": rep.Forgotten}
+	for k, v := range got {
+		if w := []string{goal}; k == want && !slices.Equal(v, w) || k != want && len(v) != 0 {
+			t.Errorf("destroy %s: %s %v; want it %s", goal, k, v, want)
+		}
+	}
+}
+
 // TestHostDNS: where NetworkManager runs, host/dns writes the split-DNS drop-in (and selects
 // NetworkManager's dnsmasq when nothing did) under the host root and reloads NetworkManager; a
 // rerun keeps it; a drop-in removed by hand is planned and restored; destroy removes exactly
@@ -90,6 +107,7 @@ func TestHostDNS(t *testing.T) {
 				if !strings.Contains(string(note), "server=/lbt.example.test/198.18.0.1") {
 					t.Errorf("note does not say what to add:\n%s", note)
 				}
+				hostDestroy(t, c, out, "host/dns", "forgotten") // it wrote nothing on the host
 				return
 			}
 			if err != nil || !strings.Contains(string(b), "\nserver=/lbt.example.test/198.18.0.1\n") {
@@ -111,10 +129,9 @@ func TestHostDNS(t *testing.T) {
 			if _, err := os.Stat(dropIn); err != nil {
 				t.Errorf("drop-in not restored: %v", err)
 			}
-			for round := 0; round < 2; round++ {
-				if _, err := hostBuild(t, c, out, "host/dns", true); err != nil {
-					t.Fatalf("destroy %d: %v", round, err)
-				}
+			hostDestroy(t, c, out, "host/dns", "destroyed")
+			if _, err := hostBuild(t, c, out, "host/dns", true); err != nil {
+				t.Fatalf("second destroy: %v", err)
 			}
 			for _, f := range []string{dropIn, sel} {
 				if _, err := os.Stat(f); !os.IsNotExist(err) {
@@ -124,6 +141,13 @@ func TestHostDNS(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(root, "etc/NetworkManager/conf.d/00-other.conf")); err != nil {
 				t.Errorf("destroy removed a file it did not write: %v", err)
 			}
+			// Removed by hand before destroy: already absent, not "destroyed".
+			if _, err := hostBuild(t, c, out, "host/dns", false); err != nil {
+				t.Fatal(err)
+			}
+			os.Remove(dropIn)
+			os.Remove(sel)
+			hostDestroy(t, c, out, "host/dns", "absent")
 		})
 	}
 }
@@ -189,14 +213,23 @@ func TestHostFirewallNftables(t *testing.T) {
 	if !strings.Contains(ruleset(), rule) {
 		t.Error("rule not restored after a flush")
 	}
-	for round := 0; round < 2; round++ {
-		if _, err := hostBuild(t, c, out, "host/firewall", true); err != nil {
-			t.Fatalf("destroy %d: %v", round, err)
-		}
+	hostDestroy(t, c, out, "host/firewall", "destroyed")
+	if _, err := hostBuild(t, c, out, "host/firewall", true); err != nil {
+		t.Fatalf("second destroy: %v", err)
 	}
 	if after := ruleset(); after != before {
 		t.Errorf("destroy left the ruleset changed:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
+	// A firewall reload dropped the rule before destroy: already absent.
+	if _, err := hostBuild(t, c, out, "host/firewall", false); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command("ip", "netns", "exec", ns, nft, "-f", "-")
+	cmd.Stdin = strings.NewReader("flush ruleset\n" + base)
+	if o, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, o)
+	}
+	hostDestroy(t, c, out, "host/firewall", "absent")
 
 	// Neither firewalld nor nftables: nothing.
 	var calls []string
@@ -211,4 +244,5 @@ func TestHostFirewallNftables(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(out2, "host/firewall/record.json")); !strings.Contains(string(b), `"mode": "none"`) || len(calls) != 2 {
 		t.Errorf("without a firewall: record %s, commands %v (want only the two detections)", b, calls)
 	}
+	hostDestroy(t, c, out2, "host/firewall", "forgotten")
 }

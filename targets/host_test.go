@@ -76,8 +76,9 @@ func TestHostPreflight(t *testing.T) {
 		edit     func(*Config)
 		wantErrs []string // substrings, each of a different failure
 		wantN    int      // number of failures
+		wantWarn string   // a substring of the printed warning ("" = no warning)
 	}{
-		{"healthy", healthy(), nil, nil, 0},
+		{"healthy", healthy(), nil, nil, 0, ""},
 		{"everything wrong at once", &fakeHost{libvirtErr: errors.New("dial unix /run/libvirt/libvirt-sock: connect: no such file"),
 			kvmErr: errors.New("open /dev/kvm: no such file or directory"), memMiB: 4096, freeGiB: 10, forward: false},
 			func(c *Config) {
@@ -95,13 +96,19 @@ func TestHostPreflight(t *testing.T) {
 				"/dev/kvm is not usable", "libvirt.domainType: qemu",
 				"need " + itoa(needMiB) + " MiB", "sizes.<role>.memoryMiB",
 				"may grow to " + itoa(needGiB) + " GiB", "libvirt.poolPath /srv/labbuild/pool",
-				"no auth for registry.labbuild.invalid", "console.redhat.com"}, 5},
+				"no auth for registry.labbuild.invalid", "console.redhat.com"}, 5, ""},
 		{"qemu domain type needs no /dev/kvm", &fakeHost{kvmErr: errors.New("no kvm"), memMiB: int64(needMiB), freeGiB: float64(needGiB), forward: true},
-			func(c *Config) { c.Libvirt.DomainType = "qemu" }, nil, 0},
-		{"defined VMs hold their memory and disk already", &fakeHost{domains: allDomains, memMiB: 0, freeGiB: 0, forward: true}, nil, nil, 0},
+			func(c *Config) { c.Libvirt.DomainType = "qemu" }, nil, 0, ""},
+		{"defined VMs hold their memory and disk already", &fakeHost{domains: allDomains, memMiB: 0, freeGiB: 0, forward: true}, nil, nil, 0, ""},
 		{"forwarding off while the lab network runs", &fakeHost{memMiB: int64(needMiB), freeGiB: float64(needGiB), netActive: true},
-			nil, []string{"net.ipv4.ip_forward is off while libvirt network", "sysctl -w net.ipv4.ip_forward=1"}, 1},
-		{"forwarding off before the network exists (libvirt turns it on)", &fakeHost{memMiB: int64(needMiB), freeGiB: float64(needGiB)}, nil, nil, 0},
+			nil, []string{"net.ipv4.ip_forward is off while libvirt network", "sysctl -w net.ipv4.ip_forward=1"}, 1, ""},
+		{"forwarding off before the network exists (libvirt turns it on)", &fakeHost{memMiB: int64(needMiB), freeGiB: float64(needGiB)}, nil, nil, 0, ""},
+		{"memory short: a failure naming the overcommit option", &fakeHost{memMiB: 22000, freeGiB: float64(needGiB), forward: true},
+			nil, []string{"need " + itoa(needMiB) + " MiB", "host has 22000 MiB available", "libvirt.memoryOvercommit: true"}, 1, ""},
+		{"memory short with libvirt.memoryOvercommit: a printed warning, sizes unchanged", &fakeHost{memMiB: 22000, freeGiB: float64(needGiB), forward: true},
+			func(c *Config) { c.Libvirt.MemoryOvercommit = true }, nil, 0,
+			"labbuild: warning: host/preflight: libvirt.memoryOvercommit: the VMs still to define (bootstrap, master-0, master-1, master-2, worker-0, worker-1) may use " + itoa(needMiB) + " MiB of memory; the host has 22000 MiB available"},
+		{"memory enough with libvirt.memoryOvercommit: no warning", healthy(), func(c *Config) { c.Libvirt.MemoryOvercommit = true }, nil, 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,6 +123,9 @@ func TestHostPreflight(t *testing.T) {
 			if tt.wantN == 0 {
 				if err != nil {
 					t.Fatalf("%v\n%s", err, log.String())
+				}
+				if got := strings.Contains(log.String(), "warning"); got != (tt.wantWarn != "") || !strings.Contains(log.String(), tt.wantWarn) {
+					t.Errorf("want warning %q, got:\n%s", tt.wantWarn, log.String())
 				}
 				if tt.host.freePath != "" && tt.host.freePath != "/srv/labbuild/pool" {
 					t.Errorf("free space asked of %s, want libvirt.poolPath", tt.host.freePath)

@@ -9,14 +9,17 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"net/url"
 	"os"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/virt"
+	"libvirt.org/go/libvirtxml"
 )
 
 // The libvirt family makes the lab's libvirt objects (stage 02: create-network.sh,
@@ -346,6 +349,17 @@ func lvDomainSpec(s *Step, node string) (rl.DomainSpec, error) {
 	return sp, nil
 }
 
+// LibvirtRemoteHost returns the host a libvirt URI names ("lab1" for qemu+ssh://root@lab1/system),
+// or "" for a local daemon (qemu:///system, qemu+unix:///system?socket=…): as virt.Conn.Remote
+// decides, the daemon is then on another machine, with the lab bridge and the VMs.
+func LibvirtRemoteHost(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
+}
+
 // lvImageMu serializes uploads of the shared RHCOS image into a remote pool.
 var lvImageMu sync.Mutex
 
@@ -363,6 +377,10 @@ func lvUpload(c *virt.Conn, pool, name, format, local string) error {
 	_, err = c.UploadVolume(pool, name, format, f, st.Size())
 	return err
 }
+
+// lvUploadedImage matches the names lvVolume gives the RHCOS image it uploads into a remote
+// pool ("rhcos-" + lvDigestName + ".qcow2").
+var lvUploadedImage = regexp.MustCompile(`^rhcos-[0-9a-f]{12}\.qcow2$`)
 
 // lvDigestName names an uploaded image by the first 12 hex digits of the SHA-256 of its
 // local path and size (the cache path carries the image's digest already; a new image is a
@@ -451,6 +469,22 @@ func lvDelete(c *virt.Conn, r lvRecord) error {
 	case "records":
 		return nil // they go with their network
 	case "pool":
+		// The RHCOS image a remote lab uploaded into its pool (lvVolume: one per image,
+		// shared by the disks, recorded by none of them) goes with the pool: the disks over it
+		// are gone by now (they are downstream, destroyed first), and a pool left with it could
+		// not be removed (rmdir of a non-empty directory). A local pool holds no such image:
+		// the image stays in this machine's cache (~/.cache/labbuild), shared by every lab.
+		names, err := c.VolumeNames(r.Name)
+		if err != nil {
+			return err
+		}
+		for _, v := range names {
+			if lvUploadedImage.MatchString(v) {
+				if err := c.DeleteVolume(r.Name, v); err != nil {
+					return err
+				}
+			}
+		}
 		return c.DeletePool(r.Name)
 	case "volume":
 		return c.DeleteVolume(r.Pool, r.Name)
@@ -464,19 +498,59 @@ func lvDelete(c *virt.Conn, r lvRecord) error {
 }
 
 // lvDestroy is the Destroy of every libvirt target: it connects to the recorded URI (not the
-// configured one, which may have changed) and removes the recorded object. No record means
-// nothing was made.
-func lvDestroy(ctx context.Context, s *Step) error {
+// configured one, which may have changed), looks the recorded object up and removes it. No
+// record means nothing was made; an object not found is AlreadyAbsent; a libvirtd it cannot
+// reach is an error, so the record stays.
+func lvDestroy(ctx context.Context, s *Step) (DestroyOutcome, error) {
 	r, ok, err := lvPrev(s)
-	if err != nil || !ok {
-		return err
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return AlreadyAbsent, nil
 	}
 	c, err := virt.Connect(r.URI)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer c.Close()
-	return lvDelete(c, r)
+	exists, err := lvExists(c, r)
+	if err != nil {
+		return 0, err
+	}
+	if r.Kind == "records" {
+		if !exists {
+			return AlreadyAbsent, nil
+		}
+		return lvDeleteRecords(c, r, s)
+	}
+	if err := lvDelete(c, r); err != nil {
+		return 0, err
+	}
+	if !exists {
+		return AlreadyAbsent, nil
+	}
+	return Destroyed, nil
+}
+
+// lvExists reports whether the recorded object is still there: for libvirt/dns, whether its
+// network is.
+func lvExists(c *virt.Conn, r lvRecord) (bool, error) {
+	switch r.Kind {
+	case "network", "records":
+		_, _, found, err := c.Network(r.Name)
+		return found, err
+	case "pool":
+		_, _, found, err := c.Pool(r.Name)
+		return found, err
+	case "volume":
+		_, found, err := c.Volume(r.Pool, r.Name)
+		return found, err
+	case "domain":
+		_, _, found, err := c.Domain(r.Name)
+		return found, err
+	}
+	return false, fmt.Errorf("recorded object %s of unknown kind %q", r.Name, r.Kind)
 }
 
 // lvForgetMoved removes the previously recorded object when the config now names another one
@@ -848,4 +922,53 @@ func lvDomain(node string) lvObserve {
 		}
 		return p, nil
 	}
+}
+
+// lvDeleteRecords removes from the running network the records libvirt/dns added (its
+// recorded network.xml), and only those: records added by hand stay. None left is
+// AlreadyAbsent. Destroying the network afterwards takes the rest with it.
+func lvDeleteRecords(c *virt.Conn, r lvRecord, s *Step) (DestroyOutcome, error) {
+	b, err := s.Prev("network.xml")
+	if err != nil {
+		return 0, fmt.Errorf("%s: recorded network.xml: %w", s.Target().Name, err)
+	}
+	var mine libvirtxml.Network
+	if err := mine.Unmarshal(string(b)); err != nil {
+		return 0, fmt.Errorf("%s: recorded network.xml: %w", s.Target().Name, err)
+	}
+	got, _, found, err := c.Network(r.Name)
+	if err != nil || !found {
+		return AlreadyAbsent, err
+	}
+	bare := *got
+	if got.DNS != nil {
+		dns := *got.DNS
+		dns.Host, dns.SRVs = nil, nil
+		bare.DNS = &dns
+	}
+	bare.IPs = slices.Clone(got.IPs)
+	for i := range bare.IPs {
+		if d := bare.IPs[i].DHCP; d != nil {
+			dd := *d
+			dd.Hosts = nil
+			bare.IPs[i].DHCP = &dd
+		}
+	}
+	opts := rl.DiffOptions{IgnoreDnsmasqOptions: true}
+	recorded, _ := rl.NetworkChanges(&bare, &mine, opts)
+	ours := map[string]bool{}
+	for _, e := range recorded {
+		ours[e.Section+" "+e.Key] = true
+	}
+	present, _ := rl.NetworkChanges(&bare, got, opts)
+	var dels []rl.NetworkEdit
+	for _, e := range present {
+		if e.Command == rl.EditDelete && ours[e.Section+" "+e.Key] {
+			dels = append(dels, e)
+		}
+	}
+	if len(dels) == 0 {
+		return AlreadyAbsent, nil
+	}
+	return Destroyed, c.UpdateNetwork(r.Name, dels)
 }

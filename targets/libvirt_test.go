@@ -251,14 +251,59 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 	if _, _, found, _ := conn.Network("lbt"); found {
 		t.Error("the renamed network's old definition was left behind")
 	}
-	if _, err := Destroy(ctx, Options{Config: c2, OutDir: out}); err != nil {
+
+	// Destroy says "destroyed" only for what existed: worker-0's VM, removed by hand, is
+	// already absent. Destroying libvirt/dns removes exactly the lab's records from the
+	// running network; the network itself goes with the second destroy.
+	if err := conn.DeleteDomain("lbt-worker-0"); err != nil {
 		t.Fatal(err)
 	}
+	var vms, rest []string
+	for _, tg := range libvirtTargets(c2) {
+		switch {
+		case strings.HasPrefix(tg.Name, "libvirt/vm/") && tg.Name != "libvirt/vm/worker-0":
+			vms = append(vms, tg.Name)
+		case !strings.HasPrefix(tg.Name, "libvirt/vm/") && tg.Name != "libvirt/dns":
+			rest = append(rest, tg.Name)
+		}
+	}
+	rep, err := Destroy(ctx, Options{Config: c2, OutDir: out, Goals: []string{"libvirt/dns"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eqSet(t, "destroyed (dns)", rep.Destroyed, []string{"libvirt/dns"})
+	n, _, found, err := conn.Network("lbt2")
+	if err != nil || !found {
+		t.Fatalf("network lbt2 after destroying libvirt/dns: found %v, %v", found, err)
+	}
+	if n.DNS != nil && len(n.DNS.Host)+len(n.DNS.SRVs) != 0 || n.IPs[0].DHCP != nil && len(n.IPs[0].DHCP.Hosts) != 0 {
+		t.Errorf("records left after destroying libvirt/dns: %+v %+v", n.DNS, n.IPs[0].DHCP)
+	}
+	rep, err = Destroy(ctx, Options{Config: c2, OutDir: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eqSet(t, "destroyed (rest)", rep.Destroyed, append(vms, rest...))
+	eqSet(t, "absent (rest)", rep.Absent, []string{"libvirt/vm/worker-0"})
 	if _, _, found, _ := conn.Network("lbt2"); found {
 		t.Error("network left after destroy")
 	}
 	if _, _, found, _ := conn.Domain("lbt-master-0"); found {
 		t.Error("domain left after destroy")
+	}
+	if rep, err := Destroy(ctx, Options{Config: c2, OutDir: out}); err != nil || len(rep.Destroyed)+len(rep.Absent)+len(rep.Failed) != 0 {
+		t.Errorf("a third destroy found %+v (%v)", rep, err)
+	}
+}
+
+// eqSet fails the test unless got and want hold the same names.
+func eqSet(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	g, w := slices.Clone(got), slices.Clone(want)
+	slices.Sort(g)
+	slices.Sort(w)
+	if !slices.Equal(g, w) {
+		t.Errorf("%s: got %v, want %v", what, g, w)
 	}
 }
 

@@ -34,7 +34,8 @@ import (
 // release digest or infrastructure name changes the ControllerConfig but not the rendered
 // configs, so mco/base/* and the node Ignition stay as they are.
 
-// mcoRoleReads are the node role reads (replica counts in the install-config and topologies).
+// mcoRoleReads are the derived count reads (the install-config's controlPlane replicas and the
+// topologies), see mfRoleReads.
 func mcoRoleReads(c *Config) []string { return mfRoleReads(c) }
 
 // mcoWriteFile writes one output, 0600 when secret.
@@ -336,7 +337,7 @@ func mcoTargets(c *Config) []*Target {
 				if err != nil {
 					return fmt.Errorf("%s: %s: %w", s.Target().Name, mco.MachineConfigFile(name), err)
 				}
-				raw, err := ignition.Encode(mc.Config)
+				raw, err := mc.ConfigJSON()
 				if err != nil {
 					return fmt.Errorf("%s: %w", s.Target().Name, err)
 				}

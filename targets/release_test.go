@@ -5,14 +5,18 @@ import (
 	"context"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/internal/payload"
 	"github.com/labbuild/labbuild/internal/testenv"
@@ -222,6 +226,82 @@ func TestReleaseSelectCRD(t *testing.T) {
 			}
 			if slices.Contains(got, tc.mustNot) {
 				t.Errorf("selected %s", tc.mustNot)
+			}
+		})
+	}
+}
+
+// TestReleaseMetadataBlock: deciding on the metadata block alone gives the same annotations as
+// decoding the whole document, for every YAML fixture (CRDs, manifests, templates) and for the
+// shapes the block reader must refuse.
+func TestReleaseMetadataBlock(t *testing.T) {
+	type meta struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	annotations := func(b []byte) (map[string]string, error) {
+		var m meta
+		err := yaml.Unmarshal(b, &m)
+		return m.Metadata.Annotations, err
+	}
+	var files []string
+	filepath.WalkDir(filepath.Join(testenv.RequireShared(t), "fixtures"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".yaml") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if len(files) < 200 {
+		t.Fatalf("%d YAML fixtures, want the ~%d of ../shared/fixtures", len(files), 200)
+	}
+	fast := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, ok := releaseMetadataBlock(b)
+		if !ok {
+			if strings.HasSuffix(f, ".crd.yaml") {
+				t.Errorf("%s: a CRD of openshift/api should be read by its metadata block", f)
+			}
+			continue
+		}
+		fast++
+		want, werr := annotations(b)
+		if werr != nil {
+			continue // not YAML as a whole (a template): nothing to compare
+		}
+		got, err := annotations(block)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: block gives %v (%v), the whole document %v", f, got, err, want)
+		}
+	}
+	t.Logf("%d of %d YAML fixtures read by their metadata block", fast, len(files))
+	for _, tc := range []struct {
+		name, doc string
+		ok        bool
+		block     string
+	}{
+		{"plain", "apiVersion: v1\nmetadata:\n  annotations:\n    a: b\n\n  # c\nspec:\n  x: 1\n", true, "metadata:\n  annotations:\n    a: b\n\n  # c\n"},
+		{"last key", "kind: X\nmetadata:\n  name: n", true, "metadata:\n  name: n"},
+		{"flow value", "metadata: {annotations: {a: b}}\nspec: {}\n", true, "metadata: {annotations: {a: b}}\n"},
+		{"CRLF", "kind: X\r\nmetadata:\r\n  name: n\r\nspec: 1\r\n", true, "metadata:\r\n  name: n\r\n"},
+		{"no metadata", "kind: X\nspec: 1\n", false, ""},
+		{"prefix only", "metadatax:\n  a: 1\n", false, ""},
+		{"JSON", `{"metadata":{"annotations":{"a":"b"}}}`, false, ""},
+		{"document marker", "---\nmetadata:\n  name: n\n", false, ""},
+		{"two documents", "metadata:\n  name: n\n---\nmetadata:\n  name: m\n", false, ""},
+		{"duplicate key", "metadata:\n  name: n\nmetadata:\n  name: m\n", false, ""},
+		{"quoted key", "\"metadata\": {}\nmetadata:\n  name: n\n", false, ""},
+		{"merge key", "<<: *m\nmetadata:\n  name: n\n", false, ""},
+		{"sequence value at column 0", "metadata:\n  name: n\nitems:\n- a\n", false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, ok := releaseMetadataBlock([]byte(tc.doc))
+			if ok != tc.ok || string(b) != tc.block {
+				t.Errorf("releaseMetadataBlock = %q, %v; want %q, %v", b, ok, tc.block, tc.ok)
 			}
 		})
 	}

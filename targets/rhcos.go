@@ -50,7 +50,7 @@ func rhcosTargets(c *Config) []*Target {
 		Run:   rhcosRun,
 		Probe: rhcosProbe,
 		// The cache is shared by every lab on the host: destroy leaves it.
-		Destroy: func(context.Context, *Step) error { return nil },
+		Destroy: func(context.Context, *Step) (DestroyOutcome, error) { return RecordOnly, nil },
 	}
 	if c.RHCOS.ImageURL != "" {
 		t.Reads = []string{"rhcos.imageURL", "rhcos.imageSHA256"}

@@ -182,6 +182,13 @@ func (c *Config) Validate(file string) error {
 			bad("network.dns", fmt.Sprintf("%s is outside network.machineNetwork %s, but the lab's records (api, api-int, *.apps) live in libvirt's dnsmasq", a, machine),
 				"use the libvirt network's address, network.gateway ("+n.Gateway+")")
 		}
+		// With a remote daemon the lab bridge, its dnsmasq and the VMs are on another machine;
+		// the host-side parts run here. Said now rather than by `ip addr` failing mid-build.
+		if h := LibvirtRemoteHost(c.Libvirt.URI); h != "" {
+			bad("network.loadBalancer", fmt.Sprintf("host (the default) cannot work with the remote libvirt.uri %q: the lab bridge %s and its DNS are on %s, "+
+				"while labbuild's haproxy (the VIPs on that bridge), host/dns (this machine's resolver to the lab's dnsmasq) and host/firewall (this machine's rules for that bridge) act on this machine", c.Libvirt.URI, "virbr-"+c.Libvirt.Network, h),
+				"set network.loadBalancer: in-cluster (keepalived on the nodes holds the VIPs; host/dns and host/firewall are left out, so point your resolver at "+n.DNS+" through "+h+" yourself), or run labbuild on "+h+" with libvirt.uri: qemu:///system")
+		}
 	case LoadBalancerInCluster:
 	default:
 		bad("network.loadBalancer", fmt.Sprintf("unknown load balancer %q", n.LoadBalancer),

@@ -8,11 +8,10 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/vip"
+	"github.com/labbuild/labbuild/targets/kube"
 )
 
 // The in-cluster VIP mode (network.loadBalancer: in-cluster; docs/in-cluster-vips.md): the
@@ -174,10 +173,6 @@ func vipMastersReady(pods []corev1.Pod, masters []string) (bool, string) {
 }
 
 // vipListInfraPods lists the pods of openshift-kni-infra.
-func vipListInfraPods(ctx context.Context, cs kubernetes.Interface) ([]corev1.Pod, error) {
-	l, err := cs.CoreV1().Pods(vipInfraNamespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("list pods -n %s: %w", vipInfraNamespace, err)
-	}
-	return l.Items, nil
+func vipListInfraPods(ctx context.Context, dyn kube.Interface) ([]corev1.Pod, error) {
+	return kube.List[corev1.Pod](ctx, dyn, kube.Pods, vipInfraNamespace, "")
 }

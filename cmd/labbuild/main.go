@@ -140,6 +140,7 @@ func newFlags(c *cli) *pflag.FlagSet {
 
 // run is main without os.Exit, for tests.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	defer startProfiling()() // LABBUILD_CPUPROFILE, LABBUILD_MEMPROFILE: see profile.go
 	c := &cli{stdout: stdout, stderr: stderr}
 	fs := newFlags(c)
 	fs.SetOutput(io.Discard)
@@ -217,7 +218,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // jsonVerbs are the verbs with a JSON output (--json); build has one with -n, graph with
 // --format json.
-var jsonVerbs = map[string]bool{"build": true, "list": true, "explain": true, "certs": true, "config": true, "status": true, "version": true}
+var jsonVerbs = map[string]bool{"build": true, "list": true, "explain": true, "certs": true, "config": true, "status": true, "version": true, "destroy": true}
 
 // report prints err once and maps it to an exit status.
 func report(stderr io.Writer, err error) int {

@@ -17,15 +17,20 @@ package ignition
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	v34 "github.com/coreos/ignition/v2/config/v3_4"
 	"github.com/coreos/ignition/v2/config/v3_4/types"
+	"github.com/coreos/vcontext/report"
 )
 
 // Version is the Ignition spec version of every config this package writes.
@@ -108,19 +113,83 @@ func New() types.Config {
 // Source returns the Ignition source (a data URL) and compression for data. Contents of at
 // least CompressThreshold bytes are gzip-compressed when that makes them smaller; the gzip
 // stream has no name or time, so equal inputs give equal bytes.
+//
+// Compressing at gzip.BestCompression is most of a config's cost, and the same contents recur
+// across configs (the kubelet CA, kubeconfigs and MCS files of every master; the pool's files
+// of each node), so the result for large contents is remembered by their SHA-256 for the life
+// of the process (up to sourceMemoMax bytes of sources) and the gzip writers are reused.
 func Source(data []byte) (source string, compression *string) {
-	if len(data) >= CompressThreshold {
-		var b bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
-		zw.Write(data)
-		zw.Close()
-		if b.Len() < len(data) {
-			gz := "gzip"
-			return "data:;base64," + base64.StdEncoding.EncodeToString(b.Bytes()), &gz
-		}
+	if len(data) < CompressThreshold {
+		return plainSource(data), nil
 	}
-	// The installer's encoding (pkg/asset/ignition: dataurl.EncodeBytes).
-	return "data:text/plain;charset=utf-8;base64," + base64.StdEncoding.EncodeToString(data), nil
+	key := sha256.Sum256(data)
+	sourceMemo.Lock()
+	m, ok := sourceMemo.m[key]
+	sourceMemo.Unlock()
+	if !ok {
+		m = compressSource(data)
+		sourceMemo.Lock()
+		if sourceMemo.m == nil {
+			sourceMemo.m = map[[sha256.Size]byte]memoSource{}
+		}
+		if sourceMemo.bytes+len(m.source) <= sourceMemoMax {
+			sourceMemo.m[key] = m
+			sourceMemo.bytes += len(m.source)
+		}
+		sourceMemo.Unlock()
+	}
+	if !m.gzip {
+		return m.source, nil
+	}
+	gz := "gzip"
+	return m.source, &gz
+}
+
+// sourceMemoMax bounds the memory Source's memo holds: a lab's configs carry a few MiB.
+const sourceMemoMax = 64 << 20
+
+var sourceMemo struct {
+	sync.Mutex
+	m     map[[sha256.Size]byte]memoSource
+	bytes int
+}
+
+type memoSource struct {
+	source string
+	gzip   bool
+}
+
+var gzipWriters = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(nil, gzip.BestCompression)
+	return zw
+}}
+
+// compressSource is Source for large data without the memo.
+func compressSource(data []byte) memoSource {
+	var b bytes.Buffer
+	b.Grow(len(data)/3 + 64)
+	zw := gzipWriters.Get().(*gzip.Writer)
+	zw.Reset(&b) // a reset writer writes what a new one at the same level would
+	zw.Write(data)
+	zw.Close()
+	gzipWriters.Put(zw)
+	if b.Len() < len(data) {
+		const prefix = "data:;base64,"
+		out := make([]byte, len(prefix)+base64.StdEncoding.EncodedLen(b.Len()))
+		copy(out, prefix)
+		base64.StdEncoding.Encode(out[len(prefix):], b.Bytes())
+		return memoSource{source: string(out), gzip: true}
+	}
+	return memoSource{source: plainSource(data)}
+}
+
+// plainSource is the installer's encoding (pkg/asset/ignition: dataurl.EncodeBytes).
+func plainSource(data []byte) string {
+	const prefix = "data:text/plain;charset=utf-8;base64,"
+	out := make([]byte, len(prefix)+base64.StdEncoding.EncodedLen(len(data)))
+	copy(out, prefix)
+	base64.StdEncoding.Encode(out[len(prefix):], data)
+	return string(out)
 }
 
 // IgnFile converts f to an Ignition file entry owned by root with overwrite true, as the
@@ -135,6 +204,42 @@ func IgnFile(f File) types.File {
 			Contents: types.Resource{Source: &src, Compression: comp},
 		},
 	}
+}
+
+// ignFiles is IgnFile over files, in order. Large contents are compressed on every core: the
+// bootstrap config's ~100 CRDs are most of its cost, and each one's bytes depend on it alone.
+func ignFiles(files []File) []types.File {
+	out := make([]types.File, len(files))
+	var large []int
+	for i, f := range files {
+		if len(f.Contents) >= CompressThreshold {
+			large = append(large, i)
+			continue
+		}
+		out[i] = IgnFile(f)
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(large))
+	if workers <= 1 {
+		for _, i := range large {
+			out[i] = IgnFile(files[i])
+		}
+		return out
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				n := int(next.Add(1)) - 1
+				if n >= len(large) {
+					return
+				}
+				out[large[n]] = IgnFile(files[large[n]])
+			}
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // IgnUnit converts u to an Ignition unit.
@@ -220,9 +325,7 @@ func Apply(base types.Config, add Additions) (types.Config, error) {
 			DirectoryEmbedded1: types.DirectoryEmbedded1{Mode: &m},
 		})
 	}
-	for _, f := range add.Files {
-		out.Storage.Files = append(out.Storage.Files, IgnFile(f))
-	}
+	out.Storage.Files = append(out.Storage.Files, ignFiles(add.Files)...)
 	for _, l := range add.Links {
 		out.Storage.Links = append(out.Storage.Links, types.Link{
 			Node:          types.Node{Path: l.Path, Overwrite: ptr(true)},
@@ -266,6 +369,11 @@ func Encode(cfg types.Config) ([]byte, error) {
 // never file contents).
 func Validate(raw []byte) error {
 	_, rpt, err := v34.Parse(raw)
+	return reportError(rpt, err)
+}
+
+// reportError is Validate's verdict on what v34.Parse returned.
+func reportError(rpt report.Report, err error) error {
 	if err != nil || len(rpt.Entries) > 0 {
 		msg := rpt.String()
 		if err != nil {
@@ -281,11 +389,11 @@ func Validate(raw []byte) error {
 
 // Parse decodes and validates raw as in Validate and returns the config.
 func Parse(raw []byte) (types.Config, error) {
-	if err := Validate(raw); err != nil {
+	cfg, rpt, err := v34.Parse(raw)
+	if err := reportError(rpt, err); err != nil {
 		return types.Config{}, err
 	}
-	cfg, _, err := v34.Parse(raw)
-	return cfg, err
+	return cfg, nil
 }
 
 // Paths returns every file, directory and link path of cfg, sorted, with duplicates kept (so

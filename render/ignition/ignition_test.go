@@ -2,12 +2,18 @@ package ignition
 
 import (
 	"bytes"
+	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/coreos/ignition/v2/config/v3_4/types"
@@ -194,6 +200,55 @@ func TestSource(t *testing.T) {
 				t.Error("Source is not deterministic")
 			}
 		})
+	}
+}
+
+// TestSourceIsTheOneShotEncoding: the memo and the reused gzip writers give exactly what a
+// fresh gzip writer and base64 give (the encoding of the golden files), from any goroutine,
+// and ignFiles' parallel conversion keeps the order and the bytes of IgnFile.
+func TestSourceIsTheOneShotEncoding(t *testing.T) {
+	oneShot := func(data []byte) (string, bool) {
+		if len(data) >= CompressThreshold {
+			var b bytes.Buffer
+			zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+			zw.Write(data)
+			zw.Close()
+			if b.Len() < len(data) {
+				return "data:;base64," + base64.StdEncoding.EncodeToString(b.Bytes()), true
+			}
+		}
+		return "data:text/plain;charset=utf-8;base64," + base64.StdEncoding.EncodeToString(data), false
+	}
+	var files []File
+	for i := range 40 {
+		data := bytes.Repeat([]byte(fmt.Sprintf("line %d of a manifest\n", i)), i*40)
+		if i%7 == 3 { // incompressible
+			data = make([]byte, 5000+i)
+			for j := range data {
+				data[j] = byte(j*7919 ^ j>>3*31 ^ i)
+			}
+		}
+		files = append(files, File{Path: fmt.Sprintf("/etc/f%02d", i), Mode: ModeFile, Contents: data})
+	}
+	files = append(files, files[5], files[6]) // repeated contents: memo hits
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for _, f := range files {
+				src, comp := Source(f.Contents)
+				want, wantGzip := oneShot(f.Contents)
+				if src != want || (comp != nil) != wantGzip {
+					t.Errorf("%s: Source differs from a one-shot gzip+base64 encoding", f.Path)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got := ignFiles(files)
+	for i, f := range files {
+		if want := IgnFile(f); !reflect.DeepEqual(got[i], want) {
+			t.Errorf("ignFiles[%d] = %s, want IgnFile's %s", i, got[i].Path, want.Path)
+		}
 	}
 }
 
@@ -452,5 +507,72 @@ func BenchmarkNode(b *testing.B) {
 		if _, err := Node(in); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestBootkubeApplyShowsWhy runs bootkube.sh's apply_all (from the built bootstrap config) with
+// a fake oc: a file not applied is logged with the first non-empty line of oc's error, so the
+// journal says why; oc's standard output and the rest of its error stay out.
+func TestBootkubeApplyShowsWhy(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	res, err := Bootstrap(testBootstrap())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Parse(res.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := mustContents(t, cfg, PathBootkube)
+	start := strings.Index(script, "apply_all() {")
+	end := strings.Index(script[start:], "\n}\n")
+	if start < 0 || end < 0 {
+		t.Fatalf("no apply_all function in bootkube.sh:\n%s", script)
+	}
+	fn := script[start : start+end+3]
+	for _, tc := range []struct {
+		name, stderr string
+		fail         bool
+		want         string
+	}{
+		{name: "ok", want: ""},
+		{name: "no CRD", fail: true,
+			stderr: "\nerror: resource mapping not found for name: \"cluster\" namespace: \"\" from \"f\": no matches for kind \"Network\" in version \"operator.openshift.io/v1\"\nensure CRDs are installed first\n",
+			want:   "not applied yet: error: resource mapping not found for name: \"cluster\" namespace: \"\" from \"f\": no matches for kind \"Network\" in version \"operator.openshift.io/v1\"\n"},
+		{name: "long", fail: true, stderr: strings.Repeat("x", 400) + "\n", want: "not applied yet: " + strings.Repeat("x", 300) + "\n"},
+		{name: "silent", fail: true, want: "not applied yet: oc failed\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			bin := filepath.Join(dir, "bin")
+			man := filepath.Join(dir, "manifests")
+			os.MkdirAll(bin, 0o755)
+			os.MkdirAll(man, 0o755)
+			os.WriteFile(filepath.Join(man, "a.yaml"), []byte("kind: X\n"), 0o644)
+			code := 0
+			if tc.fail {
+				code = 1
+			}
+			os.WriteFile(filepath.Join(bin, "stderr"), []byte(tc.stderr), 0o644)
+			fake := fmt.Sprintf("#!/bin/sh\necho 'serverside-applied (stdout)'\ncat %q >&2\nexit %d\n", filepath.Join(bin, "stderr"), code)
+			if err := os.WriteFile(filepath.Join(bin, "oc"), []byte(fake), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("bash", "-c", fn+"\napply_all \"$1\"", "bash", man)
+			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+			out, err := cmd.Output()
+			if tc.fail != (err != nil) {
+				t.Errorf("apply_all error %v, want failure %v", err, tc.fail)
+			}
+			want := ""
+			if tc.want != "" {
+				want = "bootkube: " + filepath.Join(man, "a.yaml") + " " + tc.want
+			}
+			if string(out) != want {
+				t.Errorf("apply_all printed\n%q\nwant\n%q", out, want)
+			}
+		})
 	}
 }

@@ -1,10 +1,12 @@
 package ignition
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strings"
+	"sync"
 
 	"github.com/coreos/ignition/v2/config/v3_4/types"
 	"sigs.k8s.io/yaml"
@@ -107,13 +109,64 @@ type RenderedMachineConfig struct {
 	Name string
 	// Config is spec.config, the pool's Ignition 3.4 config.
 	Config types.Config
-	// Object is the whole MachineConfig as JSON (for the MCS content files).
+	// Object is the whole MachineConfig as JSON (for the MCS content files). It is shared:
+	// read it, never change it.
 	Object map[string]any
+
+	mcs struct { // the MCS content files, made once (MCSFiles)
+		once               sync.Once
+		full, encapsulated []byte
+		err                error
+	}
 }
+
+// ConfigJSON returns spec.config encoded as Encode would. ParseMachineConfig validated it
+// already, and the same values encode to a config that validates alike, so it is not parsed
+// again.
+func (mc *RenderedMachineConfig) ConfigJSON() ([]byte, error) {
+	raw, err := json.Marshal(mc.Config)
+	if err != nil {
+		return nil, fmt.Errorf("ignition: encode: %w", err)
+	}
+	return raw, nil
+}
+
+// parsedMCs remembers ParseMachineConfig's results by the document's SHA-256: every node of a
+// pool starts from the same rendered MachineConfig (and mco/base parsed it before them).
+var parsedMCs struct {
+	sync.Mutex
+	m map[[sha256.Size]byte]*RenderedMachineConfig
+}
+
+// parsedMCsMax bounds parsedMCs (a lab has two pools; tests make more).
+const parsedMCsMax = 16
 
 // ParseMachineConfig decodes a MachineConfig YAML or JSON document and validates its
 // spec.config with Validate.
+//
+// The result is shared between callers with the same document: treat it as read-only.
 func ParseMachineConfig(doc []byte) (*RenderedMachineConfig, error) {
+	key := sha256.Sum256(doc)
+	parsedMCs.Lock()
+	mc := parsedMCs.m[key]
+	parsedMCs.Unlock()
+	if mc != nil {
+		return mc, nil
+	}
+	mc, err := parseMachineConfig(doc)
+	if err != nil {
+		return nil, err
+	}
+	parsedMCs.Lock()
+	if parsedMCs.m == nil || len(parsedMCs.m) >= parsedMCsMax {
+		parsedMCs.m = map[[sha256.Size]byte]*RenderedMachineConfig{}
+	}
+	parsedMCs.m[key] = mc
+	parsedMCs.Unlock()
+	return mc, nil
+}
+
+func parseMachineConfig(doc []byte) (*RenderedMachineConfig, error) {
 	js, err := yaml.YAMLToJSON(doc)
 	if err != nil {
 		return nil, fmt.Errorf("ignition: machine config: %w", err)
@@ -169,24 +222,12 @@ func MCSFiles(mc *RenderedMachineConfig, kubeletCA, bootstrapKubeconfig []byte) 
 	if err != nil {
 		return nil, err
 	}
-	full, err := json.Marshal(mc.Object)
-	if err != nil {
-		return nil, fmt.Errorf("ignition: MachineConfig %s: %w", mc.Name, err)
+	m := &mc.mcs
+	m.once.Do(func() { m.full, m.encapsulated, m.err = mcsContent(mc) })
+	if m.err != nil {
+		return nil, m.err
 	}
-	// A deep copy through JSON, then spec.config = {"ignition":{"version":"3.4.0"}}.
-	var enc map[string]any
-	if err := json.Unmarshal(full, &enc); err != nil {
-		return nil, err
-	}
-	spec, _ := enc["spec"].(map[string]any)
-	if spec == nil {
-		return nil, fmt.Errorf("ignition: MachineConfig %s has no spec", mc.Name)
-	}
-	spec["config"] = map[string]any{"ignition": map[string]any{"version": Version}}
-	encapsulated, err := json.Marshal(enc)
-	if err != nil {
-		return nil, err
-	}
+	full, encapsulated := m.full, m.encapsulated
 	return []File{
 		{Path: PathKubeletCA, Mode: ModeFile, Contents: kubeletCA},
 		{Path: PathBootstrapKubecfg, Mode: ModeSecret, Contents: bootstrapKubeconfig},
@@ -194,6 +235,36 @@ func MCSFiles(mc *RenderedMachineConfig, kubeletCA, bootstrapKubeconfig []byte) 
 		{Path: PathEncapsulatedMC, Mode: ModeFile, Contents: encapsulated},
 		{Path: PathMCSContent, Mode: ModeFile, Contents: full},
 	}, nil
+}
+
+// mcsContent returns the full MachineConfig JSON and the encapsulated one (spec.config
+// emptied) the MCS serves for mc.
+func mcsContent(mc *RenderedMachineConfig) (full, encapsulated []byte, err error) {
+	full, err = json.Marshal(mc.Object)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ignition: MachineConfig %s: %w", mc.Name, err)
+	}
+	// A shallow copy down to spec (mc.Object is shared), then spec.config =
+	// {"ignition":{"version":"3.4.0"}}.
+	spec, _ := mc.Object["spec"].(map[string]any)
+	if spec == nil {
+		return nil, nil, fmt.Errorf("ignition: MachineConfig %s has no spec", mc.Name)
+	}
+	enc := make(map[string]any, len(mc.Object))
+	for k, v := range mc.Object {
+		enc[k] = v
+	}
+	spec2 := make(map[string]any, len(spec))
+	for k, v := range spec {
+		spec2[k] = v
+	}
+	spec2["config"] = map[string]any{"ignition": map[string]any{"version": Version}}
+	enc["spec"] = spec2
+	encapsulated, err = json.Marshal(enc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return full, encapsulated, nil
 }
 
 // KubeletCAFromControllerConfig returns spec.kubeAPIServerServingCAData of a ControllerConfig

@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
 	configv1 "github.com/openshift/api/config/v1"
-	"github.com/openshift/api/features"
 	operatorv1 "github.com/openshift/api/operator/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -361,9 +359,11 @@ func FeatureSet(s string) configv1.FeatureSet {
 // FeatureGate renders FeatureGate `cluster` with spec.featureSet and, as the cluster-config-api
 // image's `render` does at bootstrap, status.featureGates for payloadVersion: the enabled and
 // disabled gates of (profile, featureSet) from github.com/openshift/api/features (the module
-// pinned in go.mod, the data of featureGate-<Profile>-<Set>.yaml in the payload). The CVO
-// exits on a feature-set mismatch if it is missing. Its status goes through the status
-// subresource (StatusKinds). CustomNoUpgrade is refused: it needs explicit gate lists.
+// pinned in go.mod, the data of featureGate-<Profile>-<Set>.yaml in the payload), through the
+// generated featureGateTable (gen_featuregates.go), so the binary does not run that package's
+// initializers at every start. The CVO exits on a feature-set mismatch if it is missing. Its
+// status goes through the status subresource (StatusKinds). CustomNoUpgrade is refused: it
+// needs explicit gate lists.
 func FeatureGate(featureSet, profile, payloadVersion string) (File, error) {
 	fs := FeatureSet(featureSet)
 	if fs == configv1.CustomNoUpgrade {
@@ -372,16 +372,15 @@ func FeatureGate(featureSet, profile, payloadVersion string) (File, error) {
 	if payloadVersion == "" {
 		return File{}, errors.New("featuregate: empty payload version (set release.version)")
 	}
-	gates, err := features.FeatureSets(features.ClusterProfileName("include.release.openshift.io/"+profile), fs)
+	gates, err := featureGates("include.release.openshift.io/"+profile, fs)
 	if err != nil {
 		return File{}, fmt.Errorf("featuregate: cluster.profile %q, cluster.featureSet %q: %w", profile, featureSet, err)
 	}
-	attrs := func(ds []features.FeatureGateDescription) []configv1.FeatureGateAttributes {
-		out := make([]configv1.FeatureGateAttributes, 0, len(ds))
-		for _, d := range ds {
-			out = append(out, d.FeatureGateAttributes)
+	attrs := func(names []string) []configv1.FeatureGateAttributes {
+		out := make([]configv1.FeatureGateAttributes, 0, len(names))
+		for _, n := range names {
+			out = append(out, configv1.FeatureGateAttributes{Name: configv1.FeatureGateName(n)})
 		}
-		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 		return out
 	}
 	o := &configv1.FeatureGate{
@@ -391,6 +390,34 @@ func FeatureGate(featureSet, profile, payloadVersion string) (File, error) {
 			Version: payloadVersion, Enabled: attrs(gates.Enabled), Disabled: attrs(gates.Disabled)}}},
 	}
 	return newFile(OrderConfig+"-config-featuregate.yaml", o)
+}
+
+//go:generate go run gen_featuregates.go
+
+// featureGateSet is one row of featureGateTable: the gates of a cluster profile and feature set.
+type featureGateSet struct {
+	Profile, FeatureSet string
+	Enabled, Disabled   []string
+}
+
+// featureGates looks (profile, fs) up in featureGateTable, with the errors of openshift/api's
+// features.FeatureSets.
+func featureGates(profile string, fs configv1.FeatureSet) (*featureGateSet, error) {
+	known := false
+	for i := range featureGateTable {
+		g := &featureGateTable[i]
+		if g.Profile != profile {
+			continue
+		}
+		known = true
+		if g.FeatureSet == string(fs) {
+			return g, nil
+		}
+	}
+	if !known {
+		return nil, fmt.Errorf("no information found for ClusterProfile=%q", profile)
+	}
+	return nil, fmt.Errorf("no information found for FeatureSet=%q under ClusterProfile=%q", fs, profile)
 }
 
 // ClusterVersion renders ClusterVersion `version` with channel stable-<major>.<minor> of
@@ -416,7 +443,9 @@ type InstallConfig struct {
 	ClusterNetwork                 string
 	HostPrefix                     int
 	ServiceNetwork, MachineNetwork string
-	Masters, Workers               int
+	// Masters is controlPlane.replicas. There is no worker count: compute replicas are always
+	// 0 (see ClusterConfigV1).
+	Masters int
 	// BareMetal, when set, makes the platform baremetal (see BareMetal); nil is platform none.
 	BareMetal *BareMetal
 }
@@ -456,6 +485,14 @@ type icNetworking struct {
 // is the install-config this lab would have had (platform none, OVNKubernetes), as
 // openshift-install's manifests/cluster-config.yaml. pullSecret is "" as the installer writes
 // it: the pull secret never goes into this ConfigMap (or a log).
+//
+// compute[0].replicas is 0 whatever the lab's worker count, as the installer's UPI guides
+// direct ("Empty Compute Pools" in openshift/installer docs/user/aws/install_upi.md and
+// docs/user/openstack/install_upi.md: the user, not the Machine API, creates the compute
+// machines): labbuild creates the workers itself, and no operator reads the number (the
+// topologies and mastersSchedulable are rendered from the real count by Infrastructure and
+// Scheduler). So adding or removing a worker changes no bootstrap manifest and no bootstrap
+// Ignition.
 func ClusterConfigV1(ic InstallConfig) (File, error) {
 	for field, v := range map[string]string{"cluster network": ic.ClusterNetwork, "service network": ic.ServiceNetwork, "machine network": ic.MachineNetwork} {
 		if err := checkCIDR("cluster-config-v1: "+field, v); err != nil {
@@ -470,7 +507,7 @@ func ClusterConfigV1(ic InstallConfig) (File, error) {
 	}
 	cfg := installConfig{
 		APIVersion: "v1", AdditionalTrustBundlePolicy: "Proxyonly", BaseDomain: ic.BaseDomain,
-		Compute: []machinePool{pool("worker", ic.Workers)}, ControlPlane: pool("master", ic.Masters),
+		Compute: []machinePool{pool("worker", 0)}, ControlPlane: pool("master", ic.Masters),
 		Metadata: map[string]string{"name": ic.Name},
 		Networking: icNetworking{
 			ClusterNetwork: []map[string]any{{"cidr": ic.ClusterNetwork, "hostPrefix": ic.HostPrefix}},

@@ -39,7 +39,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/labbuild/labbuild/targets/kube"
 )
 
 // Identities of the requestors and subjects involved, as Kubernetes and OpenShift name them.
@@ -272,35 +275,36 @@ func NodeOf(csr *certificatesv1.CertificateSigningRequest) string {
 	return strings.TrimPrefix(req.Subject.CommonName, NodeUserPrefix)
 }
 
-// Approve lists the CSRs, decides on every pending one, and approves those Decide accepts
-// through the approval subresource (what `oc adm certificate approve` does: an Approved=True
-// condition with reason ApprovalReason). It returns one Decision per pending CSR, sorted by
-// name; refused CSRs are left pending. An approval that loses a race (the CSR changed or was
-// approved meanwhile) is not an error: the next pass sees the new state. Errors name the
-// failing API call; the caller retries them.
-func Approve(ctx context.Context, client kubernetes.Interface, expected map[string]NodeIdentity) ([]Decision, error) {
-	list, err := client.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+// List returns every CSR (`oc get csr`), converted from the dynamic client's objects.
+func List(ctx context.Context, dyn kube.Interface) ([]certificatesv1.CertificateSigningRequest, error) {
+	l, err := kube.List[certificatesv1.CertificateSigningRequest](ctx, dyn, kube.CSRs, "", "")
 	if err != nil {
 		return nil, fmt.Errorf("list CSRs: %w", err)
 	}
+	return l, nil
+}
+
+// Approve lists the CSRs, decides on every pending one, and approves those Decide accepts
+// through the approval subresource (what `oc adm certificate approve` does: an Approved=True
+// condition with reason ApprovalReason, PUT to certificatesigningrequests/<name>/approval). It
+// returns one Decision per pending CSR, sorted by name; refused CSRs are left pending. An
+// approval that loses a race (the CSR changed or was approved meanwhile) is not an error: the
+// next pass sees the new state. Errors name the failing API call; the caller retries them.
+func Approve(ctx context.Context, dyn kube.Interface, expected map[string]NodeIdentity) ([]Decision, error) {
+	list, err := List(ctx, dyn)
+	if err != nil {
+		return nil, err
+	}
 	var out []Decision
-	for i := range list.Items {
-		c := &list.Items[i]
+	for i := range list {
+		c := &list[i]
 		if !Pending(c) {
 			continue
 		}
 		ok, why := Decide(c, expected)
 		d := Decision{CSR: c.Name, Signer: c.Spec.SignerName, Node: NodeOf(c), Approve: ok, Reason: why}
 		if ok {
-			c = c.DeepCopy()
-			c.Status.Conditions = append(c.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
-				Type:           certificatesv1.CertificateApproved,
-				Status:         corev1.ConditionTrue,
-				Reason:         ApprovalReason,
-				Message:        "labbuild: " + why,
-				LastUpdateTime: metav1.Now(),
-			})
-			_, err := client.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, c.Name, c, metav1.UpdateOptions{})
+			err := approve(ctx, dyn, c, "labbuild: "+why)
 			switch {
 			case err == nil:
 				d.Approved = true
@@ -314,4 +318,26 @@ func Approve(ctx context.Context, client kubernetes.Interface, expected map[stri
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CSR < out[j].CSR })
 	return out, nil
+}
+
+// approve adds the Approved=True condition to c and updates the approval subresource; the
+// object's resourceVersion makes a concurrent change a conflict.
+func approve(ctx context.Context, dyn kube.Interface, c *certificatesv1.CertificateSigningRequest, msg string) error {
+	c = c.DeepCopy()
+	c.Status.Conditions = append(c.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type:           certificatesv1.CertificateApproved,
+		Status:         corev1.ConditionTrue,
+		Reason:         ApprovalReason,
+		Message:        msg,
+		LastUpdateTime: metav1.Now(),
+	})
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion(kube.CSRs.GroupVersion().String())
+	u.SetKind("CertificateSigningRequest")
+	_, err = dyn.Resource(kube.CSRs).Update(ctx, u, metav1.UpdateOptions{}, "approval")
+	return err
 }

@@ -17,7 +17,11 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/apimachinery/pkg/runtime"
+	dynfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 )
 
 const (
@@ -198,7 +202,12 @@ func TestApproveFake(t *testing.T) {
 	bad.Name = "csr-foreign"
 	done := build(t, with(clientReq(), func(r *req) { r.cond = certificatesv1.CertificateApproved }))
 	done.Name = "csr-done"
-	cs := fake.NewSimpleClientset(good, bad, done)
+	sch := runtime.NewScheme()
+	if err := certificatesv1.AddToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	fake := dynfake.NewSimpleDynamicClient(sch, good, bad, done)
+	cs := kubedyn.Wrap(fake)
 	ds, err := Approve(context.Background(), cs, expected)
 	if err != nil {
 		t.Fatal(err)
@@ -206,16 +215,23 @@ func TestApproveFake(t *testing.T) {
 	if len(ds) != 2 || ds[0].CSR != "csr-foreign" || ds[0].Approve || ds[1].CSR != "csr-good" || !ds[1].Approved || ds[1].Node != m0 {
 		t.Fatalf("decisions = %+v", ds)
 	}
-	got, _ := cs.CertificatesV1().CertificateSigningRequests().Get(context.Background(), "csr-good", metav1.GetOptions{})
+	get := func(name string) *certificatesv1.CertificateSigningRequest {
+		got, err := kube.Get[certificatesv1.CertificateSigningRequest](context.Background(), cs, kube.CSRs, "", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	got := get("csr-good")
 	if Pending(got) || got.Status.Conditions[0].Reason != ApprovalReason || got.Status.Conditions[0].Status != corev1.ConditionTrue {
 		t.Errorf("csr-good conditions = %+v", got.Status.Conditions)
 	}
-	got, _ = cs.CertificatesV1().CertificateSigningRequests().Get(context.Background(), "csr-foreign", metav1.GetOptions{})
+	got = get("csr-foreign")
 	if !Pending(got) {
 		t.Errorf("csr-foreign was decided: %+v", got.Status.Conditions)
 	}
 	var approvals int
-	for _, a := range cs.Actions() {
+	for _, a := range fake.Actions() {
 		if a.GetVerb() == "update" && a.GetSubresource() == "approval" {
 			approvals++
 		}

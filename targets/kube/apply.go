@@ -11,15 +11,10 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 )
 
@@ -37,30 +32,26 @@ type Applier struct {
 	// CRDTimeout bounds the wait for a CRD to become Established; 0 means 30 s.
 	CRDTimeout time.Duration
 
-	dyn    dynamic.Interface
-	mapper *restmapper.DeferredDiscoveryRESTMapper
+	dyn    Interface
+	mapper *Mapper
 	log    io.Writer
 }
 
 // NewApplier returns an Applier for cfg; log receives one line per applied object (nil
 // discards).
 func NewApplier(cfg *rest.Config, log io.Writer) (*Applier, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	k, err := NewClients(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("apply: discovery client: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("apply: dynamic client: %w", err)
+		return nil, fmt.Errorf("apply: %w", err)
 	}
 	if log == nil {
 		log = io.Discard
 	}
-	return &Applier{dyn: dyn, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)), log: log}, nil
+	return &Applier{dyn: k.Dynamic, mapper: NewMapper(k.REST), log: log}, nil
 }
 
 // Dynamic returns the applier's dynamic client (to read back what was applied).
-func (a *Applier) Dynamic() dynamic.Interface { return a.dyn }
+func (a *Applier) Dynamic() Interface { return a.dyn }
 
 // Docs splits a YAML file into its non-empty documents as unstructured objects; name is used
 // in errors ("<name>: document 3: ...").
@@ -84,26 +75,22 @@ func Docs(name string, data []byte) ([]*unstructured.Unstructured, error) {
 
 // Resource returns the dynamic client for o's kind (namespaced when the kind is), discovering
 // kinds again once when o's is unknown (a CRD applied a moment ago).
-func (a *Applier) Resource(o *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+func (a *Applier) Resource(ctx context.Context, o *unstructured.Unstructured) (ResourceInterface, error) {
 	gvk := o.GroupVersionKind()
-	m, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if meta.IsNoMatchError(err) {
-		a.mapper.Reset()
-		m, err = a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-	}
+	gvr, namespaced, err := a.mapper.Resource(ctx, gvk)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w (is its CRD applied first?)", gvk.Kind, o.GetName(), err)
+		return nil, fmt.Errorf("%s %s: %w", gvk.Kind, o.GetName(), err)
 	}
-	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		return a.dyn.Resource(m.Resource).Namespace(o.GetNamespace()), nil
+	if namespaced {
+		return a.dyn.Resource(gvr).Namespace(o.GetNamespace()), nil
 	}
-	return a.dyn.Resource(m.Resource), nil
+	return a.dyn.Resource(gvr), nil
 }
 
 // Apply applies one object read from file and returns it as the server has it. Errors name
 // the file, kind and object; the server's text never carries Secret data.
 func (a *Applier) Apply(ctx context.Context, file string, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	ri, err := a.Resource(o)
+	ri, err := a.Resource(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
@@ -137,7 +124,7 @@ func (a *Applier) Apply(ctx context.Context, file string, o *unstructured.Unstru
 
 // waitEstablished polls a CRD until Established=True. This polls a real server for seconds, so
 // it uses the real clock (targets/wait is for the long, user-visible waits).
-func (a *Applier) waitEstablished(ctx context.Context, ri dynamic.ResourceInterface, got *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (a *Applier) waitEstablished(ctx context.Context, ri ResourceInterface, got *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	d := a.CRDTimeout
 	if d <= 0 {
 		d = 30 * time.Second
@@ -222,7 +209,7 @@ func (a *Applier) ApplyFiles(ctx context.Context, files map[string][]byte) (int,
 // PatchStatus server-side-applies status (the object's .status) to object name of resource
 // ri through the status subresource, as `oc patch --subresource=status` does; apiVersion and
 // kind identify the object in the patch body.
-func PatchStatus(ctx context.Context, ri dynamic.ResourceInterface, apiVersion, kind, name string, status map[string]any) (*unstructured.Unstructured, error) {
+func PatchStatus(ctx context.Context, ri ResourceInterface, apiVersion, kind, name string, status map[string]any) (*unstructured.Unstructured, error) {
 	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind,
 		"metadata": map[string]any{"name": name}, "status": status}}
 	body, err := o.MarshalJSON()

@@ -2,18 +2,24 @@ package kube
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 )
 
 const testKubeconfig = `apiVersion: v1
@@ -103,12 +109,12 @@ func co(name string, conds ...string) *unstructured.Unstructured {
 func TestConverged(t *testing.T) {
 	cv := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
 		"metadata": map[string]any{"name": "version"}, "status": map[string]any{"conditions": []any{map[string]any{"type": "Available", "status": "True"}}}}}
-	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+	dyn := wrapDyn(dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{ClusterOperators: "ClusterOperatorList", ClusterVersions: "ClusterVersionList"},
 		co("etcd", "Available", "True", "Degraded", "False"),
 		co("ingress", "Available", "False", "Progressing", "True"),
 		co("dns", "Available", "True", "Degraded", "True"),
-		cv)
+		cv))
 	c, err := Converged(context.Background(), dyn)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +133,11 @@ func TestNodesReadyAndBootstrap(t *testing.T) {
 	node := func(name string, ready corev1.ConditionStatus) *corev1.Node {
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
 	}
-	cs := fake.NewSimpleClientset(node("m0", corev1.ConditionTrue), node("m1", corev1.ConditionFalse))
+	sch := runtime.NewScheme()
+	if err := corev1.AddToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	cs := wrapDyn(dynfake.NewSimpleDynamicClient(sch, node("m0", corev1.ConditionTrue), node("m1", corev1.ConditionFalse)))
 	ctx := context.Background()
 	ready, notReady, err := NodesReady(ctx, cs, []string{"m2", "m1", "m0"})
 	if err != nil || strings.Join(ready, ",") != "m0" || strings.Join(notReady, ",") != "m1,m2" {
@@ -136,9 +146,160 @@ func TestNodesReadyAndBootstrap(t *testing.T) {
 	if done, err := BootstrapComplete(ctx, cs); done || err != nil {
 		t.Errorf("BootstrapComplete before: %v %v", done, err)
 	}
-	cs.CoreV1().ConfigMaps(BootstrapNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: BootstrapConfigMap, Namespace: BootstrapNamespace},
-		Data: map[string]string{"status": "in progress"}}, metav1.CreateOptions{})
-	if done, _ := BootstrapComplete(ctx, cs); done {
-		t.Error("status \"in progress\" counted as complete")
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": BootstrapConfigMap, "namespace": BootstrapNamespace}, "data": map[string]any{"status": "in progress"}}}
+	if _, err := cs.Resource(ConfigMaps).Namespace(BootstrapNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := BootstrapComplete(ctx, cs); done || err != nil {
+		t.Errorf("status \"in progress\" counted as complete (%v)", err)
+	}
+	cm.Object["data"] = map[string]any{"status": "complete"}
+	if _, err := cs.Resource(ConfigMaps).Namespace(BootstrapNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if done, err := BootstrapComplete(ctx, cs); !done || err != nil {
+		t.Errorf("BootstrapComplete after status complete: %v %v", done, err)
+	}
+}
+
+// TestMapperAndReadyz serves discovery and /readyz from a test server: the Mapper maps kinds
+// to resources and scope, caches a group-version, reads it again once when a kind is missing
+// (a CRD applied since), and names the kind when it is still missing.
+func TestMapperAndReadyz(t *testing.T) {
+	var mu sync.Mutex
+	gets := map[string]int{}
+	crdApplied := false
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		gets[r.URL.Path]++
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/readyz":
+			w.Header().Set("Content-Type", "text/plain")
+			fmt.Fprint(w, "ok")
+		case "/api/v1":
+			fmt.Fprint(w, `{"kind":"APIResourceList","groupVersion":"v1","resources":[
+				{"name":"nodes","namespaced":false,"kind":"Node"},{"name":"nodes/status","namespaced":false,"kind":"Node"},
+				{"name":"configmaps","namespaced":true,"kind":"ConfigMap"}]}`)
+		case "/apis/config.openshift.io/v1":
+			res := `{"name":"clusterversions","namespaced":false,"kind":"ClusterVersion"}`
+			if crdApplied {
+				res += `,{"name":"infrastructures","namespaced":false,"kind":"Infrastructure"}`
+			}
+			fmt.Fprintf(w, `{"kind":"APIResourceList","groupVersion":"config.openshift.io/v1","resources":[%s]}`, res)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`)
+		}
+	}))
+	defer srv.Close()
+	k, err := NewClients(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := Readyz(ctx, k); err != nil {
+		t.Errorf("Readyz: %v", err)
+	}
+	m := NewMapper(k.REST)
+	tests := []struct {
+		gvk        schema.GroupVersionKind
+		want       schema.GroupVersionResource
+		namespaced bool
+		err        string
+	}{
+		{schema.GroupVersionKind{Version: "v1", Kind: "Node"}, Nodes, false, ""},
+		{schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, ConfigMaps, true, ""},
+		{schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "ClusterVersion"}, ClusterVersions, false, ""},
+		{schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Infrastructure"}, schema.GroupVersionResource{}, false, "no resource for kind Infrastructure in /apis/config.openshift.io/v1 (is its CRD applied first?)"},
+		{schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, schema.GroupVersionResource{}, false, "kind Widget in /apis/example.com/v1"},
+	}
+	for _, tt := range tests {
+		gvr, ns, err := m.Resource(ctx, tt.gvk)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%v: err %v, want %q", tt.gvk, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || gvr != tt.want || ns != tt.namespaced {
+			t.Errorf("%v = %v %v %v, want %v %v", tt.gvk, gvr, ns, err, tt.want, tt.namespaced)
+		}
+	}
+	mu.Lock()
+	if gets["/api/v1"] != 1 || gets["/apis/config.openshift.io/v1"] != 2 {
+		t.Errorf("discovery GETs %v: want /api/v1 once (cached), the config group twice (one refresh on the miss)", gets)
+	}
+	crdApplied = true
+	mu.Unlock()
+	gvr, _, err := m.Resource(ctx, schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Infrastructure"})
+	if err != nil || gvr.Resource != "infrastructures" {
+		t.Errorf("after the CRD: %v %v", gvr, err)
+	}
+}
+
+// TestDynamicRequests checks the REST requests of the Dynamic client (method, path, query,
+// body) and that API errors come back as StatusErrors apierrors recognizes.
+func TestDynamicRequests(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, strings.TrimSpace(fmt.Sprintf("%s %s?%s %s", r.Method, r.URL.Path, r.URL.RawQuery, b)))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/missing"):
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"configmaps \"missing\" not found","reason":"NotFound","code":404}`)
+		case strings.HasSuffix(r.URL.Path, "/approval"):
+			w.WriteHeader(http.StatusConflict)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the object has been modified","reason":"Conflict","code":409}`)
+		case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/nodes"):
+			fmt.Fprint(w, `{"kind":"NodeList","apiVersion":"v1","metadata":{},"items":[{"metadata":{"name":"m0"}}]}`)
+		default:
+			fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x","namespace":"ns"}}`)
+		}
+	}))
+	defer srv.Close()
+	k, err := NewClients(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}}}
+	if _, err := k.Dynamic.Resource(ConfigMaps).Namespace("ns").Get(ctx, "missing", metav1.GetOptions{}); !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), `configmaps "missing" not found`) {
+		t.Errorf("get missing: %v, want the server's NotFound", err)
+	}
+	if _, err := k.Dynamic.Resource(CSRs).Update(ctx, cm, metav1.UpdateOptions{}, "approval"); !apierrors.IsConflict(err) {
+		t.Errorf("approval: %v, want Conflict", err)
+	}
+	if l, err := List[corev1.Node](ctx, k.Dynamic, Nodes, "", "node-role.kubernetes.io/master"); err != nil || len(l) != 1 || l[0].Name != "m0" {
+		t.Errorf("list nodes: %v %v", l, err)
+	}
+	if _, err := k.Dynamic.Resource(ConfigMaps).Namespace("ns").Apply(ctx, "x", cm, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+		t.Error(err)
+	}
+	if _, err := k.Dynamic.Resource(ConfigMaps).Namespace("ns").Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Error(err)
+	}
+	if err := k.Dynamic.Resource(Nodes).Delete(ctx, "m0", metav1.DeleteOptions{}); err != nil {
+		t.Error(err)
+	}
+	want := []string{
+		`GET /api/v1/namespaces/ns/configmaps/missing?`,
+		`PUT /apis/certificates.k8s.io/v1/certificatesigningrequests/x/approval? {"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`,
+		`GET /api/v1/nodes?labelSelector=node-role.kubernetes.io%2Fmaster`,
+		`PATCH /api/v1/namespaces/ns/configmaps/x?fieldManager=labbuild&force=true {"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`,
+		`POST /api/v1/namespaces/ns/configmaps?dryRun=All {"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`,
+		`DELETE /api/v1/nodes/m0? {}`,
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -10,10 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 )
 
 // The OpenShift config API resources the waits read (openshift/api config/v1, CRDs
@@ -51,14 +49,14 @@ func NodeReady(n *corev1.Node) bool {
 
 // NodesReady lists the nodes and splits names into those Ready and those not (absent or not
 // Ready), both sorted.
-func NodesReady(ctx context.Context, cs kubernetes.Interface, names []string) (ready, notReady []string, err error) {
-	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+func NodesReady(ctx context.Context, dyn Interface, names []string) (ready, notReady []string, err error) {
+	list, err := List[corev1.Node](ctx, dyn, Nodes, "", "")
 	if err != nil {
-		return nil, nil, fmt.Errorf("list nodes: %w", err)
+		return nil, nil, err
 	}
 	ok := map[string]bool{}
-	for i := range list.Items {
-		ok[list.Items[i].Name] = NodeReady(&list.Items[i])
+	for i := range list {
+		ok[list[i].Name] = NodeReady(&list[i])
 	}
 	for _, n := range names {
 		if ok[n] {
@@ -74,13 +72,13 @@ func NodesReady(ctx context.Context, cs kubernetes.Interface, names []string) (r
 
 // EtcdOn returns the nodes among names on which an etcd pod (namespace EtcdNamespace, label
 // EtcdPodLabel) is Running with condition Ready=True, sorted.
-func EtcdOn(ctx context.Context, cs kubernetes.Interface, names []string) ([]string, error) {
-	pods, err := cs.CoreV1().Pods(EtcdNamespace).List(ctx, metav1.ListOptions{LabelSelector: EtcdPodLabel})
+func EtcdOn(ctx context.Context, dyn Interface, names []string) ([]string, error) {
+	pods, err := List[corev1.Pod](ctx, dyn, Pods, EtcdNamespace, EtcdPodLabel)
 	if err != nil {
-		return nil, fmt.Errorf("list pods -n %s -l %s: %w", EtcdNamespace, EtcdPodLabel, err)
+		return nil, err
 	}
 	var out []string
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		if p.Status.Phase != corev1.PodRunning || !slices.Contains(names, p.Spec.NodeName) || slices.Contains(out, p.Spec.NodeName) {
 			continue
 		}
@@ -96,8 +94,8 @@ func EtcdOn(ctx context.Context, cs kubernetes.Interface, names []string) ([]str
 
 // BootstrapComplete reports whether ConfigMap kube-system/bootstrap has data.status
 // "complete".
-func BootstrapComplete(ctx context.Context, cs kubernetes.Interface) (bool, error) {
-	cm, err := cs.CoreV1().ConfigMaps(BootstrapNamespace).Get(ctx, BootstrapConfigMap, metav1.GetOptions{})
+func BootstrapComplete(ctx context.Context, dyn Interface) (bool, error) {
+	cm, err := Get[corev1.ConfigMap](ctx, dyn, ConfigMaps, BootstrapNamespace, BootstrapConfigMap)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -110,9 +108,12 @@ func BootstrapComplete(ctx context.Context, cs kubernetes.Interface) (bool, erro
 // MarkBootstrapComplete server-side-applies ConfigMap kube-system/bootstrap with data.status
 // "complete" (idempotent), as openshift-install's report-progress.sh does at the end of
 // bootkube.
-func MarkBootstrapComplete(ctx context.Context, cs kubernetes.Interface) error {
-	cm := corev1ac.ConfigMap(BootstrapConfigMap, BootstrapNamespace).WithData(map[string]string{"status": "complete"})
-	if _, err := cs.CoreV1().ConfigMaps(BootstrapNamespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+func MarkBootstrapComplete(ctx context.Context, dyn Interface) error {
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": BootstrapConfigMap, "namespace": BootstrapNamespace},
+		"data":     map[string]any{"status": "complete"}}}
+	_, err := dyn.Resource(ConfigMaps).Namespace(BootstrapNamespace).Apply(ctx, BootstrapConfigMap, cm, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	if err != nil {
 		return fmt.Errorf("apply configmap %s/%s: %w", BootstrapNamespace, BootstrapConfigMap, err)
 	}
 	return nil
@@ -122,7 +123,7 @@ func MarkBootstrapComplete(ctx context.Context, cs kubernetes.Interface) error {
 // ClusterVersion "version" exists and has a Progressing, Available or Failing condition
 // (the CVO writes them on its first sync; the installer's ClusterVersion has no status).
 // status is a one-line summary, such as `Progressing=True: Working towards 4.18.0`.
-func CVOProgress(ctx context.Context, dyn dynamic.Interface) (done bool, status string, err error) {
+func CVOProgress(ctx context.Context, dyn Interface) (done bool, status string, err error) {
 	cv, err := dyn.Resource(ClusterVersions).Get(ctx, "version", metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, "no ClusterVersion version yet", nil
@@ -203,7 +204,7 @@ func short(names []string) string {
 }
 
 // Converged reads every ClusterOperator and the ClusterVersion "version".
-func Converged(ctx context.Context, dyn dynamic.Interface) (Convergence, error) {
+func Converged(ctx context.Context, dyn Interface) (Convergence, error) {
 	var c Convergence
 	list, err := dyn.Resource(ClusterOperators).List(ctx, metav1.ListOptions{})
 	if err != nil {

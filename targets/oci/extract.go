@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,6 +21,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 )
 
@@ -277,13 +277,14 @@ func verifyFile(p string, d v1.Hash, size int64) error {
 }
 
 // walkLayer streams the layer blob at p (gzip, zstd or plain tar) and calls fn per entry.
+// Gzip is inflated by klauspost/compress (the same bytes as compress/gzip, about 1.5x faster).
 func walkLayer(p string, fn func(h *tar.Header, r io.Reader) error) error {
 	f, err := os.Open(p)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	br := bufio.NewReaderSize(f, 1<<20)
+	br := bufio.NewReaderSize(f, 256<<10)
 	magic, _ := br.Peek(4)
 	var r io.Reader = br
 	switch {

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStatusJSON: `status --json` is data, per target: state, short key, build time, the next
+// build's action and the changed fields, compared with testdata/status.golden.json (keys and
+// times checked for shape, then masked; -update rewrites it). Built, then an edit of pki.caDays
+// makes pki/ca/root stale with the change named; pki/ca/kubernetes is missing.
+func TestStatusJSON(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	dir := t.TempDir()
+	lab := filepath.Join(dir, "my-lab.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(lab, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli := func(args ...string) []byte {
+		t.Helper()
+		var out, errb bytes.Buffer
+		code := run(context.Background(), append([]string{"-C", dir, "-f", "my-lab.yaml"}, args...), &out, &errb)
+		os.Chdir(wd)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out.String(), errb.String())
+		}
+		return out.Bytes()
+	}
+	write("pki: {keyAlgorithm: ECDSA-P256}\n")
+	start := time.Now().Add(-time.Second)
+	cli("-q", "pki/ca/root")
+	end := time.Now().Add(time.Second)
+	keyRe := regexp.MustCompile(`^[0-9a-f]{12}$`)
+	mask := func(b []byte) any {
+		t.Helper()
+		var rep statusReport
+		if err := json.Unmarshal(b, &rep); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, b)
+		}
+		for i := range rep.Targets {
+			ts := &rep.Targets[i]
+			if ts.Key != "" {
+				if !keyRe.MatchString(ts.Key) {
+					t.Errorf("%s: key %q is not 12 hex digits", ts.Name, ts.Key)
+				}
+				ts.Key = "<key>"
+			}
+			if ts.BuiltAt != "" {
+				at, err := time.Parse(time.RFC3339, ts.BuiltAt)
+				if err != nil || at.Before(start.Truncate(time.Second)) || at.After(end) {
+					t.Errorf("%s: builtAt %q not within the build (%v)", ts.Name, ts.BuiltAt, err)
+				}
+				ts.BuiltAt = "<time>"
+			}
+		}
+		return rep
+	}
+	got := []any{mask(cli("status", "--json", "pki/ca/root", "pki/ca/kubernetes"))}
+	write("pki: {keyAlgorithm: ECDSA-P256, caDays: 3000}\n")
+	got = append(got, mask(cli("status", "--json", "pki/ca/root")))
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(got); err != nil {
+		t.Fatal(err)
+	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	golden := filepath.Join("testdata", "status.golden.json")
+	if *update {
+		if err := os.WriteFile(golden, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(append(b, '\n'), want) {
+		t.Errorf("status --json differs from %s (-update rewrites it):\n%s", golden, b)
+	}
+}
+
+// TestRootCauseNamesLabFile: with the pull secret gone after the lab was written, the read-only
+// verbs (explain, status --json) name the cause with the -f file and line that set the field,
+// never a generic "lab.yaml", and `status --json` gives every blocked target that one cause.
+func TestRootCauseNamesLabFile(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "id.pub"), []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH4Vj7Yz0n7uK2pQvJmH1x6Xn2mC3f0l5S0b3Jc8yF1q lab\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lab := "pki: {keyAlgorithm: ECDSA-P256}\naccess:\n  pullSecretFile: ./gone.json\n  sshKeyFile: ./id.pub\n"
+	if err := os.WriteFile(filepath.Join(dir, "my-lab.yaml"), []byte(lab), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		code := run(context.Background(), append([]string{"-C", dir, "-f", "my-lab.yaml"}, args...), &out, &out)
+		os.Chdir(wd)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, out.String())
+		}
+		return out.String()
+	}
+	cause := "cannot read access.pullSecretFile (my-lab.yaml:3) names " + filepath.Join(dir, "gone.json") + ": no such file or directory"
+	if out := cli("explain", "manifests/cluster/pull-secret"); !strings.Contains(out, "error: "+cause) {
+		t.Errorf("explain does not name the cause with my-lab.yaml:3:\n%s", out)
+	}
+	var rep statusReport
+	if err := json.Unmarshal([]byte(cli("status", "--json", "release", "manifests")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	blocked := 0
+	for _, ts := range rep.Targets {
+		if ts.State != stBlocked {
+			continue
+		}
+		blocked++
+		if !strings.Contains(ts.Error, cause) {
+			t.Errorf("%s: error %q does not name the cause", ts.Name, ts.Error)
+		}
+	}
+	if blocked < 5 || rep.Config != "my-lab.yaml" {
+		t.Errorf("status --json: %d blocked targets, config %q; want the release and its dependents blocked, my-lab.yaml", blocked, rep.Config)
+	}
+}
