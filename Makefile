@@ -43,9 +43,12 @@ vet:
 
 # The rehearsal lab (docs/rehearsal.md): labbuild's node Ignition run without a guest OS, in
 # network namespaces on 198.18.0.0/24 — the bootstrap's static pods with real etcd and
-# kube-apiserver, a real kubelet joining. Needs root and what `make install` installs.
+# kube-apiserver, a real kubelet joining, and TestRehearsalFlow: `labbuild cluster` from an
+# empty directory to cluster/done, killed and rerun, destroyed twice. Needs root and what
+# `make install` installs. REHEARSAL_RUN=TestRehearsalFlow runs only the flow.
+REHEARSAL_RUN ?= .
 rehearsal: build
-	LABBUILD_REHEARSAL=1 LABBUILD_BIN=$(CURDIR)/labbuild $(GO) test -count=1 -v -timeout 40m ./internal/rehearsal
+	LABBUILD_REHEARSAL=1 LABBUILD_BIN=$(CURDIR)/labbuild $(GO) test -count=1 -v -timeout 75m -run '$(REHEARSAL_RUN)' ./internal/rehearsal
 
 # Fuzz the lab-config parser and validator (targets.FuzzConfig) for FUZZTIME; the seeds are the
 # bad-config corpus in testdata/badconfig. A crash is saved under targets/testdata/fuzz.

@@ -118,6 +118,10 @@ type DestroyReport struct {
 	// Failed lists targets whose objects could not be reached or removed; they stay recorded,
 	// and the error Destroy returns names each one and its cause.
 	Failed []string `json:"failed"`
+	// Kept lists targets left alone, still recorded, because something that uses them failed
+	// (the disk and pool under a VM that could not be removed). KeptFor names that user.
+	Kept    []string          `json:"kept"`
+	KeptFor map[string]string `json:"keptFor,omitempty"`
 	// Planned lists what a dry run would destroy.
 	Planned []string `json:"planned,omitempty"`
 }
@@ -125,8 +129,9 @@ type DestroyReport struct {
 // Destroy undoes External targets (o.Goals; every recorded External target when empty) in
 // reverse dependency order — VMs before volumes before the pool — from their recorded outputs,
 // then forgets them. It is safe to rerun: targets with no record are skipped. A target whose
-// Destroy fails stays recorded, and so does everything it depends on (the disk and pool under
-// a VM that could not be removed); Destroy then returns an error naming each and why.
+// Destroy fails stays recorded, and so does everything it depends on (Kept: the disk and pool
+// under a VM that could not be removed); Destroy then returns an error naming each failed
+// target and its cause.
 func Destroy(ctx context.Context, o Options) (*DestroyReport, error) {
 	rep := &DestroyReport{}
 	p, err := Load(o)
@@ -172,10 +177,13 @@ func Destroy(ctx context.Context, o Options) (*DestroyReport, error) {
 			rep.Planned = append(rep.Planned, t.Name)
 			continue
 		}
-		if by := keptBy(p, i, rep.Failed); by != "" {
+		if by := rep.keptBy(p, i); by != "" {
 			// What still uses it stays, so it stays: a pool under a VM's disk, a network under a VM.
-			rep.Failed = append(rep.Failed, t.Name)
-			errs = append(errs, fmt.Errorf("%s: not destroyed (still recorded): %s, which uses it, was not destroyed", t.Name, by))
+			rep.Kept = append(rep.Kept, t.Name)
+			if rep.KeptFor == nil {
+				rep.KeptFor = map[string]string{}
+			}
+			rep.KeptFor[t.Name] = by
 			continue
 		}
 		got := RecordOnly
@@ -200,11 +208,16 @@ func Destroy(ctx context.Context, o Options) (*DestroyReport, error) {
 	return rep, errors.Join(errs...)
 }
 
-// keptBy returns the first of failed that depends on target i directly, or "".
-func keptBy(p *Project, i int, failed []string) string {
+// keptBy returns the first target that depends on target i directly and failed or was kept
+// (the one that failed at the root of the chain), or "".
+func (r *DestroyReport) keptBy(p *Project, i int) string {
 	for _, d := range p.Graph.Dependents(i) {
-		if n := p.Targets[d].Name; slices.Contains(failed, n) {
+		n := p.Targets[d].Name
+		if slices.Contains(r.Failed, n) {
 			return n
+		}
+		if by, ok := r.KeptFor[n]; ok {
+			return by
 		}
 	}
 	return ""

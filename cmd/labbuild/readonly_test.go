@@ -34,7 +34,7 @@ func TestReadOnlyVerbsWriteNothing(t *testing.T) {
 	for _, dir := range []string{built, empty} {
 		before := snapshot(t, dir)
 		for _, args := range [][]string{{"-n", "pki"}, {"-n", "--json", "pki"}, {"graph", "pki"}, {"graph", "--format", "tree", "pki"},
-			{"explain", "pki/ca/root"}, {"list", "pki"}, {"config"}, {"config", "--json"}, {"certs"}} {
+			{"explain", "pki/ca/root"}, {"list", "pki"}, {"config"}, {"config", "--json"}, {"certs"}, {"status", "--json", "pki"}} {
 			code, out := cli(dir, args...)
 			if code != 0 {
 				t.Errorf("%v in %s: exit %d\n%s", args, dir, code, out)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -95,7 +94,7 @@ does once a day. libvirt objects are left alone: use labbuild destroy.`,
 		"destroy": {
 			usage:    "labbuild destroy [-n] [--json] [target|family ...]",
 			short:    "remove what labbuild created in libvirt and on the host, from its records",
-			long:     "Removes exactly what labbuild's records name (VMs, volumes, pool, network, haproxy) in reverse dependency order. Each line says what happened: destroyed (it existed and is gone), already absent (removed outside labbuild; the record goes), forgot (nothing of its own outside the output directory), NOT destroyed (unreachable or refused: it and what it sits on stay recorded, exit 1). Safe to rerun. --json prints the same lists.",
+			long:     "Removes exactly what labbuild's records name (VMs, volumes, pool, network, haproxy) in reverse dependency order. Each line says what happened: destroyed (it existed and is gone), already absent (removed outside labbuild; the record goes), forgot (nothing of its own outside the output directory), NOT destroyed (unreachable or refused: it stays recorded, exit 1), kept (what a NOT destroyed target sits on stays recorded too). Safe to rerun. --json prints the same lists.",
 			examples: []string{"labbuild destroy", "labbuild destroy -n", "labbuild destroy libvirt/vm/worker-1"},
 			run:      runDestroy,
 		},
@@ -130,12 +129,16 @@ build streams every running target's log lines instead, prefixed with the target
 			run:      runLog,
 		},
 		"status": {
-			usage: "labbuild status [--json]",
+			usage: "labbuild status [--json [target|family ...]]",
 			short: "report the running cluster: API, bootstrap, etcd, operators, and each node's VM, Ready and CSRs",
 			long: `Asks the cluster (through the admin kubeconfig the build wrote) and the hypervisor where the lab
 stands: the API through the VIP, bootstrap complete or not, etcd, ClusterOperators, and per node its
 role, VM state, Ready condition and pending CSRs. An unreachable API is reported, not an error.
-Changes nothing; use it between the phases of labbuild cluster.`,
+Changes nothing; use it between the phases of labbuild cluster.
+--json prints data instead, per target (every target, or those named): its state ("up to date",
+cached, stale, missing, failed, blocked), short action key, when it was built, what the next
+build would do and why, and for External targets whether the object exists and has drifted.
+The schema is in docs/usage.md.`,
 			examples: []string{"labbuild status", "labbuild -f lab.yaml status"},
 			run:      runStatus,
 		},
@@ -409,7 +412,10 @@ func runDestroy(ctx context.Context, c *cli, args []string) error {
 	for _, n := range rep.Failed {
 		fmt.Fprintf(c.stdout, "NOT destroyed %s (still recorded)\n", n)
 	}
-	if len(rep.Planned)+len(rep.Destroyed)+len(rep.Absent)+len(rep.Forgotten)+len(rep.Failed) == 0 {
+	for _, n := range rep.Kept {
+		fmt.Fprintf(c.stdout, "kept %s (still recorded: %s uses it)\n", n, rep.KeptFor[n])
+	}
+	if len(rep.Planned)+len(rep.Destroyed)+len(rep.Absent)+len(rep.Forgotten)+len(rep.Failed)+len(rep.Kept) == 0 {
 		if err == nil {
 			fmt.Fprintln(c.stdout, "labbuild: nothing recorded to destroy")
 		}
@@ -418,7 +424,7 @@ func runDestroy(ctx context.Context, c *cli, args []string) error {
 	if !c.dryRun {
 		line := fmt.Sprintf("labbuild: %d destroyed, %d already absent, %d records forgotten", len(rep.Destroyed), len(rep.Absent), len(rep.Forgotten))
 		if len(rep.Failed) > 0 {
-			line += fmt.Sprintf(", %d NOT destroyed (fix the cause on stderr and run labbuild destroy again)", len(rep.Failed))
+			line += fmt.Sprintf(", %d NOT destroyed, %d kept (fix the cause on stderr and run labbuild destroy again)", len(rep.Failed), len(rep.Kept))
 		}
 		fmt.Fprintln(c.stdout, line)
 	}
@@ -435,7 +441,7 @@ func runDestroy(ctx context.Context, c *cli, args []string) error {
 // destroyJSON is destroy --json: every list present, empty rather than null.
 func destroyJSON(r *targets.DestroyReport) targets.DestroyReport {
 	return targets.DestroyReport{Destroyed: nonNil(r.Destroyed), Absent: nonNil(r.Absent), Forgotten: nonNil(r.Forgotten),
-		Failed: nonNil(r.Failed), Planned: r.Planned}
+		Failed: nonNil(r.Failed), Kept: nonNil(r.Kept), KeptFor: r.KeptFor, Planned: r.Planned}
 }
 
 func runInit(ctx context.Context, c *cli, args []string) error {
@@ -499,31 +505,11 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 	if !c.json {
 		return targets.ClusterStatus(ctx, cfg, o.OutDir, c.stdout)
 	}
-	var buf bytes.Buffer
-	err = targets.ClusterStatus(ctx, cfg, o.OutDir, &buf)
+	rep, err := c.statusJSON(ctx, args)
 	if err != nil {
 		return err
 	}
-	return encodeJSON(c.stdout, statusRows(buf.String()))
-}
-
-// clusterStatusRow is one line of `labbuild status`: what ("api", "etcd", a node) and its state.
-type clusterStatusRow struct {
-	Item   string `json:"item"`
-	Detail string `json:"detail"`
-}
-
-// statusRows splits the status report's aligned columns (two or more spaces) into rows.
-func statusRows(text string) []clusterStatusRow {
-	rows := []clusterStatusRow{}
-	for _, l := range strings.Split(strings.TrimRight(text, "\n"), "\n") {
-		if strings.TrimSpace(l) == "" {
-			continue
-		}
-		item, detail, _ := strings.Cut(l, "  ")
-		rows = append(rows, clusterStatusRow{Item: strings.TrimSpace(item), Detail: strings.TrimSpace(detail)})
-	}
-	return rows
+	return encodeJSON(c.stdout, rep)
 }
 
 func encodeJSON(w io.Writer, v any) error {

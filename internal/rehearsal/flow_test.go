@@ -3,44 +3,30 @@ package rehearsal
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/targets"
 )
-
-// cvoStandin reports progress on the ClusterVersion once cluster/bootstrap applied it, as the
-// CVO's first sync does (stand-in: the CVO's image cannot run here). It polls until ctx ends.
-func cvoStandin(ctx context.Context, r *rig) {
-	status := map[string]any{
-		"desired":            map[string]any{"version": "4.18.0", "image": "quay.io/openshift-release-dev/ocp-release@sha256:" + strings.Repeat("0", 64)},
-		"observedGeneration": int64(1), "versionHash": "rehearsal-standin", "availableUpdates": nil,
-		"conditions": []any{
-			map[string]any{"type": "Progressing", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z", "message": "Working towards 4.18.0 (rehearsal CVO stand-in)"},
-			map[string]any{"type": "Available", "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"},
-		},
-	}
-	for ctx.Err() == nil {
-		if k, err := r.clients(); err == nil {
-			if _, err := kube.PatchStatus(ctx, k.Dynamic.Resource(kube.ClusterVersions), "config.openshift.io/v1", "ClusterVersion", "version", status); err == nil {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(2 * time.Second):
-		}
-	}
-}
 
 // lbRun is one labbuild run: its output, exit status, wall time and peak RSS.
 type lbRun struct {
@@ -55,9 +41,10 @@ const killDelay = 10 * time.Second
 
 // labbuildKillAt runs labbuild args in the lab and, killDelay after kill matches a line of
 // its output, kills it with SIGKILL (as an OOM kill would: no cleanup runs).
-func (r *rig) labbuildKillAt(kill *regexp.Regexp, args ...string) lbRun {
-	cmd := exec.Command("ip", append([]string{"netns", "exec", r.lv.NetNS, r.lb, "-f", "lab.yaml"}, args...)...)
-	cmd.Dir = r.lab
+func (h *flowHost) labbuildKillAt(kill *regexp.Regexp, args ...string) lbRun {
+	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(h.holder.Process.Pid), "-m", "-n", "--wd=" + h.r.lab, "--",
+		"env", "PATH=" + h.standinBin + ":" + os.Getenv("PATH"), targets.RHCOSCacheEnv + "=" + filepath.Join(h.r.work, "image-cache"), h.r.lb, "-f", "lab.yaml"}, args...)...)
+	cmd.Dir = h.r.lab
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	var buf bytes.Buffer
@@ -91,94 +78,420 @@ func (r *rig) labbuildKillAt(kill *regexp.Regexp, args ...string) lbRun {
 	return run
 }
 
-// TestRehearsalFlow runs the real labbuild binary from an empty directory through
-// `labbuild cluster/etcd` with every VM start turned into its node starting (Watch): the
-// bootstrap's control plane from bootstrap.ign's static pods, master-0's real kubelet, CSRs
-// approved by labbuild itself, the etcd static pod on master-0 (a stand-in for the
-// cluster-etcd-operator's, run by the real kubelet). labbuild is killed (SIGKILL) while cluster/masters waits and
-// rerun: it continues there and finishes; a third run runs nothing. `labbuild destroy` then
-// leaves no domain, volume, pool, network, bridge, haproxy or VIP in the lab's namespace, and
-// a second destroy does nothing. Wall time and peak memory of each run are logged.
+// flowHost is the host as labbuild sees it in the rehearsal: a holder process in the lab's
+// network namespace (libvirtd's, where labbuild's network puts the lab bridge and
+// haproxy/service the VIPs) with a private mount namespace in which /etc is an overlay whose
+// upper layer is etcUpper — every file labbuild writes under /etc lands there and nothing
+// reaches the real /etc — and PATH starting with standinBin (the nmcli stand-in). The
+// namespace's nftables ruleset is a host firewall (inet filter input, policy drop) that
+// host/firewall must open. Every labbuild run enters the holder's namespaces.
+type flowHost struct {
+	r                              *rig
+	holder                         *exec.Cmd
+	etcUpper, standinBin, nmcliLog string
+}
+
+// nmcliStandin is the stand-in for NetworkManager's nmcli (NetworkManager needs D-Bus and
+// systemd, which do not run here): it answers that NetworkManager runs, accepts the DNS reload
+// host/dns asks for, and logs each call.
+const nmcliStandin = `#!/bin/sh
+# rehearsal stand-in for nmcli: NetworkManager cannot run here (no D-Bus, no systemd).
+echo "$*" >> "$(dirname "$0")/nmcli.log"
+case "$*" in
+"-t -f RUNNING general") echo running ;;
+"general reload conf dns-full") ;;
+*) echo "nmcli stand-in: unsupported: $*" >&2; exit 1 ;;
+esac
+`
+
+// hostFirewallRules is the host firewall of the rehearsal's host namespace: nothing but
+// replies, loopback, DNS and DHCP gets in, as on a host whose firewall knows nothing of the
+// lab; host/firewall must open the VIP ports from the lab bridge.
+const hostFirewallRules = `table inet filter {
+	chain input {
+		type filter hook input priority 0; policy drop;
+		ct state established,related accept
+		iif lo accept
+		udp dport { 53, 67 } accept
+		tcp dport 53 accept
+	}
+}
+`
+
+func startFlowHost(t *testing.T, r *rig) *flowHost {
+	t.Helper()
+	dir := filepath.Join(r.work, "host")
+	h := &flowHost{r: r, etcUpper: filepath.Join(dir, "etc-upper"), standinBin: filepath.Join(dir, "bin")}
+	h.nmcliLog = filepath.Join(h.standinBin, "nmcli.log")
+	for _, d := range []string{h.etcUpper, filepath.Join(dir, "etc-work"), h.standinBin} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(h.standinBin, "nmcli"), []byte(nmcliStandin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fw := filepath.Join(dir, "firewall.nft")
+	os.WriteFile(fw, []byte(hostFirewallRules), 0o644)
+	if out, err := r.lv.Exec("nft", "-f", fw); err != nil {
+		t.Fatalf("nft -f %s: %v: %s", fw, err, out)
+	}
+	script := fmt.Sprintf("set -e\nmount -t overlay overlay -o lowerdir=/etc,upperdir=%s,workdir=%s /etc\nexec sleep 2147483647\n",
+		h.etcUpper, filepath.Join(dir, "etc-work"))
+	h.holder = exec.Command("nsenter", "--net=/run/netns/"+r.lv.NetNS, "--", "unshare", "-m", "--propagation", "private", "sh", "-c", script)
+	h.holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := h.holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go h.holder.Wait()
+	t.Cleanup(func() { syscall.Kill(-h.holder.Process.Pid, syscall.SIGKILL) })
+	for i := 0; ; i++ {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", h.holder.Process.Pid))
+		if strings.TrimSpace(string(b)) == "sleep" {
+			return h
+		}
+		if i == 200 {
+			t.Fatalf("host holder did not start (%q)", b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// dropIns lists the regular files labbuild left under the host's /etc/NetworkManager.
+func (h *flowHost) dropIns() []string {
+	var out []string
+	filepath.WalkDir(filepath.Join(h.etcUpper, "NetworkManager"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			out = append(out, strings.TrimPrefix(p, h.etcUpper))
+		}
+		return nil
+	})
+	return out
+}
+
+// firewallRules returns the lines of the namespace's nftables ruleset tagged by labbuild.
+func (h *flowHost) firewallRules(t *testing.T) []string {
+	out, err := h.r.lv.Exec("nft", "list", "ruleset")
+	if err != nil {
+		t.Errorf("nft list ruleset: %v: %s", err, out)
+	}
+	var tagged []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, `"labbuild:rehearsal"`) {
+			tagged = append(tagged, strings.TrimSpace(l))
+		}
+	}
+	return tagged
+}
+
+// hostResolves starts a real dnsmasq in the host namespace with the drop-in host/dns wrote as
+// its only configuration — standing in for NetworkManager's dnsmasq, which would read it — and
+// resolves name through it from the host namespace: the host's resolver reaches the lab's DNS.
+func (h *flowHost) hostResolves(ctx context.Context, t *testing.T, dropIn, name string) ([]string, error) {
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+h.r.lv.NetNS, "--", h.r.bins["dnsmasq"], "--keep-in-foreground", "--no-resolv", "--no-hosts",
+		"--listen-address=127.0.0.53", "--bind-interfaces", "--port=53", "--pid-file=", "--user=root", "--conf-file="+filepath.Join(h.etcUpper, dropIn))
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	time.Sleep(500 * time.Millisecond)
+	dial := DialIn(h.r.lv.NetNS)
+	res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return dial(ctx, network, "127.0.0.53:53")
+	}}
+	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	addrs, err := res.LookupHost(qctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("%w (dnsmasq: %s)", err, bytes.TrimSpace(log.Bytes()))
+	}
+	return addrs, nil
+}
+
+// flowLog collects what the stand-ins report, for the test's log and its failure.
+type flowLog struct {
+	mu    sync.Mutex
+	lines []string
+	errs  []string
+}
+
+func (l *flowLog) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, time.Now().Format("15:04:05 ")+fmt.Sprintf(format, args...))
+}
+
+func (l *flowLog) fail(format string, args ...any) {
+	l.logf("ERROR: "+format, args...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.errs = append(l.errs, fmt.Sprintf(format, args...))
+}
+
+func (l *flowLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// rehearsalImage writes the rehearsal's OS image: a blank qcow2 made by qemu-img, gzipped as
+// the RHCOS qemu artifact is published. The sample payload's CoreOS stream names a host under
+// .invalid, so the lab uses the override rhcos.imageURL (file://) with its sha256; the
+// stream's path is TestRHCOSFromPayload's (targets).
+func rehearsalImage(t *testing.T, dir string) struct{ url, sum string } {
+	t.Helper()
+	img := filepath.Join(dir, "rhcos-qemu.x86_64.qcow2")
+	if out, err := exec.Command(testenv.Require(t, "qemu-img"), "create", "-q", "-f", "qcow2", img, "1G").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(img)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(raw)
+	zw.Close()
+	if err := os.WriteFile(img+".gz", gz.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(gz.Bytes())
+	return struct{ url, sum string }{"file://" + img + ".gz", hex.EncodeToString(sum[:])}
+}
+
+// rehearsalLab turns the rehearsal's lab.yaml into the flow's: libvirt.memoryOvercommit (the
+// bootstrap and master keep OpenShift's 16 GiB minimum; their QEMU never touches it), 20 GiB
+// disks, the rehearsal's OS image, and waits short enough that a stuck phase fails within the
+// test's time.
+func rehearsalLab(t *testing.T, dir string) {
+	t.Helper()
+	img := rehearsalImage(t, dir)
+	p := filepath.Join(dir, "lab.yaml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(b), "  domainType: qemu\n", "  domainType: qemu\n  memoryOvercommit: true\n", 1)
+	if s == string(b) {
+		t.Fatal("lab.yaml has no libvirt.domainType: qemu line to extend")
+	}
+	// The disks are thin qcow2 that grow as the guest writes: nothing boots, so 20 GiB (the
+	// least validation allows) keeps preflight's disk check honest on a small /tmp.
+	s += fmt.Sprintf("rhcos:\n  imageURL: %s\n  imageSHA256: %s\n", img.url, img.sum)
+	s += "sizes:\n  bootstrap: {diskGiB: 20}\n  master: {diskGiB: 20}\n"
+	s += "wait:\n  bootstrapMinutes: 15\n  mastersMinutes: 15\n  etcdMinutes: 10\n  pivotMinutes: 10\n  workersMinutes: 5\n  convergeMinutes: 10\n"
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stoppedAt names the target a failed labbuild run stopped at (its FAILED line), or "".
+func stoppedAt(out string) string {
+	if m := regexp.MustCompile(`(?m)^FAILED: ([^\s:]+)`).FindStringSubmatch(out); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// TestRehearsalFlow runs the real labbuild binary from an empty directory through `labbuild
+// cluster` to cluster/done, in network namespaces of its own on 198.18.0.0/24, with a real
+// libvirtd (network with dnsmasq, pool, volumes, software-emulated domains), haproxy/service on
+// the VIPs, host/dns's drop-in and host/firewall's nftables rules in the host namespace. Every
+// domain start becomes its node starting (Watch): the bootstrap's control plane from
+// bootstrap.ign's static pods; master-0's real kubelet from master-0.ign, its CSRs approved by
+// labbuild; on master-0 the operators' part is stand-ins that run the real programs — an etcd
+// member with certificates from labbuild's etcd-signer Secret, the bootstrap's kube-apiserver
+// command line, the bootstrap member's removal after cluster/etcd marks bootstrap complete —
+// and the CVO's status reports (standins.go).
 //
-// Not yet: cluster/pivot and later phases (see docs/rehearsal.md): they need the
-// masters' etcd and kube-apiserver, which the operators would start.
+// labbuild is killed (SIGKILL) while cluster/masters waits and rerun: it continues there and
+// reaches cluster/done; a third run has no work to do. `labbuild destroy` then leaves no
+// domain, volume, pool, network, bridge, haproxy, VIP, DNS drop-in or firewall rule, and a
+// second destroy does nothing. Each run's wall time and peak RSS are logged.
 func TestRehearsalFlow(t *testing.T) {
 	requireRehearsal(t)
-	// host/preflight (upstream of every libvirt target) wants memory for every VM still to
-	// define; the lab's sizes may not go below OpenShift's minimum (16 GiB for the bootstrap
-	// and a master), so the rehearsal needs 32 GiB available even though its VMs boot nothing.
-	if avail := memAvailableMiB(); avail < 2*16384 {
-		t.Skipf("host/preflight would refuse this lab: bootstrap + master-0 need 32768 MiB, MemAvailable is %d MiB", avail)
-	}
+	start := time.Now()
 	r := newRig(t, true)
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
-	var errMu sync.Mutex
-	var nodeErrs []string
-	w := &Watch{URI: r.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: []string{"bootstrap", "master-0"},
-		Up: func(node string) {
-			nd, err := r.boot(node)
-			if err == nil {
-				if node == "bootstrap" {
-					_, _, err = r.staticPods(nd)
-				} else if err = WriteEtcdStandin(nd.Root); err == nil {
-					err = r.kubelet(ctx, nd, "10.128.0.0/23")
-				}
-			}
-			if err != nil {
-				errMu.Lock()
-				nodeErrs = append(nodeErrs, node+": "+err.Error())
-				errMu.Unlock()
-			}
-		},
-		Down: r.stop,
+	for _, p := range []string{"etcdctl", "dnsmasq", "nft"} {
+		r.bins[p] = testenv.Require(t, p)
 	}
+	rehearsalLab(t, r.lab)
+	h := startFlowHost(t, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
+	defer cancel()
+	fl := &flowLog{}
+	defer func() { t.Logf("stand-ins:\n%s", fl) }()
+	masterName := "master-0." + labDomain
+	bootRoot := filepath.Join(r.work, "nodes", "bootstrap", "root")
+	var standinsUp, teardownDone, bootstrapOff atomic.Bool
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
+	w := &Watch{URI: r.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: []string{"bootstrap", "master-0"},
+		Up: func(node string) {
+			fl.logf("domain %s running: node starts", node)
+			nd, err := r.boot(node)
+			if err != nil {
+				fl.fail("%s: boot: %v", node, err)
+				return
+			}
+			if node == "bootstrap" {
+				if _, _, err := r.staticPods(nd); err != nil {
+					fl.fail("bootstrap static pods: %v", err)
+					return
+				}
+				go func() {
+					files, _ := filepath.Glob(filepath.Join(r.lab, "out", "release", "crds", "crds", "*.yaml"))
+					crds := map[string][]byte{}
+					for _, f := range files {
+						if b, err := os.ReadFile(f); err == nil && CEL131.Match(b) {
+							crds[filepath.Base(f)] = b
+						}
+					}
+					names, err := SeedCRDs(wctx, nd, r.bins["etcdctl"], crds)
+					if err != nil {
+						fl.fail("%v", err)
+						return
+					}
+					fl.logf("kube-apiserver 1.31 stand-in: stored labbuild's %v in the bootstrap's etcd", names)
+					if cvo, err := CVOStandinCRDs(testenv.RepoRoot()); err != nil {
+						fl.fail("%v", err)
+					} else if names, err = SeedCRDs(wctx, nd, r.bins["etcdctl"], cvo); err != nil {
+						fl.fail("%v", err)
+					} else {
+						fl.logf("CVO stand-in: created %v from the payload's operator manifests", names)
+					}
+				}()
+				return
+			}
+			if err := r.kubelet(wctx, nd, "10.128.0.0/23"); err != nil {
+				fl.fail("%s: kubelet: %v", node, err)
+				return
+			}
+			go func() {
+				m := &MasterStandins{Node: nd, NodeName: masterName, IP: master0IP, BootstrapIP: bootstrapIP, BootstrapRoot: bootRoot,
+					Bins: r.bins, Clients: r.clients, Logf: fl.logf}
+				if err := m.Run(wctx); err != nil {
+					fl.fail("%v", err)
+					return
+				}
+				standinsUp.Store(true)
+				if err := EtcdTeardownStandin(wctx, nd, r.bins["etcdctl"], r.clients, fl.logf); err == nil {
+					teardownDone.Store(true)
+					fl.logf("etcd teardown stand-in: no etcd-bootstrap member")
+				}
+			}()
+		},
+		Down: func(node string) {
+			fl.logf("domain %s stopped: node stops", node)
+			if node == "bootstrap" {
+				bootstrapOff.Store(true)
+			}
+			r.stop(node)
+		},
+	}
 	go w.Run(wctx)
-	go cvoStandin(wctx, r)
-
-	// First run: killed once cluster/masters is waiting for the masters.
-	first := r.labbuildKillAt(regexp.MustCompile(`\] cluster/masters\b`), "cluster/etcd")
-	t.Logf("run 1 (killed in cluster/masters): %v after %s, peak RSS %d KiB\n%s", first.err, first.wall, first.maxRSS, tail(first.out, 2500))
-	if first.err == nil || !strings.Contains(first.out, "cluster/masters") {
-		t.Fatalf("run 1 was not killed during cluster/masters (err %v)", first.err)
-	}
-	second := r.labbuildKillAt(nil, "cluster/etcd")
-	t.Logf("run 2: %v after %s, peak RSS %d KiB\n%s", second.err, second.wall, second.maxRSS, tail(second.out, 2500))
-	errMu.Lock()
-	if len(nodeErrs) > 0 {
-		t.Errorf("nodes failed to start: %v", nodeErrs)
-	}
-	errMu.Unlock()
-	if second.err != nil {
+	// The CVO stand-in: ClusterVersion status from the start (cluster/bootstrap waits for the
+	// CVO to report), the stand-in operators' ClusterOperators as their work is done on the
+	// masters, ClusterVersion Available once both are.
+	go func() {
+		last := ""
+		for wctx.Err() == nil {
+			etcdOK := teardownDone.Load()
+			apiOK := standinsUp.Load() && bootstrapOff.Load()
+			state := fmt.Sprint(etcdOK, apiOK)
+			if k, err := r.clients(); err == nil && state != last {
+				err := ReportClusterVersion(wctx, k, "4.18.0", etcdOK && apiOK, fmt.Sprintf("etcd at level %v, kube-apiserver at level %v", etcdOK, apiOK))
+				if err == nil {
+					err = ReportOperator(wctx, k, "etcd", "4.18.0", etcdOK, "the bootstrap member is removed and the masters' members serve")
+				}
+				if err == nil {
+					err = ReportOperator(wctx, k, "kube-apiserver", "4.18.0", apiOK, "the masters' kube-apiservers serve without the bootstrap")
+				}
+				if err == nil {
+					last = state
+					fl.logf("CVO stand-in: etcd Available=%v, kube-apiserver Available=%v, ClusterVersion Available=%v", etcdOK, apiOK, etcdOK && apiOK)
+				}
+			}
+			select {
+			case <-wctx.Done():
+			case <-time.After(2 * time.Second):
+			}
+		}
+	}()
+	fail := func(what string, run lbRun) {
+		t.Helper()
 		for _, nd := range r.allNodes() {
 			t.Logf("node %s logs in %s", nd.Name, nd.LogDir)
 		}
-		t.Fatalf("rerun after the kill failed: %v", second.err)
-	}
-	if strings.Contains(second.out, "libvirt/network\n") || strings.Contains(second.out, "] cluster/bootstrap\n") {
-		t.Errorf("rerun ran finished targets again:\n%s", second.out)
-	}
-	third := r.labbuildKillAt(nil, "cluster/etcd")
-	t.Logf("run 3: %v after %s, peak RSS %d KiB\n%s", third.err, third.wall, third.maxRSS, tail(third.out, 800))
-	if third.err != nil || !regexp.MustCompile(`\b0 built\b`).MatchString(third.out) {
-		t.Errorf("third run: want nothing built, got %v:\n%s", third.err, third.out)
+		t.Fatalf("%s (the flow stops at %q): %v\n%s", what, stoppedAt(run.out), run.err, tail(run.out, 4000))
 	}
 
-	d1 := r.labbuildKillAt(nil, "destroy")
-	t.Logf("destroy: %v after %s\n%s", d1.err, d1.wall, tail(d1.out, 1500))
+	// Run 1: killed 10 s into cluster/masters, while it waits for the masters.
+	first := h.labbuildKillAt(regexp.MustCompile(`^\[\d+/\d+\] cluster/masters$`), "cluster")
+	t.Logf("run 1 (killed in cluster/masters): %v after %s, peak RSS %d KiB\n%s", first.err, first.wall, first.maxRSS, tail(first.out, 2500))
+	if first.err == nil || !strings.Contains(first.out, "cluster/masters") || stoppedAt(first.out) != "" {
+		fail("run 1 was not killed during cluster/masters", first)
+	}
+	// Upstream of cluster/bootstrap: the host's DNS drop-in and firewall rules are in place.
+	dropIn := "/NetworkManager/dnsmasq.d/labbuild-rehearsal.conf"
+	if got := h.dropIns(); !slices.Contains(got, dropIn) {
+		t.Errorf("host/dns: drop-ins under /etc/NetworkManager = %v, want %s", got, dropIn)
+	} else if addrs, err := h.hostResolves(ctx, t, dropIn, "api."+labDomain); err != nil || !slices.Equal(addrs, []string{apiVIP}) {
+		t.Errorf("host resolver with host/dns's drop-in: api.%s = %v (%v), want [%s]", labDomain, addrs, err, apiVIP)
+	}
+	if b, _ := os.ReadFile(h.nmcliLog); !strings.Contains(string(b), "general reload conf dns-full") {
+		t.Errorf("host/dns did not ask NetworkManager to reload its DNS configuration (nmcli calls: %q)", b)
+	}
+	if rules := h.firewallRules(t); len(rules) == 0 {
+		t.Errorf("host/firewall: no nftables rule tagged labbuild:rehearsal in the host namespace")
+	} else {
+		t.Logf("host/firewall rules: %v", rules)
+	}
+
+	// Run 2: continues in cluster/masters and reaches cluster/done.
+	second := h.labbuildKillAt(nil, "cluster")
+	t.Logf("run 2: %v after %s, peak RSS %d KiB\n%s", second.err, second.wall, second.maxRSS, tail(second.out, 3000))
+	fl.mu.Lock()
+	nodeErrs := slices.Clone(fl.errs)
+	fl.mu.Unlock()
+	if len(nodeErrs) > 0 {
+		t.Errorf("nodes and stand-ins failed: %v", nodeErrs)
+	}
+	if second.err != nil {
+		fail("the rerun after the kill failed", second)
+	}
+	for _, done := range []string{"host/preflight", "libvirt/network", "haproxy/service", "cluster/bootstrap"} {
+		if regexp.MustCompile(`(?m)^\[\d+/\d+\] ` + regexp.QuoteMeta(done) + `$`).MatchString(second.out) {
+			t.Errorf("the rerun ran %s again:\n%s", done, second.out)
+		}
+	}
+	if !strings.Contains(second.out, "export KUBECONFIG=") || !strings.Contains(second.out, "console-openshift-console.apps."+labDomain) {
+		t.Errorf("labbuild cluster did not end with openshift-install's summary:\n%s", tail(second.out, 1000))
+	}
+	third := h.labbuildKillAt(nil, "cluster")
+	t.Logf("run 3: %v after %s, peak RSS %d KiB\n%s", third.err, third.wall, third.maxRSS, tail(third.out, 800))
+	if third.err != nil || !strings.Contains(third.out, "no work to do") {
+		t.Errorf("third run: want no work to do, got %v:\n%s", third.err, third.out)
+	}
+
+	d1 := h.labbuildKillAt(nil, "destroy")
+	t.Logf("destroy: %v after %s, peak RSS %d KiB\n%s", d1.err, d1.wall, d1.maxRSS, tail(d1.out, 2000))
 	if d1.err != nil {
 		t.Fatalf("destroy: %v", d1.err)
 	}
 	time.Sleep(time.Second) // the watch sees the domains gone and stops the nodes
 	wcancel()
+	uri := r.lv.URI("qemu:///system")
 	for _, c := range []struct{ what, cmd string }{
-		{"domains", "virsh -c " + r.lv.URI("qemu:///system") + " list --all --name"},
-		{"networks", "virsh -c " + r.lv.URI("qemu:///system") + " net-list --all --name"},
-		{"pools", "virsh -c " + r.lv.URI("qemu:///system") + " pool-list --all --name"},
+		{"domains", "virsh -c " + uri + " list --all --name"},
+		{"networks", "virsh -c " + uri + " net-list --all --name"},
+		{"pools", "virsh -c " + uri + " pool-list --all --name"},
+		{"volumes", "find " + filepath.Join(r.lv.Dir, "pool") + " -type f 2>/dev/null || true"},
 		{"bridges", "ip -o link show type bridge"},
-		{"VIPs", "ip -o -4 addr show | grep -F 198.18.0. || true"},
+		{"VIPs", "ip -o -4 addr show | grep -F -e " + apiVIP + "/ -e 198.18.0.11/ || true"},
 	} {
 		out, err := r.lv.Exec("sh", "-c", c.cmd)
 		if s := strings.TrimSpace(string(out)); err != nil || s != "" {
@@ -191,25 +504,19 @@ func TestRehearsalFlow(t *testing.T) {
 			t.Errorf("after destroy, haproxy pid %s still runs: %q", p, bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
 		}
 	}
-	d2 := r.labbuildKillAt(nil, "destroy")
+	if got := h.dropIns(); len(got) != 0 {
+		t.Errorf("after destroy, DNS drop-ins left under /etc/NetworkManager: %v", got)
+	}
+	if rules := h.firewallRules(t); len(rules) != 0 {
+		t.Errorf("after destroy, firewall rules left: %v", rules)
+	}
+	d2 := h.labbuildKillAt(nil, "destroy")
 	if d2.err != nil || !strings.Contains(d2.out, "nothing") {
 		t.Errorf("second destroy: want nothing to do, got %v:\n%s", d2.err, d2.out)
 	}
-	fmt.Fprintf(os.Stderr, "rehearsal: run1 %s (killed), run2 %s, run3 %s, destroy %s; peak RSS %d/%d/%d KiB\n",
-		first.wall.Round(time.Second), second.wall.Round(time.Second), third.wall.Round(time.Second), d1.wall.Round(time.Second), first.maxRSS, second.maxRSS, third.maxRSS)
-}
-
-// memAvailableMiB is /proc/meminfo's MemAvailable in MiB (0 when unreadable).
-func memAvailableMiB() int64 {
-	b, _ := os.ReadFile("/proc/meminfo")
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemAvailable:" {
-			var kb int64
-			fmt.Sscan(f[1], &kb)
-			return kb / 1024
-		}
-	}
-	return 0
+	fmt.Fprintf(os.Stderr, "rehearsal: test %s; run1 %s (killed), run2 %s, run3 %s, destroy %s; labbuild peak RSS %d/%d/%d/%d KiB\n",
+		time.Since(start).Round(time.Second), first.wall.Round(time.Second), second.wall.Round(time.Second), third.wall.Round(time.Second),
+		d1.wall.Round(time.Second), first.maxRSS, second.maxRSS, third.maxRSS, d1.maxRSS)
 }
 
 func tail(s string, n int) string {

@@ -3,6 +3,7 @@ package rehearsal
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,13 +172,15 @@ type rig struct {
 
 	mu    sync.Mutex
 	nodes map[string]*Node
+	// celDropped are the CRD rules AdaptCRDsFor130 removed from each node's files.
+	celDropped map[string][]DroppedRule
 }
 
 // newRig prepares a rehearsal; withLibvirt starts a real libvirtd whose network (made by
 // labbuild) the nodes join, else the nodes join labNet's bridge.
 func newRig(t *testing.T, withLibvirt bool) *rig {
 	t.Helper()
-	r := &rig{bins: requireHost(t), work: t.TempDir(), seq: os.Getpid() % 10000, nodes: map[string]*Node{}}
+	r := &rig{bins: requireHost(t), work: t.TempDir(), seq: os.Getpid() % 10000, nodes: map[string]*Node{}, celDropped: map[string][]DroppedRule{}}
 	testenv.RequireShared(t)
 	r.lb = buildLabbuild(t, r.work)
 	if withLibvirt {
@@ -222,6 +225,11 @@ func (r *rig) boot(node string) (*Node, error) {
 	if _, err := Place(raw, root); err != nil {
 		return nil, err
 	}
+	// Stand-in for OpenShift's 1.31 kube-apiserver: the CRDs' IP/CIDR CEL rules go (cel.go).
+	dropped, err := AdaptCRDsFor130(root)
+	if err != nil {
+		return nil, err
+	}
 	k, err := ReadKeyfile(root)
 	if err != nil {
 		return nil, err
@@ -244,6 +252,7 @@ func (r *rig) boot(node string) (*Node, error) {
 		return nil, err
 	}
 	r.nodes[node] = nd
+	r.celDropped[node] = dropped
 	return nd, nil
 }
 
@@ -271,7 +280,8 @@ func (r *rig) staticPods(nd *Node) ([]string, []string, error) {
 			standins = append(standins, c.Pod+"/"+c.Name+" ("+c.Program+")")
 			continue
 		}
-		if _, err := nd.Start(c.Pod+"-"+c.Name, c.Env, c.Binds, append([]string{bin}, c.Args...)...); err != nil {
+		// Kept running as the kubelet keeps a static pod's container (restartPolicy Always).
+		if err := nd.Keep(c.Pod+"-"+c.Name, c.Env, c.Binds, append([]string{bin}, c.Args...)...); err != nil {
 			return nil, nil, err
 		}
 		started = append(started, c.Program)
@@ -295,8 +305,7 @@ func (r *rig) kubelet(ctx context.Context, nd *Node, podSubnet string) error {
 	if err := StartRuntime(ctx, nd, kl.Endpoint, podSubnet, r.pause); err != nil {
 		return err
 	}
-	_, err = nd.Start("kubelet", nil, nil, kl.Argv...)
-	return err
+	return nd.Keep("kubelet", nil, nil, kl.Argv...) // kubelet.service: Restart=always
 }
 
 // clients returns clients for labbuild's admin kubeconfig, dialled to the API VIP inside the
@@ -357,8 +366,10 @@ func bootstrapUp(ctx context.Context, t *testing.T) (*rig, *kube.Clients) {
 	return r, k
 }
 
-// TestBootstrapControlPlaneFromIgnition is the short form `make check` runs: bootstrapUp.
+// TestBootstrapControlPlaneFromIgnition is bootstrapUp alone. `make check` runs
+// TestKubeletJoinsBootstrapControlPlane, which begins with it, so this runs with make rehearsal.
 func TestBootstrapControlPlaneFromIgnition(t *testing.T) {
+	requireRehearsal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	_, k := bootstrapUp(ctx, t)
@@ -369,38 +380,80 @@ func TestBootstrapControlPlaneFromIgnition(t *testing.T) {
 	t.Logf("bootstrap kube-apiserver %s ready", v)
 }
 
+// pinnedTool returns $LABBUILD_TOOLS/name (built by .ci/build-kube.sh at the version the
+// rehearsal's kube-apiserver has) when it is there, else name from PATH.
+func pinnedTool(t *testing.T, name string) string {
+	t.Helper()
+	if dir := os.Getenv("LABBUILD_TOOLS"); dir != "" {
+		if p := filepath.Join(dir, name); isExec(p) {
+			return p
+		}
+	}
+	return testenv.Require(t, name)
+}
+
+func isExec(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir() && st.Mode()&0o111 != 0
+}
+
 // requireRehearsal skips unless LABBUILD_REHEARSAL=1 (`make rehearsal` sets it): the long
 // forms are not part of `make check`.
 func requireRehearsal(t *testing.T) {
 	t.Helper()
 	if os.Getenv("LABBUILD_REHEARSAL") != "1" {
-		t.Skip("the full rehearsal runs with make rehearsal (LABBUILD_REHEARSAL=1); make check runs TestBootstrapControlPlaneFromIgnition")
+		t.Skip("the full rehearsal runs with make rehearsal (LABBUILD_REHEARSAL=1); make check runs TestKubeletJoinsBootstrapControlPlane")
 	}
 }
 
-// TestKubeletJoinsBootstrapControlPlane is the rehearsal's first slice: after bootstrapUp,
+// TestKubeletJoinsBootstrapControlPlane is the rehearsal's first slice and `make check`'s
+// short form: after bootstrapUp, bootstrap.ign's bootkube.service applies every CRD and
+// manifest (the CVO stand-in having applied the payload CRD one of them needs), then
 // master-0's real kubelet, started from master-0.ign's kubelet.service with containerd
 // standing in for CRI-O, registers through api-int (the bootstrap, in the nodes' /etc/hosts),
 // its client and serving CSRs are approved by labbuild's approver (targets/csr) and the Node
 // becomes Ready at its lab IP.
 func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
-	requireRehearsal(t)
+	kubectl := pinnedTool(t, "kubectl")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	r, k := bootstrapUp(ctx, t)
 	// The bootstrap's bootkube.service (from bootstrap.ign) applies the CRDs and cluster
 	// manifests, among them the RBAC that lets system:bootstrappers create CSRs. Its `oc` is
-	// a stand-in: kubectl, linked as /usr/local/bin/oc inside the node (oc is not packaged).
-	kubectl := testenv.Require(t, "kubectl")
+	// a stand-in: kubectl (the apiserver's version, .ci/build-kube.sh), linked as
+	// /usr/local/bin/oc inside the node (oc is not packaged).
 	bNode := r.allNodes()[0]
 	if err := bNode.Run(ctx, "oc-standin", nil, "ln", "-sf", kubectl, "/usr/local/bin/oc"); err != nil {
 		t.Fatal(err)
+	}
+	// kube-apiserver 1.30 stands in for OpenShift's 1.31: boot dropped the CRD rules that call
+	// 1.31's CEL IP/CIDR functions (exactly those of two CRDs: TestAdaptCRDsFor130).
+	if len(r.celDropped["bootstrap"]) == 0 {
+		t.Error("no CEL IP/CIDR rule dropped from bootstrap.ign's CRDs: is the apiserver 1.31 now? then drop AdaptCRDsFor130")
+	}
+	t.Logf("CRD rules dropped for kube-apiserver 1.30: %d", len(r.celDropped["bootstrap"]))
+	// The CVO stand-in applies what the CVO would from the release payload and a bootstrap
+	// manifest needs: networks.operator.openshift.io, for 02-operator-network.yaml.
+	crds, err := CVOStandinCRDs(testenv.RepoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap, err := kube.NewApplier(k.Config, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ap.ApplyFiles(ctx, crds); err != nil {
+		t.Fatalf("CVO stand-in: %v", err)
 	}
 	start := time.Now()
 	if err := RunOneshot(ctx, bNode, "bootkube.service"); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("bootkube.service done in %s", time.Since(start).Round(time.Second))
+	// bootkube.sh marks success as its unit's ConditionPathExists=! names (no rerun at boot).
+	if _, err := os.Stat(filepath.Join(bNode.Root, "opt", "openshift", ".bootkube.done")); err != nil {
+		t.Errorf("bootkube.service exited 0 but left no /opt/openshift/.bootkube.done: %v", err)
+	}
 	mNode, err := r.boot("master-0")
 	if err != nil {
 		t.Fatal(err)
@@ -421,8 +474,10 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 				approved[d.Signer] = true
 			}
 		}
+		// The serving CSR comes once the client certificate is in use, possibly after Ready.
 		ready, _, err := kube.NodesReady(ctx, k.Dynamic, []string{name})
-		return err == nil && len(ready) == 1, fmt.Sprintf("approved %v, ready %v, err %v", approved, ready, err)
+		done := err == nil && len(ready) == 1 && approved["kubernetes.io/kubelet-serving"]
+		return done, fmt.Sprintf("approved %v, ready %v, err %v", approved, ready, err)
 	}, r.allNodes()...)
 
 	for _, s := range []string{"kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"} {

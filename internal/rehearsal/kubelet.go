@@ -70,6 +70,10 @@ func PauseTarball(file, busybox string) error {
 // containerdConfig is the rehearsal's containerd configuration (config version 2 of containerd
 // 1.6): it stands in for CRI-O, so it listens on the socket the kubelet unit names; the native
 // snapshotter because its root is on the node's overlay; the CNI plugins Debian installs.
+// restrict_oom_score_adj: the kubelet asks for negative oom_score_adj (-998 for pod sandboxes,
+// node-critical pods), which needs CAP_SYS_RESOURCE; where the host withholds it (this
+// machine's bounding set does), runc's nsexec fails with "can't get final child's PID from
+// pipe: EOF". Restricted, containerd clamps the score to its own (0), as it does rootless.
 const containerdConfig = `version = 2
 root = "/var/lib/containerd"
 state = "/run/containerd"
@@ -77,6 +81,7 @@ state = "/run/containerd"
   address = %q
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = %q
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "native"
     default_runtime_name = "runc"

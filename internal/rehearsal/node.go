@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -27,7 +28,10 @@ type Node struct {
 	LogDir string
 
 	holder *exec.Cmd
-	procs  []*exec.Cmd
+
+	mu      sync.Mutex
+	procs   []*exec.Cmd
+	stopped chan struct{} // closed by Stop: Keep's loops end
 }
 
 // NodeNet is how a node is wired: its address and prefix on the lab bridge, the gateway
@@ -53,7 +57,7 @@ func run(name string, args ...string) error {
 // end, named after the namespace, joins n.Bridge inside n.LabNS: nothing appears in the root
 // namespace), and starts the holder. Stop undoes it all.
 func StartNode(name, netns, root, logDir string, n NodeNet) (*Node, error) {
-	nd := &Node{Name: name, NetNS: netns, Root: root, LogDir: logDir}
+	nd := &Node{Name: name, NetNS: netns, Root: root, LogDir: logDir, stopped: make(chan struct{})}
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
@@ -166,16 +170,69 @@ func (nd *Node) Command(logName string, env []string, binds [][2]string, argv ..
 
 // Start starts a Command and keeps it for Stop.
 func (nd *Node) Start(logName string, env []string, binds [][2]string, argv ...string) (*exec.Cmd, error) {
+	cmd, err := nd.start(logName, env, binds, argv...)
+	if err != nil {
+		return nil, err
+	}
+	go cmd.Wait()
+	return cmd, nil
+}
+
+// start starts a Command and records it for Stop, unless the node is stopped.
+func (nd *Node) start(logName string, env []string, binds [][2]string, argv ...string) (*exec.Cmd, error) {
 	cmd, err := nd.Command(logName, env, binds, argv...)
 	if err != nil {
 		return nil, err
+	}
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	select {
+	case <-nd.stopped:
+		return nil, fmt.Errorf("rehearsal: node %s: stopped", nd.Name)
+	default:
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("rehearsal: node %s: start %s: %w", nd.Name, argv[0], err)
 	}
 	nd.procs = append(nd.procs, cmd)
-	go cmd.Wait()
 	return cmd, nil
+}
+
+// RestartBackoff is the first wait before Keep restarts a program that exited, doubled after
+// each exit up to MaxRestartBackoff: the kubelet's crash-loop back-off (10 s, at most 5 min)
+// for a static pod's container, systemd's RestartSec=10 for kubelet.service.
+var RestartBackoff, MaxRestartBackoff = 10 * time.Second, 5 * time.Minute
+
+// Keep starts a Command like Start and starts it again whenever it exits, after RestartBackoff
+// (doubling, at most MaxRestartBackoff), until Stop: what the kubelet does for a static pod's
+// container (restartPolicy Always) and systemd for a Restart=always unit. The bootstrap's
+// kube-controller-manager, for one, exits when it starts before kube-apiserver has created the
+// RBAC it reads with (extension-apiserver-authentication), and is restarted on a real node.
+func (nd *Node) Keep(logName string, env []string, binds [][2]string, argv ...string) error {
+	cmd, err := nd.start(logName, env, binds, argv...)
+	if err != nil {
+		return err
+	}
+	go func() {
+		wait := RestartBackoff
+		for {
+			err := cmd.Wait()
+			select {
+			case <-nd.stopped:
+				return
+			case <-time.After(wait):
+			}
+			if log, e := os.OpenFile(filepath.Join(nd.LogDir, logName+".log"), os.O_WRONLY|os.O_APPEND, 0o644); e == nil {
+				fmt.Fprintf(log, "rehearsal: %s exited (%v); restarted after %s\n", argv[0], err, wait)
+				log.Close()
+			}
+			wait = min(2*wait, MaxRestartBackoff)
+			if cmd, err = nd.start(logName, env, binds, argv...); err != nil {
+				return
+			}
+		}
+	}()
+	return nil
 }
 
 // Run runs a Command to completion within ctx.
@@ -209,12 +266,23 @@ func (nd *Node) Run(ctx context.Context, logName string, env []string, argv ...s
 // and containers, the holder) by process id, then deletes the namespace; the lab end of the
 // veth pair goes with it. The mount namespace ends with its last process. Idempotent.
 func (nd *Node) Stop() {
-	for _, c := range nd.procs {
+	nd.mu.Lock()
+	if nd.stopped != nil {
+		select {
+		case <-nd.stopped:
+		default:
+			close(nd.stopped)
+		}
+	}
+	procs := nd.procs
+	nd.procs = nil
+	nd.mu.Unlock()
+	for _, c := range procs {
 		if c.Process != nil {
 			syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
 		}
 	}
-	if len(nd.procs) > 0 {
+	if len(procs) > 0 {
 		time.Sleep(500 * time.Millisecond)
 	}
 	for i := 0; i < 3; i++ {
@@ -234,5 +302,4 @@ func (nd *Node) Stop() {
 		syscall.Kill(-nd.holder.Process.Pid, syscall.SIGKILL)
 	}
 	exec.Command("ip", "netns", "del", nd.NetNS).Run()
-	nd.procs = nil
 }

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"time"
+
+	"github.com/labbuild/labbuild/cache"
+	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/targets"
+)
+
+// statusReport is `labbuild status --json`: where every selected target stands, as a dry run
+// and the state journal (OUT/.labbuild/state) see it. docs/usage.md documents the schema.
+type statusReport struct {
+	// Config is the lab file as the user named it (-f), or "default lab.yaml".
+	Config string `json:"config"`
+	// OutDir is the output directory (-o).
+	OutDir  string         `json:"outDir"`
+	Targets []targetStatus `json:"targets"`
+}
+
+// targetStatus is one target in `status --json`.
+type targetStatus struct {
+	Name   string `json:"name"`
+	Family string `json:"family"`
+	// State is "up to date", cached (the store has its outputs; a build restores them), stale,
+	// missing (never built), failed (the last real attempt failed) or blocked (cannot be
+	// evaluated now; Error says why).
+	State    string `json:"state"`
+	External bool   `json:"external"`
+	// Key is the first 12 hex digits of the SHA-256 action key of the outputs now in OutDir;
+	// empty when none are recorded.
+	Key string `json:"key,omitempty"`
+	// BuiltAt is when the newest recorded output was written (RFC 3339, UTC).
+	BuiltAt string `json:"builtAt,omitempty"`
+	// GeneratedAt is the target's epoch when it is not BuiltAt's: the time a certificate was
+	// issued or a key made, kept across restores (RFC 3339, UTC).
+	GeneratedAt string `json:"generatedAt,omitempty"`
+	// Action is what the next build would do: run, restore, or for External targets create,
+	// update, replace or run (to be checked again once upstreams are built). Empty: nothing.
+	Action  string               `json:"action,omitempty"`
+	Reasons []string             `json:"reasons,omitempty"`
+	Changes []engine.FieldChange `json:"changes,omitempty"`
+	// Exists (External only) says whether the object outside the filesystem exists, as its
+	// probe saw it; Drifted whether it differs from what the config declares (Reasons and
+	// Changes name how). Drifted is absent when the probe did not run (an upstream changes first).
+	Exists  *bool `json:"exists,omitempty"`
+	Drifted *bool `json:"drifted,omitempty"`
+	// Error is why a blocked target cannot be evaluated.
+	Error string `json:"error,omitempty"`
+}
+
+// statusJSON computes statusReport for goals (every target when none): a dry run, which
+// writes nothing, and a read of the state journal.
+func (c *cli) statusJSON(ctx context.Context, goals []string) (*statusReport, error) {
+	o, err := c.options(nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(goals) == 0 {
+		p, err := targets.Load(o)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range p.Targets {
+			goals = append(goals, t.Name)
+		}
+	}
+	p, res, o, err := c.status(ctx, goals, false)
+	if err != nil {
+		return nil, err
+	}
+	st, err := cache.LoadState(filepath.Join(o.OutDir, ".labbuild", "state"))
+	if err != nil {
+		return nil, err
+	}
+	states := stateOf(res)
+	plan := map[string]targets.PlanItem{}
+	for _, pl := range res.Plan {
+		plan[pl.Target] = pl
+	}
+	rep := &statusReport{Config: c.cfgName, OutDir: o.OutDir, Targets: []targetStatus{}}
+	ids, err := p.Select(goals)
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range ids {
+		t := p.Targets[i]
+		ts := targetStatus{Name: t.Name, Family: t.Family(), State: states[t.Name], External: t.External}
+		if ts.State == "" {
+			ts.State = stBlocked
+		}
+		rec := st.Target(t.Name)
+		if rec != nil {
+			ts.Key = rec.Key.Short()
+			var newest int64
+			for _, out := range rec.Outputs {
+				newest = max(newest, out.FP.Mtime)
+			}
+			if newest > 0 {
+				ts.BuiltAt = time.Unix(0, newest).UTC().Format(time.RFC3339)
+			}
+			if rec.Epoch > 0 {
+				if g := time.Unix(0, rec.Epoch).UTC().Format(time.RFC3339); g != ts.BuiltAt {
+					ts.GeneratedAt = g
+				}
+			}
+		}
+		pl, planned := plan[t.Name]
+		if planned {
+			ts.Action, ts.Reasons, ts.Changes = pl.Action, pl.Reasons, pl.Changes
+		}
+		if t.External {
+			exists, drifted := rec != nil && !rec.Failed, false
+			known := ts.State == stUpToDate || ts.State == stMissing
+			switch pl.Action {
+			case string(engine.Create):
+				exists, known = false, true
+			case string(engine.Update), string(engine.Replace):
+				exists, drifted, known = true, true, true
+			}
+			if !planned || rec == nil {
+				known = true
+			}
+			ts.Exists = &exists
+			if known && ts.State != stBlocked {
+				ts.Drifted = &drifted
+			}
+		}
+		if ts.State == stBlocked {
+			ts.Error = blockedBy(c.dryErr.String(), t.Name, res)
+		}
+		rep.Targets = append(rep.Targets, ts)
+	}
+	return rep, nil
+}

@@ -1,0 +1,38 @@
+package rehearsal
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// OperatorNetworkCRDFile is the networks.operator.openshift.io CRD as openshift/api generates
+// it and the cluster-network-operator ships it in the release payload (release-manifests
+// 0000_70_cluster-network-operator_01_crd: same schema). The CVO applies it; bootkube.sh's
+// 02-operator-network.yaml (labbuild's operator.openshift.io Network `cluster`) waits for it.
+const OperatorNetworkCRDFile = "operator/v1/zz_generated.crd-manifests/0000_70_network_01_networks-Default.crd.yaml"
+
+// CVOStandinCRDs are the CRDs the rehearsal's CVO stand-in applies, by file name, adapted for
+// kube-apiserver 1.30 (DropCEL131): the ones a bootstrap manifest labbuild writes needs and
+// that only the CVO would create from the release payload (its image cannot run here, and the
+// sample payload carries no operator manifests). The CRD comes from github.com/openshift/api in
+// the module cache (labbuild's own dependency), found with `go list -m` from repoRoot.
+func CVOStandinCRDs(repoRoot string) (map[string][]byte, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openshift/api")
+	cmd.Dir = repoRoot
+	dir, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("rehearsal: CVO stand-in: go list -m github.com/openshift/api: %w", err)
+	}
+	b, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(dir)), filepath.FromSlash(OperatorNetworkCRDFile)))
+	if err != nil {
+		return nil, fmt.Errorf("rehearsal: CVO stand-in: %w", err)
+	}
+	b, _, err = DropCEL131(b)
+	if err != nil {
+		return nil, fmt.Errorf("rehearsal: CVO stand-in: %s: %w", OperatorNetworkCRDFile, err)
+	}
+	return map[string][]byte{filepath.Base(OperatorNetworkCRDFile): b}, nil
+}
