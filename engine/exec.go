@@ -30,7 +30,7 @@ func (b *builder) newStep(ctx context.Context, n *node, nodes []*node, epoch int
 	}
 	for _, j := range b.p.Graph.Deps(n.id) {
 		d := nodes[j]
-		s.deps[d.t.Name] = depOut{dir: filepath.Join(b.out, d.t.Dir()), files: d.files}
+		s.deps[d.t.Name] = depOut{dir: filepath.Join(b.out, d.t.Dir()), files: b.depFiles(d)}
 	}
 	if prev := b.state.Target(n.t.Name); prev != nil {
 		s.prevDir = filepath.Join(b.out, n.t.Dir())
@@ -215,11 +215,21 @@ func (b *builder) fail(n *node, err error) {
 	if !strings.HasPrefix(msg, n.t.Name) {
 		msg = n.t.Name + ": " + msg
 	}
-	fmt.Fprintf(b.stderr, "FAILED: %s\n", msg)
+	shown := msg
+	if ref, cause, first := b.rootCause(err); ref != "" {
+		// One cause shared by several targets (a pull secret that cannot be read): once.
+		if first {
+			fmt.Fprintf(b.stderr, "labbuild: %s\n", cause)
+		}
+		shown = n.t.Name + ": " + ref
+	}
+	fmt.Fprintf(b.stderr, "FAILED: %s\n", shown)
 	logPath := filepath.Join(b.meta, logDir, filepath.FromSlash(n.t.Name)+".log")
 	tail := lastLines(logPath, 10)
 	if !b.o.DryRun {
-		// The log ends with the error, so labbuild log and explain can show it later.
+		// The log ends with the error, so labbuild log and explain can show it later (also
+		// when the target failed before it ran: an input file that cannot be read).
+		os.MkdirAll(filepath.Dir(logPath), 0o755)
 		if f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
 			fmt.Fprintf(f, "FAILED: %s\n", msg)
 			f.Close()

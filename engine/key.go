@@ -127,14 +127,14 @@ func (b *builder) fileDigest(f string) (cache.Digest, error) {
 	}
 	fp, err := cache.Stat(path)
 	if err != nil {
-		return cache.Digest{}, fmt.Errorf("%s: %v (set %s in lab.yaml to an existing file)", f, err, f)
+		return cache.Digest{}, &InputError{Field: f, Where: where(b.p.values, f), Path: path, Err: err}
 	}
 	if st, ok := b.state.File(path); ok && st.FP == fp {
 		return st.Digest, nil
 	}
 	d, _, err := cache.HashFile(path)
 	if err != nil {
-		return cache.Digest{}, fmt.Errorf("%s: %v", f, err)
+		return cache.Digest{}, &InputError{Field: f, Where: where(b.p.values, f), Path: path, Err: err}
 	}
 	if !b.o.DryRun && fp.Mtime < b.wall.Add(-racyWindow).UnixNano() {
 		b.state.SetFile(path, cache.FileState{FP: fp, Digest: d})

@@ -129,7 +129,7 @@ func (s *Step) File(p string) ([]byte, error) {
 	}
 	b, err := os.ReadFile(name)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s: %w (set %s in lab.yaml to an existing file)", s.t.Name, p, err, p)
+		return nil, fmt.Errorf("%s: %w", s.t.Name, &InputError{Field: p, Where: s.Where(p), Path: name, Err: err})
 	}
 	return b, nil
 }
@@ -269,7 +269,7 @@ func resolveFile(v Values, baseDir, p string) (string, error) {
 	if len(raw) > 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 {
 		name = string(raw[1 : len(raw)-1]) // the common case, without a JSON decoder
 	} else if err := json.Unmarshal(raw, &name); err != nil || bytes.Equal(raw, []byte("null")) || name == "" {
-		return "", fmt.Errorf("%s is not set: set it in lab.yaml to a file path", p)
+		return "", &InputError{Field: p, Where: where(v, p)}
 	}
 	if strings.HasPrefix(name, "~/") {
 		home, err := os.UserHomeDir()

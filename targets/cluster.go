@@ -532,7 +532,7 @@ func clusterMinutes(s *Step, field string) (time.Duration, error) {
 		return 0, err
 	}
 	if m <= 0 {
-		return 0, fmt.Errorf("%s: %s is %d: want a positive number of minutes (lab.yaml wait:)", s.Target().Name, field, m)
+		return 0, fmt.Errorf("%s: %s (%s) is %d: want a positive number of minutes", s.Target().Name, field, s.Where(field), m)
 	}
 	return time.Duration(m) * time.Minute, nil
 }

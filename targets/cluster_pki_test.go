@@ -13,7 +13,6 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/pki"
 	"github.com/labbuild/labbuild/targets/csr"
+	"github.com/labbuild/labbuild/targets/kube"
 )
 
 // TestClusterCSRsWithLabPKI runs the bootstrap control plane from what labbuild generated —
@@ -131,11 +131,11 @@ func TestClusterCSRsWithLabPKI(t *testing.T) {
 			expected[name] = csr.NodeIdentity{Name: name, IPs: []string{n.IP}, DNSNames: []string{n.Name}}
 		}
 	}
-	adminDyn, err := dynamic.NewForConfig(adminCfg)
+	adminK, err := kube.NewClients(adminCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := csr.Approve(ctx, adminDyn, expected)
+	ds, err := csr.Approve(ctx, adminK.Dynamic, expected)
 	if err != nil {
 		t.Fatalf("approve: %v", err)
 	}

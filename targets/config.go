@@ -35,8 +35,9 @@ type Config struct {
 	// Wait bounds the cluster/* waits (labbuild cluster).
 	Wait WaitConfig `json:"wait"`
 
-	lk  *lookupCache   // the config as generic JSON, for Lookup; built on first use
-	pos map[string]int // field path → line in the file it was read from (messages)
+	lk   *lookupCache   // the config as generic JSON, for Lookup; built on first use
+	pos  map[string]int // field path → line in the file it was read from (messages)
+	name string         // the file as the user named it (-f bad.yaml), for messages (Where)
 }
 
 type lookupCache struct {
@@ -260,13 +261,36 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 			if yaml.Unmarshal(data, c) != nil {
 				return nil, errs
 			}
+			c.name = name
 			return c, errs
 		}
 	}
 	if err := yaml.UnmarshalStrict(data, c); err != nil {
 		return nil, &ConfigError{File: name, Msg: strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: "), Fix: "see `labbuild init` for every field"}
 	}
+	c.name = name
 	return c, nil
+}
+
+// Where implements engine.FieldSource: where the lab config sets field path p, for messages
+// that name a field — "bad.yaml:3", "the default; bad.yaml does not set it", or the embedded
+// default when no file was given.
+func (c *Config) Where(p string) string {
+	switch {
+	case c.name == "" || c.name == "default lab.yaml":
+		return "the embedded default lab.yaml; no -f given and no ./lab.yaml"
+	case c.pos[p] > 0:
+		return fmt.Sprintf("%s:%d", c.name, c.pos[p])
+	}
+	return "the default; " + c.name + " does not set it"
+}
+
+// Source returns the lab config file as the user named it (-f), or "default lab.yaml".
+func (c *Config) Source() string {
+	if c.name == "" {
+		return "default lab.yaml"
+	}
+	return c.name
 }
 
 // Line returns the line of the lab config that sets field path p ("nodes.master-1.ip"), or 0
@@ -411,6 +435,9 @@ func (c *Config) Lookup(p string) ([]byte, bool) {
 		}
 	})
 	v, ok := lookupTree(lk.tree, p)
+	if !ok && strings.HasPrefix(p, "derived.") {
+		return c.derived(p)
+	}
 	if !ok {
 		return nil, false
 	}
@@ -419,6 +446,31 @@ func (c *Config) Lookup(p string) ([]byte, bool) {
 		return nil, false
 	}
 	return b, true
+}
+
+// Derived config fields: not lab.yaml fields but values computed from the node list, which
+// targets read instead of every node's role when their output depends only on a count class.
+// Appending worker-2 to a lab with two workers so changes neither, and reruns none of the
+// bootstrap manifests (Infrastructure, Scheduler, cluster-config-v1, the MCO inputs).
+const (
+	// DerivedMasters is the number of master nodes: install-config controlPlane.replicas and
+	// the control-plane topology (render/manifests Topologies).
+	DerivedMasters = "derived.masters"
+	// DerivedWorkers is the number of worker nodes capped at 2 (0, 1, or 2 for "two or
+	// more"): all that infrastructureTopology and Scheduler mastersSchedulable depend on
+	// (openshift-install pkg/asset/manifests/topologies.go).
+	DerivedWorkers = "derived.workersUpTo2"
+)
+
+// derived answers Lookup for the derived fields.
+func (c *Config) derived(p string) ([]byte, bool) {
+	switch p {
+	case DerivedMasters:
+		return []byte(strconv.Itoa(len(c.NodesByRole(RoleMaster)))), true
+	case DerivedWorkers:
+		return []byte(strconv.Itoa(min(len(c.NodesByRole(RoleWorker)), 2))), true
+	}
+	return nil, false
 }
 
 // lookupTree walks a generic JSON tree by a dotted path. In arrays a segment matches an

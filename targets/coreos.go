@@ -99,11 +99,11 @@ func coreOSTarget(reads []string) *Target {
 		Run: func(ctx context.Context, s *Step) error {
 			img, b, err := releaseLastLayerFile(ctx, s, releaseCoreOSBootImagesPath)
 			if err != nil {
-				return fmt.Errorf("%w (or set rhcos.imageURL and rhcos.imageSHA256 in lab.yaml)", err)
+				return fmt.Errorf("%w (or set rhcos.imageURL and rhcos.imageSHA256 in %s)", err, s.ConfigFile())
 			}
 			stream, q, err := coreOSParse(b)
 			if err != nil {
-				return fmt.Errorf("%s: %s %s: %w (or set rhcos.imageURL and rhcos.imageSHA256 in lab.yaml)", s.Target().Name, img.Ref, releaseCoreOSBootImagesPath, err)
+				return fmt.Errorf("%s: %s %s: %w (or set rhcos.imageURL and rhcos.imageSHA256 in %s)", s.Target().Name, img.Ref, releaseCoreOSBootImagesPath, err, s.ConfigFile())
 			}
 			s.Logf("stream %s: RHCOS %s, %s", q.Stream, q.Release, q.Location)
 			if err := s.WriteFile("stream.json", stream, 0o644); err != nil {

@@ -60,8 +60,11 @@ func haproxyTargets(c *Config) []*Target {
 		},
 		{
 			Name: "haproxy/service", Doc: "labbuild's haproxy for this cluster on the API and ingress VIPs (added to the lab bridge)",
-			Deps:    []string{"haproxy/config", "haproxy/config-post-pivot", "libvirt/network"},
-			Reads:   []string{"libvirt.network", "network.machineNetwork", "network.apiVIP", "network.ingressVIP"},
+			Deps: []string{"haproxy/config", "haproxy/config-post-pivot", "libvirt/network"},
+			// It reads the configs' fields too: its Probe renders the config it should serve,
+			// so that a plan names the backends a soft reload adds or drops before the
+			// configs are rebuilt.
+			Reads:   addReads([]string{"libvirt.network", "network.machineNetwork"}, reads...),
 			Version: 1, External: true,
 			Run: hpServiceRun, Probe: hpServiceProbe, Destroy: hpServiceDestroy,
 		},
@@ -324,6 +327,9 @@ func (hpReloadBalancer) Switch(ctx context.Context, cfgFile string) error {
 	if _, err = hpReload(cfgFile, filepath.Join(dir, "haproxy.pid"), old); err != nil {
 		return err
 	}
+	if err := hpNoteServing(cfgFile); err != nil {
+		return err
+	}
 	// Remembered for haproxy/service: past the pivot it never goes back to the bootstrap's
 	// config (written after the reload succeeded, so a failed switch leaves no marker).
 	return os.WriteFile(filepath.Join(hpFamilyDir(cfgFile), hpPivotMarker), []byte(hpPhasePostPivot+"\n"), 0o644)
@@ -361,16 +367,87 @@ func hpAddrsMissing(bridge string, addrs []string) ([]string, error) {
 	return missing, nil
 }
 
-func hpServiceRun(ctx context.Context, s *Step) error {
-	sp, err := hpService(s)
+// hpServing is the file, in the haproxy family's output directory, holding a copy of the
+// configuration labbuild's haproxy last loaded. A record restored from the store (worker-2
+// removed again: the six-node configs come back byte for byte) says nothing of what the
+// running process loaded; this copy does, so haproxy/service's Probe sees that the running
+// haproxy still has worker-2 in its backends and reloads it, and a plan names the change.
+const hpServing = ".serving.cfg"
+
+// hpNoteServing records that labbuild's haproxy now runs cfgFile.
+func hpNoteServing(cfgFile string) error {
+	b, err := os.ReadFile(cfgFile)
 	if err != nil {
 		return err
 	}
-	cfg, err := s.DepPath("haproxy/config", HAProxyConfigFile)
+	return os.WriteFile(filepath.Join(hpFamilyDir(cfgFile), hpServing), b, 0o644)
+}
+
+// hpServers lists a config's servers as "backend name ip" ("ingress-https-backend worker-2
+// 198.18.0.23").
+func hpServers(cfg []byte) []string {
+	var out []string
+	backend := ""
+	for _, l := range strings.Split(string(cfg), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 2 && f[0] == "backend":
+			backend = f[1]
+		case len(f) >= 3 && f[0] == "server" && backend != "":
+			ip, _, _ := strings.Cut(f[2], ":")
+			out = append(out, backend+" "+f[1]+" "+ip)
+		}
+	}
+	return out
+}
+
+// hpServerChanges says which servers a reload from old to new adds to and drops from which
+// backends: "+worker-2 198.18.0.23 in ingress-http, ingress-https". Empty when the backends
+// are the same.
+func hpServerChanges(old, new []byte) string {
+	o, n := hpServers(old), hpServers(new)
+	group := func(from, other []string, sign string) []string {
+		by := map[string][]string{}
+		var names []string
+		for _, x := range from {
+			if slices.Contains(other, x) {
+				continue
+			}
+			be, srv, _ := strings.Cut(x, " ")
+			if by[srv] == nil {
+				names = append(names, srv)
+			}
+			by[srv] = append(by[srv], strings.TrimSuffix(be, "-backend"))
+		}
+		var out []string
+		for _, srv := range names {
+			out = append(out, sign+srv+" in "+strings.Join(by[srv], ", "))
+		}
+		return out
+	}
+	return strings.Join(append(group(n, o, "+"), group(o, n, "-")...), "; ")
+}
+
+// hpWanted returns the config haproxy/service serves: the one that matches the cluster's
+// phase — after the pivot, the one without the bootstrap, whatever made this run (an edit, a
+// dead process, a reboot).
+func hpWanted(s *Step, prev hpRecord, hadPrev bool) (cfg, phase string, err error) {
+	cfg, err = s.DepPath("haproxy/config", HAProxyConfigFile)
 	if err != nil {
-		return err
+		return "", "", err
 	}
 	post, err := s.DepPath("haproxy/config-post-pivot", HAProxyConfigFile)
+	if err != nil {
+		return "", "", err
+	}
+	if (hadPrev && prev.Phase == hpPhasePostPivot) || hpPivoted(hpFamilyDir(cfg), filepath.Dir(post)) {
+		return post, hpPhasePostPivot, nil
+	}
+	return cfg, hpPhaseBootstrap, nil
+}
+
+func hpServiceRun(ctx context.Context, s *Step) error {
+	sp, err := hpService(s)
 	if err != nil {
 		return err
 	}
@@ -378,11 +455,11 @@ func hpServiceRun(ctx context.Context, s *Step) error {
 	if err != nil {
 		return err
 	}
-	// The config that matches the cluster's phase: after the pivot, the one without the
-	// bootstrap, whatever made this run (an edit, a dead process, a reboot).
-	phase := hpPhaseBootstrap
-	if (hadPrev && prev.Phase == hpPhasePostPivot) || hpPivoted(hpFamilyDir(cfg), filepath.Dir(post)) {
-		phase, cfg = hpPhasePostPivot, post
+	cfg, phase, err := hpWanted(s, prev, hadPrev)
+	if err != nil {
+		return err
+	}
+	if phase == hpPhasePostPivot {
 		s.Logf("the cluster is past the pivot: serving %s (no bootstrap backends)", cfg)
 	}
 	// Addresses recorded before but no longer wanted (a VIP moved) are removed.
@@ -420,6 +497,9 @@ func hpServiceRun(ctx context.Context, s *Step) error {
 		return fmt.Errorf("%s: %w", s.Target().Name, err)
 	}
 	s.Logf("haproxy pid %d on %s", pid, strings.Join(sp.addrs, ", "))
+	if err := hpNoteServing(cfg); err != nil {
+		return fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
 	rec, _ := json.MarshalIndent(hpRecord{PID: pid, Config: cfg, Bridge: sp.bridge, Addrs: sp.addrs, Phase: phase}, "", "  ")
 	return s.WriteFile("record.json", append(rec, '\n'), 0o644)
 }
@@ -442,6 +522,34 @@ func hpServiceProbe(ctx context.Context, s *Step) (ProbeResult, error) {
 	}
 	if len(missing) > 0 {
 		return ProbeResult{Action: Update, Reason: "VIPs " + strings.Join(missing, ", ") + " missing on " + sp.bridge}, nil
+	}
+	// The config it should serve, rendered from the config values (in a plan the configs'
+	// files are not rebuilt yet), against the copy of what the running haproxy loaded.
+	cfg, phase, err := hpWanted(s, prev, ok)
+	if err != nil {
+		return ProbeResult{}, err
+	}
+	loaded, err := os.ReadFile(filepath.Join(hpFamilyDir(cfg), hpServing))
+	if err != nil {
+		return ProbeResult{Action: Keep}, nil // a lab from before the copy: its configs' keys decide
+	}
+	hs, err := hpSpec(s)
+	if err != nil {
+		return ProbeResult{}, err
+	}
+	if phase == hpPhasePostPivot {
+		hs = haproxy.PostPivot(hs)
+	}
+	want, err := haproxy.Config(hs)
+	if err != nil {
+		return ProbeResult{}, err
+	}
+	if !bytes.Equal(want, loaded) {
+		what := hpServerChanges(loaded, want)
+		if what == "" {
+			what = "its configuration changed"
+		}
+		return ProbeResult{Action: Update, Reason: "soft reload (haproxy -sf): " + what}, nil
 	}
 	return ProbeResult{Action: Keep}, nil
 }
@@ -474,8 +582,10 @@ func hpServiceDestroy(ctx context.Context, s *Step) (DestroyOutcome, error) {
 			existed = true
 		}
 	}
-	if err := os.Remove(filepath.Join(hpFamilyDir(prev.Config), hpPivotMarker)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return 0, err
+	for _, f := range []string{hpPivotMarker, hpServing} {
+		if err := os.Remove(filepath.Join(hpFamilyDir(prev.Config), f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return 0, err
+		}
 	}
 	if !existed {
 		return AlreadyAbsent, nil

@@ -255,7 +255,7 @@ func hostChecks(s *Step) (passed []string, fails []hostFail, warns []string, err
 			fail(fmt.Sprintf("free space under libvirt.poolPath %s: %v", poolPath, err), "set libvirt.poolPath to a directory on a local filesystem")
 		} else if float64(diskGiB) > free {
 			fail(fmt.Sprintf("the disks still to create (%s) may grow to %d GiB; the filesystem of libvirt.poolPath %s has %.1f GiB free", strings.Join(pending, ", "), diskGiB, poolPath, free),
-				"set libvirt.poolPath to a filesystem with room, or shrink sizes.<role>.diskGiB / nodes[].diskGiB in lab.yaml")
+				"set libvirt.poolPath to a filesystem with room, or shrink sizes.<role>.diskGiB / nodes[].diskGiB in "+s.ConfigFile())
 		} else {
 			ok("disk")
 		}

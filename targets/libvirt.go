@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"net/url"
 	"os"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -347,6 +349,17 @@ func lvDomainSpec(s *Step, node string) (rl.DomainSpec, error) {
 	return sp, nil
 }
 
+// LibvirtRemoteHost returns the host a libvirt URI names ("lab1" for qemu+ssh://root@lab1/system),
+// or "" for a local daemon (qemu:///system, qemu+unix:///system?socket=…): as virt.Conn.Remote
+// decides, the daemon is then on another machine, with the lab bridge and the VMs.
+func LibvirtRemoteHost(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
+}
+
 // lvImageMu serializes uploads of the shared RHCOS image into a remote pool.
 var lvImageMu sync.Mutex
 
@@ -364,6 +377,10 @@ func lvUpload(c *virt.Conn, pool, name, format, local string) error {
 	_, err = c.UploadVolume(pool, name, format, f, st.Size())
 	return err
 }
+
+// lvUploadedImage matches the names lvVolume gives the RHCOS image it uploads into a remote
+// pool ("rhcos-" + lvDigestName + ".qcow2").
+var lvUploadedImage = regexp.MustCompile(`^rhcos-[0-9a-f]{12}\.qcow2$`)
 
 // lvDigestName names an uploaded image by the first 12 hex digits of the SHA-256 of its
 // local path and size (the cache path carries the image's digest already; a new image is a
@@ -452,6 +469,22 @@ func lvDelete(c *virt.Conn, r lvRecord) error {
 	case "records":
 		return nil // they go with their network
 	case "pool":
+		// The RHCOS image a remote lab uploaded into its pool (lvVolume: one per image,
+		// shared by the disks, recorded by none of them) goes with the pool: the disks over it
+		// are gone by now (they are downstream, destroyed first), and a pool left with it could
+		// not be removed (rmdir of a non-empty directory). A local pool holds no such image:
+		// the image stays in this machine's cache (~/.cache/labbuild), shared by every lab.
+		names, err := c.VolumeNames(r.Name)
+		if err != nil {
+			return err
+		}
+		for _, v := range names {
+			if lvUploadedImage.MatchString(v) {
+				if err := c.DeleteVolume(r.Name, v); err != nil {
+					return err
+				}
+			}
+		}
 		return c.DeletePool(r.Name)
 	case "volume":
 		return c.DeleteVolume(r.Pool, r.Name)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -119,23 +120,43 @@ func lvDnsmasqPID(t *testing.T, d *testenv.Libvirtd, network string) string {
 	return ""
 }
 
-// TestLibvirtLiveEdits changes a running lab (two domains started paused) on a real libvirtd
-// in a network namespace: adding worker-2 executes exactly its Ignition, disk and VM and an
-// in-place network update; dig answers for it at once, while the bridge (same ifindex), the
-// network's dnsmasq (same PID) and the running domains' links (same bridge and tap, checked
-// from libvirt and the kernel) stay. A worker's IP edit is a DNS/DHCP update in place too.
+func lvSorted(xs []string) []string { sort.Strings(xs); return xs }
+
+// hpInNetns runs haproxy/service's commands (ip, haproxy) inside d's network namespace for
+// the rest of the test.
+func hpInNetns(t *testing.T, d *testenv.Libvirtd) {
+	t.Helper()
+	testenv.Require(t, "haproxy")
+	orig := hpCommand
+	hpCommand = func(name string, args ...string) *exec.Cmd {
+		return orig("ip", append([]string{"netns", "exec", d.NetNS, name}, args...)...)
+	}
+	t.Cleanup(func() { hpCommand = orig })
+}
+
+// TestLibvirtLiveEdits changes a running lab (two domains started paused, labbuild's haproxy
+// serving) on a real libvirtd in a network namespace: adding worker-2 executes exactly its
+// Ignition, disk and VM, an in-place network update and the haproxy config with its ingress
+// backend, soft-reloaded (haproxy -sf: a new master process, the old one exits after handing
+// over; the stats page lists worker-2 in the ingress backends) — no bootstrap manifest, no
+// bootstrap Ignition, no other VM. dig answers for it at once, while the bridge (same
+// ifindex), the network's dnsmasq (same PID) and the running domains' links (same bridge and
+// tap, checked from libvirt and the kernel) stay. A worker's IP edit is a DNS/DHCP update in
+// place too.
 func TestLibvirtLiveEdits(t *testing.T) {
 	d := testenv.StartLibvirtd(t)
 	useNetnsHost(t, d)
+	hpInNetns(t, d)
 	sr := testenv.StartSampleRelease(t, true)
 	testenv.Require(t, "dig")
+	curl := testenv.Require(t, "curl")
 	ctx := context.Background()
 	out := t.TempDir()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	build := func(c *Config, dry bool) *Result {
 		t.Helper()
 		var log strings.Builder
-		r, err := Build(ctx, Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, DryRun: dry, Jobs: 2,
+		r, err := Build(ctx, Options{Config: c, OutDir: out, Goals: []string{"libvirt", "haproxy/service"}, DryRun: dry, Jobs: 2,
 			Now: func() time.Time { return now }, Stdout: &log, Stderr: &log})
 		if err != nil {
 			t.Fatalf("build (dry %v): %v\n%s", dry, err, log.String())
@@ -165,24 +186,57 @@ func TestLibvirtLiveEdits(t *testing.T) {
 		defer conn.StopDomain(dom)
 	}
 	before := lvObserveLive(t, d, conn, "lbt", running)
+	hpPID := func() int {
+		t.Helper()
+		r, ok, err := hpPrev(engine.RecordStep(&Target{Name: "haproxy/service"}, filepath.Join(out, "haproxy/service")))
+		if err != nil || !ok || !hpAlive(r.PID) {
+			t.Fatalf("haproxy/service record %+v (found %v, %v): not a running haproxy", r, ok, err)
+		}
+		return r.PID
+	}
+	stats := func() string {
+		o, _ := d.Exec(curl, "-s", "--max-time", "3", "http://198.18.0.10:9000/stats;csv")
+		return string(o)
+	}
+	hpFirst := hpPID()
 
-	// Add worker-2.
+	// Add worker-2. The install-config labbuild hands the cluster has compute replicas 0 (as
+	// the installer's UPI guides), and the bootstrap manifests read the worker count only up to
+	// 2, so nothing of the bootstrap chain runs: exactly worker-2's Ignition, volume and VM, the
+	// network's records in place, and the haproxy configs with worker-2 in the ingress backends
+	// (haproxy/service soft-reloads). host/preflight is the host gate: it checks the host's
+	// memory and disk against every node's size again, and changes nothing.
 	c2 := lvLab(d, sr)
 	c2.Nodes = append(c2.Nodes, Node{Name: "worker-2", Role: RoleWorker, IP: "198.18.0.23"})
-	// Besides worker-2's own targets, the worker count reaches the install-config's compute
-	// replicas (manifests/cluster/cluster-config-v1), hence the bootstrap Ignition and the
-	// bootstrap VM's definition (the same XML: libvirt keeps it as it was); the role readers
-	// infrastructure and scheduler rerun and write the same bytes.
-	bootstrapChain := []string{"ignition/bootstrap", "libvirt/vm/bootstrap", "manifests/bootstrap", "manifests/cluster/cluster-config-v1",
-		"manifests/cluster/infrastructure", "manifests/cluster/scheduler", "mco/controller-bootstrap", "mco/inputs", "mco/operator-bootstrap"}
-	// host/preflight checks the host again (it reads every node's size: memory and disk).
-	want := []string{"host/preflight", "ignition/worker-2", "libvirt/dns", "libvirt/volume/worker-2", "libvirt/vm/worker-2"}
-	want = append(want, bootstrapChain...)
+	hpSet := []string{"haproxy/config", "haproxy/config-post-pivot", "haproxy/service"}
+	want := append([]string{"host/preflight", "ignition/worker-2", "libvirt/dns", "libvirt/volume/worker-2", "libvirt/vm/worker-2"}, hpSet...)
 	sort.Strings(want)
-	own := func(n string) bool { return strings.HasPrefix(n, "libvirt/") || n == "ignition/worker-2" }
+	own := func(n string) bool {
+		return strings.HasPrefix(n, "libvirt/") || strings.HasPrefix(n, "haproxy/") || n == "ignition/worker-2"
+	}
 	lvGolden(t, "add-worker-2.txt", lvPlanText(build(c2, true).Plan, own))
 	if got := build(c2, false).Executed; !slices.Equal(got, want) {
-		t.Errorf("adding worker-2 executed %v, want %v", got, want)
+		t.Errorf("adding worker-2 executed %v, want exactly %v", got, want)
+	}
+	// The soft reload: a new haproxy serves the new config, the old one exits.
+	hpSecond := hpPID()
+	if hpSecond == hpFirst {
+		t.Errorf("haproxy not reloaded: pid %d", hpFirst)
+	}
+	testenv.WaitFor(t, "the old haproxy to exit after -sf", 10*time.Second, func() error {
+		if hpAlive(hpFirst) {
+			return os.ErrExist
+		}
+		return nil
+	})
+	testenv.WaitFor(t, "worker-2 in the ingress backends", 10*time.Second, func() error {
+		if st := stats(); !strings.Contains(st, "ingress-https-backend,worker-2,") || !strings.Contains(st, "ingress-http-backend,worker-2,") {
+			return fmt.Errorf("stats:\n%s", st)
+		}
+		return nil
+	})
+	if log := clusterLog(t, out, "haproxy/service"); !strings.Contains(log, fmt.Sprintf("reload haproxy (old pids [%d])", hpFirst)) {
+		t.Errorf("haproxy/service did not log a soft reload of pid %d:\n%s", hpFirst, log)
 	}
 	if got := dig("worker-2.lbt.example.test"); got != "198.18.0.23" {
 		t.Errorf("dig worker-2 right after = %q, want 198.18.0.23", got)
@@ -208,7 +262,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	c3.Nodes = append(c3.Nodes, Node{Name: "worker-2", Role: RoleWorker, IP: "198.18.0.33"})
 	// Its Ignition carries its address, so its VM is redefined (same XML) after it.
 	lvGolden(t, "worker-ip.txt", lvPlanText(build(c3, true).Plan, own))
-	if r := build(c3, false); !slices.Equal(r.Executed, []string{"host/preflight", "ignition/worker-2", "libvirt/dns", "libvirt/vm/worker-2"}) {
+	if r := build(c3, false); !slices.Equal(r.Executed, lvSorted(append([]string{"host/preflight", "ignition/worker-2", "libvirt/dns", "libvirt/vm/worker-2"}, hpSet...))) {
 		t.Errorf("IP edit executed %v", r.Executed)
 	}
 	if got := dig("worker-2.lbt.example.test"); got != "198.18.0.33" {
@@ -244,8 +298,10 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	// the running network in place; nothing else of the lab executes.
 	lvGolden(t, "remove-worker-2.txt", lvPlanText(build(c, true).Plan, own))
 	r := build(c, false)
-	// The bootstrap chain of six nodes is restored from the store, not run.
-	wantRm := []string{"libvirt/dns"} // host/preflight of six nodes is restored too
+	// The haproxy configs of six nodes (and host/preflight's check) are restored from the store,
+	// not run; haproxy/service sees its running process loaded the seven-node config and
+	// soft-reloads it.
+	wantRm := []string{"haproxy/service", "libvirt/dns"}
 	if !slices.Equal(r.Executed, wantRm) || !slices.Equal(r.Destroyed, []string{"libvirt/vm/worker-2", "libvirt/volume/worker-2"}) {
 		t.Errorf("removing worker-2 executed %v, destroyed %v; want %v and its VM and volume", r.Executed, r.Destroyed, wantRm)
 	}
@@ -258,6 +314,12 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	if got := dig("worker-2.lbt.example.test"); got != "" {
 		t.Errorf("dig worker-2 after its removal = %q, want no answer", got)
 	}
+	testenv.WaitFor(t, "worker-2 out of the ingress backends", 10*time.Second, func() error {
+		if st := stats(); strings.Contains(st, ",worker-2,") || !strings.Contains(st, "ingress-https-backend,worker-1,") {
+			return fmt.Errorf("stats:\n%s", st)
+		}
+		return nil
+	})
 	gone := lvObserveLive(t, d, conn, "lbt", running)
 	if gone.ifindex != before.ifindex || gone.dnsmasq != before.dnsmasq {
 		t.Errorf("network recreated by a removal: ifindex %s → %s, dnsmasq PID %s → %s", before.ifindex, gone.ifindex, before.dnsmasq, gone.dnsmasq)

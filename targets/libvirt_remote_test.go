@@ -18,7 +18,7 @@ import (
 // own, reached over qemu+tcp:// as another host: the RHCOS image and each node's Ignition are
 // uploaded into its pool (virStorageVolUpload), the disks overlay the uploaded image, fw_cfg
 // names the uploaded Ignition volume, a domain starts (QEMU opens both there), and destroy
-// removes the domains with their Ignition volumes.
+// removes the domains with their Ignition volumes, the uploaded image and the pool directory.
 func TestLibvirtRemote(t *testing.T) {
 	d, uri := testenv.StartRemoteLibvirtd(t)
 	useNetnsHost(t, d)
@@ -89,5 +89,14 @@ func TestLibvirtRemote(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(pool, "lbt-"+n.Name+".ign")); err == nil {
 			t.Errorf("Ignition volume of %s left after destroy", n.Name)
 		}
+	}
+	// Nothing of the lab stays on the remote host: the uploaded RHCOS image went with the pool,
+	// and so did the pool's directory.
+	if ents, err := os.ReadDir(pool); !os.IsNotExist(err) {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("pool directory %s after destroy: %v (%v); want it gone with the uploaded image", pool, names, err)
 	}
 }

@@ -46,29 +46,20 @@ func mfPullspec(s *Step, dep string) (string, error) {
 	return p, nil
 }
 
-// mfRoleReads declares the role of every node: the replica counts (topologies, schedulable
-// masters, install-config replicas) follow from them.
-func mfRoleReads(c *Config) []string {
-	var r []string
-	for _, n := range c.Nodes {
-		r = append(r, "nodes."+n.Name+".role")
-	}
-	return r
-}
+// mfRoleReads declares what the replica counts (topologies, schedulable masters, the
+// install-config's controlPlane replicas) follow from: the derived master count and the
+// worker count capped at 2 (DerivedMasters, DerivedWorkers), not every node's role, so that
+// appending a third worker reruns none of the targets that read them.
+func mfRoleReads(*Config) []string { return []string{DerivedMasters, DerivedWorkers} }
 
-// mfCounts counts masters and workers through the declared role reads.
-func mfCounts(s *Step, names []string) (masters, workers int, err error) {
-	for _, n := range names {
-		role, err := s.String("nodes." + n + ".role")
-		if err != nil {
-			return 0, 0, err
-		}
-		switch role {
-		case RoleMaster:
-			masters++
-		case RoleWorker:
-			workers++
-		}
+// mfCounts reads the master count and the capped worker count (0, 1, or 2 for "two or more")
+// through the declared derived reads.
+func mfCounts(s *Step, _ []string) (masters, workers int, err error) {
+	if masters, err = mfInt(s, DerivedMasters); err != nil {
+		return 0, 0, err
+	}
+	if workers, err = mfInt(s, DerivedWorkers); err != nil {
+		return 0, 0, err
 	}
 	return masters, workers, nil
 }
@@ -389,7 +380,7 @@ func manifestsTargets(c *Config) []*Target {
 				if ic.MachineNetwork, err = s.String("network.machineNetwork"); err != nil {
 					return nil, err
 				}
-				if ic.Masters, ic.Workers, err = mfCounts(s, nodeNames); err != nil {
+				if ic.Masters, _, err = mfCounts(s, nodeNames); err != nil {
 					return nil, err
 				}
 				if ic.BareMetal, err = vipBareMetal(s); err != nil {

@@ -34,7 +34,8 @@ import (
 // release digest or infrastructure name changes the ControllerConfig but not the rendered
 // configs, so mco/base/* and the node Ignition stay as they are.
 
-// mcoRoleReads are the node role reads (replica counts in the install-config and topologies).
+// mcoRoleReads are the derived count reads (the install-config's controlPlane replicas and the
+// topologies), see mfRoleReads.
 func mcoRoleReads(c *Config) []string { return mfRoleReads(c) }
 
 // mcoWriteFile writes one output, 0600 when secret.

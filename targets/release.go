@@ -352,8 +352,8 @@ func releaseTargets(c *Config) []*Target {
 						s.Target().Name, img.Ref, md.Version, is.Name)
 				}
 				if md.Version != want {
-					return fmt.Errorf("%s: release.version is %s but release.image %s is version %s; set release.version: %s in lab.yaml (or pick the image of %s)",
-						s.Target().Name, want, img.Ref, md.Version, md.Version, want)
+					return fmt.Errorf("%s: release.version is %s but release.image %s is version %s; set release.version: %s (%s) or pick the image of %s",
+						s.Target().Name, want, img.Ref, md.Version, md.Version, s.Where("release.version"), want)
 				}
 				return s.WriteFile("release-metadata", b, 0o644)
 			},

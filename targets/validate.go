@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -39,12 +38,12 @@ func (es ConfigErrors) Error() string {
 }
 
 var (
-	dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	macRE    = regexp.MustCompile(`^([0-9a-f]{2}:){5}[0-9a-f]{2}$`)
-	netName  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
+	dnsLabel = lazyRegexp(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	macRE    = lazyRegexp(`^([0-9a-f]{2}:){5}[0-9a-f]{2}$`)
+	netName  = lazyRegexp(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 	// versionRE is x.y.z with an optional pre-release ("4.18.0", "4.18.0-rc.1",
 	// "4.18.0-0.nightly-2025-01-01-000000"), the shape of release-metadata's "version".
-	versionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+	versionRE = lazyRegexp(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 )
 
 func trunc(s string, n int) string {
@@ -181,6 +180,13 @@ func (c *Config) Validate(file string) error {
 		if a, err := netip.ParseAddr(n.DNS); err == nil && a.Is4() && okM && !machine.Contains(a) {
 			bad("network.dns", fmt.Sprintf("%s is outside network.machineNetwork %s, but the lab's records (api, api-int, *.apps) live in libvirt's dnsmasq", a, machine),
 				"use the libvirt network's address, network.gateway ("+n.Gateway+")")
+		}
+		// With a remote daemon the lab bridge, its dnsmasq and the VMs are on another machine;
+		// the host-side parts run here. Said now rather than by `ip addr` failing mid-build.
+		if h := LibvirtRemoteHost(c.Libvirt.URI); h != "" {
+			bad("network.loadBalancer", fmt.Sprintf("host (the default) cannot work with the remote libvirt.uri %q: the lab bridge %s and its DNS are on %s, "+
+				"while labbuild's haproxy (the VIPs on that bridge), host/dns (this machine's resolver to the lab's dnsmasq) and host/firewall (this machine's rules for that bridge) act on this machine", c.Libvirt.URI, "virbr-"+c.Libvirt.Network, h),
+				"set network.loadBalancer: in-cluster (keepalived on the nodes holds the VIPs; host/dns and host/firewall are left out, so point your resolver at "+n.DNS+" through "+h+" yourself), or run labbuild on "+h+" with libvirt.uri: qemu:///system")
 		}
 	case LoadBalancerInCluster:
 	default:
@@ -408,7 +414,7 @@ func CheckSSHKey(data []byte, field string) error {
 }
 
 // rhcosSHA256 matches a hex sha256 digest.
-var rhcosSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var rhcosSHA256 = lazyRegexp(`^[0-9a-f]{64}$`)
 
 // validateRelease checks release.image, release.version and release.mirrors (their shape; an
 // oci: mirror's directory is checked with the files, CheckFiles).

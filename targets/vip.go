@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/vip"
@@ -174,6 +173,6 @@ func vipMastersReady(pods []corev1.Pod, masters []string) (bool, string) {
 }
 
 // vipListInfraPods lists the pods of openshift-kni-infra.
-func vipListInfraPods(ctx context.Context, dyn dynamic.Interface) ([]corev1.Pod, error) {
+func vipListInfraPods(ctx context.Context, dyn kube.Interface) ([]corev1.Pod, error) {
 	return kube.List[corev1.Pod](ctx, dyn, kube.Pods, vipInfraNamespace, "")
 }

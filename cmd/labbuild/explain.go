@@ -92,13 +92,25 @@ func runExplain(ctx context.Context, c *cli, args []string) error {
 // blockedBy says why a dry run could not evaluate name: its own error, or the upstream that
 // could not be evaluated.
 func blockedBy(dryErr, name string, res *targets.Result) string {
+	// A cause shared by several targets is printed once, before the first FAILED line that
+	// refers to it ("… (above)"): explain shows the cause itself.
+	cause := ""
 	for _, l := range strings.Split(dryErr, "\n") {
+		if c, ok := strings.CutPrefix(l, "labbuild: cannot read "); ok {
+			cause = c
+		}
 		if e, ok := strings.CutPrefix(l, "FAILED: "+name+": "); ok {
+			if strings.HasSuffix(e, "(above)") && cause != "" {
+				return "cannot read " + cause
+			}
 			return e
 		}
 	}
 	for _, l := range strings.Split(dryErr, "\n") {
 		if rest, ok := strings.CutPrefix(l, "FAILED: "); ok {
+			if up, _, ok := strings.Cut(rest, ": needs "); ok && strings.HasSuffix(rest, "(above)") && cause != "" {
+				rest = up + ": cannot read " + cause
+			}
 			return "an upstream cannot be evaluated: " + rest
 		}
 	}

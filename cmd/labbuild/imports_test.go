@@ -21,6 +21,11 @@ var startupForbidden = []string{
 	"k8s.io/client-go/restmapper",
 	"k8s.io/client-go/applyconfigurations/",
 	"k8s.io/client-go/openapi",
+	// the dynamic client links go-cmp (regexp tables) and the watch-list consistency checks;
+	// targets/kube has its own dynamic-shaped client over rest.
+	"k8s.io/client-go/dynamic",
+	"k8s.io/client-go/dynamic/",
+	"github.com/google/go-cmp/",
 	"github.com/google/gnostic-models/",
 	// The reflection-based protobuf runtime and its descriptor tables (gnostic, the typed
 	// scheme's protobuf serializers).

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -90,5 +91,55 @@ func TestStatusJSON(t *testing.T) {
 	}
 	if !bytes.Equal(append(b, '\n'), want) {
 		t.Errorf("status --json differs from %s (-update rewrites it):\n%s", golden, b)
+	}
+}
+
+// TestRootCauseNamesLabFile: with the pull secret gone after the lab was written, the read-only
+// verbs (explain, status --json) name the cause with the -f file and line that set the field,
+// never a generic "lab.yaml", and `status --json` gives every blocked target that one cause.
+func TestRootCauseNamesLabFile(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chdir(wd)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "id.pub"), []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIH4Vj7Yz0n7uK2pQvJmH1x6Xn2mC3f0l5S0b3Jc8yF1q lab\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lab := "pki: {keyAlgorithm: ECDSA-P256}\naccess:\n  pullSecretFile: ./gone.json\n  sshKeyFile: ./id.pub\n"
+	if err := os.WriteFile(filepath.Join(dir, "my-lab.yaml"), []byte(lab), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		code := run(context.Background(), append([]string{"-C", dir, "-f", "my-lab.yaml"}, args...), &out, &out)
+		os.Chdir(wd)
+		if code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, out.String())
+		}
+		return out.String()
+	}
+	cause := "cannot read access.pullSecretFile (my-lab.yaml:3) names " + filepath.Join(dir, "gone.json") + ": no such file or directory"
+	if out := cli("explain", "manifests/cluster/pull-secret"); !strings.Contains(out, "error: "+cause) {
+		t.Errorf("explain does not name the cause with my-lab.yaml:3:\n%s", out)
+	}
+	var rep statusReport
+	if err := json.Unmarshal([]byte(cli("status", "--json", "release", "manifests")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	blocked := 0
+	for _, ts := range rep.Targets {
+		if ts.State != stBlocked {
+			continue
+		}
+		blocked++
+		if !strings.Contains(ts.Error, cause) {
+			t.Errorf("%s: error %q does not name the cause", ts.Name, ts.Error)
+		}
+	}
+	if blocked < 5 || rep.Config != "my-lab.yaml" {
+		t.Errorf("status --json: %d blocked targets, config %q; want the release and its dependents blocked, my-lab.yaml", blocked, rep.Config)
 	}
 }

@@ -23,7 +23,7 @@ func bareMetalLab(t *testing.T, dir string) []string {
 		t.Fatal(err)
 	}
 	cc, err := manifests.ClusterConfigV1(manifests.InstallConfig{Name: "ocp4", BaseDomain: "example.com", ClusterNetwork: "10.128.0.0/14", HostPrefix: 23,
-		ServiceNetwork: "172.30.0.0/16", MachineNetwork: "192.168.126.0/24", Masters: 3, Workers: 2, BareMetal: bm})
+		ServiceNetwork: "172.30.0.0/16", MachineNetwork: "192.168.126.0/24", Masters: 3, BareMetal: bm})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -380,6 +380,17 @@ func TestBootstrapControlPlaneFromIgnition(t *testing.T) {
 	t.Logf("bootstrap kube-apiserver %s ready", v)
 }
 
+// notApplied returns bootkube.sh's "not applied yet" lines (each with oc's reason).
+func notApplied(log string) []string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, " not applied yet") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // pinnedTool returns $LABBUILD_TOOLS/name (built by .ci/build-kube.sh at the version the
 // rehearsal's kube-apiserver has) when it is there, else name from PATH.
 func pinnedTool(t *testing.T, name string) string {
@@ -449,7 +460,9 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 	if err := RunOneshot(ctx, bNode, "bootkube.service"); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("bootkube.service done in %s", time.Since(start).Round(time.Second))
+	blog, _ := os.ReadFile(filepath.Join(bNode.LogDir, "bootkube.log"))
+	t.Logf("bootkube.service done in %s, %d pass(es); files retried: %q", time.Since(start).Round(time.Second),
+		strings.Count(string(blog), "bootkube: pass "), notApplied(string(blog)))
 	// bootkube.sh marks success as its unit's ConditionPathExists=! names (no rerun at boot).
 	if _, err := os.Stat(filepath.Join(bNode.Root, "opt", "openshift", ".bootkube.done")); err != nil {
 		t.Errorf("bootkube.service exited 0 but left no /opt/openshift/.bootkube.done: %v", err)

@@ -99,6 +99,10 @@ WantedBy=multi-user.target
 // every manifest, repeating passes until all succeed (a manifest whose CRD is not yet
 // established fails once and succeeds on the next pass). Server-side apply, because CRDs
 // exceed the 256 KiB last-applied annotation of client-side apply. `oc` ships in RHCOS.
+// A file not applied is logged with the first line of oc's error (at most 300 bytes): the
+// journal then says why ("no matches for kind", a CRD the apiserver refuses) instead of only
+// which file; oc's output is never printed whole (the API server redacts Secret values in its
+// errors, and only one line of it is shown).
 const bootkubeScript = `#!/usr/bin/env bash
 # labbuild bootkube.sh: the bootstrap node's apply step.
 set -uo pipefail
@@ -106,11 +110,12 @@ export KUBECONFIG=%s
 echo "bootkube: waiting for the API"
 until oc get --raw=/readyz >/dev/null 2>&1; do sleep 5; done
 apply_all() {
-  local dir=$1 failed=0 f
+  local dir=$1 failed=0 f err
   for f in "$dir"/*.yaml "$dir"/*.yml "$dir"/*.json; do
     [ -e "$f" ] || continue
-    if ! oc apply --server-side --force-conflicts -f "$f" >/dev/null 2>&1; then
-      echo "bootkube: $f not applied yet"; failed=1
+    if ! err=$(oc apply --server-side --force-conflicts -f "$f" 2>&1 >/dev/null); then
+      err=$(printf '%%s\n' "$err" | grep -m1 -v '^[[:space:]]*$' | cut -c1-300)
+      echo "bootkube: $f not applied yet: ${err:-oc failed}"; failed=1
     fi
   done
   return $failed

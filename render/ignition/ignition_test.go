@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -506,5 +507,72 @@ func BenchmarkNode(b *testing.B) {
 		if _, err := Node(in); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestBootkubeApplyShowsWhy runs bootkube.sh's apply_all (from the built bootstrap config) with
+// a fake oc: a file not applied is logged with the first non-empty line of oc's error, so the
+// journal says why; oc's standard output and the rest of its error stay out.
+func TestBootkubeApplyShowsWhy(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	res, err := Bootstrap(testBootstrap())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Parse(res.JSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := mustContents(t, cfg, PathBootkube)
+	start := strings.Index(script, "apply_all() {")
+	end := strings.Index(script[start:], "\n}\n")
+	if start < 0 || end < 0 {
+		t.Fatalf("no apply_all function in bootkube.sh:\n%s", script)
+	}
+	fn := script[start : start+end+3]
+	for _, tc := range []struct {
+		name, stderr string
+		fail         bool
+		want         string
+	}{
+		{name: "ok", want: ""},
+		{name: "no CRD", fail: true,
+			stderr: "\nerror: resource mapping not found for name: \"cluster\" namespace: \"\" from \"f\": no matches for kind \"Network\" in version \"operator.openshift.io/v1\"\nensure CRDs are installed first\n",
+			want:   "not applied yet: error: resource mapping not found for name: \"cluster\" namespace: \"\" from \"f\": no matches for kind \"Network\" in version \"operator.openshift.io/v1\"\n"},
+		{name: "long", fail: true, stderr: strings.Repeat("x", 400) + "\n", want: "not applied yet: " + strings.Repeat("x", 300) + "\n"},
+		{name: "silent", fail: true, want: "not applied yet: oc failed\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			bin := filepath.Join(dir, "bin")
+			man := filepath.Join(dir, "manifests")
+			os.MkdirAll(bin, 0o755)
+			os.MkdirAll(man, 0o755)
+			os.WriteFile(filepath.Join(man, "a.yaml"), []byte("kind: X\n"), 0o644)
+			code := 0
+			if tc.fail {
+				code = 1
+			}
+			os.WriteFile(filepath.Join(bin, "stderr"), []byte(tc.stderr), 0o644)
+			fake := fmt.Sprintf("#!/bin/sh\necho 'serverside-applied (stdout)'\ncat %q >&2\nexit %d\n", filepath.Join(bin, "stderr"), code)
+			if err := os.WriteFile(filepath.Join(bin, "oc"), []byte(fake), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("bash", "-c", fn+"\napply_all \"$1\"", "bash", man)
+			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"))
+			out, err := cmd.Output()
+			if tc.fail != (err != nil) {
+				t.Errorf("apply_all error %v, want failure %v", err, tc.fail)
+			}
+			want := ""
+			if tc.want != "" {
+				want = "bootkube: " + filepath.Join(man, "a.yaml") + " " + tc.want
+			}
+			if string(out) != want {
+				t.Errorf("apply_all printed\n%q\nwant\n%q", out, want)
+			}
+		})
 	}
 }

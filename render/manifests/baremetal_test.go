@@ -54,7 +54,7 @@ func TestBareMetalGolden(t *testing.T) {
 	}
 
 	cc, err := ClusterConfigV1(InstallConfig{Name: "ocp4", BaseDomain: "example.com", ClusterNetwork: "10.128.0.0/14", HostPrefix: 23,
-		ServiceNetwork: "172.30.0.0/16", MachineNetwork: "192.168.126.0/24", Masters: 3, Workers: 2, BareMetal: testBareMetal})
+		ServiceNetwork: "172.30.0.0/16", MachineNetwork: "192.168.126.0/24", Masters: 3, BareMetal: testBareMetal})
 	if err != nil {
 		t.Fatal(err)
 	}

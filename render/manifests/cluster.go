@@ -443,7 +443,9 @@ type InstallConfig struct {
 	ClusterNetwork                 string
 	HostPrefix                     int
 	ServiceNetwork, MachineNetwork string
-	Masters, Workers               int
+	// Masters is controlPlane.replicas. There is no worker count: compute replicas are always
+	// 0 (see ClusterConfigV1).
+	Masters int
 	// BareMetal, when set, makes the platform baremetal (see BareMetal); nil is platform none.
 	BareMetal *BareMetal
 }
@@ -483,6 +485,14 @@ type icNetworking struct {
 // is the install-config this lab would have had (platform none, OVNKubernetes), as
 // openshift-install's manifests/cluster-config.yaml. pullSecret is "" as the installer writes
 // it: the pull secret never goes into this ConfigMap (or a log).
+//
+// compute[0].replicas is 0 whatever the lab's worker count, as the installer's UPI guides
+// direct ("Empty Compute Pools" in openshift/installer docs/user/aws/install_upi.md and
+// docs/user/openstack/install_upi.md: the user, not the Machine API, creates the compute
+// machines): labbuild creates the workers itself, and no operator reads the number (the
+// topologies and mastersSchedulable are rendered from the real count by Infrastructure and
+// Scheduler). So adding or removing a worker changes no bootstrap manifest and no bootstrap
+// Ignition.
 func ClusterConfigV1(ic InstallConfig) (File, error) {
 	for field, v := range map[string]string{"cluster network": ic.ClusterNetwork, "service network": ic.ServiceNetwork, "machine network": ic.MachineNetwork} {
 		if err := checkCIDR("cluster-config-v1: "+field, v); err != nil {
@@ -497,7 +507,7 @@ func ClusterConfigV1(ic InstallConfig) (File, error) {
 	}
 	cfg := installConfig{
 		APIVersion: "v1", AdditionalTrustBundlePolicy: "Proxyonly", BaseDomain: ic.BaseDomain,
-		Compute: []machinePool{pool("worker", ic.Workers)}, ControlPlane: pool("master", ic.Masters),
+		Compute: []machinePool{pool("worker", 0)}, ControlPlane: pool("master", ic.Masters),
 		Metadata: map[string]string{"name": ic.Name},
 		Networking: icNetworking{
 			ClusterNetwork: []map[string]any{{"cidr": ic.ClusterNetwork, "hostPrefix": ic.HostPrefix}},

@@ -160,7 +160,7 @@ func TestGolden(t *testing.T) {
 		}},
 		{"cluster-config-v1", func() ([]File, error) {
 			return one(ClusterConfigV1(InstallConfig{Name: "ocp4", BaseDomain: "example.com", ClusterNetwork: "10.128.0.0/14", HostPrefix: 23,
-				ServiceNetwork: "172.30.0.0/16", MachineNetwork: "192.168.126.0/24", Masters: 3, Workers: 2}))
+				ServiceNetwork: "172.30.0.0/16", MachineNetwork: "192.168.126.0/24", Masters: 3}))
 		}},
 		{"etcd-endpoints", func() ([]File, error) { return one(EtcdEndpoints("192.168.126.100")) }},
 		{"etcd-signer", func() ([]File, error) { return one(TLSSecret("openshift-etcd", "etcd-signer", crt, key)) }},

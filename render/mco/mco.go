@@ -62,7 +62,8 @@ type Inputs struct {
 	ClusterName, BaseDomain string
 	// InfraID is the infrastructure name (manifests/ids).
 	InfraID string
-	// Masters and Workers are the replica counts (topologies, install-config replicas).
+	// Masters is the master count (topologies, install-config controlPlane replicas); Workers
+	// the worker count, of which only 0, 1 or more matters (infrastructureTopology).
 	Masters, Workers int
 	// ClusterNetwork, ServiceNetwork and MachineNetwork are CIDRs; HostPrefix the per-node
 	// prefix length of the cluster network.
@@ -118,7 +119,7 @@ func WorkDir(in Inputs) ([]File, error) {
 	}
 	cc, err := manifests.ClusterConfigV1(manifests.InstallConfig{Name: in.ClusterName, BaseDomain: in.BaseDomain,
 		ClusterNetwork: in.ClusterNetwork, HostPrefix: in.HostPrefix, ServiceNetwork: in.ServiceNetwork,
-		MachineNetwork: in.MachineNetwork, Masters: in.Masters, Workers: in.Workers, BareMetal: in.BareMetal})
+		MachineNetwork: in.MachineNetwork, Masters: in.Masters, BareMetal: in.BareMetal})
 	if err := add(ClusterConfigFile, cc, err); err != nil {
 		return nil, err
 	}

@@ -41,7 +41,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/labbuild/labbuild/targets/kube"
 )
@@ -277,7 +276,7 @@ func NodeOf(csr *certificatesv1.CertificateSigningRequest) string {
 }
 
 // List returns every CSR (`oc get csr`), converted from the dynamic client's objects.
-func List(ctx context.Context, dyn dynamic.Interface) ([]certificatesv1.CertificateSigningRequest, error) {
+func List(ctx context.Context, dyn kube.Interface) ([]certificatesv1.CertificateSigningRequest, error) {
 	l, err := kube.List[certificatesv1.CertificateSigningRequest](ctx, dyn, kube.CSRs, "", "")
 	if err != nil {
 		return nil, fmt.Errorf("list CSRs: %w", err)
@@ -291,7 +290,7 @@ func List(ctx context.Context, dyn dynamic.Interface) ([]certificatesv1.Certific
 // returns one Decision per pending CSR, sorted by name; refused CSRs are left pending. An
 // approval that loses a race (the CSR changed or was approved meanwhile) is not an error: the
 // next pass sees the new state. Errors name the failing API call; the caller retries them.
-func Approve(ctx context.Context, dyn dynamic.Interface, expected map[string]NodeIdentity) ([]Decision, error) {
+func Approve(ctx context.Context, dyn kube.Interface, expected map[string]NodeIdentity) ([]Decision, error) {
 	list, err := List(ctx, dyn)
 	if err != nil {
 		return nil, err
@@ -323,7 +322,7 @@ func Approve(ctx context.Context, dyn dynamic.Interface, expected map[string]Nod
 
 // approve adds the Approved=True condition to c and updates the approval subresource; the
 // object's resourceVersion makes a concurrent change a conflict.
-func approve(ctx context.Context, dyn dynamic.Interface, c *certificatesv1.CertificateSigningRequest, msg string) error {
+func approve(ctx context.Context, dyn kube.Interface, c *certificatesv1.CertificateSigningRequest, msg string) error {
 	c = c.DeepCopy()
 	c.Status.Conditions = append(c.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
 		Type:           certificatesv1.CertificateApproved,

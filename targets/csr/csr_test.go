@@ -21,6 +21,7 @@ import (
 	dynfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 )
 
 const (
@@ -205,7 +206,8 @@ func TestApproveFake(t *testing.T) {
 	if err := certificatesv1.AddToScheme(sch); err != nil {
 		t.Fatal(err)
 	}
-	cs := dynfake.NewSimpleDynamicClient(sch, good, bad, done)
+	fake := dynfake.NewSimpleDynamicClient(sch, good, bad, done)
+	cs := kubedyn.Wrap(fake)
 	ds, err := Approve(context.Background(), cs, expected)
 	if err != nil {
 		t.Fatal(err)
@@ -229,7 +231,7 @@ func TestApproveFake(t *testing.T) {
 		t.Errorf("csr-foreign was decided: %+v", got.Status.Conditions)
 	}
 	var approvals int
-	for _, a := range cs.Actions() {
+	for _, a := range fake.Actions() {
 		if a.GetVerb() == "update" && a.GetSubresource() == "approval" {
 			approvals++
 		}

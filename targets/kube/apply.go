@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
@@ -33,7 +32,7 @@ type Applier struct {
 	// CRDTimeout bounds the wait for a CRD to become Established; 0 means 30 s.
 	CRDTimeout time.Duration
 
-	dyn    dynamic.Interface
+	dyn    Interface
 	mapper *Mapper
 	log    io.Writer
 }
@@ -52,7 +51,7 @@ func NewApplier(cfg *rest.Config, log io.Writer) (*Applier, error) {
 }
 
 // Dynamic returns the applier's dynamic client (to read back what was applied).
-func (a *Applier) Dynamic() dynamic.Interface { return a.dyn }
+func (a *Applier) Dynamic() Interface { return a.dyn }
 
 // Docs splits a YAML file into its non-empty documents as unstructured objects; name is used
 // in errors ("<name>: document 3: ...").
@@ -76,7 +75,7 @@ func Docs(name string, data []byte) ([]*unstructured.Unstructured, error) {
 
 // Resource returns the dynamic client for o's kind (namespaced when the kind is), discovering
 // kinds again once when o's is unknown (a CRD applied a moment ago).
-func (a *Applier) Resource(ctx context.Context, o *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+func (a *Applier) Resource(ctx context.Context, o *unstructured.Unstructured) (ResourceInterface, error) {
 	gvk := o.GroupVersionKind()
 	gvr, namespaced, err := a.mapper.Resource(ctx, gvk)
 	if err != nil {
@@ -125,7 +124,7 @@ func (a *Applier) Apply(ctx context.Context, file string, o *unstructured.Unstru
 
 // waitEstablished polls a CRD until Established=True. This polls a real server for seconds, so
 // it uses the real clock (targets/wait is for the long, user-visible waits).
-func (a *Applier) waitEstablished(ctx context.Context, ri dynamic.ResourceInterface, got *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (a *Applier) waitEstablished(ctx context.Context, ri ResourceInterface, got *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	d := a.CRDTimeout
 	if d <= 0 {
 		d = 30 * time.Second
@@ -210,7 +209,7 @@ func (a *Applier) ApplyFiles(ctx context.Context, files map[string][]byte) (int,
 // PatchStatus server-side-applies status (the object's .status) to object name of resource
 // ri through the status subresource, as `oc patch --subresource=status` does; apiVersion and
 // kind identify the object in the patch body.
-func PatchStatus(ctx context.Context, ri dynamic.ResourceInterface, apiVersion, kind, name string, status map[string]any) (*unstructured.Unstructured, error) {
+func PatchStatus(ctx context.Context, ri ResourceInterface, apiVersion, kind, name string, status map[string]any) (*unstructured.Unstructured, error) {
 	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind,
 		"metadata": map[string]any{"name": name}, "status": status}}
 	body, err := o.MarshalJSON()

@@ -4,12 +4,14 @@
 // ConfigMap, ClusterOperator convergence). It decides nothing about the lab; targets/cluster.go
 // does, through targets/wait and targets/csr.
 //
-// It talks to the API through client-go's dynamic client and one unversioned REST client, and
-// converts the few typed objects it reads (Node, Pod, ConfigMap) from unstructured. It does not
-// import client-go's typed clientset, discovery or restmapper: those register every k8s.io/api
-// group in client-go's scheme at process start (about 10 ms of `labbuild version`, issue 18),
-// which every labbuild run would pay, a null build included. cmd/labbuild's import test keeps
-// them out (docs/performance.md).
+// It talks to the API through one unversioned client-go REST client (JSON, objects as
+// unstructured; client.go has a dynamic-client-shaped Interface over it), and converts the few
+// typed objects it reads (Node, Pod, ConfigMap, CSR) from unstructured. It does not import
+// client-go's typed clientset, discovery, restmapper or dynamic packages: the first three
+// register every k8s.io/api group in client-go's scheme at process start (about 10 ms of
+// `labbuild version`, issue 18), the last links go-cmp and the watch-list machinery, and every
+// labbuild run would pay for their initializers, a null build included. cmd/labbuild's
+// TestStartupImports keeps them out (docs/performance.md).
 package kube
 
 import (
@@ -22,7 +24,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -64,8 +65,8 @@ func Config(path, dial string) (*rest.Config, error) {
 // pool, one TLS identity).
 type Clients struct {
 	Config *rest.Config
-	// Dynamic reads and writes any resource as unstructured objects.
-	Dynamic dynamic.Interface
+	// Dynamic reads and writes any resource as unstructured objects (client.go).
+	Dynamic Interface
 	// REST is an unversioned REST client for raw paths: /readyz, /version and discovery
 	// (/api/v1, /apis/<group>/<version>). Its errors are *errors.StatusError like Dynamic's.
 	REST rest.Interface
@@ -73,21 +74,16 @@ type Clients struct {
 
 // NewClients makes the clients for cfg.
 func NewClients(cfg *rest.Config) (*Clients, error) {
-	hc, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("http client for %s: %w", cfg.Host, err)
-	}
-	dyn, err := dynamic.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, fmt.Errorf("dynamic client for %s: %w", cfg.Host, err)
-	}
-	// dynamic.ConfigFor gives JSON and the unstructured codec, so the REST client needs no
-	// typed scheme.
-	rc, err := rest.UnversionedRESTClientForConfigAndClient(dynamic.ConfigFor(cfg), hc)
+	// JSON only, through jsonNegotiator: the REST client needs no typed scheme.
+	c := rest.CopyConfig(cfg)
+	c.ContentType = runtime.ContentTypeJSON
+	c.AcceptContentTypes = runtime.ContentTypeJSON
+	c.NegotiatedSerializer = jsonNegotiator{}
+	rc, err := rest.UnversionedRESTClientFor(c)
 	if err != nil {
 		return nil, fmt.Errorf("REST client for %s: %w", cfg.Host, err)
 	}
-	return &Clients{Config: cfg, Dynamic: dyn, REST: rc}, nil
+	return &Clients{Config: cfg, Dynamic: NewDynamic(rc), REST: rc}, nil
 }
 
 // Readyz asks the apiserver's /readyz (what openshift-install's wait-for bootstrap-complete
@@ -131,8 +127,8 @@ var (
 // List lists resource gvr (in namespace ns, all namespaces or cluster-scoped when ns is "";
 // selector is a label selector or "") and converts every item into T, a k8s.io/api type such
 // as corev1.Pod. Errors name the resource.
-func List[T any](ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns, selector string) ([]T, error) {
-	var ri dynamic.ResourceInterface = dyn.Resource(gvr)
+func List[T any](ctx context.Context, dyn Interface, gvr schema.GroupVersionResource, ns, selector string) ([]T, error) {
+	var ri ResourceInterface = dyn.Resource(gvr)
 	if ns != "" {
 		ri = dyn.Resource(gvr).Namespace(ns)
 	}
@@ -151,8 +147,8 @@ func List[T any](ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVer
 
 // Get reads object name of resource gvr (namespace ns, "" when cluster-scoped) into T.
 // A missing object is an error apierrors.IsNotFound recognizes.
-func Get[T any](ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVersionResource, ns, name string) (*T, error) {
-	var ri dynamic.ResourceInterface = dyn.Resource(gvr)
+func Get[T any](ctx context.Context, dyn Interface, gvr schema.GroupVersionResource, ns, name string) (*T, error) {
+	var ri ResourceInterface = dyn.Resource(gvr)
 	if ns != "" {
 		ri = dyn.Resource(gvr).Namespace(ns)
 	}

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -107,12 +109,12 @@ func co(name string, conds ...string) *unstructured.Unstructured {
 func TestConverged(t *testing.T) {
 	cv := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
 		"metadata": map[string]any{"name": "version"}, "status": map[string]any{"conditions": []any{map[string]any{"type": "Available", "status": "True"}}}}}
-	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+	dyn := wrapDyn(dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{ClusterOperators: "ClusterOperatorList", ClusterVersions: "ClusterVersionList"},
 		co("etcd", "Available", "True", "Degraded", "False"),
 		co("ingress", "Available", "False", "Progressing", "True"),
 		co("dns", "Available", "True", "Degraded", "True"),
-		cv)
+		cv))
 	c, err := Converged(context.Background(), dyn)
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +137,7 @@ func TestNodesReadyAndBootstrap(t *testing.T) {
 	if err := corev1.AddToScheme(sch); err != nil {
 		t.Fatal(err)
 	}
-	cs := dynfake.NewSimpleDynamicClient(sch, node("m0", corev1.ConditionTrue), node("m1", corev1.ConditionFalse))
+	cs := wrapDyn(dynfake.NewSimpleDynamicClient(sch, node("m0", corev1.ConditionTrue), node("m1", corev1.ConditionFalse)))
 	ctx := context.Background()
 	ready, notReady, err := NodesReady(ctx, cs, []string{"m2", "m1", "m0"})
 	if err != nil || strings.Join(ready, ",") != "m0" || strings.Join(notReady, ",") != "m1,m2" {
@@ -235,5 +237,69 @@ func TestMapperAndReadyz(t *testing.T) {
 	gvr, _, err := m.Resource(ctx, schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Infrastructure"})
 	if err != nil || gvr.Resource != "infrastructures" {
 		t.Errorf("after the CRD: %v %v", gvr, err)
+	}
+}
+
+// TestDynamicRequests checks the REST requests of the Dynamic client (method, path, query,
+// body) and that API errors come back as StatusErrors apierrors recognizes.
+func TestDynamicRequests(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, strings.TrimSpace(fmt.Sprintf("%s %s?%s %s", r.Method, r.URL.Path, r.URL.RawQuery, b)))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/missing"):
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"configmaps \"missing\" not found","reason":"NotFound","code":404}`)
+		case strings.HasSuffix(r.URL.Path, "/approval"):
+			w.WriteHeader(http.StatusConflict)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the object has been modified","reason":"Conflict","code":409}`)
+		case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/nodes"):
+			fmt.Fprint(w, `{"kind":"NodeList","apiVersion":"v1","metadata":{},"items":[{"metadata":{"name":"m0"}}]}`)
+		default:
+			fmt.Fprint(w, `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x","namespace":"ns"}}`)
+		}
+	}))
+	defer srv.Close()
+	k, err := NewClients(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}}}
+	if _, err := k.Dynamic.Resource(ConfigMaps).Namespace("ns").Get(ctx, "missing", metav1.GetOptions{}); !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), `configmaps "missing" not found`) {
+		t.Errorf("get missing: %v, want the server's NotFound", err)
+	}
+	if _, err := k.Dynamic.Resource(CSRs).Update(ctx, cm, metav1.UpdateOptions{}, "approval"); !apierrors.IsConflict(err) {
+		t.Errorf("approval: %v, want Conflict", err)
+	}
+	if l, err := List[corev1.Node](ctx, k.Dynamic, Nodes, "", "node-role.kubernetes.io/master"); err != nil || len(l) != 1 || l[0].Name != "m0" {
+		t.Errorf("list nodes: %v %v", l, err)
+	}
+	if _, err := k.Dynamic.Resource(ConfigMaps).Namespace("ns").Apply(ctx, "x", cm, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+		t.Error(err)
+	}
+	if _, err := k.Dynamic.Resource(ConfigMaps).Namespace("ns").Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Error(err)
+	}
+	if err := k.Dynamic.Resource(Nodes).Delete(ctx, "m0", metav1.DeleteOptions{}); err != nil {
+		t.Error(err)
+	}
+	want := []string{
+		`GET /api/v1/namespaces/ns/configmaps/missing?`,
+		`PUT /apis/certificates.k8s.io/v1/certificatesigningrequests/x/approval? {"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`,
+		`GET /api/v1/nodes?labelSelector=node-role.kubernetes.io%2Fmaster`,
+		`PATCH /api/v1/namespaces/ns/configmaps/x?fieldManager=labbuild&force=true {"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`,
+		`POST /api/v1/namespaces/ns/configmaps?dryRun=All {"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`,
+		`DELETE /api/v1/nodes/m0? {}`,
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 )
 
 // The OpenShift config API resources the waits read (openshift/api config/v1, CRDs
@@ -50,7 +49,7 @@ func NodeReady(n *corev1.Node) bool {
 
 // NodesReady lists the nodes and splits names into those Ready and those not (absent or not
 // Ready), both sorted.
-func NodesReady(ctx context.Context, dyn dynamic.Interface, names []string) (ready, notReady []string, err error) {
+func NodesReady(ctx context.Context, dyn Interface, names []string) (ready, notReady []string, err error) {
 	list, err := List[corev1.Node](ctx, dyn, Nodes, "", "")
 	if err != nil {
 		return nil, nil, err
@@ -73,7 +72,7 @@ func NodesReady(ctx context.Context, dyn dynamic.Interface, names []string) (rea
 
 // EtcdOn returns the nodes among names on which an etcd pod (namespace EtcdNamespace, label
 // EtcdPodLabel) is Running with condition Ready=True, sorted.
-func EtcdOn(ctx context.Context, dyn dynamic.Interface, names []string) ([]string, error) {
+func EtcdOn(ctx context.Context, dyn Interface, names []string) ([]string, error) {
 	pods, err := List[corev1.Pod](ctx, dyn, Pods, EtcdNamespace, EtcdPodLabel)
 	if err != nil {
 		return nil, err
@@ -95,7 +94,7 @@ func EtcdOn(ctx context.Context, dyn dynamic.Interface, names []string) ([]strin
 
 // BootstrapComplete reports whether ConfigMap kube-system/bootstrap has data.status
 // "complete".
-func BootstrapComplete(ctx context.Context, dyn dynamic.Interface) (bool, error) {
+func BootstrapComplete(ctx context.Context, dyn Interface) (bool, error) {
 	cm, err := Get[corev1.ConfigMap](ctx, dyn, ConfigMaps, BootstrapNamespace, BootstrapConfigMap)
 	if apierrors.IsNotFound(err) {
 		return false, nil
@@ -109,7 +108,7 @@ func BootstrapComplete(ctx context.Context, dyn dynamic.Interface) (bool, error)
 // MarkBootstrapComplete server-side-applies ConfigMap kube-system/bootstrap with data.status
 // "complete" (idempotent), as openshift-install's report-progress.sh does at the end of
 // bootkube.
-func MarkBootstrapComplete(ctx context.Context, dyn dynamic.Interface) error {
+func MarkBootstrapComplete(ctx context.Context, dyn Interface) error {
 	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": BootstrapConfigMap, "namespace": BootstrapNamespace},
 		"data":     map[string]any{"status": "complete"}}}
@@ -124,7 +123,7 @@ func MarkBootstrapComplete(ctx context.Context, dyn dynamic.Interface) error {
 // ClusterVersion "version" exists and has a Progressing, Available or Failing condition
 // (the CVO writes them on its first sync; the installer's ClusterVersion has no status).
 // status is a one-line summary, such as `Progressing=True: Working towards 4.18.0`.
-func CVOProgress(ctx context.Context, dyn dynamic.Interface) (done bool, status string, err error) {
+func CVOProgress(ctx context.Context, dyn Interface) (done bool, status string, err error) {
 	cv, err := dyn.Resource(ClusterVersions).Get(ctx, "version", metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, "no ClusterVersion version yet", nil
@@ -205,7 +204,7 @@ func short(names []string) string {
 }
 
 // Converged reads every ClusterOperator and the ClusterVersion "version".
-func Converged(ctx context.Context, dyn dynamic.Interface) (Convergence, error) {
+func Converged(ctx context.Context, dyn Interface) (Convergence, error) {
 	var c Convergence
 	list, err := dyn.Resource(ClusterOperators).List(ctx, metav1.ListOptions{})
 	if err != nil {

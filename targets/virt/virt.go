@@ -305,6 +305,28 @@ func (c *Conn) DeleteVolume(pool, name string) error {
 	return nil
 }
 
+// VolumeNames returns the names of pool's volumes, sorted; none when the pool does not exist.
+func (c *Conn) VolumeNames(pool string) ([]string, error) {
+	ph, err := c.l.StoragePoolLookupByName(pool)
+	if notFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up pool %s: %w", pool, err)
+	}
+	_ = c.l.StoragePoolRefresh(ph, 0)
+	vols, _, err := c.l.StoragePoolListAllVolumes(ph, 1, 0)
+	if err != nil {
+		return nil, fmt.Errorf("list volumes of pool %s: %w", pool, err)
+	}
+	out := make([]string, 0, len(vols))
+	for _, v := range vols {
+		out = append(out, v.Name)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
 // DomainState is a domain's run state as libvirt names it (virDomainState).
 type DomainState int32
 
