@@ -1,8 +1,8 @@
 package kube
 
 // Node lifecycle calls for live lab edits: cordon, drain (the Eviction API, as `oc adm drain`
-// does), uncordon and delete. Only kube.Interface (client.go): no typed clientset and no client-go dynamic package (issue 18 keeps them
-// out of the binary's start-up).
+// does), uncordon and delete. Only kube.Interface (client.go): no typed clientset and no
+// client-go dynamic package (issue 18 keeps them out of the binary's start-up).
 
 import (
 	"context"
