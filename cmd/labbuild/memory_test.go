@@ -1,0 +1,38 @@
+package main
+
+import (
+	"runtime/debug"
+	"testing"
+
+	"github.com/labbuild/labbuild/targets"
+)
+
+// recorder is a Reporter that counts calls.
+type recorder struct{ starts, progress, finishes int }
+
+func (r *recorder) Start(string, int, int, bool)      { r.starts++ }
+func (r *recorder) Progress(string, targets.Progress) { r.progress++ }
+func (r *recorder) Finish(string, targets.Outcome)    { r.finishes++ }
+
+// TestBoundHeapOnWork: the limit changes on the first target that starts, not before, and
+// every event still reaches the display.
+func TestBoundHeapOnWork(t *testing.T) {
+	old := debug.SetMemoryLimit(1 << 30)
+	defer debug.SetMemoryLimit(old)
+	rec := &recorder{}
+	r := boundHeapOnWork(rec)
+	if got := debug.SetMemoryLimit(-1); got != 1<<30 {
+		t.Fatalf("limit %d before any target started, want main's 1 GiB", got)
+	}
+	r.Start("pki/key/root", 1, 2, false)
+	if got := debug.SetMemoryLimit(-1); got != coldBuildHeap {
+		t.Errorf("limit %d after a target started, want %d", got, coldBuildHeap)
+	}
+	r.Progress("pki/key/root", targets.Progress{Phase: "x"})
+	r.Finish("pki/key/root", targets.Built)
+	r.Start("pki/ca/root", 2, 2, false)
+	if *rec != (recorder{starts: 2, progress: 1, finishes: 1}) {
+		t.Errorf("display saw %+v", *rec)
+	}
+	boundHeapOnWork(nil).Start("quiet", 1, 1, false) // -q: no display
+}
