@@ -44,6 +44,14 @@ func (b *builder) quick(nodes []*node) int {
 		dirfd, prefix = fd, ""
 		defer syscall.Close(fd)
 	}
+	// The config's directory likewise, for input files under it (a shorter path walk).
+	basefd := -1
+	if b.baseDir != "" && b.baseDir[0] == '/' && filepath.Clean(b.baseDir) == b.baseDir && b.baseDir != "/" {
+		if fd, err := syscall.Open(b.baseDir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err == nil {
+			basefd = fd
+			defer syscall.Close(fd)
+		}
+	}
 	ok := make([]bool, len(nodes))
 	parallel := func(fn func(part []*node, ws *scratch)) {
 		workers := min(runtime.NumCPU(), (len(cand)+255)/256)
@@ -54,7 +62,7 @@ func (b *builder) quick(nodes []*node) int {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				fn(part, &scratch{dirfd: dirfd, prefix: prefix})
+				fn(part, &scratch{dirfd: dirfd, prefix: prefix, basefd: basefd})
 			}()
 		}
 		wg.Wait()
@@ -108,6 +116,7 @@ type scratch struct {
 	num    []byte
 	dirfd  int
 	prefix string // prepended to output paths when dirfd is not the output directory
+	basefd int    // the config's directory (b.baseDir), or -1
 }
 
 // quickOne reports whether n's key, computed from its deps' recorded output digests
@@ -187,7 +196,11 @@ func (b *builder) quickFileDigest(f string, ws *scratch) (cache.Digest, bool) {
 	if !recorded {
 		return cache.Digest{}, false
 	}
-	fp, err := cache.StatAt(cache.AtCWD, ws.path)
+	fd, rel := cache.AtCWD, ws.path
+	if n := len(b.baseDir); ws.basefd >= 0 && len(path) > n+1 && path[n] == '/' && path[:n] == b.baseDir {
+		fd, rel = ws.basefd, ws.path[n+1:]
+	}
+	fp, err := cache.StatAt(fd, rel)
 	if err != nil || fp != st.FP {
 		return cache.Digest{}, false
 	}

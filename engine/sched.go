@@ -16,22 +16,24 @@ import (
 
 // node is the scheduler's record of one selected target.
 type node struct {
+	// Read by the null-build fast path (fastpath.go), first, so that its pages hold little else.
 	id      int
 	t       *Target
-	waiting int // unfinished deps
-	outcome Outcome
 	outDig  cache.Digest
-	pending bool         // dry run: would run, so its output digest is unknown
+	outcome Outcome
+	waiting int32 // unfinished deps
+	prio    int32 // scheduling priority (prioritize)
+	seq     int32 // position in build order, the tie-break
+	pending bool  // dry run: would run, so its output digest is unknown
+	stopped bool  // not started, or interrupted: the build stopped (no -k, or Ctrl-C)
+	started bool  // it started to run or be restored (counted in [N/M])
+
 	err     error        // failure (root cause or upstream)
 	files   []string     // output relative paths, sorted (for dependents' Steps)
 	plan    *PlanItem    // set when it ran, was restored, or would be
 	failDep string       // the upstream that failed, for skipped targets
-	stopped bool         // not started, or interrupted: the build stopped (no -k, or Ctrl-C)
 	rs      *reasonState // inputs, for explain
 	base    cache.Digest // the key without the epoch (see keyWith)
-	started bool         // it started to run or be restored (counted in [N/M])
-	prio    int32        // scheduling priority (prioritize)
-	seq     int32        // position in build order, the tie-break
 }
 
 // prioritize sets each target's scheduling priority: the length of the longest chain of
@@ -134,7 +136,7 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 			continue
 		}
 		n := &slab[i]
-		n.id, n.t, n.waiting = i, b.p.Targets[i], len(g.Deps(i))
+		n.id, n.t, n.waiting = i, b.p.Targets[i], int32(len(g.Deps(i)))
 		nodes[i] = n
 		b.total++
 	}

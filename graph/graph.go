@@ -28,8 +28,11 @@ type Node struct {
 type Graph struct {
 	names []string
 	index map[string]int
-	deps  [][]int // deps[i]: nodes i depends on, in declaration order
-	rdeps [][]int // rdeps[i]: nodes that depend on i, ascending
+	// Edges, each way, in one array with offsets (compressed sparse rows): node i depends on
+	// fwd[fwdOff[i]:fwdOff[i+1]], in declaration order, and is depended on by
+	// rev[revOff[i]:revOff[i+1]], ascending. Two arrays, not a slice header per node.
+	fwd, rev       []int
+	fwdOff, revOff []int32
 	order []int   // a stable topological order: deps before dependents, ties by name
 }
 
@@ -51,10 +54,10 @@ func (e *CycleError) Error() string {
 // a *CycleError naming the cycle. Cost is O(V log V + E).
 func New(nodes []Node) (*Graph, error) {
 	g := &Graph{
-		names: make([]string, len(nodes)),
-		index: make(map[string]int, len(nodes)),
-		deps:  make([][]int, len(nodes)),
-		rdeps: make([][]int, len(nodes)),
+		names:  make([]string, len(nodes)),
+		index:  make(map[string]int, len(nodes)),
+		fwdOff: make([]int32, len(nodes)+1),
+		revOff: make([]int32, len(nodes)+1),
 	}
 	for i, n := range nodes {
 		if n.Name == "" {
@@ -70,10 +73,9 @@ func New(nodes []Node) (*Graph, error) {
 	for _, n := range nodes {
 		nedges += len(n.Deps)
 	}
-	// One backing array for all edges each way: two allocations, not one per node.
-	fwd := make([]int, 0, nedges)
+	g.fwd = make([]int, 0, nedges)
+	counts := make([]int32, len(nodes)+1) // dependents per node, then their offsets
 	for i, n := range nodes {
-		start := len(fwd)
 		for _, d := range n.Deps {
 			j, ok := g.index[d]
 			if !ok {
@@ -82,25 +84,20 @@ func New(nodes []Node) (*Graph, error) {
 			if j == i {
 				return nil, &CycleError{Cycle: []string{n.Name, n.Name}}
 			}
-			fwd = append(fwd, j)
+			g.fwd = append(g.fwd, j)
+			counts[j+1]++
 		}
-		g.deps[i] = fwd[start:len(fwd):len(fwd)]
+		g.fwdOff[i+1] = int32(len(g.fwd))
 	}
-	counts := make([]int, len(nodes))
-	for _, ds := range g.deps {
-		for _, j := range ds {
+	for j := 1; j <= len(nodes); j++ {
+		counts[j] += counts[j-1]
+	}
+	copy(g.revOff, counts)
+	g.rev = make([]int, nedges)
+	for i := range nodes { // ascending i: each node's dependents come out sorted
+		for _, j := range g.Deps(i) {
+			g.rev[counts[j]] = i
 			counts[j]++
-		}
-	}
-	backing := make([]int, nedges)
-	off := 0
-	for j, c := range counts {
-		g.rdeps[j] = backing[off : off : off+c]
-		off += c
-	}
-	for i, ds := range g.deps {
-		for _, j := range ds {
-			g.rdeps[j] = append(g.rdeps[j], i)
 		}
 	}
 	order, err := g.topo()
@@ -131,8 +128,8 @@ func (h *nameHeap) Pop() any {
 func (g *Graph) topo() ([]int, error) {
 	n := len(g.names)
 	indeg := make([]int, n)
-	for i := range g.deps {
-		indeg[i] = len(g.deps[i])
+	for i := range indeg {
+		indeg[i] = len(g.Deps(i))
 	}
 	h := &nameHeap{names: g.names}
 	for i := 0; i < n; i++ {
@@ -145,7 +142,7 @@ func (g *Graph) topo() ([]int, error) {
 	for h.Len() > 0 {
 		i := heap.Pop(h).(int)
 		order = append(order, i)
-		for _, j := range g.rdeps[i] {
+		for _, j := range g.Dependents(i) {
 			indeg[j]--
 			if indeg[j] == 0 {
 				heap.Push(h, j)
@@ -180,7 +177,7 @@ func (g *Graph) findCycle(indeg []int) []string {
 		pos[i] = len(path)
 		path = append(path, i)
 		next := -1
-		for _, j := range g.deps[i] {
+		for _, j := range g.Deps(i) {
 			if indeg[j] > 0 {
 				next = j
 				break
@@ -206,10 +203,10 @@ func (g *Graph) ID(name string) (int, bool) {
 }
 
 // Deps returns the IDs node id depends on, in declaration order. Must not be modified.
-func (g *Graph) Deps(id int) []int { return g.deps[id] }
+func (g *Graph) Deps(id int) []int { return g.fwd[g.fwdOff[id]:g.fwdOff[id+1]:g.fwdOff[id+1]] }
 
 // Dependents returns the IDs that depend on node id, ascending. Must not be modified.
-func (g *Graph) Dependents(id int) []int { return g.rdeps[id] }
+func (g *Graph) Dependents(id int) []int { return g.rev[g.revOff[id]:g.revOff[id+1]:g.revOff[id+1]] }
 
 // Order returns every node ID, dependencies first, ties broken by name: the same graph always
 // gives the same order. Must not be modified.
@@ -227,7 +224,7 @@ func (g *Graph) Closure(roots []int) []bool {
 			continue
 		}
 		in[i] = true
-		stack = append(stack, g.deps[i]...)
+		stack = append(stack, g.Deps(i)...)
 	}
 	return in
 }
@@ -244,7 +241,7 @@ func (g *Graph) Downstream(roots []int) []bool {
 			continue
 		}
 		in[i] = true
-		stack = append(stack, g.rdeps[i]...)
+		stack = append(stack, g.Dependents(i)...)
 	}
 	return in
 }
@@ -274,7 +271,7 @@ func (g *Graph) Library(selected []bool, attrs func(id int) map[string]string) (
 		if selected != nil && !selected[i] {
 			continue
 		}
-		for _, j := range g.deps[i] {
+		for _, j := range g.Deps(i) {
 			if selected != nil && !selected[j] {
 				continue
 			}

@@ -26,7 +26,7 @@ func (g *Graph) Reduce(selected []bool) [][]int {
 			continue
 		}
 		a := make([]uint64, words)
-		for _, j := range g.deps[i] {
+		for _, j := range g.Deps(i) {
 			if !isSel(j) {
 				continue
 			}
@@ -42,12 +42,12 @@ func (g *Graph) Reduce(selected []bool) [][]int {
 		if !isSel(i) {
 			continue
 		}
-		for _, j := range g.deps[i] {
+		for _, j := range g.Deps(i) {
 			if !isSel(j) {
 				continue
 			}
 			redundant := false
-			for _, k := range g.deps[i] {
+			for _, k := range g.Deps(i) {
 				if k != j && isSel(k) && anc[k][j/64]&(1<<(j%64)) != 0 {
 					redundant = true
 					break
@@ -97,7 +97,7 @@ func (g *Graph) Quotient(selected []bool, key func(id int) string) ([]Group, []G
 	counts := map[[2]string]int{}
 	for _, grp := range groups {
 		for _, i := range grp.IDs {
-			for _, j := range g.deps[i] {
+			for _, j := range g.Deps(i) {
 				if selected != nil && !selected[j] {
 					continue
 				}

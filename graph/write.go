@@ -59,7 +59,7 @@ func (g *Graph) Tree(w io.Writer, selected []bool, label func(id int) string) er
 			continue
 		}
 		root := true
-		for _, j := range g.rdeps[i] {
+		for _, j := range g.Dependents(i) {
 			if isSel(j) {
 				root = false
 				break
@@ -74,7 +74,7 @@ func (g *Graph) Tree(w io.Writer, selected []bool, label func(id int) string) er
 	var walk func(i, depth int) error
 	walk = func(i, depth int) error {
 		line := strings.Repeat("  ", depth) + g.names[i]
-		if printed[i] && len(g.deps[i]) > 0 {
+		if printed[i] && len(g.Deps(i)) > 0 {
 			line += " (see above)"
 		} else if label != nil {
 			if l := label(i); l != "" {
@@ -88,7 +88,7 @@ func (g *Graph) Tree(w io.Writer, selected []bool, label func(id int) string) er
 			return nil
 		}
 		printed[i] = true
-		deps := append([]int(nil), g.deps[i]...)
+		deps := append([]int(nil), g.Deps(i)...)
 		sort.Slice(deps, func(a, b int) bool { return g.names[deps[a]] < g.names[deps[b]] })
 		for _, j := range deps {
 			if isSel(j) {
@@ -122,7 +122,7 @@ func (g *Graph) JSON(w io.Writer, selected []bool, attrs func(id int) map[string
 			continue
 		}
 		n := JSONNode{Name: g.names[i], Deps: []string{}}
-		for _, j := range g.deps[i] {
+		for _, j := range g.Deps(i) {
 			if selected == nil || selected[j] {
 				n.Deps = append(n.Deps, g.names[j])
 			}

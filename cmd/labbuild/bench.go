@@ -5,39 +5,21 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime"
-	"runtime/pprof"
 	"strings"
 )
 
-// The benchmark build (go build -tags bench, make bench-ninja) has the synthetic graph's flags,
-// and writes a CPU profile of the whole process after main starts to $LABBUILD_CPUPROFILE and
-// a heap profile at exit to $LABBUILD_MEMPROFILE (pprof; several runs' profiles merge).
+// The benchmark build (go build -tags bench, make bench-ninja) has the synthetic graph's flags.
+// With $LABBUILD_RSS set it prints, at exit, where the resident memory is: the heap
+// (RssAnon) or the binary's and the state file's pages (RssFile). Profiles: profile.go.
 func init() {
 	withSynthetic = true
-	if p := os.Getenv("LABBUILD_CPUPROFILE"); p != "" {
-		if f, err := os.Create(p); err == nil && pprof.StartCPUProfile(f) == nil {
-			atExit = append(atExit, pprof.StopCPUProfile)
-		}
-	}
 	if os.Getenv("LABBUILD_RSS") != "" {
-		// Where the resident memory is at exit: the heap (anonymous) or the binary's pages.
 		atExit = append(atExit, func() {
 			b, _ := os.ReadFile("/proc/self/status")
 			for _, l := range strings.Split(string(b), "\n") {
 				if strings.HasPrefix(l, "VmHWM") || strings.HasPrefix(l, "Rss") {
 					fmt.Fprintln(os.Stderr, l)
 				}
-			}
-		})
-	}
-	if p := os.Getenv("LABBUILD_MEMPROFILE"); p != "" {
-		runtime.MemProfileRate = 4096
-		atExit = append(atExit, func() {
-			runtime.GC() // the profile is published by a collection; main turned them off
-			if f, err := os.Create(p); err == nil {
-				pprof.Lookup("allocs").WriteTo(f, 0)
-				f.Close()
 			}
 		})
 	}
