@@ -33,7 +33,7 @@ type Graph struct {
 	// rev[revOff[i]:revOff[i+1]], ascending. Two arrays, not a slice header per node.
 	fwd, rev       []int
 	fwdOff, revOff []int32
-	order []int   // a stable topological order: deps before dependents, ties by name
+	order          []int // a stable topological order: deps before dependents, ties by name
 }
 
 // UnknownDepError is a dependency on a name that is not a node.
