@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 )
 
 // Digest is a SHA-256 digest.
@@ -56,9 +57,20 @@ func ParseDigest(s string) (Digest, error) {
 	return d, nil
 }
 
-// HashCount counts bytes hashed from files by HashFile, so tests can prove a null build
-// hashes nothing.
-var HashCount struct{ Files, Bytes int64 }
+// hashed counts the files and bytes hashed by HashFile and PutFile (atomically: targets hash
+// concurrently), so tests can prove a null build hashes nothing; see Hashed.
+var hashed struct{ files, bytes atomic.Int64 }
+
+// HashCounts is what Hashed returns: files and bytes hashed so far by this process.
+type HashCounts struct{ Files, Bytes int64 }
+
+// Hashed returns how many files and bytes HashFile and PutFile have hashed in this process.
+func Hashed() HashCounts { return HashCounts{hashed.files.Load(), hashed.bytes.Load()} }
+
+func countHashed(n int64) {
+	hashed.files.Add(1)
+	hashed.bytes.Add(n)
+}
 
 // HashFile returns the digest and size of the file at path.
 func HashFile(path string) (Digest, int64, error) {
@@ -74,8 +86,7 @@ func HashFile(path string) (Digest, int64, error) {
 	if err != nil {
 		return Digest{}, 0, err
 	}
-	HashCount.Files++
-	HashCount.Bytes += n
+	countHashed(n)
 	var d Digest
 	h.Sum(d[:0])
 	return d, n, nil

@@ -103,8 +103,7 @@ func (c *Cache) PutFile(path string) (Digest, int64, error) {
 		os.Remove(tmp)
 		return Digest{}, 0, err
 	}
-	HashCount.Files++
-	HashCount.Bytes += n
+	countHashed(n)
 	var d Digest
 	h.Sum(d[:0])
 	dst := c.objectPath(d)

@@ -152,7 +152,7 @@ func TestIncremental(t *testing.T) {
 			}
 			clean := s.snapshot()
 			tt.edit(s)
-			before := cache.HashCount
+			before := cache.Hashed()
 			r := s.build(tt.opts)
 			var wantExec, wantReused []string
 			if tt.executed != nil {
@@ -164,7 +164,7 @@ func TestIncremental(t *testing.T) {
 			eq(t, "executed", r.Executed, wantExec)
 			eq(t, "reused", r.Reused, wantReused)
 			if tt.name == "second run executes nothing" {
-				if d := cache.HashCount.Bytes - before.Bytes; d != 0 {
+				if d := cache.Hashed().Bytes - before.Bytes; d != 0 {
 					t.Errorf("null build hashed %d bytes", d)
 				}
 				if len(r.UpToDate) != 300 {
@@ -616,12 +616,12 @@ func TestNullBuildIsTheFastPath(t *testing.T) {
 	}
 	var stats bytes.Buffer
 	o.Stats, o.Stderr = true, &stats
-	before := cache.HashCount
+	before := cache.Hashed()
 	r, err := Build(context.Background(), o)
 	if err != nil || len(r.UpToDate) != n {
 		t.Fatalf("null build: %d up to date, %v", len(r.UpToDate), err)
 	}
-	if d := cache.HashCount.Files - before.Files; d != 0 {
+	if d := cache.Hashed().Files - before.Files; d != 0 {
 		t.Errorf("null build hashed %d files", d)
 	}
 	// syn/t00008 and syn/t00009 and what depends on them go through the scheduler.
