@@ -156,7 +156,7 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 	var mu sync.Mutex
 	stop := false // a failure without -k: start nothing new
 	ready := newReadyQueue()
-	finished := make(chan *node, b.total)
+	finished := make(chan *node, b.total-quick)
 	// Up-to-date targets found by the fast path are finished already: release their dependents.
 	for _, i := range g.Order() {
 		if n := nodes[i]; n != nil && n.outcome == UpToDate {
@@ -242,7 +242,7 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 	wg.Wait()
 	b.clearStatus()
 
-	res := &Result{Inputs: map[string]map[string]cache.Digest{}}
+	res := &Result{Inputs: map[string]map[string]cache.Digest{}, UpToDate: make([]string, 0, quick)}
 	var skippedByFail []string
 	for _, i := range g.Order() {
 		n := nodes[i]

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // MapValues is a Values over a flat map from dotted path to JSON value; it backs synthetic
@@ -100,7 +101,7 @@ func SyntheticGraph(spec SyntheticSpec, fields MapValues) ([]*Target, Values) {
 		nb = appendSyntheticName(nb, i)
 		ends[i] = int32(len(nb))
 	}
-	all := string(nb)
+	all := unsafe.String(unsafe.SliceData(nb), len(nb)) // nb is never written again
 	names := make([]string, spec.N)
 	for i := range names {
 		start := int32(0)
@@ -113,7 +114,11 @@ func SyntheticGraph(spec SyntheticSpec, fields MapValues) ([]*Target, Values) {
 	var files []string
 	if spec.SrcDir != "" {
 		// Source fields and their values: one string and one buffer.
-		var q []byte
+		var q, pb []byte
+		dir := filepath.Clean(spec.SrcDir)
+		if dir == "/" {
+			dir = "" // filepath.Join("/", "0.txt") is "/0.txt"
+		}
 		fb := make([]byte, 0, 14*spec.N)
 		sv.src = make([]byte, 0, (len(spec.SrcDir)+16)*spec.N)
 		sv.srcOff = make([]int32, spec.N+1)
@@ -121,11 +126,12 @@ func SyntheticGraph(spec SyntheticSpec, fields MapValues) ([]*Target, Values) {
 			fb = strconv.AppendInt(append(fb, "syn.src"...), int64(i), 10)
 			ends[i] = int32(len(fb))
 			// (AppendQuote grows its buffer to the exact size: quote into a scratch, then append.)
-			q = strconv.AppendQuote(q[:0], filepath.Join(spec.SrcDir, strconv.Itoa(i)+".txt"))
+			pb = append(strconv.AppendInt(append(append(pb[:0], dir...), '/'), int64(i), 10), ".txt"...)
+			q = strconv.AppendQuote(q[:0], unsafe.String(unsafe.SliceData(pb), len(pb))) // filepath.Join(dir, i+".txt")
 			sv.src = append(sv.src, q...)
 			sv.srcOff[i+1] = int32(len(sv.src))
 		}
-		fall := string(fb)
+		fall := unsafe.String(unsafe.SliceData(fb), len(fb))
 		files = make([]string, spec.N)
 		for i := range files {
 			start := int32(0)

@@ -3,9 +3,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 )
 
 // The benchmark build (go build -tags bench, make bench-ninja) has the synthetic graph's flags,
@@ -17,6 +19,17 @@ func init() {
 		if f, err := os.Create(p); err == nil && pprof.StartCPUProfile(f) == nil {
 			atExit = append(atExit, pprof.StopCPUProfile)
 		}
+	}
+	if os.Getenv("LABBUILD_RSS") != "" {
+		// Where the resident memory is at exit: the heap (anonymous) or the binary's pages.
+		atExit = append(atExit, func() {
+			b, _ := os.ReadFile("/proc/self/status")
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "VmHWM") || strings.HasPrefix(l, "Rss") {
+					fmt.Fprintln(os.Stderr, l)
+				}
+			}
+		})
 	}
 	if p := os.Getenv("LABBUILD_MEMPROFILE"); p != "" {
 		runtime.MemProfileRate = 4096
