@@ -35,7 +35,7 @@ type Config struct {
 	// Wait bounds the cluster/* waits (labbuild cluster).
 	Wait WaitConfig `json:"wait"`
 
-	lk  *lookupCache   // the config as generic JSON, for Lookup; built on first use
+	lk   *lookupCache   // the config as generic JSON, for Lookup; built on first use
 	pos  map[string]int // field path → line in the file it was read from (messages)
 	name string         // the file as the user named it (-f bad.yaml), for messages (Where)
 }
