@@ -1,7 +1,9 @@
 package cache
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,7 +11,7 @@ import (
 	"time"
 )
 
-func TestStateRoundTripAndTornLines(t *testing.T) {
+func TestStateRoundTripAndTornFrames(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "state")
 	s, _ := LoadState(p)
 	a := &TargetState{Key: Sum([]byte("ka")), OutDigest: Sum([]byte("oa")), Epoch: 5, StaleAt: 9, Outputs: []OutputState{{Rel: "x/tls.crt", FP: Fingerprint{Size: 3, Mtime: 7, Ino: 11, Mode: 0o600}}}}
@@ -20,19 +22,17 @@ func TestStateRoundTripAndTornLines(t *testing.T) {
 	s.Close()
 
 	tests := []struct {
-		name   string
-		mangle func(data []byte) []byte
-		wantA  bool
-		wantB  bool
+		name         string
+		mangle       func(data []byte) []byte
+		wantA, wantB bool
 	}{
 		{"intact", func(d []byte) []byte { return d }, true, true},
-		{"torn last record", func(d []byte) []byte { return d[:len(d)-20] }, true, true},
-		{"record cut after its T line", func(d []byte) []byte {
-			// Drop pki/a's O line: its record is incomplete and must be ignored.
-			i := indexOf(d, "O\t")
-			j := i + indexOf(d[i:], "\n") + 1
-			return append(append([]byte{}, d[:i]...), d[j:]...)
-		}, false, true},
+		{"torn last frame", func(d []byte) []byte { return d[:len(d)-20] }, true, true},
+		{"damaged first frame: the journal ends before it", func(d []byte) []byte {
+			d = append([]byte{}, d...)
+			d[stateHeaderSize+10] ^= 0xff
+			return d
+		}, false, false},
 		{"unknown header", func(d []byte) []byte { return append([]byte("labbuild-state 0\n"), d[len(stateHeader):]...) }, false, false},
 	}
 	for _, tt := range tests {
@@ -44,6 +44,7 @@ func TestStateRoundTripAndTornLines(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer s2.Close()
 			if got := s2.Target("pki/a"); (got != nil) != tt.wantA || (got != nil && !reflect.DeepEqual(got, a)) {
 				t.Errorf("pki/a = %+v, want present=%v", got, tt.wantA)
 			}
@@ -56,15 +57,120 @@ func TestStateRoundTripAndTornLines(t *testing.T) {
 	if f, ok := s3.File("/p/secret"); !ok || f.FP.Mode != 0o644 {
 		t.Errorf("file record %+v %v: the mode must survive (else every null build re-hashes)", f, ok)
 	}
+	s3.Close()
 }
 
-func indexOf(b []byte, s string) int {
-	for i := 0; i+len(s) <= len(b); i++ {
-		if string(b[i:i+len(s)]) == s {
-			return i
+// The snapshot is read in place; the journal shadows it; a damaged snapshot reads as empty
+// and is replaced by the next write.
+func TestStateSnapshotAndJournal(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "state")
+	s, _ := LoadState(p)
+	want := map[string]*TargetState{}
+	for i := 0; i < 300; i++ {
+		name := fmt.Sprintf("syn/t%05d", i)
+		ts := &TargetState{Key: Sum([]byte(name)), OutDigest: Sum([]byte("o" + name)), Epoch: int64(i), Outputs: []OutputState{{Rel: "out.txt", FP: Fingerprint{Size: int64(i), Mtime: 1, Ino: 2, Mode: 0o644}}, {Rel: "b/c", FP: Fingerprint{Size: 9}}}}
+		s.SetTarget(name, ts)
+		want[name] = ts
+		s.SetFile(fmt.Sprintf("/src/%d.txt", i), FileState{FP: Fingerprint{Size: int64(i)}, Digest: Sum([]byte(name))})
+	}
+	if err := s.Compact(false); err != nil { // a cold build's journal is the whole state
+		t.Fatal(err)
+	}
+	s.Close()
+	s, _ = LoadState(p)
+	if s.jBytes != 0 || s.tTab == nil || len(s.targets) != 0 {
+		t.Fatalf("after compaction: journal %d bytes, table %v, overlay %d", s.jBytes, s.tTab != nil, len(s.targets))
+	}
+	for name, ts := range want {
+		if got := s.Target(name); !reflect.DeepEqual(got, ts) {
+			t.Fatalf("%s = %+v, want %+v", name, got, ts)
+		}
+		r, ok := s.Record(name)
+		if !ok || r.Key() != ts.Key || r.OutDigest() != ts.OutDigest || r.Epoch() != ts.Epoch || !reflect.DeepEqual(r.OutputNames(), []string{"out.txt", "b/c"}) {
+			t.Fatalf("record of %s differs", name)
 		}
 	}
-	return -1
+	if f, ok := s.File("/src/7.txt"); !ok || f.FP.Size != 7 {
+		t.Fatalf("file /src/7.txt = %+v %v", f, ok)
+	}
+	if _, ok := s.File("/src/none"); ok || s.Target("syn/none") != nil {
+		t.Fatal("an unrecorded name was found")
+	}
+	// Journal over the snapshot: a change and a deletion survive a reload.
+	s.SetTarget("syn/t00001", &TargetState{Epoch: 42})
+	s.DeleteTarget("syn/t00002")
+	s.Close()
+	s, _ = LoadState(p)
+	if got := s.Target("syn/t00001"); got == nil || got.Epoch != 42 {
+		t.Fatalf("journalled change lost: %+v", got)
+	}
+	if s.Target("syn/t00002") != nil {
+		t.Fatal("journalled deletion lost")
+	}
+	if names := s.Names(); len(names) != 299 || names[0] != "syn/t00000" || names[2] != "syn/t00003" {
+		t.Fatalf("Names() = %d names starting %v", len(names), names[:3])
+	}
+	s.Compact(true)
+	s.Close()
+	s, _ = LoadState(p)
+	if got := s.Target("syn/t00001"); got == nil || got.Epoch != 42 || s.Target("syn/t00002") != nil || len(s.Names()) != 299 {
+		t.Fatal("compaction lost the journal's records")
+	}
+	s.Close()
+
+	data, _ := os.ReadFile(p)
+	data[len(data)/2] ^= 0xff
+	os.WriteFile(p, data, 0o644)
+	s, _ = LoadState(p)
+	if len(s.Names()) != 0 {
+		t.Fatal("a damaged snapshot was read")
+	}
+	s.SetTarget("a/x", &TargetState{Epoch: 1})
+	s.Close()
+	s, _ = LoadState(p)
+	if names := s.Names(); !reflect.DeepEqual(names, []string{"a/x"}) {
+		t.Fatalf("after a damaged snapshot and one write: %v", names)
+	}
+	s.Close()
+}
+
+// A version-2 (text) state is migrated, not lost: its records read back, and the first write
+// rewrites the file as version 3.
+func TestStateMigratesV2(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "state")
+	k, o, d := Sum([]byte("k")), Sum([]byte("o")), Sum([]byte("f"))
+	v2 := stateHeaderV2 +
+		"T\tpki/a\t" + k.String() + "\t" + o.String() + "\t5\t9\t-\t1\n" +
+		"O\tx/tls.crt\t3\t7\t11\t600\n" +
+		"T\tpki/gone\t" + k.String() + "\t" + o.String() + "\t5\t0\t-\t0\n" +
+		"D\tpki/gone\n" +
+		"F\t/p/secret\t1\t2\t3\t644\t" + d.String() + "\n"
+	os.WriteFile(p, []byte(v2), 0o644)
+	s, err := LoadState(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantA := &TargetState{Key: k, OutDigest: o, Epoch: 5, StaleAt: 9, Outputs: []OutputState{{Rel: "x/tls.crt", FP: Fingerprint{Size: 3, Mtime: 7, Ino: 11, Mode: 0o600}}}}
+	if got := s.Target("pki/a"); !reflect.DeepEqual(got, wantA) {
+		t.Fatalf("migrated pki/a = %+v", got)
+	}
+	if s.Target("pki/gone") != nil {
+		t.Fatal("a deleted v2 record came back")
+	}
+	s.SetTarget("pki/b", &TargetState{Epoch: 3})
+	s.Close()
+	data, _ := os.ReadFile(p)
+	if !bytes.HasPrefix(data, []byte(stateHeader)) {
+		t.Fatalf("state after a write starts %q, want version 3", data[:20])
+	}
+	s, _ = LoadState(p)
+	defer s.Close()
+	if got := s.Target("pki/a"); !reflect.DeepEqual(got, wantA) || s.Target("pki/b") == nil {
+		t.Fatal("records lost in the migration")
+	}
+	if f, ok := s.File("/p/secret"); !ok || f.Digest != d || f.FP.Mode != 0o644 {
+		t.Fatalf("file record lost in the migration: %+v", f)
+	}
 }
 
 func TestStateCompacts(t *testing.T) {
@@ -78,26 +184,14 @@ func TestStateCompacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	data, _ := os.ReadFile(p)
-	if lines := len(splitLines(data)); lines != 2 {
-		t.Fatalf("compacted state has %d lines, want header + 1", lines)
-	}
 	s2, _ := LoadState(p)
-	if got := s2.Target("a/x"); got == nil || got.Epoch != 99 {
+	defer s2.Close()
+	if s2.jBytes != 0 {
+		t.Fatalf("compacted state has a %d-byte journal", s2.jBytes)
+	}
+	if got := s2.Target("a/x"); got == nil || got.Epoch != 99 || len(s2.Names()) != 1 {
 		t.Fatalf("after compaction a/x = %+v", got)
 	}
-}
-
-func splitLines(b []byte) []string {
-	var out []string
-	start := 0
-	for i, c := range b {
-		if c == '\n' {
-			out = append(out, string(b[start:i]))
-			start = i + 1
-		}
-	}
-	return out
 }
 
 func TestStoreCorruptionIsAMiss(t *testing.T) {
@@ -214,4 +308,25 @@ func TestLockWaits(t *testing.T) {
 	}
 	l1.Release()
 	(<-got).Release()
+}
+
+// A key is SHA-256 over length-prefixed parts (8-byte little-endian lengths): the format keys
+// in existing stores were made with, whatever the Hasher's implementation.
+func TestHasherFormat(t *testing.T) {
+	h := NewHasher()
+	h.Add("version", []byte("3"))
+	h.Add2("dep:", "pki/ca", []byte{1, 2})
+	var raw []byte
+	for _, p := range []string{"version", "3", "dep:pki/ca", "\x01\x02"} {
+		raw = append(raw, byte(len(p)), 0, 0, 0, 0, 0, 0, 0)
+		raw = append(raw, p...)
+	}
+	if h.Sum() != Sum(raw) {
+		t.Fatal("Hasher's digest differs from SHA-256 over the length-prefixed parts")
+	}
+	h.Reset()
+	h.Add("version", []byte("3"))
+	if h.Sum() == Sum(raw) {
+		t.Fatal("Reset kept parts")
+	}
 }

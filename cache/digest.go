@@ -10,10 +10,10 @@ package cache
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"sync"
@@ -87,46 +87,39 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }
 // ErrMiss reports an absent or unusable cache entry; the error's text says why.
 var ErrMiss = errors.New("cache miss")
 
-// Hasher builds a key from labelled parts, unambiguously: each part is length-prefixed.
+// Hasher builds a key from labelled parts, unambiguously: each part is length-prefixed (an
+// 8-byte little-endian length, then the bytes). The parts are gathered in a buffer and hashed
+// with one SHA-256 call at Sum, so a Hasher on the stack, or reused after Reset, allocates
+// nothing once its buffer has grown: a null build keys 100,000 targets without garbage.
 type Hasher struct {
-	h   hash.Hash
-	buf [256]byte // label scratch space, so labels cost no allocation
+	b []byte
 }
 
 // NewHasher starts a key.
-func NewHasher() *Hasher { return &Hasher{h: sha256.New()} }
+func NewHasher() *Hasher { return &Hasher{} }
+
+// Reset empties k for a new key, keeping its buffer.
+func (k *Hasher) Reset() { k.b = k.b[:0] }
+
+func (k *Hasher) putLen(l int) {
+	k.b = binary.LittleEndian.AppendUint64(k.b, uint64(l))
+}
 
 // Add appends a labelled part.
 func (k *Hasher) Add(label string, value []byte) {
-	var n [8]byte
-	for _, p := range [][]byte{[]byte(label), value} {
-		l := len(p)
-		for i := range n {
-			n[i] = byte(l >> (8 * i))
-		}
-		k.h.Write(n[:])
-		k.h.Write(p)
-	}
+	k.putLen(len(label))
+	k.b = append(k.b, label...)
+	k.putLen(len(value))
+	k.b = append(k.b, value...)
 }
 
 // Add2 appends a part labelled prefix+name without building that string.
 func (k *Hasher) Add2(prefix, name string, value []byte) {
-	var n [8]byte
-	put := func(l int) {
-		for i := range n {
-			n[i] = byte(l >> (8 * i))
-		}
-		k.h.Write(n[:])
-	}
-	put(len(prefix) + len(name))
-	k.h.Write(append(append(k.buf[:0], prefix...), name...))
-	put(len(value))
-	k.h.Write(value)
+	k.putLen(len(prefix) + len(name))
+	k.b = append(append(k.b, prefix...), name...)
+	k.putLen(len(value))
+	k.b = append(k.b, value...)
 }
 
 // Sum returns the key.
-func (k *Hasher) Sum() Digest {
-	var d Digest
-	k.h.Sum(d[:0])
-	return d
-}
+func (k *Hasher) Sum() Digest { return sha256.Sum256(k.b) }

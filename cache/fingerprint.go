@@ -3,6 +3,7 @@ package cache
 import (
 	"os"
 	"syscall"
+	"unsafe"
 )
 
 // Fingerprint is what a stat says about a file: enough to trust a recorded digest without
@@ -26,6 +27,37 @@ func Stat(path string) (Fingerprint, error) {
 		}
 		if err != nil {
 			return Fingerprint{}, &os.PathError{Op: "stat", Path: path, Err: err}
+		}
+		break
+	}
+	return Fingerprint{
+		Size:  st.Size,
+		Mtime: st.Mtim.Sec*1e9 + st.Mtim.Nsec,
+		Ino:   st.Ino,
+		Mode:  st.Mode & 0o7777,
+	}, nil
+}
+
+// AtCWD is the directory descriptor that makes StatAt resolve a relative path from the working
+// directory (AT_FDCWD).
+const AtCWD = -100
+
+// StatAt is Stat of path relative to the directory open as dirfd (absolute paths ignore it),
+// for callers that stat many files: path is a NUL-terminated byte string the caller reuses, so
+// nothing is allocated, and the kernel walks only the path's own components. On error, the
+// error names the path.
+func StatAt(dirfd int, pathz []byte) (Fingerprint, error) {
+	if len(pathz) == 0 || pathz[len(pathz)-1] != 0 {
+		return Fingerprint{}, &os.PathError{Op: "stat", Path: string(pathz), Err: syscall.EINVAL}
+	}
+	var st syscall.Stat_t
+	for {
+		_, _, e := syscall.Syscall6(syscall.SYS_NEWFSTATAT, uintptr(dirfd), uintptr(unsafe.Pointer(&pathz[0])), uintptr(unsafe.Pointer(&st)), 0, 0, 0)
+		if e == syscall.EINTR {
+			continue
+		}
+		if e != 0 {
+			return Fingerprint{}, &os.PathError{Op: "stat", Path: string(pathz[:len(pathz)-1]), Err: e}
 		}
 		break
 	}

@@ -2,18 +2,24 @@ package cache
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
 )
 
-// stateHeader starts every state file; a file with another header reads as empty (a new
-// format after an upgrade costs one rebuild-from-cache, not a crash).
-const stateHeader = "labbuild-state 2\n"
+// stateHeader starts every state file (version 3, binary). A version-2 (text) file is migrated
+// on load; a file with any other header, or whose snapshot fails its checksum, reads as empty:
+// a lost state costs one restore from the content store, never a re-issued certificate (the
+// store keeps each sticky target's epoch, see EpochRecord).
+const stateHeader = "labbuild-state 3\n"
 
 // TargetState is what the last build recorded for one target.
 type TargetState struct {
@@ -37,185 +43,509 @@ type FileState struct {
 	Digest Digest
 }
 
-// State is the journal of one output directory: per target, its last action key, output
-// digest and output fingerprints; per input file, a fingerprint and digest. It is read with one
-// ReadFile at the start of a build, appended to as targets finish (a crash loses at most the
-// line being written), and compacted when it has grown to twice its live size, as ninja does
-// with .ninja_log. Methods are safe for concurrent use.
+// State is the record of one output directory: per target, its last action key, output digest
+// and output fingerprints; per input file, a fingerprint and digest.
+//
+// The file (version 3) is a snapshot followed by a journal, as ninja's .ninja_log is a log
+// compacted now and then, but the snapshot is indexed so that a build reads only the records
+// it asks for:
+//
+//	header   48 bytes: "labbuild-state 3\n", padding, the snapshot's end, the offsets of
+//	         its two hash tables, the snapshot's CRC-32C and the header's
+//	records  binary target and file records (little-endian, fixed-width numbers)
+//	tables   targets, then files: a power-of-two count and that many uint32 record offsets
+//	         (0: empty), open addressing by FNV-1a of the name, linear probing
+//	journal  frames appended as targets finish: uint32 length, a record, its CRC-32C (a
+//	         crash tears at most the last frame, which is then ignored)
+//
+// LoadState maps the file (mmap) and checks the snapshot's checksum; nothing is decoded until
+// asked for. Only the journal's frames are decoded at load, into an overlay that shadows the
+// snapshot. Close compacts (rewrites snapshot + empty journal through a rename) once the
+// journal outgrows an eighth of the snapshot. Methods are safe for concurrent use.
 type State struct {
-	mu      sync.Mutex
+	mu      sync.RWMutex
 	path    string
-	targets map[string]*TargetState
-	files   map[string]FileState
-	lines   int // records in the file, live or not
+	snap    []byte                  // the mapped file (nil: no snapshot), valid until Close
+	mapped  bool                    // snap is an mmap, to be unmapped
+	tTab    []byte                  // target table: uint32 offsets into snap
+	fTab    []byte                  // file table
+	targets map[string]*TargetState // overlay; a nil value: deleted
+	files   map[string]FileState    // overlay
+	over    atomic.Bool             // the overlay is not empty: readers must look there first
+	snapEnd int64                   // the snapshot's size in bytes (journal frames follow)
+	jBytes  int64                   // journal bytes, in the file and appended since
+	rewrite bool                    // the file is not a valid version-3 file: rewrite before appending
 	f       *os.File
 }
 
-// LoadState reads the state file at path; a missing file is an empty state, and damaged
-// records (a torn last line, an unknown header) are skipped.
+const stateHeaderSize = 48
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// LoadState opens the state file at path; a missing file is an empty state. A torn or damaged
+// journal frame ends the journal; a damaged snapshot or an unknown header reads as empty.
 func LoadState(path string) (*State, error) {
 	s := &State{path: path, targets: map[string]*TargetState{}, files: map[string]FileState{}}
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return s, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("state %s: %w", path, err)
 	}
-	if !bytes.HasPrefix(data, []byte(stateHeader)) {
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("state %s: %w", path, err)
+	}
+	size := st.Size()
+	if size == 0 {
 		return s, nil
 	}
-	s.parse(string(data[len(stateHeader):]))
+	var data []byte
+	if size < 1<<31 {
+		data, err = syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_PRIVATE|syscall.MAP_POPULATE)
+		s.mapped = err == nil
+	}
+	if !s.mapped {
+		if data, err = os.ReadFile(path); err != nil {
+			return nil, fmt.Errorf("state %s: %w", path, err)
+		}
+	}
+	switch {
+	case bytes.HasPrefix(data, []byte(stateHeader)):
+		if !s.open(data) {
+			s.release(data)
+			s.rewrite = true // damaged: read as empty, start a new file on the first write
+		}
+	case bytes.HasPrefix(data, []byte(stateHeaderV2)):
+		s.parseV2(string(data[len(stateHeaderV2):]))
+		s.release(data)
+		s.rewrite = true // migrated: the first write (or Close) rewrites it as version 3
+		s.over.Store(len(s.targets)+len(s.files) > 0)
+	default:
+		s.release(data)
+		s.rewrite = true
+	}
 	return s, nil
 }
 
-// parse reads records; substrings share the one string, so names cost no allocation each.
-func (s *State) parse(text string) {
-	var cur *TargetState
-	var curName string
-	want := 0
-	for len(text) > 0 {
-		nl := strings.IndexByte(text, '\n')
-		if nl < 0 {
-			break // torn last line
+func (s *State) release(data []byte) {
+	if s.mapped {
+		syscall.Munmap(data)
+	}
+	s.mapped, s.snap, s.tTab, s.fTab = false, nil, nil, nil
+}
+
+// open checks a version-3 file's header and snapshot, and reads its journal into the overlay.
+func (s *State) open(data []byte) bool {
+	if len(data) < stateHeaderSize {
+		return false
+	}
+	le := binary.LittleEndian
+	h := data[:stateHeaderSize]
+	if crc32.Checksum(h[:44], castagnoli) != le.Uint32(h[44:]) {
+		return false
+	}
+	// The file table's offset is stored relative to the target table's (see snapshotBytes).
+	end, tOff, fOff := le.Uint64(h[24:]), le.Uint64(h[32:]), uint64(le.Uint32(h[40:]))
+	if end < stateHeaderSize || end > uint64(len(data)) {
+		return false
+	}
+	snap := data[:end]
+	if crc32.Checksum(snap[stateHeaderSize:], castagnoli) != le.Uint32(h[20:]) {
+		return false
+	}
+	if tOff != 0 {
+		fOff += tOff
+		t, ok1 := table(snap, tOff)
+		f, ok2 := table(snap, fOff)
+		if !ok1 || !ok2 {
+			return false
 		}
-		line := text[:nl]
-		text = text[nl+1:]
-		s.lines++
-		if want > 0 && (len(line) == 0 || line[0] != 'O') {
-			cur, want = nil, 0 // record cut short: drop it
+		s.tTab, s.fTab = t, f
+	}
+	s.snap, s.snapEnd = data, int64(end)
+	// The journal: frames up to the first torn or damaged one.
+	j := data[end:]
+	for len(j) >= 4 {
+		n := le.Uint32(j)
+		if uint64(n)+8 > uint64(len(j)) {
+			break
 		}
-		if len(line) < 2 || line[1] != '\t' {
-			continue
+		rec := j[4 : 4+n]
+		if crc32.Checksum(rec, castagnoli) != le.Uint32(j[4+n:]) {
+			break
 		}
-		var buf [8]string
-		f := splitTabs(buf[:0], line[2:])
-		switch line[0] {
-		case 'T':
-			if len(f) != 7 {
-				continue
-			}
-			var ts TargetState
-			var err1, err2 error
-			ts.Key, err1 = ParseDigest(f[1])
-			ts.OutDigest, err2 = ParseDigest(f[2])
-			e, err3 := strconv.ParseInt(f[3], 10, 64)
-			st, err4 := strconv.ParseInt(f[4], 10, 64)
-			n, err5 := strconv.Atoi(f[6])
-			if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil {
-				continue
-			}
-			ts.Epoch, ts.StaleAt, ts.Failed = e, st, f[5] == "f"
-			ts.Outputs = make([]OutputState, 0, n)
-			cur, curName, want = &ts, f[0], n
-			if n == 0 {
-				s.targets[curName] = cur
-				cur = nil
-			}
-		case 'O':
-			if cur == nil || len(f) != 5 {
-				continue
-			}
-			fp, ok := parseFP(f[1:])
-			if !ok {
-				cur, want = nil, 0
-				continue
-			}
-			cur.Outputs = append(cur.Outputs, OutputState{Rel: f[0], FP: fp})
-			want--
-			if want == 0 {
-				s.targets[curName] = cur
-				cur = nil
-			}
-		case 'F':
-			if len(f) != 6 {
-				continue
-			}
-			fp, ok := parseFP(f[1:5])
-			d, err := ParseDigest(f[5])
-			if !ok || err != nil {
-				continue
-			}
-			s.files[f[0]] = FileState{FP: fp, Digest: d}
-		case 'D':
-			if len(f) == 1 {
-				delete(s.targets, f[0])
-			}
+		s.applyRecord(rec)
+		j = j[8+n:]
+		s.jBytes += int64(8 + n)
+	}
+	s.over.Store(len(s.targets)+len(s.files) > 0)
+	return true
+}
+
+// table returns the hash table at off in snap: a uint32 slot count (a power of two) and the
+// slots.
+func table(snap []byte, off uint64) ([]byte, bool) {
+	if off+4 > uint64(len(snap)) {
+		return nil, false
+	}
+	n := uint64(binary.LittleEndian.Uint32(snap[off:]))
+	if n == 0 || n&(n-1) != 0 || off+4+4*n > uint64(len(snap)) {
+		return nil, false
+	}
+	return snap[off+4 : off+4+4*n], true
+}
+
+// applyRecord applies one journal record to the overlay (copying its strings: the mapping goes
+// away at Close).
+func (s *State) applyRecord(rec []byte) {
+	if len(rec) == 0 {
+		return
+	}
+	switch rec[0] {
+	case 'T':
+		if name, ts, ok := decodeTarget(rec); ok {
+			s.targets[string(name)] = ts
+		}
+	case 'F':
+		if p, fs, ok := decodeFile(rec); ok {
+			s.files[string(p)] = fs
+		}
+	case 'D':
+		if name, _, ok := readName(rec[1:]); ok {
+			s.targets[string(name)] = nil
 		}
 	}
 }
 
-// splitTabs appends the tab-separated fields of s to out (a caller's array: no allocation).
-func splitTabs(out []string, s string) []string {
-	for {
-		i := strings.IndexByte(s, '\t')
-		if i < 0 {
-			return append(out, s)
+// Record encodings, little-endian:
+//
+//	T: 'T' u16 len, name, key[32], outDigest[32], epoch i64, staleAt i64, flags u8 (1: failed),
+//	   u16 count, then per output: u16 len, rel, size i64, mtime i64, ino u64, mode u32
+//	F: 'F' u16 len, path, size i64, mtime i64, ino u64, mode u32, digest[32]
+//	D: 'D' u16 len, name
+const (
+	fpSize       = 28
+	targetFixed  = 32 + 32 + 8 + 8 + 1 + 2
+	maxStateName = 1<<16 - 1
+)
+
+func readName(b []byte) (name, rest []byte, ok bool) {
+	if len(b) < 2 {
+		return nil, nil, false
+	}
+	n := int(binary.LittleEndian.Uint16(b))
+	if len(b) < 2+n {
+		return nil, nil, false
+	}
+	return b[2 : 2+n], b[2+n:], true
+}
+
+func appendName(b []byte, name string) []byte {
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(name)))
+	return append(b, name...)
+}
+
+func readFP(b []byte) Fingerprint {
+	le := binary.LittleEndian
+	return Fingerprint{Size: int64(le.Uint64(b)), Mtime: int64(le.Uint64(b[8:])), Ino: le.Uint64(b[16:]), Mode: le.Uint32(b[24:])}
+}
+
+func appendFP(b []byte, fp Fingerprint) []byte {
+	le := binary.LittleEndian
+	b = le.AppendUint64(b, uint64(fp.Size))
+	b = le.AppendUint64(b, uint64(fp.Mtime))
+	b = le.AppendUint64(b, fp.Ino)
+	return le.AppendUint32(b, fp.Mode)
+}
+
+func appendTargetRec(b []byte, name string, ts *TargetState) []byte {
+	le := binary.LittleEndian
+	b = appendName(append(b, 'T'), name)
+	b = append(b, ts.Key[:]...)
+	b = append(b, ts.OutDigest[:]...)
+	b = le.AppendUint64(b, uint64(ts.Epoch))
+	b = le.AppendUint64(b, uint64(ts.StaleAt))
+	var flags byte
+	if ts.Failed {
+		flags = 1
+	}
+	b = append(b, flags)
+	b = le.AppendUint16(b, uint16(len(ts.Outputs)))
+	for _, o := range ts.Outputs {
+		b = appendFP(appendName(b, o.Rel), o.FP)
+	}
+	return b
+}
+
+func appendFileRec(b []byte, path string, fs FileState) []byte {
+	b = appendFP(appendName(append(b, 'F'), path), fs.FP)
+	return append(b, fs.Digest[:]...)
+}
+
+// TargetRecord is a recorded target read in place from the state's snapshot (or its overlay),
+// decoded field by field without allocating: the null build's view. It is valid until the
+// State is closed.
+type TargetRecord struct {
+	fixed []byte       // targetFixed bytes after the name (snapshot records)
+	outs  []byte       // the outputs (snapshot records)
+	ts    *TargetState // overlay records
+}
+
+// Key returns the recorded action key.
+func (r TargetRecord) Key() (d Digest) {
+	if r.ts != nil {
+		return r.ts.Key
+	}
+	copy(d[:], r.fixed)
+	return d
+}
+
+// OutDigest returns the recorded output digest.
+func (r TargetRecord) OutDigest() (d Digest) {
+	if r.ts != nil {
+		return r.ts.OutDigest
+	}
+	copy(d[:], r.fixed[32:])
+	return d
+}
+
+// Epoch returns the recorded epoch (ns).
+func (r TargetRecord) Epoch() int64 {
+	if r.ts != nil {
+		return r.ts.Epoch
+	}
+	return int64(binary.LittleEndian.Uint64(r.fixed[64:]))
+}
+
+// StaleAt returns the recorded stale time (ns; 0: never).
+func (r TargetRecord) StaleAt() int64 {
+	if r.ts != nil {
+		return r.ts.StaleAt
+	}
+	return int64(binary.LittleEndian.Uint64(r.fixed[72:]))
+}
+
+// Failed reports whether the last attempt failed.
+func (r TargetRecord) Failed() bool {
+	if r.ts != nil {
+		return r.ts.Failed
+	}
+	return r.fixed[80]&1 != 0
+}
+
+// Outputs calls fn with each recorded output's relative path (valid only during the call) and
+// fingerprint, in order, until fn returns false; it reports whether every call returned true.
+func (r TargetRecord) Outputs(fn func(rel []byte, fp Fingerprint) bool) bool {
+	if r.ts != nil {
+		for _, o := range r.ts.Outputs {
+			if !fn(unsafe.Slice(unsafe.StringData(o.Rel), len(o.Rel)), o.FP) {
+				return false
+			}
 		}
-		out = append(out, s[:i])
-		s = s[i+1:]
+		return true
 	}
+	b := r.outs
+	for len(b) > 0 {
+		rel, rest, _ := readName(b)
+		if !fn(rel, readFP(rest)) {
+			return false
+		}
+		b = rest[fpSize:]
+	}
+	return true
 }
 
-func parseFP(f []string) (Fingerprint, bool) {
-	size, e1 := strconv.ParseInt(f[0], 10, 64)
-	mt, e2 := strconv.ParseInt(f[1], 10, 64)
-	ino, e3 := strconv.ParseUint(f[2], 10, 64)
-	var mode uint64
-	var e4 error
-	if len(f) > 3 {
-		mode, e4 = strconv.ParseUint(f[3], 8, 32)
+// OutputNames returns the recorded outputs' relative paths (copies).
+func (r TargetRecord) OutputNames() []string {
+	if r.ts != nil {
+		out := make([]string, len(r.ts.Outputs))
+		for i, o := range r.ts.Outputs {
+			out[i] = o.Rel
+		}
+		return out
 	}
-	if e1 != nil || e2 != nil || e3 != nil || e4 != nil {
-		return Fingerprint{}, false
-	}
-	return Fingerprint{Size: size, Mtime: mt, Ino: ino, Mode: uint32(mode)}, true
+	var out []string
+	r.Outputs(func(rel []byte, _ Fingerprint) bool { out = append(out, string(rel)); return true })
+	return out
 }
 
-// Target returns the recorded state of target name, or nil.
+// State returns the record decoded into a TargetState (copies).
+func (r TargetRecord) State() *TargetState {
+	if r.ts != nil {
+		return r.ts
+	}
+	ts := &TargetState{Key: r.Key(), OutDigest: r.OutDigest(), Epoch: r.Epoch(), StaleAt: r.StaleAt(), Failed: r.Failed()}
+	r.Outputs(func(rel []byte, fp Fingerprint) bool {
+		ts.Outputs = append(ts.Outputs, OutputState{Rel: string(rel), FP: fp})
+		return true
+	})
+	return ts
+}
+
+// decodeTarget decodes a T record (copying).
+func decodeTarget(rec []byte) ([]byte, *TargetState, bool) {
+	name, r, ok := splitTarget(rec)
+	if !ok {
+		return nil, nil, false
+	}
+	return name, r.State(), true
+}
+
+// splitTarget checks a T record's bounds and splits it, without copying.
+func splitTarget(rec []byte) ([]byte, TargetRecord, bool) {
+	if len(rec) < 1 || rec[0] != 'T' {
+		return nil, TargetRecord{}, false
+	}
+	name, rest, ok := readName(rec[1:])
+	if !ok || len(rest) < targetFixed {
+		return nil, TargetRecord{}, false
+	}
+	fixed := rest[:targetFixed]
+	n := int(binary.LittleEndian.Uint16(fixed[81:]))
+	outs := rest[targetFixed:]
+	b := outs
+	for i := 0; i < n; i++ {
+		_, r, ok := readName(b)
+		if !ok || len(r) < fpSize {
+			return nil, TargetRecord{}, false
+		}
+		b = r[fpSize:]
+	}
+	return name, TargetRecord{fixed: fixed, outs: outs[:len(outs)-len(b)]}, true
+}
+
+func decodeFile(rec []byte) ([]byte, FileState, bool) {
+	if len(rec) < 1 || rec[0] != 'F' {
+		return nil, FileState{}, false
+	}
+	p, rest, ok := readName(rec[1:])
+	if !ok || len(rest) < fpSize+32 {
+		return nil, FileState{}, false
+	}
+	fs := FileState{FP: readFP(rest)}
+	copy(fs.Digest[:], rest[fpSize:])
+	return p, fs, true
+}
+
+// fnv64 is FNV-1a, the tables' hash.
+func fnv64(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// find returns the snapshot record named name in table tab, or nil.
+func (s *State) find(tab []byte, name string) []byte {
+	slots := uint64(len(tab) / 4)
+	if slots == 0 {
+		return nil
+	}
+	le := binary.LittleEndian
+	i := fnv64(name) & (slots - 1)
+	for probe := uint64(0); probe < slots; probe, i = probe+1, (i+1)&(slots-1) {
+		off := uint64(le.Uint32(tab[4*i:]))
+		if off == 0 || off+3 > uint64(len(s.snap)) {
+			return nil
+		}
+		rec := s.snap[off:]
+		if n, _, ok := readName(rec[1:]); ok && string(n) == name {
+			return rec
+		}
+	}
+	return nil
+}
+
+// Record returns target name's record, read in place; ok is false when none is recorded.
+func (s *State) Record(name string) (TargetRecord, bool) {
+	if s.over.Load() {
+		s.mu.RLock()
+		ts, in := s.targets[name]
+		s.mu.RUnlock()
+		if in {
+			return TargetRecord{ts: ts}, ts != nil
+		}
+	}
+	if rec := s.find(s.tTab, name); rec != nil {
+		if _, r, ok := splitTarget(rec); ok {
+			return r, true
+		}
+	}
+	return TargetRecord{}, false
+}
+
+// Target returns the recorded state of target name (decoded: the caller may keep it), or nil.
 func (s *State) Target(name string) *TargetState {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.targets[name]
+	r, ok := s.Record(name)
+	if !ok {
+		return nil
+	}
+	return r.State()
 }
 
 // File returns the recorded fingerprint and digest of input file path.
 func (s *State) File(path string) (FileState, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, ok := s.files[path]
-	return f, ok
+	if s.over.Load() {
+		s.mu.RLock()
+		f, ok := s.files[path]
+		s.mu.RUnlock()
+		if ok {
+			return f, true
+		}
+	}
+	if rec := s.find(s.fTab, path); rec != nil {
+		if _, fs, ok := decodeFile(rec); ok {
+			return fs, true
+		}
+	}
+	return FileState{}, false
+}
+
+// eachSnap calls fn with each record of table tab.
+func (s *State) eachSnap(tab []byte, fn func(name, rec []byte)) {
+	le := binary.LittleEndian
+	for i := 0; i+4 <= len(tab); i += 4 {
+		off := uint64(le.Uint32(tab[i:]))
+		if off == 0 || off+3 > uint64(len(s.snap)) {
+			continue
+		}
+		rec := s.snap[off:]
+		if n, _, ok := readName(rec[1:]); ok {
+			fn(n, rec)
+		}
+	}
 }
 
 // Names returns the recorded target names, sorted.
 func (s *State) Names() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.targets))
-	for n := range s.targets {
-		out = append(out, n)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	s.eachSnap(s.tTab, func(name, _ []byte) {
+		if _, shadowed := s.targets[string(name)]; !shadowed {
+			out = append(out, string(name))
+		}
+	})
+	for n, ts := range s.targets {
+		if ts != nil {
+			out = append(out, n)
+		}
 	}
 	sort.Strings(out)
 	return out
 }
 
-func appendTarget(b []byte, name string, ts *TargetState) []byte {
-	flag := "-"
-	if ts.Failed {
-		flag = "f"
+func (s *State) appendLocked(rec []byte) error {
+	if s.rewrite {
+		if err := s.compactLocked(); err != nil {
+			return err
+		}
 	}
-	b = fmt.Appendf(b, "T\t%s\t%s\t%s\t%d\t%d\t%s\t%d\n", name, ts.Key, ts.OutDigest, ts.Epoch, ts.StaleAt, flag, len(ts.Outputs))
-	for _, o := range ts.Outputs {
-		b = fmt.Appendf(b, "O\t%s\t%d\t%d\t%d\t%o\n", o.Rel, o.FP.Size, o.FP.Mtime, o.FP.Ino, o.FP.Mode)
-	}
-	return b
-}
-
-func appendFile(b []byte, path string, fs FileState) []byte {
-	return fmt.Appendf(b, "F\t%s\t%d\t%d\t%d\t%o\t%s\n", path, fs.FP.Size, fs.FP.Mtime, fs.FP.Ino, fs.FP.Mode, fs.Digest)
-}
-
-func (s *State) appendLocked(b []byte, records int) error {
 	if s.f == nil {
 		if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
 			return err
@@ -225,76 +555,124 @@ func (s *State) appendLocked(b []byte, records int) error {
 			return err
 		}
 		if st, err := f.Stat(); err == nil && st.Size() == 0 {
-			b = append([]byte(stateHeader), b...)
+			if _, err := f.Write(snapshotBytes(nil, nil, nil)); err != nil {
+				f.Close()
+				return err
+			}
 		}
 		s.f = f
 	}
-	_, err := s.f.Write(b) // one write per record: a crash tears at most this record
-	s.lines += records
+	le := binary.LittleEndian
+	frame := make([]byte, 0, len(rec)+8)
+	frame = le.AppendUint32(frame, uint32(len(rec)))
+	frame = append(frame, rec...)
+	frame = le.AppendUint32(frame, crc32.Checksum(rec, castagnoli))
+	_, err := s.f.Write(frame) // one write per record: a crash tears at most this frame
+	s.jBytes += int64(len(frame))
 	return err
 }
 
+var errLongName = errors.New("state: name longer than 65535 bytes")
+
 // SetTarget records ts for name, in memory and in the journal.
 func (s *State) SetTarget(name string, ts *TargetState) error {
+	if len(name) > maxStateName {
+		return errLongName
+	}
+	for _, o := range ts.Outputs {
+		if len(o.Rel) > maxStateName {
+			return errLongName
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.targets[name] = ts
-	return s.appendLocked(appendTarget(nil, name, ts), 1+len(ts.Outputs))
+	s.over.Store(true)
+	return s.appendLocked(appendTargetRec(nil, name, ts))
 }
 
 // DeleteTarget forgets name (its outputs were removed).
 func (s *State) DeleteTarget(name string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.targets[name]; !ok {
+	if _, ok := s.Record(name); !ok {
 		return nil
 	}
-	delete(s.targets, name)
-	return s.appendLocked([]byte("D\t"+name+"\n"), 1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.targets[name] = nil
+	s.over.Store(true)
+	return s.appendLocked(appendName([]byte{'D'}, name))
 }
 
 // SetFile records an input file's fingerprint and digest.
 func (s *State) SetFile(path string, fs FileState) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if old, ok := s.files[path]; ok && old == fs {
+	if len(path) > maxStateName {
+		return errLongName
+	}
+	if old, ok := s.File(path); ok && old == fs {
 		return nil
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.files[path] = fs
-	return s.appendLocked(appendFile(nil, path, fs), 1)
+	s.over.Store(true)
+	return s.appendLocked(appendFileRec(nil, path, fs))
 }
 
-// Compact rewrites the journal with only live records, through a temporary file and a rename,
-// when it holds more than twice as many lines as live records (or force is set).
+// Compact rewrites the file as a snapshot of the live records with an empty journal, through a
+// temporary file and a rename, when the journal has outgrown an eighth of the snapshot (plus
+// 4 KiB), when the file must be rewritten (migrated, damaged), or when force is set.
 func (s *State) Compact(force bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	live := len(s.files)
-	for _, t := range s.targets {
-		live += 1 + len(t.Outputs)
-	}
-	if !force && s.lines <= 2*live+16 {
+	if !force && !s.rewrite && s.jBytes <= 4096+s.snapEnd/8 {
 		return nil
 	}
-	b := []byte(stateHeader)
-	names := make([]string, 0, len(s.targets))
-	for n := range s.targets {
-		names = append(names, n)
+	return s.compactLocked()
+}
+
+// compactLocked writes the snapshot. Snapshot records are copied as they are, not decoded.
+func (s *State) compactLocked() error {
+	type rec struct {
+		name string
+		b    []byte
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		b = appendTarget(b, n, s.targets[n])
+	var ts, fs []rec
+	s.eachSnap(s.tTab, func(name, r []byte) {
+		if _, shadowed := s.targets[string(name)]; !shadowed {
+			if n, tr, ok := splitTarget(r); ok {
+				ts = append(ts, rec{string(n), r[:1+2+len(n)+targetFixed+len(tr.outs)]})
+			}
+		}
+	})
+	for n, t := range s.targets {
+		if t != nil {
+			ts = append(ts, rec{n, appendTargetRec(nil, n, t)})
+		}
 	}
-	paths := make([]string, 0, len(s.files))
-	for p := range s.files {
-		paths = append(paths, p)
+	s.eachSnap(s.fTab, func(name, r []byte) {
+		if _, shadowed := s.files[string(name)]; !shadowed {
+			fs = append(fs, rec{string(name), r[:1+2+len(name)+fpSize+32]})
+		}
+	})
+	for p, f := range s.files {
+		fs = append(fs, rec{p, appendFileRec(nil, p, f)})
 	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		b = appendFile(b, p, s.files[p])
+	sort.Slice(ts, func(i, j int) bool { return ts[i].name < ts[j].name })
+	sort.Slice(fs, func(i, j int) bool { return fs[i].name < fs[j].name })
+	tn, tb := make([]string, len(ts)), make([][]byte, len(ts))
+	for i, r := range ts {
+		tn[i], tb[i] = r.name, r.b
+	}
+	fn, fb := make([]string, len(fs)), make([][]byte, len(fs))
+	for i, r := range fs {
+		fn[i], fb[i] = r.name, r.b
+	}
+	data := snapshotBytes(nil, [][]string{tn, fn}, [][][]byte{tb, fb})
+	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
+		return err
 	}
 	tmp := s.path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return err
 	}
 	if s.f != nil {
@@ -304,14 +682,66 @@ func (s *State) Compact(force bool) error {
 	if err := os.Rename(tmp, s.path); err != nil {
 		return err
 	}
-	s.lines = live
+	// The records stay readable where they are (the old mapping, the overlay); only the
+	// accounting follows the new file.
+	s.snapEnd, s.jBytes, s.rewrite = int64(len(data)), 0, false
 	return nil
 }
 
-// Close closes the journal.
+// snapshotBytes encodes a snapshot: header, records, then the target table and the file
+// table. names[k][i] names recs[k][i] (k = 0 targets, 1 files); nil names: an empty snapshot.
+func snapshotBytes(b []byte, names [][]string, recs [][][]byte) []byte {
+	le := binary.LittleEndian
+	b = append(b, stateHeader...)
+	b = append(b, make([]byte, stateHeaderSize-len(stateHeader))...)
+	var offs [2][]uint32
+	for k := range names {
+		offs[k] = make([]uint32, len(names[k]))
+		for i, r := range recs[k] {
+			offs[k][i] = uint32(len(b))
+			b = append(b, r...)
+		}
+	}
+	var tabOff [2]uint64
+	for k := range names {
+		tabOff[k] = uint64(len(b))
+		slots := 1
+		for slots < 2*len(names[k]) || slots < 2 {
+			slots <<= 1
+		}
+		b = le.AppendUint32(b, uint32(slots))
+		tab := len(b)
+		b = append(b, make([]byte, 4*slots)...)
+		for i, n := range names[k] {
+			for j := fnv64(n) & uint64(slots-1); ; j = (j + 1) & uint64(slots-1) {
+				p := b[tab+4*int(j):]
+				if le.Uint32(p) == 0 {
+					le.PutUint32(p, offs[k][i])
+					break
+				}
+			}
+		}
+	}
+	h := b[:stateHeaderSize]
+	le.PutUint32(h[20:], crc32.Checksum(b[stateHeaderSize:], castagnoli))
+	le.PutUint64(h[24:], uint64(len(b)))
+	if len(names) == 2 {
+		le.PutUint64(h[32:], tabOff[0])
+		le.PutUint32(h[40:], uint32(tabOff[1]-tabOff[0]))
+	}
+	le.PutUint32(h[44:], crc32.Checksum(h[:44], castagnoli))
+	return b
+}
+
+// Close closes the journal and unmaps the snapshot: records read in place (TargetRecord) are
+// no longer valid.
 func (s *State) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.mapped {
+		syscall.Munmap(s.snap)
+	}
+	s.mapped, s.snap, s.tTab, s.fTab = false, nil, nil, nil
 	if s.f == nil {
 		return nil
 	}

@@ -26,9 +26,7 @@ func benchProject(b *testing.B, n int) (Options, string) {
 // withSynthetic regenerates the targets as the CLI does on every run, so the measured cost
 // includes declaring them.
 func withSynthetic(o Options, n int, src string) Options {
-	vals := MapValues{}
-	o.Targets = Synthetic(SyntheticSpec{N: n, Fields: 10, SrcDir: src}, vals)
-	o.Values = vals
+	o.Targets, o.Values = SyntheticGraph(SyntheticSpec{N: n, Fields: 10, SrcDir: src}, MapValues{})
 	return o
 }
 

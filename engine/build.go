@@ -97,8 +97,8 @@ type builder struct {
 	mu     sync.Mutex // guards printing and the counters below
 	done   int
 	total  int
-	todo   int  // targets that will run or be restored: [N/M]'s M
-	status bool // a status line is on screen
+	todo   int             // targets that will run or be restored: [N/M]'s M
+	status bool            // a status line is on screen
 	causes map[string]bool // shared root causes printed (rootCause)
 }
 

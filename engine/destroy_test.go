@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -104,4 +106,65 @@ func sortedCopy(s []string) []string {
 	c := append([]string(nil), s...)
 	slices.Sort(c)
 	return c
+}
+
+// orphanLab is a Config whose families can undo what an undeclared External target made.
+type orphanLab struct {
+	MapValues
+	declared []*Target
+	destroy  func(ctx context.Context, s *Step) (DestroyOutcome, error)
+}
+
+func (l *orphanLab) Declare() []*Target { return l.declared }
+func (l *orphanLab) Orphans(names []string) []*Target {
+	var out []*Target
+	for _, n := range names {
+		out = append(out, &Target{Name: n, External: true, Destroy: l.destroy, Run: nopRun})
+	}
+	return out
+}
+
+// TestPruneSaysAbsent: after a node is removed from the config, a build destroys its VM and
+// counts it destroyed only when it still existed; one removed by hand is forgotten as already
+// absent, not counted.
+func TestPruneSaysAbsent(t *testing.T) {
+	world := map[string]bool{}
+	run := func(ctx context.Context, s *Step) error {
+		world[s.Target().Name] = true
+		return s.WriteFile("record.json", []byte(s.Target().Name), 0o644)
+	}
+	vm := func(n string) *Target { return &Target{Name: "vm/" + n, External: true, Run: run} }
+	lab := &orphanLab{MapValues: MapValues{}, declared: []*Target{vm("a"), vm("b"), vm("c")},
+		destroy: func(ctx context.Context, s *Step) (DestroyOutcome, error) {
+			if !world[s.Target().Name] {
+				return AlreadyAbsent, nil
+			}
+			delete(world, s.Target().Name)
+			return Destroyed, nil
+		}}
+	out := t.TempDir()
+	var errb bytes.Buffer
+	o := Options{Config: lab, OutDir: out, Goals: []string{"vm"}, Jobs: 1, Stderr: &errb}
+	if _, err := Build(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	lab.declared = lab.declared[:1] // b and c removed from the config
+	delete(world, "vm/c")           // c's VM removed by hand
+	r, err := Build(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eq(t, "destroyed", r.Destroyed, []string{"vm/b"})
+	for _, want := range []string{"labbuild: destroyed vm/b (no longer declared by the config)\n",
+		"labbuild: forgot vm/c (no longer declared by the config; already absent)\n"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errb.String())
+		}
+	}
+	if len(world) != 1 || !world["vm/a"] {
+		t.Errorf("world after the prune: %v, want only vm/a", world)
+	}
+	if r, _ := Build(context.Background(), o); len(r.Destroyed) != 0 {
+		t.Errorf("a second build destroyed %v: the orphans were not forgotten", r.Destroyed)
+	}
 }

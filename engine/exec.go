@@ -30,7 +30,7 @@ func (b *builder) newStep(ctx context.Context, n *node, nodes []*node, epoch int
 	}
 	for _, j := range b.p.Graph.Deps(n.id) {
 		d := nodes[j]
-		s.deps[d.t.Name] = depOut{dir: filepath.Join(b.out, d.t.Dir()), files: d.files}
+		s.deps[d.t.Name] = depOut{dir: filepath.Join(b.out, d.t.Dir()), files: b.depFiles(d)}
 	}
 	if prev := b.state.Target(n.t.Name); prev != nil {
 		s.prevDir = filepath.Join(b.out, n.t.Dir())

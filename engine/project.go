@@ -12,7 +12,6 @@ import (
 type Project struct {
 	Targets []*Target
 	Graph   *graph.Graph
-	byName  map[string]*Target
 	values  Values
 }
 
@@ -30,20 +29,21 @@ func Load(o Options) (*Project, error) {
 		}
 		ts = o.Config.Declare()
 	}
-	p := &Project{Targets: ts, byName: make(map[string]*Target, len(ts)), values: vals}
+	p := &Project{Targets: ts, values: vals}
 	nodes := make([]graph.Node, len(ts))
 	for i, t := range ts {
 		if err := t.Check(); err != nil {
 			return nil, err
 		}
 		if vals != nil {
-			for _, r := range append(append([]string{}, t.Reads...), t.Files...) {
-				if _, ok := vals.Lookup(r); !ok {
-					return nil, fmt.Errorf("%s: declares config field %q, which the config does not have", t.Name, r)
+			for _, rs := range [2][]string{t.Reads, t.Files} {
+				for _, r := range rs {
+					if _, ok := vals.Lookup(r); !ok {
+						return nil, fmt.Errorf("%s: declares config field %q, which the config does not have", t.Name, r)
+					}
 				}
 			}
 		}
-		p.byName[t.Name] = t
 		nodes[i] = graph.Node{Name: t.Name, Deps: t.Deps}
 	}
 	g, err := graph.New(nodes)
@@ -55,7 +55,12 @@ func Load(o Options) (*Project, error) {
 }
 
 // Target returns the named target or nil.
-func (p *Project) Target(name string) *Target { return p.byName[name] }
+func (p *Project) Target(name string) *Target {
+	if id, ok := p.Graph.ID(name); ok {
+		return p.Targets[id]
+	}
+	return nil
+}
 
 // Select returns the IDs named by goals (see Options.Goals), or a *UsageError naming an
 // unknown goal and the closest names.

@@ -128,15 +128,13 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 	g := b.p.Graph
 	sel := g.Closure(roots)
 	nodes := make([]*node, g.Len())
+	slab := make([]node, g.Len()) // one allocation for every node
 	for _, i := range g.Order() {
 		if !sel[i] {
 			continue
 		}
-		n := &node{id: i, t: b.p.Targets[i]}
-		for _, d := range g.Deps(i) {
-			_ = d
-			n.waiting++
-		}
+		n := &slab[i]
+		n.id, n.t, n.waiting = i, b.p.Targets[i], len(g.Deps(i))
 		nodes[i] = n
 		b.total++
 	}
@@ -169,7 +167,9 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 			}
 		}
 	}
-	b.prioritize(nodes)
+	if b.todo > 0 {
+		b.prioritize(nodes)
+	}
 	for _, i := range g.Order() {
 		if n := nodes[i]; n != nil && n.outcome == "" && n.waiting == 0 {
 			ready.push(n)

@@ -36,20 +36,26 @@ type SyntheticSpec struct {
 
 // SyntheticName returns the name of synthetic target i: syn/t00042.
 func SyntheticName(i int) string {
-	var b [16]byte
-	n := strconv.AppendInt(b[:0], int64(i), 10)
-	out := append([]byte("syn/t"), "00000"[min(len(n), 5):]...)
-	return string(append(out, n...))
+	var b [24]byte
+	return string(appendSyntheticName(b[:0], i))
+}
+
+func appendSyntheticName(b []byte, i int) []byte {
+	var d [20]byte
+	n := strconv.AppendInt(d[:0], int64(i), 10)
+	b = append(append(b, "syn/t"...), "00000"[min(len(n), 5):]...)
+	return append(b, n...)
 }
 
 // SyntheticDeps returns the indexes synthetic target i depends on.
-func SyntheticDeps(i int) []int {
+func SyntheticDeps(i int) []int { return syntheticDeps(nil, i) }
+
+func syntheticDeps(out []int, i int) []int {
 	const width = 50
 	if i < width {
-		return nil
+		return out
 	}
 	layerStart := (i/width - 1) * width
-	var out []int
 	for k := 0; k < 3; k++ {
 		d := layerStart + (i*7+k*13)%width
 		if len(out) == 0 || out[len(out)-1] != d {
@@ -59,73 +65,156 @@ func SyntheticDeps(i int) []int {
 	return out
 }
 
-// Synthetic returns the targets and values of a synthetic graph. A target's output (out.txt)
-// is its name, its config value lower-cased (so "A" and "a" give the same bytes: early
-// cutoff), its source file, and a digest of each upstream output.
+// Synthetic returns the targets of a synthetic graph and adds the values they read to values
+// (the fields' defaults, and each source file's path). A target's output (out.txt) is its
+// name, its config value lower-cased (so "A" and "a" give the same bytes: early cutoff), its
+// source file, and a digest of each upstream output.
 func Synthetic(spec SyntheticSpec, values MapValues) []*Target {
+	ts, sv := SyntheticGraph(spec, values)
+	for i := 0; spec.SrcDir != "" && i < spec.N; i++ {
+		f := ts[i].Files[0]
+		values[f], _ = sv.Lookup(f)
+	}
+	return ts
+}
+
+// SyntheticGraph is Synthetic without a map entry per target: the returned Values answers
+// fields from fields (to which the defaults are added) and the source paths (syn.src<i>) from
+// one buffer. Targets, names and dependency lists are carved from a few large allocations,
+// as ninja's parser does for a build.ninja: declaring 100,000 targets costs a few MB.
+func SyntheticGraph(spec SyntheticSpec, fields MapValues) ([]*Target, Values) {
 	if spec.Fields <= 0 {
 		spec.Fields = 10
 	}
-	ts := make([]*Target, spec.N)
-	fields := make([]string, spec.Fields)
-	for k := range fields {
-		fields[k] = "syn.v" + strconv.Itoa(k)
+	reads := make([]string, spec.Fields)
+	for k := range reads {
+		reads[k] = "syn.v" + strconv.Itoa(k)
+		if _, ok := fields[reads[k]]; !ok {
+			fields[reads[k]] = json.RawMessage(`"x"`)
+		}
 	}
+	// Names: one string, sliced.
+	nb := make([]byte, 0, 12*spec.N) // buffers sized up front: growing copies them
+	ends := make([]int32, spec.N)
+	for i := range ends {
+		nb = appendSyntheticName(nb, i)
+		ends[i] = int32(len(nb))
+	}
+	all := string(nb)
 	names := make([]string, spec.N)
 	for i := range names {
-		names[i] = SyntheticName(i)
+		start := int32(0)
+		if i > 0 {
+			start = ends[i-1]
+		}
+		names[i] = all[start:ends[i]]
 	}
-	for i := range ts {
-		t := &Target{Name: names[i], Doc: "synthetic target", Version: 1}
-		field := fields[i%spec.Fields]
-		t.Reads = []string{field}
-		if _, ok := values[field]; !ok {
-			values[field] = json.RawMessage(`"x"`)
+	sv := &syntheticValues{fields: fields}
+	var files []string
+	if spec.SrcDir != "" {
+		// Source fields and their values: one string and one buffer.
+		var q []byte
+		fb := make([]byte, 0, 14*spec.N)
+		sv.src = make([]byte, 0, (len(spec.SrcDir)+16)*spec.N)
+		sv.srcOff = make([]int32, spec.N+1)
+		for i := 0; i < spec.N; i++ {
+			fb = strconv.AppendInt(append(fb, "syn.src"...), int64(i), 10)
+			ends[i] = int32(len(fb))
+			// (AppendQuote grows its buffer to the exact size: quote into a scratch, then append.)
+			q = strconv.AppendQuote(q[:0], filepath.Join(spec.SrcDir, strconv.Itoa(i)+".txt"))
+			sv.src = append(sv.src, q...)
+			sv.srcOff[i+1] = int32(len(sv.src))
 		}
-		var src string
-		if spec.SrcDir != "" {
-			src = "syn.src" + strconv.Itoa(i)
-			t.Files = []string{src}
-			values[src] = strconv.AppendQuote(nil, filepath.Join(spec.SrcDir, strconv.Itoa(i)+".txt"))
-		}
-		for _, d := range SyntheticDeps(i) {
-			t.Deps = append(t.Deps, names[d])
-		}
-		delay := spec.Delay
-		t.Run = func(ctx context.Context, s *Step) error {
-			if delay > 0 {
-				s.Progress(Progress{Phase: "sleeping (--synthetic-delay)", Limit: delay}) // the status display's wait row
-				select {
-				case <-time.After(delay):
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+		fall := string(fb)
+		files = make([]string, spec.N)
+		for i := range files {
+			start := int32(0)
+			if i > 0 {
+				start = ends[i-1]
 			}
-			var b strings.Builder
-			v, err := s.String(field)
+			files[i] = fall[start:ends[i]]
+		}
+	}
+	ndeps := 0
+	var di [3]int
+	for i := 0; i < spec.N; i++ {
+		ndeps += len(syntheticDeps(di[:0], i))
+	}
+	deps := make([]string, 0, ndeps)
+	slab := make([]Target, spec.N)
+	ts := make([]*Target, spec.N)
+	run := syntheticRun(spec.Delay)
+	for i := range ts {
+		t := &slab[i]
+		t.Name, t.Doc, t.Version, t.Run = names[i], "synthetic target", 1, run
+		k := i % spec.Fields
+		t.Reads = reads[k : k+1 : k+1]
+		if files != nil {
+			t.Files = files[i : i+1 : i+1]
+		}
+		start := len(deps)
+		for _, d := range syntheticDeps(di[:0], i) {
+			deps = append(deps, names[d])
+		}
+		t.Deps = deps[start:len(deps):len(deps)]
+		ts[i] = t
+	}
+	return ts, sv
+}
+
+// syntheticValues answers a synthetic graph's fields from a map and its source paths
+// (syn.src<i>) from one buffer of quoted JSON strings.
+type syntheticValues struct {
+	fields MapValues
+	src    []byte
+	srcOff []int32
+}
+
+// Lookup implements Values.
+func (v *syntheticValues) Lookup(p string) ([]byte, bool) {
+	if rest, ok := strings.CutPrefix(p, "syn.src"); ok && v.srcOff != nil {
+		if i, err := strconv.Atoi(rest); err == nil && i >= 0 && i+1 < len(v.srcOff) {
+			return v.src[v.srcOff[i]:v.srcOff[i+1]:v.srcOff[i+1]], true
+		}
+	}
+	raw, ok := v.fields[p]
+	return raw, ok
+}
+
+// syntheticRun is every synthetic target's Run: it reads what the target declares.
+func syntheticRun(delay time.Duration) func(ctx context.Context, s *Step) error {
+	return func(ctx context.Context, s *Step) error {
+		if delay > 0 {
+			s.Progress(Progress{Phase: "sleeping (--synthetic-delay)", Limit: delay}) // the status display's wait row
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		t := s.Target()
+		var b strings.Builder
+		v, err := s.String(t.Reads[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s\n%s\n", t.Name, strings.ToLower(v))
+		if len(t.Files) > 0 {
+			c, err := s.File(t.Files[0])
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(&b, "%s\n%s\n", s.Target().Name, strings.ToLower(v))
-			if src != "" {
-				c, err := s.File(src)
-				if err != nil {
-					return err
-				}
-				b.Write(c)
-			}
-			deps := append([]string(nil), s.Target().Deps...)
-			sort.Strings(deps)
-			for _, d := range deps {
-				c, err := s.DepFile(d, "out.txt")
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(&b, "%s %x\n", d, sha256.Sum256(c))
-			}
-			return s.WriteFile("out.txt", []byte(b.String()), 0o644)
+			b.Write(c)
 		}
-		ts[i] = t
+		deps := append([]string(nil), t.Deps...)
+		sort.Strings(deps)
+		for _, d := range deps {
+			c, err := s.DepFile(d, "out.txt")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(&b, "%s %x\n", d, sha256.Sum256(c))
+		}
+		return s.WriteFile("out.txt", []byte(b.String()), 0o644)
 	}
-	return ts
 }

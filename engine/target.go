@@ -159,11 +159,18 @@ func (t *Target) Check() error {
 	if t.OutDir != "" && (path.IsAbs(t.OutDir) || path.Clean(t.OutDir) != t.OutDir || strings.HasPrefix(t.OutDir, ".")) {
 		return fmt.Errorf("%s: OutDir %q must be a clean relative path", t.Name, t.OutDir)
 	}
-	all := append(t.Reads[:len(t.Reads):len(t.Reads)], t.Files...)
-	for i, r := range all {
-		for _, q := range all[:i] {
-			if q == r {
-				return fmt.Errorf("%s: %q declared twice", t.Name, r)
+	// Duplicates among Reads and Files together, without building their concatenation.
+	nr := len(t.Reads)
+	at := func(i int) string {
+		if i < nr {
+			return t.Reads[i]
+		}
+		return t.Files[i-nr]
+	}
+	for i := 1; i < nr+len(t.Files); i++ {
+		for j := 0; j < i; j++ {
+			if at(i) == at(j) {
+				return fmt.Errorf("%s: %q declared twice", t.Name, at(i))
 			}
 		}
 	}

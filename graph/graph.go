@@ -67,8 +67,13 @@ func New(nodes []Node) (*Graph, error) {
 		g.index[n.Name] = i
 	}
 	nedges := 0
+	for _, n := range nodes {
+		nedges += len(n.Deps)
+	}
+	// One backing array for all edges each way: two allocations, not one per node.
+	fwd := make([]int, 0, nedges)
 	for i, n := range nodes {
-		ds := make([]int, 0, len(n.Deps))
+		start := len(fwd)
 		for _, d := range n.Deps {
 			j, ok := g.index[d]
 			if !ok {
@@ -77,12 +82,10 @@ func New(nodes []Node) (*Graph, error) {
 			if j == i {
 				return nil, &CycleError{Cycle: []string{n.Name, n.Name}}
 			}
-			ds = append(ds, j)
+			fwd = append(fwd, j)
 		}
-		g.deps[i] = ds
-		nedges += len(ds)
+		g.deps[i] = fwd[start:len(fwd):len(fwd)]
 	}
-	// One backing array for all reverse edges: fewer allocations at 10,000 nodes.
 	counts := make([]int, len(nodes))
 	for _, ds := range g.deps {
 		for _, j := range ds {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench-startup: `labbuild version` against a hello-world Go binary built by the same toolchain,
-# side by side in one hyperfine run, and the package initializers labbuild runs before main
+# side by side in one hyperfine run (wall medians, and CPU time user+sys, which a loaded machine
+# distorts less), and the package initializers labbuild runs before main
 # (GODEBUG=inittrace=1): their count, total time and the five slowest.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,6 +25,8 @@ for line in open(sys.argv[2]):
         inits.append((float(f[4]), f[1]))
 inits.sort(reverse=True)
 top = ", ".join(f"{p} {t:.1f}" for t, p in inits[:5])
+cpu = lambda x: (x["user"] + x["system"]) * 1e3
 print(f"start-up: labbuild version {l['median']*1e3:.1f} ms, hello-world Go {h['median']*1e3:.1f} ms, ratio {l['median']/h['median']:.2f}x (goal <= 2x); "
+      f"CPU {cpu(l):.1f} ms vs {cpu(h):.1f} ms, {cpu(l)/cpu(h):.2f}x; "
       f"{len(inits)} package inits, {sum(t for t, _ in inits):.1f} ms; slowest (ms): {top}")
 PY

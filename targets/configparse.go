@@ -3,7 +3,6 @@ package targets
 import (
 	"fmt"
 	"reflect"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,7 +38,7 @@ func checkYAML(data []byte, file string) (map[string]int, ConfigErrors) {
 	return pos, w.errs
 }
 
-var yamlLineRE = regexp.MustCompile(`^line ([0-9]+): (.*)$`)
+var yamlLineRE = lazyRegexp(`^line ([0-9]+): (.*)$`)
 
 type yamlWalker struct {
 	file  string

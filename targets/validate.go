@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -39,12 +38,12 @@ func (es ConfigErrors) Error() string {
 }
 
 var (
-	dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-	macRE    = regexp.MustCompile(`^([0-9a-f]{2}:){5}[0-9a-f]{2}$`)
-	netName  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
+	dnsLabel = lazyRegexp(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	macRE    = lazyRegexp(`^([0-9a-f]{2}:){5}[0-9a-f]{2}$`)
+	netName  = lazyRegexp(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 	// versionRE is x.y.z with an optional pre-release ("4.18.0", "4.18.0-rc.1",
 	// "4.18.0-0.nightly-2025-01-01-000000"), the shape of release-metadata's "version".
-	versionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+	versionRE = lazyRegexp(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 )
 
 func trunc(s string, n int) string {
@@ -415,7 +414,7 @@ func CheckSSHKey(data []byte, field string) error {
 }
 
 // rhcosSHA256 matches a hex sha256 digest.
-var rhcosSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var rhcosSHA256 = lazyRegexp(`^[0-9a-f]{64}$`)
 
 // validateRelease checks release.image, release.version and release.mirrors (their shape; an
 // oci: mirror's directory is checked with the files, CheckFiles).

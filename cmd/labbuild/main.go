@@ -80,6 +80,9 @@ type cli struct {
 // tests set it; the production binary has no such flags.
 var withSynthetic bool
 
+// atExit runs before the process exits (the benchmark build's profiles).
+var atExit []func()
+
 // exit codes
 const (
 	exitOK      = 0
@@ -96,6 +99,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	for _, f := range atExit {
+		f()
+	}
 	os.Exit(code)
 }
 

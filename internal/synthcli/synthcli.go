@@ -51,8 +51,7 @@ func (f *Flags) Apply(o *engine.Options) error {
 	if st, err := os.Stat("src"); err == nil && st.IsDir() {
 		src, _ = filepath.Abs("src")
 	}
-	o.Values = vals
-	o.Targets = engine.Synthetic(engine.SyntheticSpec{N: f.N, Fields: 10, SrcDir: src, Delay: f.Delay}, vals)
+	o.Targets, o.Values = engine.SyntheticGraph(engine.SyntheticSpec{N: f.N, Fields: 10, SrcDir: src, Delay: f.Delay}, vals)
 	return nil
 }
 

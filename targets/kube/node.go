@@ -1,7 +1,7 @@
 package kube
 
 // Node lifecycle calls for live lab edits: cordon, drain (the Eviction API, as `oc adm drain`
-// does), uncordon and delete. Only the dynamic client: no typed clientset (issue 18 keeps it
+// does), uncordon and delete. Only kube.Interface (client.go): no typed clientset and no client-go dynamic package (issue 18 keeps them
 // out of the binary's start-up).
 
 import (
@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 )
 
 var (
@@ -31,16 +30,16 @@ const mirrorAnnotation = "kubernetes.io/config.mirror"
 
 // Cordon marks node unschedulable (spec.unschedulable=true, what `oc adm cordon` patches).
 // A node that does not exist is not an error: found is false.
-func Cordon(ctx context.Context, dyn dynamic.Interface, node string) (found bool, err error) {
+func Cordon(ctx context.Context, dyn Interface, node string) (found bool, err error) {
 	return setUnschedulable(ctx, dyn, node, true)
 }
 
 // Uncordon marks node schedulable again (`oc adm uncordon`).
-func Uncordon(ctx context.Context, dyn dynamic.Interface, node string) (found bool, err error) {
+func Uncordon(ctx context.Context, dyn Interface, node string) (found bool, err error) {
 	return setUnschedulable(ctx, dyn, node, false)
 }
 
-func setUnschedulable(ctx context.Context, dyn dynamic.Interface, node string, on bool) (bool, error) {
+func setUnschedulable(ctx context.Context, dyn Interface, node string, on bool) (bool, error) {
 	patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on)
 	_, err := dyn.Resource(nodesGVR).Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: FieldManager})
 	if apierrors.IsNotFound(err) {
@@ -53,7 +52,7 @@ func setUnschedulable(ctx context.Context, dyn dynamic.Interface, node string, o
 }
 
 // DeleteNode deletes the Node object (`oc delete node`); existed is false when there was none.
-func DeleteNode(ctx context.Context, dyn dynamic.Interface, node string) (existed bool, err error) {
+func DeleteNode(ctx context.Context, dyn Interface, node string) (existed bool, err error) {
 	err = dyn.Resource(nodesGVR).Delete(ctx, node, metav1.DeleteOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, nil
@@ -103,7 +102,7 @@ func (r DrainReport) String() string {
 // already finished (Succeeded, Failed) are deleted without eviction as drain does. It does not
 // cordon: call Cordon first so nothing is scheduled back. An error is returned only when the
 // API cannot be asked at all; what could not be drained is in the report.
-func Drain(ctx context.Context, dyn dynamic.Interface, node string, wait, poll time.Duration) (DrainReport, error) {
+func Drain(ctx context.Context, dyn Interface, node string, wait, poll time.Duration) (DrainReport, error) {
 	var r DrainReport
 	pods, err := podsOn(ctx, dyn, node)
 	if err != nil {
@@ -178,7 +177,7 @@ func Drain(ctx context.Context, dyn dynamic.Interface, node string, wait, poll t
 }
 
 // podsOn lists the pods bound to node (field selector spec.nodeName, as drain lists them).
-func podsOn(ctx context.Context, dyn dynamic.Interface, node string) ([]unstructured.Unstructured, error) {
+func podsOn(ctx context.Context, dyn Interface, node string) ([]unstructured.Unstructured, error) {
 	l, err := dyn.Resource(podsGVR).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		return nil, fmt.Errorf("list pods on node %s: %w", node, err)

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/labbuild/labbuild/internal/testenv"
 )
@@ -25,15 +24,16 @@ import (
 // finds none.
 func TestNodeDrainDeleteReal(t *testing.T) {
 	cp := testenv.StartControlPlane(t, testenv.ControlPlaneOptions{})
-	dyn, err := dynamic.NewForConfig(cp.Admin)
+	k, err := NewClients(cp.Admin)
 	if err != nil {
 		t.Fatal(err)
 	}
+	dyn := k.Dynamic
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	create := func(gvr schema.GroupVersionResource, ns string, obj map[string]any) {
 		t.Helper()
-		ri := dynamic.ResourceInterface(dyn.Resource(gvr))
+		var ri ResourceInterface = dyn.Resource(gvr)
 		if ns != "" {
 			ri = dyn.Resource(gvr).Namespace(ns)
 		}
