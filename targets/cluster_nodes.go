@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-
 	"github.com/labbuild/labbuild/targets/kube"
 )
 
@@ -31,7 +29,7 @@ var clusterDrainWait, clusterDrainPoll = 2 * time.Minute, 2 * time.Second
 
 // clusterNodeClient returns a dynamic client for the admin kubeconfig (upstream
 // kubeconfig/admin) through the API VIP, or nil and why the cluster cannot be asked.
-func clusterNodeClient(s *Step) (dynamic.Interface, string) {
+func clusterNodeClient(s *Step) (kube.Interface, string) {
 	kc, err := s.DepPath(clusterAdminKC, "kubeconfig")
 	if err != nil {
 		return nil, "no admin kubeconfig is recorded"
@@ -44,17 +42,17 @@ func clusterNodeClient(s *Step) (dynamic.Interface, string) {
 	if err != nil {
 		return nil, err.Error()
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	k, err := kube.NewClients(cfg)
 	if err != nil {
 		return nil, err.Error()
 	}
-	return dyn, ""
+	return k.Dynamic, ""
 }
 
 // clusterEvacuate cordons Node fqdn and drains it (kube.Drain), logging what it did and what it
 // could not. reachable is false (with the reason logged) when the API does not answer; found
 // is false when the cluster has no such Node.
-func clusterEvacuate(ctx context.Context, logf func(string, ...any), dyn dynamic.Interface, fqdn string) (reachable, found bool, err error) {
+func clusterEvacuate(ctx context.Context, logf func(string, ...any), dyn kube.Interface, fqdn string) (reachable, found bool, err error) {
 	found, err = kube.Cordon(ctx, dyn, fqdn)
 	if err != nil {
 		logf("cannot reach the cluster API to drain %s: %v", fqdn, err)
@@ -99,7 +97,7 @@ func clusterRemoveNode(ctx context.Context, s *Step) (DestroyOutcome, error) {
 
 // clusterRemoveNodeWith is clusterRemoveNode for Node fqdn through dyn (nil: the cluster
 // cannot be asked, for reason why).
-func clusterRemoveNodeWith(ctx context.Context, logf func(string, ...any), dyn dynamic.Interface, why, fqdn string) (DestroyOutcome, error) {
+func clusterRemoveNodeWith(ctx context.Context, logf func(string, ...any), dyn kube.Interface, why, fqdn string) (DestroyOutcome, error) {
 	later := fmt.Sprintf("once the API answers: oc adm drain %s --ignore-daemonsets --delete-emptydir-data; oc delete node %s", fqdn, fqdn)
 	if dyn == nil {
 		logf("cannot ask the cluster (%s): Node %s not drained and not deleted; %s", why, fqdn, later)

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 )
 
 var (
@@ -121,7 +123,8 @@ func TestClusterRemoveNodeReal(t *testing.T) {
 
 	var log strings.Builder
 	logf := func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }
-	out, err := clusterRemoveNodeWith(ctx, logf, dyn, "", fqdn)
+	k := kubedyn.Wrap(dyn)
+	out, err := clusterRemoveNodeWith(ctx, logf, k, "", fqdn)
 	if err != nil || out != Destroyed {
 		t.Fatalf("remove: %v, %v\n%s", out, err, log.String())
 	}
@@ -136,13 +139,16 @@ func TestClusterRemoveNodeReal(t *testing.T) {
 	if _, err := dyn.Resource(cnPods).Namespace("apps").Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("apps/web after the drain: %v", err)
 	}
-	if out, err := clusterRemoveNodeWith(ctx, logf, dyn, "", fqdn); out != AlreadyAbsent || err != nil {
+	if out, err := clusterRemoveNodeWith(ctx, logf, k, "", fqdn); out != AlreadyAbsent || err != nil {
 		t.Errorf("second removal: %v, %v", out, err)
 	}
 
 	log.Reset()
-	down, _ := dynamic.NewForConfig(&rest.Config{Host: "https://127.0.0.1:" + testenv.FreePort(t), Timeout: 5 * time.Second})
-	if out, err := clusterRemoveNodeWith(ctx, logf, down, "", fqdn); out != RecordOnly || err != nil ||
+	down, err := kube.NewClients(&rest.Config{Host: "https://127.0.0.1:" + testenv.FreePort(t), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := clusterRemoveNodeWith(ctx, logf, down.Dynamic, "", fqdn); out != RecordOnly || err != nil ||
 		!strings.Contains(log.String(), "cannot reach the cluster API") || !strings.Contains(log.String(), "oc delete node "+fqdn) {
 		t.Errorf("API down: %v, %v\n%s", out, err, log.String())
 	}
