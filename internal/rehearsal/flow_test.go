@@ -37,8 +37,9 @@ type lbRun struct {
 	maxRSS int64 // KiB
 }
 
-// killDelay is how long after the phase's first line labbuildKillAt kills labbuild.
-const killDelay = 10 * time.Second
+// killDelay is how long after the matching line labbuildKillAt kills labbuild: short, so that
+// the phase is still waiting (master-0's Node took 15 s to become Ready here).
+const killDelay = 2 * time.Second
 
 // labbuildKillAt runs labbuild args in the lab and, killDelay after kill matches a line of
 // its output, kills it with SIGKILL (as an OOM kill would: no cleanup runs).
@@ -449,10 +450,11 @@ func TestRehearsalFlow(t *testing.T) {
 		t.Fatalf("%s (the flow stops at %q): %v\n%s", what, stoppedAt(run.out), run.err, tail(run.out, 4000))
 	}
 
-	// Run 1: killed 10 s into cluster/masters, while it waits for the masters.
-	first := h.labbuildKillAt(regexp.MustCompile(`^\[\d+/\d+\] cluster/masters$`), "cluster")
+	// Run 1: killed 2 s after cluster/masters starts waiting for the masters.
+	first := h.labbuildKillAt(regexp.MustCompile(`^\s*cluster/masters: waiting for`), "cluster")
 	t.Logf("run 1 (killed in cluster/masters): %v after %s, peak RSS %d KiB\n%s", first.err, first.wall, first.maxRSS, tail(first.out, 2500))
-	if first.err == nil || !strings.Contains(first.out, "cluster/masters") || stoppedAt(first.out) != "" {
+	if first.err == nil || !strings.Contains(first.out, "cluster/masters") || stoppedAt(first.out) != "" ||
+		regexp.MustCompile(`(?m)^\[\d+/\d+\] cluster/etcd$`).MatchString(first.out) {
 		fail("run 1 was not killed during cluster/masters", first)
 	}
 	// Upstream of cluster/bootstrap: the host's DNS drop-in and firewall rules are in place.
