@@ -174,6 +174,34 @@ func startFlowHost(t *testing.T, r *rig) *flowHost {
 	}
 }
 
+// haproxyConfigs returns the configuration file (-f) of every haproxy running in the host
+// namespace, by path.
+func (h *flowHost) haproxyConfigs(t *testing.T) map[string]string {
+	out := map[string]string{}
+	pids, _ := exec.Command("ip", "netns", "pids", h.r.lv.NetNS).Output()
+	for _, p := range strings.Fields(string(pids)) {
+		b, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		args := strings.Split(string(b), "\x00")
+		if len(args) == 0 || filepath.Base(args[0]) != "haproxy" {
+			continue
+		}
+		for i, a := range args {
+			if a == "-f" && i+1 < len(args) {
+				f := args[i+1]
+				if !filepath.IsAbs(f) {
+					f = filepath.Join("/proc", p, "cwd", f)
+				}
+				c, err := os.ReadFile(f)
+				if err != nil {
+					t.Errorf("haproxy pid %s: %v", p, err)
+				}
+				out[args[i+1]] = string(c)
+			}
+		}
+	}
+	return out
+}
+
 // dropIns lists the regular files labbuild left under the host's /etc/NetworkManager.
 func (h *flowHost) dropIns() []string {
 	var out []string
@@ -495,6 +523,16 @@ func TestRehearsalFlow(t *testing.T) {
 	}
 	if !strings.Contains(second.out, "export KUBECONFIG=") || !strings.Contains(second.out, "console-openshift-console.apps."+labDomain) {
 		t.Errorf("labbuild cluster did not end with openshift-install's summary:\n%s", tail(second.out, 1000))
+	}
+	// The pivot reloaded haproxy/service with the post-pivot config: no bootstrap backend.
+	if cfgs := h.haproxyConfigs(t); len(cfgs) == 0 {
+		t.Errorf("after cluster/done no haproxy runs in the host namespace")
+	} else {
+		for f, b := range cfgs {
+			if !strings.Contains(b, master0IP+":6443") || strings.Contains(b, bootstrapIP+":") {
+				t.Errorf("after the pivot haproxy runs %s, which does not balance to master-0 only:\n%s", f, b)
+			}
+		}
 	}
 	third := h.labbuildKillAt(nil, "cluster")
 	t.Logf("run 3: %v after %s, peak RSS %d KiB\n%s", third.err, third.wall, third.maxRSS, tail(third.out, 800))
