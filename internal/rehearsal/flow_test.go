@@ -174,6 +174,36 @@ func startFlowHost(t *testing.T, r *rig) *flowHost {
 	}
 }
 
+// apiListeners returns, for each process listening on the API VIP's port 6443 in the host
+// namespace (`ss -ltnp`), its configuration file (-f) and that file's content. A haproxy that
+// a reload soft-stopped no longer listens: it only finishes connections made before.
+func (h *flowHost) apiListeners(t *testing.T) map[string]string {
+	out := map[string]string{}
+	ss, err := h.r.lv.Exec("ss", "-Hltnp", "src", apiVIP+":6443")
+	if err != nil {
+		t.Errorf("ss: %v: %s", err, ss)
+	}
+	for _, m := range regexp.MustCompile(`pid=(\d+)`).FindAllStringSubmatch(string(ss), -1) {
+		p := m[1]
+		b, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		args := strings.Split(string(b), "\x00")
+		for i, a := range args {
+			if a == "-f" && i+1 < len(args) {
+				f := args[i+1]
+				if !filepath.IsAbs(f) {
+					f = filepath.Join("/proc", p, "cwd", f)
+				}
+				c, err := os.ReadFile(f)
+				if err != nil {
+					t.Errorf("haproxy pid %s: %v", p, err)
+				}
+				out[args[0]+" pid "+p+" -f "+args[i+1]] = string(c)
+			}
+		}
+	}
+	return out
+}
+
 // dropIns lists the regular files labbuild left under the host's /etc/NetworkManager.
 func (h *flowHost) dropIns() []string {
 	var out []string
@@ -495,6 +525,17 @@ func TestRehearsalFlow(t *testing.T) {
 	}
 	if !strings.Contains(second.out, "export KUBECONFIG=") || !strings.Contains(second.out, "console-openshift-console.apps."+labDomain) {
 		t.Errorf("labbuild cluster did not end with openshift-install's summary:\n%s", tail(second.out, 1000))
+	}
+	// The pivot reloaded haproxy/service with the post-pivot config: what listens on the API
+	// VIP balances to master-0 and has no bootstrap backend.
+	if ls := h.apiListeners(t); len(ls) == 0 {
+		t.Errorf("after cluster/done nothing listens on %s:6443 in the host namespace", apiVIP)
+	} else {
+		for who, b := range ls {
+			if !strings.Contains(b, master0IP+":6443") || strings.Contains(b, bootstrapIP+":") {
+				t.Errorf("after the pivot %s listens on the API VIP with a config that does not balance to master-0 only:\n%s", who, b)
+			}
+		}
 	}
 	third := h.labbuildKillAt(nil, "cluster")
 	t.Logf("run 3: %v after %s, peak RSS %d KiB\n%s", third.err, third.wall, third.maxRSS, tail(third.out, 800))
