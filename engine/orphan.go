@@ -18,7 +18,11 @@ type Orphaner interface {
 	// Orphans returns, in the order to destroy them (VMs before their disks), a target for
 	// each of names (recorded in the state, no longer declared) that it can undo: Name as
 	// recorded, External, and a Destroy that works from the recorded outputs (Step.Prev)
-	// alone. Names it does not know are left out and stay recorded.
+	// alone. Names it does not know are left out and stay recorded. An orphan's Deps name
+	// declared targets whose recorded outputs its Destroy reads (the admin kubeconfig, to
+	// delete a removed node's Node object): those recorded are handed to it as upstreams. What
+	// its Destroy logs is printed on stderr, prefixed with its name.
+
 	Orphans(names []string) []*Target
 }
 
@@ -48,6 +52,23 @@ func (b *builder) orphans(roots []int) []*Target {
 	return or.Orphans(names)
 }
 
+// prefixLines writes each line written to it to w, prefixed with p.
+type prefixLines struct {
+	w io.Writer
+	p string
+}
+
+func (l prefixLines) Write(b []byte) (int, error) {
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if line != "" {
+			if _, err := io.WriteString(l.w, l.p+line); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(b), nil
+}
+
 func family(name string) string {
 	f, _, _ := strings.Cut(name, "/")
 	return f
@@ -68,8 +89,14 @@ func (b *builder) prune(ctx context.Context, roots []int, res *Result) error {
 		}
 		got := RecordOnly
 		if t.Destroy != nil {
-			s := &Step{ctx: ctx, t: t, values: b.p.values, baseDir: b.baseDir, outRoot: b.out, deps: map[string]depOut{},
-				now: b.now, epoch: time.Unix(0, prev.Epoch).UTC(), log: io.Discard, written: map[string]os.FileMode{},
+			deps := map[string]depOut{}
+			for _, d := range t.Deps {
+				if dt, ds := b.p.Target(d), b.state.Target(d); dt != nil && ds != nil && !ds.Failed {
+					deps[d] = depOut{dir: filepath.Join(b.out, dt.Dir()), files: outputNames(ds.Outputs)}
+				}
+			}
+			s := &Step{ctx: ctx, t: t, values: b.p.values, baseDir: b.baseDir, outRoot: b.out, deps: deps,
+				now: b.now, epoch: time.Unix(0, prev.Epoch).UTC(), log: prefixLines{b.stderr, "labbuild: " + t.Name + ": "}, written: map[string]os.FileMode{},
 				prevDir: filepath.Join(b.out, t.Dir())}
 			var err error
 			if got, err = t.Destroy(ctx, s); err != nil {

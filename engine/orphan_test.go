@@ -1,6 +1,11 @@
 package engine
 
-import "testing"
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
 
 // TestPlanSummary counts External actions Terraform's way; undecided External runs and file
 // targets go to a second sentence.
@@ -20,5 +25,66 @@ func TestPlanSummary(t *testing.T) {
 		if got := PlanSummary(tc.plan); got != tc.want {
 			t.Errorf("PlanSummary(%v)\n got %q\nwant %q", tc.plan, got, tc.want)
 		}
+	}
+}
+
+// orphanConfig declares ts and undoes recorded targets through orphan.
+type orphanConfig struct {
+	MapValues
+	ts     []*Target
+	orphan func(names []string) []*Target
+}
+
+func (c orphanConfig) Declare() []*Target               { return c.ts }
+func (c orphanConfig) Orphans(names []string) []*Target { return c.orphan(names) }
+
+// TestOrphanDepsAndLog removes a target from the config: its orphan's Destroy reads the
+// recorded output of a declared upstream it names in Deps (as a removed node's Node deletion
+// reads the admin kubeconfig), and what it logs is printed on stderr with its name.
+func TestOrphanDepsAndLog(t *testing.T) {
+	kc := &Target{Name: "kc/admin", Version: 1, Run: func(ctx context.Context, s *Step) error {
+		return s.WriteFile("kubeconfig", []byte("server: x\n"), 0o600)
+	}}
+	ext := func(name string) *Target {
+		return &Target{Name: name, Version: 1, External: true, Deps: []string{"kc/admin"}, Run: func(ctx context.Context, s *Step) error {
+			return s.WriteFile("record.json", []byte("{}\n"), 0o644)
+		}}
+	}
+	var got string
+	orphan := func(names []string) []*Target {
+		var out []*Target
+		for _, n := range names {
+			out = append(out, &Target{Name: n, External: true, Deps: []string{"kc/admin", "kc/none"}, Run: ext(n).Run,
+				Destroy: func(ctx context.Context, s *Step) (DestroyOutcome, error) {
+					b, err := s.DepFile("kc/admin", "kubeconfig")
+					if err != nil {
+						return 0, err
+					}
+					got = string(b)
+					if _, err := s.DepPath("kc/none", "x"); err == nil {
+						return 0, errors.New("an unrecorded dep was handed over")
+					}
+					s.Logf("drained and deleted")
+					return Destroyed, nil
+				}})
+		}
+		return out
+	}
+	out := t.TempDir()
+	c := orphanConfig{MapValues: MapValues{}, ts: []*Target{kc, ext("fam/a"), ext("fam/b")}, orphan: orphan}
+	if _, err := Build(context.Background(), Options{Config: c, OutDir: out, Goals: []string{"fam"}}); err != nil {
+		t.Fatal(err)
+	}
+	c.ts = []*Target{kc, ext("fam/a")}
+	var stderr strings.Builder
+	r, err := Build(context.Background(), Options{Config: c, OutDir: out, Goals: []string{"fam"}, Stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Destroyed) != 1 || r.Destroyed[0] != "fam/b" || got != "server: x\n" {
+		t.Errorf("destroyed %v, read %q", r.Destroyed, got)
+	}
+	if !strings.Contains(stderr.String(), "labbuild: fam/b: drained and deleted\n") {
+		t.Errorf("stderr:\n%s", stderr.String())
 	}
 }

@@ -934,6 +934,40 @@ func TestClusterRealControlPlane(t *testing.T) {
 	if want := []string{"cluster/bootstrap", "cluster/masters", "cluster/workers"}; !slices.Equal(r.Executed, want) {
 		t.Errorf("after the reboot executed %v, want %v", r.Executed, want)
 	}
+
+	// 7. worker-1 appended to nodes: of the running cluster. `labbuild cluster` boots it
+	// (cluster/install/worker-1), approves its CSRs (the approver's pass and cluster/workers,
+	// which waits for it Ready), and checks convergence again (cluster/converge follows
+	// cluster/workers' new record; its own record is the same bytes, so cluster/done does not
+	// run); no other phase runs, the masters and the bootstrap are not touched.
+	c2 := clusterConfig(1, 2)
+	c2.Wait = c.Wait
+	machines.mu.Lock()
+	machines.started["worker-1"] = make(chan struct{})
+	w1 := machines.started["worker-1"]
+	machines.mu.Unlock()
+	go func() {
+		if err := clusterKubelet(ctx, cp, boot, w1, release, "worker-1", "worker-1."+domain, "192.168.126.111"); err != nil {
+			errs <- fmt.Errorf("kubelet stand-in worker-1: %w", err)
+		}
+	}()
+	all2 := append(slices.Clone(standins), clusterTargets(c2, func(n string) bool { return have[n] })...)
+	stderr.Reset()
+	r, err = Build(ctx, Options{Config: c2, OutDir: out, Goals: []string{"cluster"}, Targets: all2, Jobs: 2, Now: time.Now, Stderr: &stderr})
+	checkErrs()
+	if err != nil {
+		t.Fatalf("adding worker-1: %v\n%s", err, stderr.String())
+	}
+	slices.Sort(r.Executed)
+	if want := []string{"cluster/converge", "cluster/csr-approver", "cluster/install/worker-1", "cluster/workers"}; !slices.Equal(r.Executed, want) {
+		t.Errorf("adding worker-1 executed %v, want exactly %v", r.Executed, want)
+	}
+	if starts, _ := machines.count("master-0"); starts != 2 {
+		t.Errorf("adding a worker started master-0 again (%d starts in all)", starts)
+	}
+	if ready, notReady, err := kube.NodesReady(ctx, admin.Dynamic, []string{"worker-1." + domain}); err != nil || len(ready) != 1 {
+		t.Errorf("worker-1 Ready: %v, not ready %v, %v", ready, notReady, err)
+	}
 }
 
 // clusterSetReady sets node name's Ready condition, as its kubelet (True) or the node

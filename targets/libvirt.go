@@ -18,6 +18,7 @@ import (
 	"sync"
 
 	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/virt"
 	"libvirt.org/go/libvirtxml"
 )
@@ -96,6 +97,7 @@ func libvirtTargets(c *Config) []*Target {
 		Destroy: lvDestroy,
 	})
 	ignition := lvFamilyTargets(c, "ignition")
+	adminKC := lvFamilyTargets(c, "kubeconfig")[clusterAdminKC]
 	for _, n := range c.Nodes {
 		node := n.Name // identity only; every value comes through the Step
 		role := lvRoleSizes(n.Role)
@@ -111,8 +113,10 @@ func libvirtTargets(c *Config) []*Target {
 			Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvVolume(node)) },
 			Destroy: lvDestroy,
 		})
-		vmReads := []string{"libvirt.uri", "libvirt.network", "libvirt.pool", "libvirt.domainType", "cluster.name", "nodes." + node + ".role",
-			"sizes." + role + ".vcpus", "sizes." + role + ".memoryMiB"}
+		// cluster.baseDomain, network.apiVIP and the admin kubeconfig: `--restart` drains the
+		// node through the Kubernetes API before power-cycling it (lvRestart).
+		vmReads := []string{"libvirt.uri", "libvirt.network", "libvirt.pool", "libvirt.domainType", "cluster.name", "cluster.baseDomain", "network.apiVIP",
+			"nodes." + node + ".role", "sizes." + role + ".vcpus", "sizes." + role + ".memoryMiB"}
 		if n.VCPUs != 0 {
 			vmReads = append(vmReads, "nodes."+node+".vcpus")
 		}
@@ -125,6 +129,9 @@ func libvirtTargets(c *Config) []*Target {
 		deps := []string{"libvirt/network", "libvirt/volume/" + node}
 		if ignition["ignition/"+node] {
 			deps = append(deps, "ignition/"+node)
+		}
+		if adminKC {
+			deps = append(deps, clusterAdminKC)
 		}
 		ts = append(ts, &Target{
 			Name: "libvirt/vm/" + node, Doc: "libvirt domain <cluster>-" + node + " (virtio disk and NIC, serial console, VNC; Ignition via fw_cfg)",
@@ -887,7 +894,7 @@ func lvDomain(node string) lvObserve {
 		if err != nil {
 			return p, err
 		}
-		var replace bool
+		var replace, resized bool
 		if !found {
 			p.action, p.reason = Create, "domain "+sp.Name+" does not exist"
 		} else if diff := rl.DomainDiff(want, got); rl.DomainNeedsReplace(diff) {
@@ -901,7 +908,11 @@ func lvDomain(node string) lvObserve {
 				if len(why) == 0 { // drift made by hand: say what libvirt has
 					why = []string{"domain " + sp.Name + ": " + strings.Join(diff, "; ")}
 				}
+				resized = true
 				p.action, p.reason = Update, strings.Join(why, "; ")+"; takes effect at the next power cycle"
+				if st := lvState(c, sp.Name); RestartResized && (st == virt.DomainRunning || st == virt.DomainPaused) {
+					p.reason = strings.Join(why, "; ") + "; --restart: drain " + node + " (when the cluster answers), power-cycle, uncordon"
+				}
 			}
 		}
 		if ignMissing && p.action == Keep {
@@ -918,10 +929,72 @@ func lvDomain(node string) lvObserve {
 					return err
 				}
 			}
-			return c.DefineDomain(want)
+			if err := c.DefineDomain(want); err != nil {
+				return err
+			}
+			if resized && RestartResized {
+				return lvRestart(s, c, node, sp.Name)
+			}
+			return nil
 		}
 		return p, nil
 	}
+}
+
+// lvState is a domain's run state, DomainNoState when it cannot be read.
+func lvState(c *virt.Conn, name string) virt.DomainState {
+	_, st, _, err := c.Domain(name)
+	if err != nil {
+		return virt.DomainNoState
+	}
+	return st
+}
+
+// lvRestart power-cycles the running (or paused) domain name of node so that its new
+// definition takes effect (`labbuild --restart`): first, when the cluster answers, the Node is
+// cordoned and drained through the Eviction API (what could not be drained is logged), then
+// the domain is stopped and started in the state it had (a paused domain starts paused), then
+// the Node is uncordoned. A stopped domain is left stopped: its next start uses the new size.
+func lvRestart(s *Step, c *virt.Conn, node, name string) error {
+	st := lvState(c, name)
+	if st != virt.DomainRunning && st != virt.DomainPaused {
+		s.Logf("%s is not running: the new size applies at its next start", name)
+		return nil
+	}
+	ctx := s.Context()
+	domain, err := clusterDomain(s)
+	if err != nil {
+		return err
+	}
+	fqdn := clusterNodeName(node, domain)
+	dyn, why := clusterNodeClient(s)
+	drained := false
+	if dyn == nil {
+		s.Logf("cannot ask the cluster (%s): %s power-cycled without a drain", why, fqdn)
+	} else {
+		reachable, found, err := clusterEvacuate(ctx, s.Logf, dyn, fqdn)
+		if err != nil {
+			return err
+		}
+		if !reachable {
+			s.Logf("%s power-cycled without a drain", fqdn)
+		}
+		drained = reachable && found
+	}
+	if err := c.StopDomain(name); err != nil {
+		return err
+	}
+	if err := c.StartDomain(name, st == virt.DomainPaused); err != nil {
+		return err
+	}
+	s.Logf("power-cycled %s: the new size is live", name)
+	if drained {
+		if _, err := kube.Uncordon(ctx, dyn, fqdn); err != nil {
+			return fmt.Errorf("uncordon %s after its power cycle: %w (oc adm uncordon %s)", fqdn, err, fqdn)
+		}
+		s.Logf("uncordoned %s", fqdn)
+	}
+	return nil
 }
 
 // lvDeleteRecords removes from the running network the records libvirt/dns added (its

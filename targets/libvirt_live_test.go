@@ -15,6 +15,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
@@ -328,7 +334,28 @@ func TestLibvirtLiveEdits(t *testing.T) {
 		t.Errorf("build after the removal executed %v, destroyed %v", r.Executed, r.Destroyed)
 	}
 
-	// Resize: the persistent definitions change, the running domains keep their size.
+	// Resize with --restart: the persistent definitions change; the running worker-0 is
+	// drained through a real kube-apiserver (its Node cordoned, its pod evicted), power-cycled
+	// (paused as it was) so the new size is live, and uncordoned; worker-1, not running, keeps
+	// the new size for its next start.
+	cp := testenv.StartControlPlane(t, testenv.ControlPlaneOptions{})
+	oldEnv, oldWait, oldPoll := clusterEnv, clusterDrainWait, clusterDrainPoll
+	clusterEnv.restConfig = func(kc, vip string) (*rest.Config, error) {
+		if vip != "198.18.0.10" || !strings.HasSuffix(kc, "kubeconfig/admin/kubeconfig") {
+			return nil, fmt.Errorf("asked for %s through %s; want the admin kubeconfig through the API VIP", kc, vip)
+		}
+		return cp.Admin, nil // the lab's API VIP is this loopback apiserver
+	}
+	clusterDrainWait, clusterDrainPoll = 20*time.Second, 100*time.Millisecond
+	RestartResized = true
+	t.Cleanup(func() {
+		clusterEnv, clusterDrainWait, clusterDrainPoll, RestartResized = oldEnv, oldWait, oldPoll, false
+	})
+	kdyn, err := dynamic.NewForConfig(cp.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cnWorkload(t, ctx, kdyn, "worker-0.lbt.example.test", false)
 	c4 := lvLab(d, sr)
 	c4.Sizes.Worker.MemoryMiB = 192
 	lvGolden(t, "resize-workers.txt", lvPlanText(build(c4, true).Plan, own))
@@ -337,6 +364,29 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	}
 	if dom, _, _, err := conn.Domain("lbt-worker-0"); err != nil || dom.Memory.Value != 192*1024 {
 		t.Errorf("worker-0's persistent memory after the resize: %+v %v", dom.Memory, err)
+	}
+	if live, err := conn.LiveDomain("lbt-worker-0"); err != nil || live.Memory.Value != 192*1024 {
+		t.Errorf("worker-0's live memory after --restart: %+v %v; want 192 MiB", live, err)
+	}
+	if _, st, _, _ := conn.Domain("lbt-worker-0"); st != virt.DomainPaused {
+		t.Errorf("worker-0 after its power cycle is in state %d, want paused as before", st)
+	}
+	vlog := clusterLog(t, out, "libvirt/vm/worker-0")
+	for _, want := range []string{"cordoned and drained worker-0.lbt.example.test: evicted 1 pods", "power-cycled lbt-worker-0", "uncordoned worker-0.lbt.example.test"} {
+		if !strings.Contains(vlog, want) {
+			t.Errorf("libvirt/vm/worker-0 log lacks %q:\n%s", want, vlog)
+		}
+	}
+	if n, err := kdyn.Resource(cnNodes).Get(ctx, "worker-0.lbt.example.test", metav1.GetOptions{}); err != nil {
+		t.Error(err)
+	} else if u, _, _ := unstructured.NestedBool(n.Object, "spec", "unschedulable"); u {
+		t.Error("Node worker-0 still cordoned after its power cycle")
+	}
+	if _, err := kdyn.Resource(cnPods).Namespace("apps").Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("apps/web on worker-0 after the drain: %v", err)
+	}
+	if !strings.Contains(clusterLog(t, out, "libvirt/vm/worker-1"), "not running: the new size applies at its next start") {
+		t.Errorf("worker-1's log:\n%s", clusterLog(t, out, "libvirt/vm/worker-1"))
 	}
 
 	// A subnet edit replaces the network, and the plan says so first.

@@ -154,6 +154,14 @@ func TestLibvirtFamilyReal(t *testing.T) {
 		t.Errorf("repair executed %v", r.Executed)
 	}
 
+	// Destroying libvirt/dns alone takes the lab's records out of the running dnsmasq.
+	rep, err := Destroy(ctx, Options{Config: c2, OutDir: out, Goals: []string{"libvirt/dns"}})
+	if err != nil || !slices.Equal(rep.Destroyed, []string{"libvirt/dns"}) {
+		t.Fatalf("destroy libvirt/dns: %+v, %v", rep, err)
+	}
+	if o, _ := d.Exec("dig", "@198.18.0.1", "+short", "+time=2", "+tries=2", "master-2.lbt.example.test", "A"); strings.TrimSpace(string(o)) != "" {
+		t.Errorf("master-2 still resolves after destroying libvirt/dns: %s", o)
+	}
 	for round := 0; round < 2; round++ {
 		if _, err := Destroy(ctx, Options{Config: c2, OutDir: out}); err != nil {
 			t.Fatalf("destroy round %d: %v", round, err)

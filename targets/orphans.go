@@ -11,24 +11,31 @@ import (
 
 var _ engine.Orphaner = (*Config)(nil)
 
-// Orphans implements engine.Orphaner: the libvirt objects of a node removed from nodes: — its
-// VM, then its disk — are destroyed from their records (record.json names the URI, kind and
-// object), so `labbuild libvirt` or `labbuild cluster` after deleting worker-2 from lab.yaml
-// removes exactly worker-2's domain and volume; the network's records follow through
+// Orphans implements engine.Orphaner: of a node removed from nodes:, `labbuild cluster` first
+// drains it and deletes its Node object through the Kubernetes API (the orphan of
+// cluster/install/<node>, clusterRemoveNode; it says so when the API does not answer), then
+// its VM and its disk are destroyed from their records (record.json names the URI, kind and
+// object) — `labbuild libvirt` does only the latter. So deleting worker-2 from lab.yaml
+// removes exactly worker-2's Node, domain and volume; the network's records follow through
 // libvirt/dns, which no longer lists it. Other families' leftovers stay recorded.
 func (c *Config) Orphans(names []string) []*Target {
 	rank := func(n string) int {
 		switch {
+		case strings.HasPrefix(n, "cluster/install/"):
+			return 0 // the Node drained and deleted while its VM still runs
 		case strings.HasPrefix(n, "libvirt/vm/"):
-			return 0 // a domain before the disk it uses
+			return 1 // a domain before the disk it uses
 		case strings.HasPrefix(n, "libvirt/volume/"):
-			return 1
+			return 2
 		}
 		return -1
 	}
 	var out []*Target
 	for _, n := range names {
-		if rank(n) >= 0 {
+		switch r := rank(n); {
+		case r == 0:
+			out = append(out, clusterNodeOrphan(n))
+		case r > 0:
 			out = append(out, &Target{Name: n, External: true, Destroy: lvDestroy, Run: lvNoRun})
 		}
 	}

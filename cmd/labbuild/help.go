@@ -13,7 +13,7 @@ var globalFlags = []string{"directory", "file", "out", "json", "quiet", "verbose
 // verbFlags are each verb's own flags, shown first in `labbuild help VERB` (then the global
 // flags). Completion offers the same sets.
 var verbFlags = map[string][]string{
-	"build":      {"jobs", "keep-going", "dry-run", "always-make", "explain", "debug", "regenerate"},
+	"build":      {"jobs", "keep-going", "dry-run", "always-make", "explain", "debug", "regenerate", "restart"},
 	"graph":      {"format", "by", "all-edges", "output", "all"},
 	"list":       {"all"},
 	"explain":    {},

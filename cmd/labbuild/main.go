@@ -42,6 +42,7 @@ type cli struct {
 	keepGoing   bool
 	dryRun      bool
 	force       bool
+	restart     bool
 	dir         string
 	file        string
 	outDir      string
@@ -124,6 +125,7 @@ func newFlags(c *cli) *pflag.FlagSet {
 	fs.BoolVar(&c.all, "all", false, "graph/list: include every target, not only the default goal")
 	fs.BoolVar(&c.cacheToo, "cache", false, "clean: also remove the content store (sticky keys are lost)")
 	fs.BoolVar(&c.trim, "trim", false, "clean: only trim the content store (old entries; keys are kept)")
+	fs.BoolVar(&c.restart, "restart", false, "power-cycle running VMs whose size changed, draining each node through the Kubernetes API first when the cluster answers")
 	fs.StringSliceVar(&c.regenerate, "regenerate", nil, "make sticky `target`s anew (a new CA key, a new password)")
 	fs.BoolVarP(&c.verbose, "verbose", "v", false, "stream the logs of running targets (labbuild log TARGET shows one afterwards)")
 	fs.BoolVarP(&c.quiet, "quiet", "q", false, "no status lines; only failures and the summary")
@@ -264,6 +266,7 @@ func (c *cli) options(goals []string) (targets.Options, error) {
 		Force: c.force, Regenerate: c.regenerate, Explain: c.explain, Terminal: c.terminal,
 		Stdout: c.stdout, Stderr: c.stderr, Stats: c.stats,
 	}
+	targets.RestartResized = c.restart
 	if c.quiet {
 		o.Stdout = io.Discard
 	}

@@ -14,23 +14,26 @@ func (r *recorder) Start(string, int, int, bool)      { r.starts++ }
 func (r *recorder) Progress(string, targets.Progress) { r.progress++ }
 func (r *recorder) Finish(string, targets.Outcome)    { r.finishes++ }
 
-// TestBoundHeapOnWork: the limit changes on the first target that starts, not before, and
-// every event still reaches the display.
+// TestBoundHeapOnWork: the collector turns on at the first target that starts, not before,
+// and every event still reaches the display.
 func TestBoundHeapOnWork(t *testing.T) {
-	old := debug.SetMemoryLimit(1 << 30)
-	defer debug.SetMemoryLimit(old)
+	old := debug.SetGCPercent(-1)
+	defer debug.SetGCPercent(old)
 	rec := &recorder{}
 	r := boundHeapOnWork(rec)
-	if got := debug.SetMemoryLimit(-1); got != 1<<30 {
-		t.Fatalf("limit %d before any target started, want main's 1 GiB", got)
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Fatalf("GOGC %d before any target started, want main's -1 (off)", got)
 	}
 	r.Start("pki/key/root", 1, 2, false)
-	if got := debug.SetMemoryLimit(-1); got != coldBuildHeap {
-		t.Errorf("limit %d after a target started, want %d", got, coldBuildHeap)
+	if got := debug.SetGCPercent(-1); got != coldBuildGOGC {
+		t.Errorf("GOGC %d after a target started, want %d", got, coldBuildGOGC)
 	}
 	r.Progress("pki/key/root", targets.Progress{Phase: "x"})
 	r.Finish("pki/key/root", targets.Built)
 	r.Start("pki/ca/root", 2, 2, false)
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Errorf("GOGC %d: the second start set it again, want once", got)
+	}
 	if *rec != (recorder{starts: 2, progress: 1, finishes: 1}) {
 		t.Errorf("display saw %+v", *rec)
 	}

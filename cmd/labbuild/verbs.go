@@ -221,7 +221,7 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 	}
 	var endTimes func()
 	if !c.dryRun {
-		o.Reporter = boundHeapOnWork(o.Reporter)    // a bounded heap once targets run: memory.go
+		o.Reporter = boundHeapOnWork(o.Reporter)    // the collector on once targets run: memory.go
 		o.Reporter, endTimes = profiled(o.Reporter) // LABBUILD_TIMES, labels: see profile.go
 	}
 	res, err := targets.Build(ctx, o)

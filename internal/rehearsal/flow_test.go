@@ -37,8 +37,9 @@ type lbRun struct {
 	maxRSS int64 // KiB
 }
 
-// killDelay is how long after the phase's first line labbuildKillAt kills labbuild.
-const killDelay = 10 * time.Second
+// killDelay is how long after the matching line labbuildKillAt kills labbuild: short, so that
+// the phase is still waiting (master-0's Node took 15 s to become Ready here).
+const killDelay = 2 * time.Second
 
 // labbuildKillAt runs labbuild args in the lab and, killDelay after kill matches a line of
 // its output, kills it with SIGKILL (as an OOM kill would: no cleanup runs).
@@ -171,6 +172,36 @@ func startFlowHost(t *testing.T, r *rig) *flowHost {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// apiListeners returns, for each process listening on the API VIP's port 6443 in the host
+// namespace (`ss -ltnp`), its configuration file (-f) and that file's content. A haproxy that
+// a reload soft-stopped no longer listens: it only finishes connections made before.
+func (h *flowHost) apiListeners(t *testing.T) map[string]string {
+	out := map[string]string{}
+	ss, err := h.r.lv.Exec("ss", "-Hltnp", "src", apiVIP+":6443")
+	if err != nil {
+		t.Errorf("ss: %v: %s", err, ss)
+	}
+	for _, m := range regexp.MustCompile(`pid=(\d+)`).FindAllStringSubmatch(string(ss), -1) {
+		p := m[1]
+		b, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		args := strings.Split(string(b), "\x00")
+		for i, a := range args {
+			if a == "-f" && i+1 < len(args) {
+				f := args[i+1]
+				if !filepath.IsAbs(f) {
+					f = filepath.Join("/proc", p, "cwd", f)
+				}
+				c, err := os.ReadFile(f)
+				if err != nil {
+					t.Errorf("haproxy pid %s: %v", p, err)
+				}
+				out[args[0]+" pid "+p+" -f "+args[i+1]] = string(c)
+			}
+		}
+	}
+	return out
 }
 
 // dropIns lists the regular files labbuild left under the host's /etc/NetworkManager.
@@ -449,10 +480,11 @@ func TestRehearsalFlow(t *testing.T) {
 		t.Fatalf("%s (the flow stops at %q): %v\n%s", what, stoppedAt(run.out), run.err, tail(run.out, 4000))
 	}
 
-	// Run 1: killed 10 s into cluster/masters, while it waits for the masters.
-	first := h.labbuildKillAt(regexp.MustCompile(`^\[\d+/\d+\] cluster/masters$`), "cluster")
+	// Run 1: killed 2 s after cluster/masters starts waiting for the masters.
+	first := h.labbuildKillAt(regexp.MustCompile(`^\s*cluster/masters: waiting for`), "cluster")
 	t.Logf("run 1 (killed in cluster/masters): %v after %s, peak RSS %d KiB\n%s", first.err, first.wall, first.maxRSS, tail(first.out, 2500))
-	if first.err == nil || !strings.Contains(first.out, "cluster/masters") || stoppedAt(first.out) != "" {
+	if first.err == nil || !strings.Contains(first.out, "cluster/masters") || stoppedAt(first.out) != "" ||
+		regexp.MustCompile(`(?m)^\[\d+/\d+\] cluster/etcd$`).MatchString(first.out) {
 		fail("run 1 was not killed during cluster/masters", first)
 	}
 	// Upstream of cluster/bootstrap: the host's DNS drop-in and firewall rules are in place.
@@ -493,6 +525,17 @@ func TestRehearsalFlow(t *testing.T) {
 	}
 	if !strings.Contains(second.out, "export KUBECONFIG=") || !strings.Contains(second.out, "console-openshift-console.apps."+labDomain) {
 		t.Errorf("labbuild cluster did not end with openshift-install's summary:\n%s", tail(second.out, 1000))
+	}
+	// The pivot reloaded haproxy/service with the post-pivot config: what listens on the API
+	// VIP balances to master-0 and has no bootstrap backend.
+	if ls := h.apiListeners(t); len(ls) == 0 {
+		t.Errorf("after cluster/done nothing listens on %s:6443 in the host namespace", apiVIP)
+	} else {
+		for who, b := range ls {
+			if !strings.Contains(b, master0IP+":6443") || strings.Contains(b, bootstrapIP+":") {
+				t.Errorf("after the pivot %s listens on the API VIP with a config that does not balance to master-0 only:\n%s", who, b)
+			}
+		}
 	}
 	third := h.labbuildKillAt(nil, "cluster")
 	t.Logf("run 3: %v after %s, peak RSS %d KiB\n%s", third.err, third.wall, third.maxRSS, tail(third.out, 800))

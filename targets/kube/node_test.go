@@ -78,6 +78,17 @@ func TestNodeDrainDeleteReal(t *testing.T) {
 	create(schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}, "apps", map[string]any{
 		"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": map[string]any{"name": "db", "namespace": "apps"},
 		"spec": map[string]any{"minAvailable": 1, "selector": map[string]any{"matchLabels": map[string]any{"app": "db"}}}})
+	// The disruption controller's part (no kube-controller-manager runs): it has seen the
+	// budget and allows no disruption.
+	pdbGVR := schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}
+	pdb, err := dyn.Resource(pdbGVR).Namespace("apps").Get(ctx, "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdb.Object["status"] = map[string]any{"observedGeneration": pdb.GetGeneration(), "disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}
+	if _, err := dyn.Resource(pdbGVR).Namespace("apps").UpdateStatus(ctx, pdb, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// The kubelet's part: a pod being deleted is confirmed gone (grace period 0).
 	kctx, stop := context.WithCancel(ctx)

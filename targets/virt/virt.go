@@ -471,6 +471,24 @@ func (c *Conn) UpdateNetwork(name string, edits []rl.NetworkEdit) error {
 	return nil
 }
 
+// LiveDomain returns the running domain's live definition (what QEMU runs with now, which
+// differs from the persistent one after a resize until the next power cycle).
+func (c *Conn) LiveDomain(name string) (*libvirtxml.Domain, error) {
+	h, err := c.l.DomainLookupByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("look up domain %s: %w", name, err)
+	}
+	x, err := c.l.DomainGetXMLDesc(h, 0)
+	if err != nil {
+		return nil, fmt.Errorf("domain %s XML: %w", name, err)
+	}
+	d := &libvirtxml.Domain{}
+	if err := d.Unmarshal(x); err != nil {
+		return nil, fmt.Errorf("domain %s XML: %w", name, err)
+	}
+	return d, nil
+}
+
 // LiveInterfaces returns the running domain's NICs as libvirt reports them live, one
 // "<bridge> <tap device> <mac>" each: what a VM is really attached to right now (a replaced
 // network leaves a running domain's tap outside the new bridge).
