@@ -30,6 +30,14 @@ func Load(o Options) (*Project, error) {
 		ts = o.Config.Declare()
 	}
 	p := &Project{Targets: ts, values: vals}
+	// A lab config's Lookup encodes the value afresh each time (canonical JSON); every declared
+	// field is looked up here anyway, so keep the encodings for the build's keys (a synthetic
+	// graph's Values is a map already: no copy of it).
+	var memo memoValues
+	if o.Values == nil && vals != nil {
+		memo = memoValues{under: vals, m: map[string][]byte{}}
+		p.values = memo
+	}
 	nodes := make([]graph.Node, len(ts))
 	for i, t := range ts {
 		if err := t.Check(); err != nil {
@@ -38,8 +46,15 @@ func Load(o Options) (*Project, error) {
 		if vals != nil {
 			for _, rs := range [2][]string{t.Reads, t.Files} {
 				for _, r := range rs {
-					if _, ok := vals.Lookup(r); !ok {
+					if _, seen := memo.m[r]; seen {
+						continue
+					}
+					raw, ok := vals.Lookup(r)
+					if !ok {
 						return nil, fmt.Errorf("%s: declares config field %q, which the config does not have", t.Name, r)
+					}
+					if memo.m != nil {
+						memo.m[r] = raw
 					}
 				}
 			}
@@ -115,4 +130,19 @@ func lastSeg(s string) string {
 		return s[i+1:]
 	}
 	return s
+}
+
+// memoValues answers the declared fields from the encodings Load made, and anything else from
+// the config. The map is written only by Load: lookups during the build need no lock.
+type memoValues struct {
+	under Values
+	m     map[string][]byte
+}
+
+// Lookup implements Values.
+func (v memoValues) Lookup(p string) ([]byte, bool) {
+	if raw, ok := v.m[p]; ok {
+		return raw, true
+	}
+	return v.under.Lookup(p)
 }
