@@ -195,10 +195,15 @@ func (b *builder) diffInputs(prevKey cache.Digest, inputs map[string]cache.Diges
 			out = append(out, describe(l)+" changed")
 		}
 	}
+	var gone []string // sorted: a plan's text must not depend on map order
 	for l := range e.Inputs {
 		if _, ok := inputs[l]; !ok {
-			out = append(out, describe(l)+" removed")
+			gone = append(gone, l)
 		}
+	}
+	sort.Strings(gone)
+	for _, l := range gone {
+		out = append(out, describe(l)+" removed")
 	}
 	if len(out) == 0 {
 		out = append(out, "inputs changed")
