@@ -17,6 +17,16 @@ type sourcedValues struct{ MapValues }
 func (sourcedValues) Where(f string) string { return "my-lab.yaml:7" }
 func (sourcedValues) Source() string        { return "my-lab.yaml" }
 
+// sourcedConfig is a Config (as package targets' *Config) whose values know where each field
+// was set: Load wraps a Config's values to keep their encodings, and messages must still name
+// the lab file and line through that wrapper.
+type sourcedConfig struct {
+	sourcedValues
+	ts []*Target
+}
+
+func (c sourcedConfig) Declare() []*Target { return c.ts }
+
 // TestSharedCauseOnce: five targets declare one input file that cannot be read; with -k the
 // cause is printed once, naming the field, where the lab file sets it and the path, and each
 // target's FAILED line refers to it. Each target's log keeps the full error. In a dry run too.
@@ -37,24 +47,36 @@ func TestSharedCauseOnce(t *testing.T) {
 	ts = append(ts, &Target{Name: "pki/ok", Run: func(ctx context.Context, s *Step) error { return s.WriteFile("out", nil, 0o644) }})
 	cause := "labbuild: cannot read access.pullSecretFile (my-lab.yaml:7) names " + missing +
 		": no such file or directory; set access.pullSecretFile to an existing, readable file\n"
-	for _, dry := range []bool{false, true} {
+	for _, c := range []struct {
+		name string
+		dry  bool
+		opts Options
+	}{
+		{"values", false, Options{Values: vals, Targets: ts}},
+		{"values, dry run", true, Options{Values: vals, Targets: ts}},
+		{"config", false, Options{Config: sourcedConfig{vals, ts}}},
+		{"config, dry run", true, Options{Config: sourcedConfig{vals, ts}}},
+	} {
+		dry := c.dry
 		var errb bytes.Buffer
 		out := t.TempDir()
-		r, err := Build(context.Background(), Options{Values: vals, OutDir: out, Targets: ts, Jobs: 2, KeepGoing: true, DryRun: dry, Stderr: &errb})
+		o := c.opts
+		o.OutDir, o.Jobs, o.KeepGoing, o.DryRun, o.Stderr = out, 2, true, dry, &errb
+		r, err := Build(context.Background(), o)
 		var be *BuildError
 		if !errors.As(err, &be) || len(be.Failed) != 5 {
-			t.Fatalf("dry %v: err %v, want 5 failed", dry, err)
+			t.Fatalf("%s: err %v, want 5 failed", c.name, err)
 		}
 		got := errb.String()
 		if strings.Count(got, cause) != 1 || strings.Count(got, "cannot read") != 1 {
-			t.Errorf("dry %v: the cause is not printed exactly once:\n%s", dry, got)
+			t.Errorf("%s: the cause is not printed exactly once:\n%s", c.name, got)
 		}
 		if i, j := strings.Index(got, cause), strings.Index(got, "FAILED:"); i < 0 || j < i {
-			t.Errorf("dry %v: the cause does not come before the first FAILED line:\n%s", dry, got)
+			t.Errorf("%s: the cause does not come before the first FAILED line:\n%s", c.name, got)
 		}
 		for _, n := range r.Failed {
 			if want := "FAILED: " + n + ": needs access.pullSecretFile, which cannot be read (above)\n"; !strings.Contains(got, want) {
-				t.Errorf("dry %v: stderr lacks %q:\n%s", dry, want, got)
+				t.Errorf("%s: stderr lacks %q:\n%s", c.name, want, got)
 			}
 		}
 		if !dry {

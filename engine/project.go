@@ -146,3 +146,15 @@ func (v memoValues) Lookup(p string) ([]byte, bool) {
 	}
 	return v.under.Lookup(p)
 }
+
+// Where implements FieldSource when the wrapped values do, so wrapping a lab config for its
+// encodings keeps messages naming the -f file and line ("bad.yaml:3"), not "lab.yaml".
+func (v memoValues) Where(field string) string { return where(v.under, field) }
+
+// Source implements FieldSource when the wrapped values do ("lab.yaml" otherwise).
+func (v memoValues) Source() string {
+	if fs, ok := v.under.(FieldSource); ok {
+		return fs.Source()
+	}
+	return "lab.yaml"
+}
