@@ -30,12 +30,7 @@ func Stat(path string) (Fingerprint, error) {
 		}
 		break
 	}
-	return Fingerprint{
-		Size:  st.Size,
-		Mtime: st.Mtim.Sec*1e9 + st.Mtim.Nsec,
-		Ino:   st.Ino,
-		Mode:  st.Mode & 0o7777,
-	}, nil
+	return fingerprintOf(&st), nil
 }
 
 // AtCWD is the directory descriptor that makes StatAt resolve a relative path from the working
@@ -61,10 +56,15 @@ func StatAt(dirfd int, pathz []byte) (Fingerprint, error) {
 		}
 		break
 	}
+	return fingerprintOf(&st), nil
+}
+
+// fingerprintOf is what a Fingerprint keeps of a stat: size, mtime in ns, inode, permission bits.
+func fingerprintOf(st *syscall.Stat_t) Fingerprint {
 	return Fingerprint{
 		Size:  st.Size,
 		Mtime: st.Mtim.Sec*1e9 + st.Mtim.Nsec,
 		Ino:   st.Ino,
 		Mode:  st.Mode & 0o7777,
-	}, nil
+	}
 }

@@ -493,17 +493,9 @@ func (c *Conn) LiveDomain(name string) (*libvirtxml.Domain, error) {
 // "<bridge> <tap device> <mac>" each: what a VM is really attached to right now (a replaced
 // network leaves a running domain's tap outside the new bridge).
 func (c *Conn) LiveInterfaces(name string) ([]string, error) {
-	h, err := c.l.DomainLookupByName(name)
+	d, err := c.LiveDomain(name)
 	if err != nil {
-		return nil, fmt.Errorf("look up domain %s: %w", name, err)
-	}
-	x, err := c.l.DomainGetXMLDesc(h, 0)
-	if err != nil {
-		return nil, fmt.Errorf("domain %s XML: %w", name, err)
-	}
-	d := &libvirtxml.Domain{}
-	if err := d.Unmarshal(x); err != nil {
-		return nil, fmt.Errorf("domain %s XML: %w", name, err)
+		return nil, err
 	}
 	var out []string
 	if d.Devices != nil {
