@@ -201,20 +201,7 @@ func hpService(s *Step) (hpServiceSpec, error) {
 	return sp, nil
 }
 
-func hpPrev(s *Step) (hpRecord, bool, error) {
-	b, err := s.Prev("record.json")
-	if errors.Is(err, fs.ErrNotExist) {
-		return hpRecord{}, false, nil
-	}
-	if err != nil {
-		return hpRecord{}, false, err
-	}
-	var r hpRecord
-	if err := json.Unmarshal(b, &r); err != nil {
-		return hpRecord{}, false, fmt.Errorf("%s: record.json: %w", s.Target().Name, err)
-	}
-	return r, true, nil
-}
+func hpPrev(s *Step) (hpRecord, bool, error) { return prevRecord[hpRecord](s) }
 
 // hpRunningFrom returns the pids of the haproxy processes whose -f configuration lies under
 // dir (the haproxy family's output directory: haproxy/config or haproxy/config-post-pivot),

@@ -87,17 +87,23 @@ type hostRecord struct {
 	Note  string   `json:"note,omitempty"`  // what the user must do by hand, if anything
 }
 
-func hostPrev(s *Step) (hostRecord, bool, error) {
+func hostPrev(s *Step) (hostRecord, bool, error) { return prevRecord[hostRecord](s) }
+
+// prevRecord reads the record.json an External target's last run wrote (its Prev output):
+// ok false when there is none (never built, or forgotten); a record that does not parse is an
+// error naming the target.
+func prevRecord[T any](s *Step) (T, bool, error) {
+	var r T
 	b, err := s.Prev("record.json")
 	if errors.Is(err, fs.ErrNotExist) {
-		return hostRecord{}, false, nil
+		return r, false, nil
 	}
 	if err != nil {
-		return hostRecord{}, false, err
+		return r, false, err
 	}
-	var r hostRecord
 	if err := json.Unmarshal(b, &r); err != nil {
-		return r, false, fmt.Errorf("%s: record.json: %w", s.Target().Name, err)
+		var zero T
+		return zero, false, fmt.Errorf("%s: record.json: %w", s.Target().Name, err)
 	}
 	return r, true, nil
 }
