@@ -26,6 +26,7 @@ import (
 const (
 	labDomain   = "rehearsal.labbuild.test"
 	master0IP   = "198.18.0.101"
+	worker0IP   = "198.18.0.110"
 	bootstrapIP = "198.18.0.100"
 	apiVIP      = "198.18.0.10"
 )
