@@ -337,8 +337,8 @@ func (m *MasterStandins) startAPIServer(ctx context.Context) error {
 			found = true
 			var cp strings.Builder
 			cp.WriteString("set -e\n")
-			for _, b := range c.Binds {
-				hp := b[1]
+			// Every volume, the same-path ones (kube-controller-manager's kubeconfigs) too.
+			for _, hp := range c.HostPaths {
 				fmt.Fprintf(&cp, "mkdir -p %q\ncp -a %q/. %q/\n", hp, filepath.Join(m.BootstrapRoot, hp), hp)
 			}
 			if err := m.Node.Run(ctx, "standin-install", nil, "sh", "-c", cp.String()); err != nil {
