@@ -34,7 +34,7 @@ var startupForbidden = []string{
 	// openshift/api: its feature gate tables are built by initializers (render/manifests reads
 	// a generated copy, featuregates_gen.go), and its config/v1, operator/v1 and image/v1
 	// packages register their types at start (~1.8 ms, ~1000 allocations); render/manifests
-	// writes and reads them through local mirrors (types.go, docs/start-up.md).
+	// writes and reads them through local mirrors (types.go, docs/api-mirrors.md).
 	"github.com/openshift/api/",
 	"sigs.k8s.io/structured-merge-diff/v4/schema",
 }

@@ -5,10 +5,13 @@ package manifests
 // the same bytes as it did from k8s.io/api and github.com/openshift/api values. Importing those
 // packages ran their initializers (protobuf registration, scheme tables: k8s.io/api/core/v1
 // alone ~1.4 ms and 528 allocations) at every labbuild start, `labbuild version` and the null
-// build included (docs/start-up.md). TestUpstreamTypes strict-decodes every rendered manifest
+// build included (docs/api-mirrors.md). TestUpstreamTypes strict-decodes every rendered manifest
 // into the upstream type (unknown fields rejected) and re-encodes it the typed way, byte for
 // byte; a field added here must exist upstream under the same name.
 //
+// Where a comment says "mirrors core/v1 X", X is in k8s.io/api core/v1/types.go; rbac/v1 is
+// k8s.io/api rbac/v1/types.go, meta/v1 is k8s.io/apimachinery pkg/apis/meta/v1/types.go, and
+// config/v1, operator/v1 and image/v1 are github.com/openshift/api's, file named per type.
 // sigs.k8s.io/yaml sorts keys, so field order here does not matter.
 
 // typeMeta mirrors k8s.io/apimachinery meta/v1 TypeMeta (apiVersion, kind).
