@@ -1,12 +1,13 @@
 // Command labbuild-front is the `labbuild` program users run: a small, statically linked
 // front (package internal/front) that prints the version and replays a null build from the
-// stamp the full binary left, and execs the full binary, labbuild-full (cmd/labbuild), for
-// everything else. `make build` installs this as ./labbuild and cmd/labbuild as
-// ./labbuild-full; see docs/how-it-works.md, "The front".
+// stamp the full binary left, and execs the full binary (cmd/labbuild) for everything else:
+// the file beside it named as itself plus "-full", or $LABBUILD_FULL. `make build` writes this
+// as ./labbuild and cmd/labbuild as ./labbuild-full; see docs/how-it-works.md, "The front".
 package main
 
 import (
 	"os"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -17,6 +18,8 @@ import (
 var version = ""
 
 func main() {
+	// The front allocates about its stamp's size once and exits: no collection is worth it.
+	debug.SetGCPercent(-1)
 	self, err := os.Executable()
 	if err != nil {
 		self = os.Args[0]

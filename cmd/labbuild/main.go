@@ -282,6 +282,8 @@ func (c *cli) options(goals []string) (targets.Options, error) {
 		o.Now = func() time.Time { return t }
 	}
 	if c.synth != nil && c.synth.N > 0 {
+		c.stamp.recorder().Stat("synthetic.yaml") // what Apply reads, present or not
+		c.stamp.recorder().Stat("src")
 		if err := c.synth.Apply(&o); err != nil {
 			return o, &targets.ConfigError{File: "synthetic.yaml", Msg: err.Error()}
 		}

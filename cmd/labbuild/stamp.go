@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -154,11 +155,15 @@ func (c *cli) noWork(res *targets.Result) {
 	s.add(1, []byte(line[:i]))
 	s.add(0, nil)
 	s.add(1, []byte(line[j:]))
-	if c.stampable() != "" {
-		return
-	}
 	st := &cache.Stamp{Cwd: s.cwd, Argv: s.argv, Start: s.start.UnixNano(), TTY: s.tty, Env: cache.StampEnv(os.Environ()), Output: s.chunks}
-	if s.rec.Fill(st) != "" || st.OutDir == "" {
+	why := c.stampable()
+	if why == "" {
+		why = s.rec.Fill(st)
+	}
+	if why != "" {
+		if os.Getenv("LABBUILD_FRONT") == "explain" { // the front's switch: say why no stamp
+			fmt.Fprintf(c.stderr, "labbuild: front: no stamp: %s\n", why)
+		}
 		return
 	}
 	exe, err := os.Executable()

@@ -37,8 +37,18 @@ import (
 	"github.com/labbuild/labbuild/cache"
 )
 
-// FullName is the full binary's file name, looked up next to the front's own executable.
-const FullName = "labbuild-full"
+// FullSuffix makes the full binary's file name from the front's: labbuild → labbuild-full
+// (make build), labbuild-bench → labbuild-bench-full (make bench-build), looked up in the
+// front's own directory.
+const FullSuffix = "-full"
+
+// fullPath is the full binary the front execs: $LABBUILD_FULL, else its own path + FullSuffix.
+func fullPath(e Env) string {
+	if p := getenv(e.Environ, "LABBUILD_FULL"); p != "" {
+		return p
+	}
+	return e.Self + FullSuffix
+}
 
 // Env is the front's world, injected by tests: cmd/labbuild-front fills it from the process.
 type Env struct {
@@ -46,8 +56,8 @@ type Env struct {
 	Environ []string // os.Environ()
 	Stdout  io.Writer
 	Stderr  io.Writer
-	// Self is the front's own executable (os.Executable); FullName is looked up beside it
-	// unless LABBUILD_FULL names the full binary.
+	// Self is the front's own executable (os.Executable); the full binary is Self+FullSuffix
+	// unless LABBUILD_FULL names it.
 	Self string
 	// Version is the version the full binary would print (ldflags -X main.version), or "".
 	Version string
@@ -77,17 +87,15 @@ func Main(e Env) int {
 			return 0
 		}
 	}
-	full := getenv(e.Environ, "LABBUILD_FULL")
-	if full == "" {
-		full = filepath.Join(filepath.Dir(e.Self), FullName)
-	}
+	full := fullPath(e)
 	if mode == "explain" {
 		fmt.Fprintf(e.Stderr, "labbuild: front: running %s: %s\n", full, why)
 	}
 	env := append(e.Environ[:len(e.Environ):len(e.Environ)], "LABBUILD_STAMP=1")
-	err := e.Exec(full, e.Args, env)
+	argv := append([]string{full}, args...) // argv[0] as a shell would set it
+	err := e.Exec(full, argv, env)
 	if os.IsNotExist(err) || err == syscall.ENOENT {
-		fmt.Fprintf(e.Stderr, "labbuild: the full labbuild binary %s is missing: install it next to %s (make build writes both), or set LABBUILD_FULL to its path\n", full, e.Self)
+		fmt.Fprintf(e.Stderr, "labbuild: the full labbuild binary %s is missing: build it (make build writes both labbuild and labbuild-full; go build -o %s ./cmd/labbuild), or set LABBUILD_FULL to its path\n", full, full)
 		return 2
 	}
 	fmt.Fprintf(e.Stderr, "labbuild: running the full labbuild binary %s: %v\n", full, err)
@@ -269,10 +277,7 @@ func check(e Env, args []string, start time.Time) (*cache.Stamp, int, string) {
 	case start.UnixNano() >= s.ValidUntil:
 		return nil, -1, "past the stamp's validity (a certificate's renewal or the daily store trim is due)"
 	}
-	full := getenv(e.Environ, "LABBUILD_FULL")
-	if full == "" {
-		full = filepath.Join(filepath.Dir(e.Self), FullName)
-	}
+	full := fullPath(e)
 	if fp, err := cache.Stat(full); err != nil || fp != s.BinaryFP {
 		return nil, -1, "the full binary changed since the stamp (" + full + ")"
 	}
