@@ -174,7 +174,8 @@ func TestInClusterIgnition(t *testing.T) {
 // TestVIPMastersReady: the pivot powers the bootstrap off only when every master's keepalived
 // and haproxy mirror pods are Running and Ready.
 func TestVIPMastersReady(t *testing.T) {
-	pod := func(name string, ready bool) corev1.Pod {
+	// Each pod is a core/v1 Pod read through vipPod, as the API's JSON would be.
+	pod := func(name string, ready bool) vipPod {
 		st := corev1.ConditionFalse
 		if ready {
 			st = corev1.ConditionTrue
@@ -183,10 +184,18 @@ func TestVIPMastersReady(t *testing.T) {
 		p.Name = name
 		p.Status.Phase = corev1.PodRunning
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}
-		return p
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v vipPod
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
 	}
 	masters := []string{"master-0.ocp4.example.com", "master-1.ocp4.example.com"}
-	all := []corev1.Pod{pod("keepalived-master-0.ocp4.example.com", true), pod("haproxy-master-0.ocp4.example.com", true),
+	all := []vipPod{pod("keepalived-master-0.ocp4.example.com", true), pod("haproxy-master-0.ocp4.example.com", true),
 		pod("keepalived-master-1.ocp4.example.com", true), pod("haproxy-master-1.ocp4.example.com", true), pod("coredns-master-1.ocp4.example.com", false)}
 	if ok, st := vipMastersReady(all, masters); !ok {
 		t.Errorf("all Ready: %s", st)

@@ -325,10 +325,16 @@ func rehearsalLab(t *testing.T, dir string) {
 	if s == string(b) {
 		t.Fatal("lab.yaml has no libvirt.domainType: qemu line to extend")
 	}
+	// One worker, so cluster/workers has a Node to approve and wait for, as the masters do.
+	m0 := "  - {name: master-0, role: master, ip: " + master0IP + "}\n"
+	if !strings.Contains(s, m0) {
+		t.Fatal("lab.yaml has no master-0 node line to extend")
+	}
+	s = strings.Replace(s, m0, m0+"  - {name: worker-0, role: worker, ip: "+worker0IP+"}\n", 1)
 	// The disks are thin qcow2 that grow as the guest writes: nothing boots, so 20 GiB (the
 	// least validation allows) keeps preflight's disk check honest on a small /tmp.
 	s += fmt.Sprintf("rhcos:\n  imageURL: %s\n  imageSHA256: %s\n", img.url, img.sum)
-	s += "sizes:\n  bootstrap: {diskGiB: 20}\n  master: {diskGiB: 20}\n"
+	s += "sizes:\n  bootstrap: {diskGiB: 20}\n  master: {diskGiB: 20}\n  worker: {diskGiB: 20}\n"
 	s += "wait:\n  bootstrapMinutes: 15\n  mastersMinutes: 15\n  etcdMinutes: 10\n  pivotMinutes: 10\n  workersMinutes: 5\n  convergeMinutes: 10\n"
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
@@ -349,7 +355,8 @@ func stoppedAt(out string) string {
 // the VIPs, host/dns's drop-in and host/firewall's nftables rules in the host namespace. Every
 // domain start becomes its node starting (Watch): the bootstrap's control plane from
 // bootstrap.ign's static pods; master-0's real kubelet from master-0.ign, its CSRs approved by
-// labbuild; on master-0 the operators' part is stand-ins that run the real programs — an etcd
+// labbuild; worker-0's real kubelet from worker-0.ign, its CSRs approved by cluster/workers; on
+// master-0 the operators' part is stand-ins that run the real programs — an etcd
 // member with certificates from labbuild's etcd-signer Secret, the bootstrap's kube-apiserver
 // command line, the bootstrap member's removal after cluster/etcd marks bootstrap complete —
 // and the CVO's status reports (standins.go).
@@ -380,7 +387,7 @@ func TestRehearsalFlow(t *testing.T) {
 	var standinsUp, teardownDone, bootstrapOff atomic.Bool
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	w := &Watch{URI: r.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: []string{"bootstrap", "master-0"},
+	w := &Watch{URI: r.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: []string{"bootstrap", "master-0", "worker-0"},
 		Up: func(node string) {
 			fl.logf("domain %s running: node starts", node)
 			nd, err := r.boot(node)
@@ -417,8 +424,16 @@ func TestRehearsalFlow(t *testing.T) {
 				}()
 				return
 			}
-			if err := r.kubelet(wctx, nd, "10.128.0.0/23"); err != nil {
+			podSubnet := "10.128.0.0/23"
+			if node == "worker-0" {
+				podSubnet = "10.128.2.0/23"
+			}
+			if err := r.kubelet(wctx, nd, podSubnet); err != nil {
 				fl.fail("%s: kubelet: %v", node, err)
+				return
+			}
+			if node == "worker-0" {
+				// A worker runs only its kubelet: its CSRs are cluster/workers' to approve.
 				return
 			}
 			go func() {

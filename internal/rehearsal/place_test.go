@@ -68,7 +68,8 @@ spec:
 	}
 	wantC := []Container{{Pod: "kube-apiserver", Name: "kube-apiserver", Program: "kube-apiserver",
 		Args: []string{"--tls-cert-file=/etc/kubernetes/secrets/a.crt", "--v=2"}, Env: []string{"A=b"},
-		Binds: [][2]string{{"/etc/kubernetes/secrets", "/etc/kubernetes/bootstrap-secrets"}}}}
+		Binds:     [][2]string{{"/etc/kubernetes/secrets", "/etc/kubernetes/bootstrap-secrets"}},
+		HostPaths: []string{"/etc/kubernetes/bootstrap-secrets", "/var/lib/x"}}}
 	if !reflect.DeepEqual(cs, wantC) {
 		t.Errorf("static pods\n got %+v\nwant %+v", cs, wantC)
 	}

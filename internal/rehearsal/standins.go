@@ -145,7 +145,7 @@ type MasterStandins struct {
 	// BootstrapIP is the bootstrap etcd's address; BootstrapRoot the bootstrap node's placed
 	// Ignition (its static pods and /etc/kubernetes/bootstrap-secrets).
 	BootstrapIP, BootstrapRoot string
-	// Bins: etcd, etcdctl, kube-apiserver.
+	// Bins: etcd, etcdctl, kube-apiserver, kube-controller-manager, kube-scheduler.
 	Bins map[string]string
 	// Clients reaches the cluster's API (through the VIP).
 	Clients func() (*kube.Clients, error)
@@ -312,34 +312,52 @@ func (m *MasterStandins) writeEtcdPod(ctx context.Context, staging string) error
 	return m.Node.Run(ctx, "standin-install", nil, "sh", "-c", "mkdir -p "+PodManifestDir+" && cp "+f+" "+PodManifestDir+"/etcd-pod.yaml")
 }
 
-// startAPIServer starts the master's kube-apiserver from the bootstrap's kube-apiserver static
-// pod: the same program, arguments, environment and volumes, the volumes' files copied from the
-// bootstrap's node root to the same node paths on the master. No flag is written here.
+// startAPIServer starts the master's control plane from the bootstrap's static pods: its
+// kube-apiserver (the kube-apiserver-operator's part), and its kube-controller-manager and
+// kube-scheduler (the kube-controller-manager- and kube-scheduler-operators' part: after the
+// pivot nothing else signs an approved CSR, so a worker joining in cluster/workers would get no
+// certificate). Each is the same program, arguments, environment and volumes as the bootstrap's,
+// the volumes' files copied from the bootstrap's node root to the same node paths on the master;
+// no flag is written here. The controller manager and scheduler are restarted when they exit,
+// as the kubelet restarts a static pod (they exit while the API is not ready yet).
 func (m *MasterStandins) startAPIServer(ctx context.Context) error {
 	pods, err := StaticPods(m.BootstrapRoot)
 	if err != nil {
 		return err
 	}
-	for _, c := range pods {
-		if c.Program != "kube-apiserver" {
-			continue
+	for _, prog := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		found := false
+		for _, c := range pods {
+			if c.Program != prog {
+				continue
+			}
+			found = true
+			var cp strings.Builder
+			cp.WriteString("set -e\n")
+			// Every volume, the same-path ones (kube-controller-manager's kubeconfigs) too.
+			for _, hp := range c.HostPaths {
+				fmt.Fprintf(&cp, "mkdir -p %q\ncp -a %q/. %q/\n", hp, filepath.Join(m.BootstrapRoot, hp), hp)
+			}
+			if err := m.Node.Run(ctx, "standin-install", nil, "sh", "-c", cp.String()); err != nil {
+				return fmt.Errorf("%s stand-in on %s: %w", prog, m.Node.Name, err)
+			}
+			argv := append([]string{m.Bins[prog]}, c.Args...)
+			if prog == "kube-apiserver" {
+				_, err = m.Node.Start(prog+"-standin", c.Env, c.Binds, argv...)
+			} else {
+				err = m.Node.Keep(prog+"-standin", c.Env, c.Binds, argv...)
+			}
+			if err != nil {
+				return err
+			}
+			m.Logf("%s stand-in on %s: started from the bootstrap's %s/%s", prog, m.Node.Name, c.Pod, c.Name)
+			break
 		}
-		var cp strings.Builder
-		cp.WriteString("set -e\n")
-		for _, b := range c.Binds {
-			hp := b[1]
-			fmt.Fprintf(&cp, "mkdir -p %q\ncp -a %q/. %q/\n", hp, filepath.Join(m.BootstrapRoot, hp), hp)
+		if !found {
+			return fmt.Errorf("%s stand-in: the bootstrap's static pods have no %s", prog, prog)
 		}
-		if err := m.Node.Run(ctx, "standin-install", nil, "sh", "-c", cp.String()); err != nil {
-			return fmt.Errorf("kube-apiserver stand-in on %s: %w", m.Node.Name, err)
-		}
-		if _, err := m.Node.Start("kube-apiserver-standin", c.Env, c.Binds, append([]string{m.Bins["kube-apiserver"]}, c.Args...)...); err != nil {
-			return err
-		}
-		m.Logf("kube-apiserver stand-in on %s: started from the bootstrap's %s/%s", m.Node.Name, c.Pod, c.Name)
-		return nil
 	}
-	return errors.New("kube-apiserver stand-in: the bootstrap's static pods have no kube-apiserver")
+	return nil
 }
 
 // EtcdTeardownStandin is the cluster-etcd-operator's bootstrap teardown: once ConfigMap
