@@ -40,8 +40,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"k8s.io/client-go/rest"
-
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -80,7 +78,7 @@ type clusterWorld struct {
 	// production; tests shorten it).
 	interval func(time.Duration) time.Duration
 	// restConfig makes the client config from the admin kubeconfig file and the API VIP.
-	restConfig func(kubeconfig, apiVIP string) (*rest.Config, error)
+	restConfig func(kubeconfig, apiVIP string) (*kube.RESTConfig, error)
 	// machines returns the VM driver for the libvirt URI and cluster name.
 	machines func(uri, cluster string) ClusterMachines
 	// balancer returns the HAProxy switcher.
@@ -99,7 +97,7 @@ func defaultClusterWorld() clusterWorld {
 	return clusterWorld{
 		clock:    wait.RealClock{},
 		interval: func(d time.Duration) time.Duration { return d },
-		restConfig: func(kubeconfig, apiVIP string) (*rest.Config, error) {
+		restConfig: func(kubeconfig, apiVIP string) (*kube.RESTConfig, error) {
 			// The admin kubeconfig names https://api.<domain>:6443; the host reaches it
 			// through the API VIP, which haproxy holds (spec stage 02).
 			return kube.Config(kubeconfig, apiVIP+":6443")
@@ -949,7 +947,7 @@ func etcdMemberList(ctx context.Context, endpoints []string, tf EtcdTLSFiles) ([
 // clusterApplier is cluster/bootstrap's apply step: server-side apply in file-name order,
 // CRDs waited for until Established, and the kinds of manifests.StatusKinds (Infrastructure,
 // FeatureGate) also through their status subresource, which a plain apply drops.
-func clusterApplier(cfg *rest.Config, log io.Writer) (*kube.Applier, error) {
+func clusterApplier(cfg *kube.RESTConfig, log io.Writer) (*kube.Applier, error) {
 	a, err := kube.NewApplier(cfg, log)
 	if err != nil {
 		return nil, err

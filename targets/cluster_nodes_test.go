@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -123,7 +122,12 @@ func TestClusterRemoveNodeReal(t *testing.T) {
 
 	var log strings.Builder
 	logf := func(f string, a ...any) { fmt.Fprintf(&log, f+"\n", a...) }
-	k := kubedyn.Wrap(dyn)
+	// labbuild's own client against the real API (the set-up above uses client-go's).
+	kc, err := kube.NewClients(kubedyn.Config(cp.Admin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kc.Dynamic
 	out, err := clusterRemoveNodeWith(ctx, logf, k, "", fqdn)
 	if err != nil || out != Destroyed {
 		t.Fatalf("remove: %v, %v\n%s", out, err, log.String())
@@ -144,7 +148,7 @@ func TestClusterRemoveNodeReal(t *testing.T) {
 	}
 
 	log.Reset()
-	down, err := kube.NewClients(&rest.Config{Host: "https://127.0.0.1:" + testenv.FreePort(t), Timeout: 5 * time.Second})
+	down, err := kube.NewClients(&kube.RESTConfig{Host: "https://127.0.0.1:" + testenv.FreePort(t), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,12 +16,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/vip"
+	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
 )
 
@@ -266,7 +266,7 @@ func TestClusterPivotInCluster(t *testing.T) {
 	clusterEnv = clusterWorld{
 		clock:      wait.RealClock{},
 		interval:   func(d time.Duration) time.Duration { return d / 100 },
-		restConfig: func(kc, vip string) (*rest.Config, error) { return &rest.Config{Host: srv.URL}, nil },
+		restConfig: func(kc, vip string) (*kube.RESTConfig, error) { return &kube.RESTConfig{Host: srv.URL}, nil },
 		machines:   func(uri, cluster string) ClusterMachines { return machines },
 		balancer:   func() ClusterBalancer { return lb },
 	}

@@ -28,9 +28,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/targets/kube"
@@ -49,8 +46,8 @@ const (
 )
 
 var (
-	secrets    = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-	configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	secrets    = kube.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	configMaps = kube.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 )
 
 // Signer is a CA certificate and its key, PEM.
@@ -62,13 +59,13 @@ type Signer struct{ Cert, Key []byte }
 func SignerFromSecret(ctx context.Context, k *kube.Clients, name string) (Signer, error) {
 	var errs []error
 	for _, ns := range []string{"openshift-config", "openshift-etcd"} {
-		s, err := k.Dynamic.Resource(secrets).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		s, err := k.Dynamic.Resource(secrets).Namespace(ns).Get(ctx, name, kube.GetOptions{})
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		crt, _, _ := unstructured.NestedString(s.Object, "data", "tls.crt")
-		key, _, _ := unstructured.NestedString(s.Object, "data", "tls.key")
+		crt, _, _ := kube.NestedString(s.Object, "data", "tls.crt")
+		key, _, _ := kube.NestedString(s.Object, "data", "tls.key")
 		c, cerr := base64.StdEncoding.DecodeString(crt)
 		kb, kerr := base64.StdEncoding.DecodeString(key)
 		if len(c) == 0 || len(kb) == 0 || cerr != nil || kerr != nil {
@@ -167,9 +164,9 @@ func (m *MasterStandins) Run(ctx context.Context) error {
 		if err == nil {
 			signer, err = SignerFromSecret(ctx, k, "etcd-signer")
 			if err == nil {
-				cm, cerr := k.Dynamic.Resource(configMaps).Namespace("openshift-etcd").Get(ctx, "etcd-ca-bundle", metav1.GetOptions{})
+				cm, cerr := k.Dynamic.Resource(configMaps).Namespace("openshift-etcd").Get(ctx, "etcd-ca-bundle", kube.GetOptions{})
 				if err = cerr; err == nil {
-					bundle, _, _ = unstructured.NestedString(cm.Object, "data", "ca-bundle.crt")
+					bundle, _, _ = kube.NestedString(cm.Object, "data", "ca-bundle.crt")
 					if bundle == "" {
 						err = errors.New("configmap openshift-etcd/etcd-ca-bundle has no ca-bundle.crt")
 					}
@@ -434,10 +431,10 @@ var StandinOperators = []string{"etcd", "kube-apiserver"}
 // available, else Available=False with reason. A stand-in: the operators' images cannot run.
 func ReportOperator(ctx context.Context, k *kube.Clients, name, version string, available bool, reason string) error {
 	ri := k.Dynamic.Resource(kube.ClusterOperators)
-	if _, err := ri.Get(ctx, name, metav1.GetOptions{}); err != nil {
-		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator",
+	if _, err := ri.Get(ctx, name, kube.GetOptions{}); err != nil {
+		o := &kube.Unstructured{Object: map[string]any{"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator",
 			"metadata": map[string]any{"name": name}, "spec": map[string]any{}}}
-		if _, err := ri.Create(ctx, o, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+		if _, err := ri.Create(ctx, o, kube.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
 			return err
 		}
 	}
