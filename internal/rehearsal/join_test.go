@@ -26,6 +26,8 @@ import (
 const (
 	labDomain   = "rehearsal.labbuild.test"
 	master0IP   = "198.18.0.101"
+	master1IP   = "198.18.0.102"
+	master2IP   = "198.18.0.103"
 	worker0IP   = "198.18.0.110"
 	bootstrapIP = "198.18.0.100"
 	apiVIP      = "198.18.0.10"
@@ -289,9 +291,9 @@ func (r *rig) boot(node string) (*Node, error) {
 	if old := r.nodes[node]; old != nil {
 		old.Stop()
 	}
-	ns := fmt.Sprintf("lbr%d-%s", r.seq, node)
-	if len(ns) > 15 {
-		ns = ns[:15]
+	ns, err := nodeNS(r.seq, node)
+	if err != nil {
+		return nil, err
 	}
 	nd, err := StartNode(node, ns, root, filepath.Join(r.work, "nodes", node, "logs"),
 		NodeNet{IP: k.IP, Prefix: k.Prefix, Gateway: k.Gateway, LabNS: r.labNS, Bridge: r.bridge})
@@ -301,6 +303,26 @@ func (r *rig) boot(node string) (*Node, error) {
 	r.nodes[node] = nd
 	r.celDropped[node] = dropped
 	return nd, nil
+}
+
+// nodeNS names node's network namespace: lbr<seq>-<short node name> (master-1 → m1, worker-0
+// → w0, bootstrap → b), within the 15 bytes a veth peer named after it may have. Cutting a
+// longer name instead made master-0, master-1 and master-2 one namespace.
+func nodeNS(seq int, node string) (string, error) {
+	short := node
+	switch {
+	case node == "bootstrap":
+		short = "b"
+	case strings.HasPrefix(node, "master-"):
+		short = "m" + strings.TrimPrefix(node, "master-")
+	case strings.HasPrefix(node, "worker-"):
+		short = "w" + strings.TrimPrefix(node, "worker-")
+	}
+	ns := fmt.Sprintf("lbr%d-%s", seq, short)
+	if len(ns) > 14 { // "v"+ns is the veth peer's name (IFNAMSIZ 16 with the NUL)
+		return "", fmt.Errorf("rehearsal: node %s: namespace name %s longer than 14 bytes", node, ns)
+	}
+	return ns, nil
 }
 
 // stop ends node's namespaces (its "VM" powered off).

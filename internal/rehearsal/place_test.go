@@ -96,3 +96,22 @@ func TestPlaceRefusesOutside(t *testing.T) {
 		t.Fatal("Place of /root/x: no error")
 	}
 }
+
+// TestNodeNS: every node of a three-master lab gets a namespace of its own, short enough for
+// its veth peer's name (cutting "lbr5290-master-1" to 15 bytes made the masters one).
+func TestNodeNS(t *testing.T) {
+	seen := map[string]string{}
+	for _, n := range []string{"bootstrap", "master-0", "master-1", "master-2", "worker-0", "worker-1", "worker-10"} {
+		ns, err := nodeNS(9999, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len("v"+ns) > 15 {
+			t.Errorf("%s: namespace %s: veth peer name v%s is over 15 bytes", n, ns, ns)
+		}
+		if o, dup := seen[ns]; dup {
+			t.Errorf("%s and %s share namespace %s", o, n, ns)
+		}
+		seen[ns] = n
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	sigsyaml "sigs.k8s.io/yaml"
@@ -151,6 +152,10 @@ type MasterStandins struct {
 	Clients func() (*kube.Clients, error)
 	// Logf receives progress lines.
 	Logf func(format string, args ...any)
+	// EtcdJoin, when set, is held from the member add until the member is healthy: the
+	// operator joins one master at a time, and etcd's strict reconfiguration check refuses an
+	// add that would leave the started members without quorum.
+	EtcdJoin sync.Locker
 }
 
 // Run brings up the master's etcd member and then its kube-apiserver, waiting for the API to
@@ -224,6 +229,10 @@ func (m *MasterStandins) Run(ctx context.Context) error {
 			return out.Bytes(), fmt.Errorf("etcdctl %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out.Bytes()))
 		}
 		return out.Bytes(), nil
+	}
+	if m.EtcdJoin != nil {
+		m.EtcdJoin.Lock()
+		defer m.EtcdJoin.Unlock()
 	}
 	peerURL := "https://" + net.JoinHostPort(m.IP, "2380")
 	bootstrapEP := "https://" + net.JoinHostPort(m.BootstrapIP, "2379")
