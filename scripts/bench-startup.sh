@@ -21,7 +21,7 @@ GODEBUG=inittrace=1 "$labbuild" version 2>"$work/trace" >/dev/null
 python3 - "$work/h.json" "$work/trace" <<'PY' | tee -a "${BENCH_OUT:-/dev/null}"
 import json, sys
 r = {x["command"]: x for x in json.load(open(sys.argv[1]))["results"]}
-l, h, f = r["labbuild"], r["hello"], r["full"]
+l, h, fb = r["labbuild"], r["hello"], r["full"]
 inits = []
 for line in open(sys.argv[2]):
     f = line.split()
@@ -33,5 +33,5 @@ cpu = lambda x: (x["user"] + x["system"]) * 1e3
 print(f"start-up: labbuild version {l['median']*1e3:.1f} ms, hello-world Go {h['median']*1e3:.1f} ms, ratio {l['median']/h['median']:.2f}x (goal <= 2x); "
       f"CPU {cpu(l):.1f} ms vs {cpu(h):.1f} ms, {cpu(l)/cpu(h):.2f}x; "
       f"{len(inits)} package inits, {sum(t for t, _ in inits):.1f} ms; slowest (ms): {top}; "
-      f"the full binary (labbuild-full version) {f['median']*1e3:.1f} ms, {f['median']/h['median']:.2f}x")
+      f"the full binary (labbuild-full version) {fb['median']*1e3:.1f} ms, {fb['median']/h['median']:.2f}x")
 PY

@@ -319,9 +319,7 @@ func checkFiles(s *cache.Stamp) string {
 		failed atomic.Pointer[string]
 	)
 	for _, part := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		check := func() {
 			var pathz []byte
 			ok := cache.StampFiles(part, func(base byte, path []byte, fp cache.Fingerprint) bool {
 				if failed.Load() != nil {
@@ -361,7 +359,13 @@ func checkFiles(s *cache.Stamp) string {
 				msg := "stamp: damaged file list"
 				failed.CompareAndSwap(nil, &msg)
 			}
-		}()
+		}
+		if len(parts) == 1 {
+			check() // a small stamp: no goroutine
+			break
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); check() }()
 	}
 	wg.Wait()
 	if p := failed.Load(); p != nil {

@@ -125,3 +125,35 @@ func TestMissingFull(t *testing.T) {
 		t.Fatalf("exit %d, %q: want 2 and a message naming labbuild-full and LABBUILD_FULL", code, stderr.String())
 	}
 }
+
+// TestCheckFilesParts: a stamp large enough to be checked on several CPUs finds a change in
+// any part, and splitEntries cuts only at entry boundaries.
+func TestCheckFilesParts(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644)
+	fp, _ := cache.Stat(filepath.Join(dir, "f"))
+	const n = 9000
+	for _, bad := range []int{-1, 0, n / 2, n - 1} {
+		var files []byte
+		for i := 0; i < n; i++ {
+			e := fp
+			if i == bad {
+				e.Size++
+			}
+			files = cache.AppendStampFile(files, cache.StampOut, []byte("f"), e)
+		}
+		parts := splitEntries(files, (n+2)/3)
+		if len(parts) != 3 || !bytes.Equal(bytes.Join(parts, nil), files) {
+			t.Fatalf("splitEntries: %d parts", len(parts))
+		}
+		for _, p := range parts {
+			if !cache.StampFiles(p, func(byte, []byte, cache.Fingerprint) bool { return true }) {
+				t.Fatal("a part does not decode on its own")
+			}
+		}
+		why := checkFiles(&cache.Stamp{OutDir: dir, Files: files, NFiles: n, Start: fp.Mtime + 2*cache.RacyWindow})
+		if (why == "") != (bad < 0) {
+			t.Errorf("entry %d changed: checkFiles says %q", bad, why)
+		}
+	}
+}

@@ -244,18 +244,24 @@ func (h *flowHost) hostResolves(ctx context.Context, t *testing.T, dropIn, name 
 		return nil, err
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	time.Sleep(500 * time.Millisecond)
 	dial := DialIn(h.r.lv.NetNS)
 	res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return dial(ctx, network, "127.0.0.53:53")
 	}}
-	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	qctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	addrs, err := res.LookupHost(qctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("%w (dnsmasq: %s)", err, bytes.TrimSpace(log.Bytes()))
+	for {
+		addrs, err := res.LookupHost(qctx, name)
+		// Refused: dnsmasq has not bound its socket yet (it took over 500 ms at load 13).
+		if err != nil && strings.Contains(err.Error(), "connection refused") && qctx.Err() == nil {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w (dnsmasq: %s)", err, bytes.TrimSpace(log.Bytes()))
+		}
+		return addrs, nil
 	}
-	return addrs, nil
 }
 
 // flowLog collects what the stand-ins report, for the test's log and its failure.
