@@ -28,7 +28,6 @@ import (
 	"strings"
 	"time"
 
-	imagev1 "github.com/openshift/api/image/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/targets/oci"
@@ -140,15 +139,39 @@ func releaseReadFiles(ctx context.Context, c *oci.Client, img *oci.Image, w oci.
 }
 
 // releaseImageStream is /release-manifests/image-references: an image.openshift.io/v1
-// ImageStream (openshift/api's type) whose metadata.name is the release version and whose
-// spec.tags map a payload tag to a DockerImage digest pull spec (oc adm release new).
-type releaseImageStream struct{ imagev1.ImageStream }
+// ImageStream whose metadata.name is the release version and whose spec.tags map a payload tag
+// to a DockerImage digest pull spec (oc adm release new). It holds only the fields labbuild
+// reads, spelled as openshift/api's image/v1 ImageStream spells them (kind, metadata.name,
+// spec.tags[].name, spec.tags[].from.{kind,name}), so that reading the payload does not link
+// openshift/api's image group and its scheme registration (issue 18, start-up).
+type releaseImageStream struct {
+	Kind           string `json:"kind"`
+	releaseObjMeta `json:"metadata"`
+	Spec           struct {
+		Tags []releaseTagReference `json:"tags"`
+	} `json:"spec"`
+}
+
+// releaseObjMeta is the part of an object's metadata image-references needs.
+type releaseObjMeta struct {
+	Name string `json:"name"`
+}
+
+// releaseTagReference is one spec.tags entry (image/v1 TagReference): the payload tag and
+// the object it points at (kind DockerImage, name a digest pull spec).
+type releaseTagReference struct {
+	Name string `json:"name"`
+	From *struct {
+		Kind string `json:"kind"`
+		Name string `json:"name"`
+	} `json:"from"`
+}
 
 // releaseParseImageReferences decodes and checks image-references: kind ImageStream, a name,
 // and every tag pinned by digest.
 func releaseParseImageReferences(b []byte) (*releaseImageStream, error) {
 	var is releaseImageStream
-	if err := json.Unmarshal(b, &is.ImageStream); err != nil {
+	if err := json.Unmarshal(b, &is); err != nil {
 		return nil, fmt.Errorf("image-references is not an ImageStream JSON: %w", err)
 	}
 	if is.Kind != "ImageStream" || is.Name == "" || len(is.Spec.Tags) == 0 {
