@@ -168,6 +168,8 @@ func openBuilder(o Options) (*builder, error) {
 		}
 	}
 	b.cache = cache.Open(filepath.Join(b.meta, cacheDir))
+	o.Record.SetDirs(b.out, b.baseDir)
+	o.Record.StateLoaded(filepath.Join(b.meta, stateFile)) // under the lock, as read
 	b.state, err = cache.LoadState(filepath.Join(b.meta, stateFile))
 	if err != nil {
 		b.close()
@@ -200,6 +202,14 @@ func (b *builder) close() {
 			b.maybeTrim()
 		}
 		b.state.Close()
+	}
+	if r := b.o.Record; r != nil {
+		r.StateClosing()
+		if st, err := os.Stat(filepath.Join(b.meta, trimStamp)); err == nil {
+			r.Until(st.ModTime().Add(trimInterval).UnixNano()) // the next build trims
+		} else {
+			r.Fail("no trim stamp")
+		}
 	}
 	b.lock.Release()
 }

@@ -62,7 +62,14 @@ func (b *builder) quick(nodes []*node) int {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				fn(part, &scratch{dirfd: dirfd, prefix: prefix, basefd: basefd})
+				ws := &scratch{dirfd: dirfd, prefix: prefix, basefd: basefd, record: b.o.Record != nil}
+				fn(part, ws)
+				if ws.record {
+					b.o.Record.Add(ws.rec, ws.recN)
+					if ws.minStale != 0 {
+						b.o.Record.Until(ws.minStale)
+					}
+				}
 			}()
 		}
 		wg.Wait()
@@ -117,6 +124,13 @@ type scratch struct {
 	dirfd  int
 	prefix string // prepended to output paths when dirfd is not the output directory
 	basefd int    // the config's directory (b.baseDir), or -1
+
+	// With Options.Record: every fingerprint compared (cache.AppendStampFile entries), their
+	// count, and the earliest renewal time seen.
+	record   bool
+	rec      []byte
+	recN     int
+	minStale int64
 }
 
 // quickOne reports whether n's key, computed from its deps' recorded output digests
@@ -151,6 +165,9 @@ func (b *builder) quickOne(n *node, nodes []*node, ws *scratch) bool {
 		if b.now.UnixNano() >= st {
 			return false // to be renewed: the scheduler says so
 		}
+		if ws.record && (ws.minStale == 0 || st < ws.minStale) {
+			ws.minStale = st
+		}
 		key = epochKey(key, rec.Epoch(), nil)
 	}
 	if key != rec.Key() {
@@ -162,6 +179,13 @@ func (b *builder) quickOne(n *node, nodes []*node, ws *scratch) bool {
 		p := append(append(append(append(ws.path[:0], ws.prefix...), dir...), '/'), rel...)
 		ws.path = append(p, 0)
 		got, err := cache.StatAt(ws.dirfd, ws.path)
+		if ws.record && err == nil && got == fp {
+			base := byte(cache.StampOut)
+			if ws.dirfd == cache.AtCWD {
+				base = cache.StampAbs // prefix is the absolute output directory
+			}
+			ws.rec, ws.recN = cache.AppendStampFile(ws.rec, base, ws.path[:len(ws.path)-1], got), ws.recN+1
+		}
 		return err == nil && got == fp
 	})
 }
@@ -204,6 +228,13 @@ func (b *builder) quickFileDigest(f string, ws *scratch) (cache.Digest, bool) {
 	if err != nil || fp != st.FP {
 		return cache.Digest{}, false
 	}
+	if ws.record {
+		base := byte(cache.StampAbs)
+		if fd != cache.AtCWD {
+			base = cache.StampBase
+		}
+		ws.rec, ws.recN = cache.AppendStampFile(ws.rec, base, rel[:len(rel)-1], fp), ws.recN+1
+	}
 	return st.Digest, true
 }
 
@@ -235,4 +266,20 @@ func (b *builder) depFiles(d *node) []string {
 		}
 	}
 	return d.files
+}
+
+// recordVerdict tells Options.Record whether this build's verdict may be replayed: only when
+// the fast path alone finished every selected target (so every fact it rested on is a
+// recorded fingerprint) and none is External (its real state lives outside the filesystem).
+func (b *builder) recordVerdict(nodes []*node, quick int) {
+	if quick != b.total {
+		b.o.Record.Fail(strconv.Itoa(b.total-quick) + " targets were not up to date by stat")
+		return
+	}
+	for _, n := range nodes {
+		if n != nil && n.t.External {
+			b.o.Record.Fail(n.t.Name + " is External")
+			return
+		}
+	}
 }

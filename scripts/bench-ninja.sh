@@ -2,7 +2,11 @@
 # bench-ninja: labbuild's null build against ninja's on the same synthetic graphs (SIZES, default
 # 100 1,000 10,000 100,000 targets), side by side in one hyperfine run: wall, user+sys CPU, and
 # peak RSS. Needs Debian's ninja-build and hyperfine (.ci/install.sh) and the benchmark build of
-# labbuild (make bench-build: go build -tags bench), which has the --synthetic flags.
+# labbuild (make bench-build): labbuild-bench, the front users run as labbuild, over
+# labbuild-bench-full (go build -tags bench), which has the --synthetic flags. labbuild is run
+# as a user runs it: the first null build execs the full binary, which leaves the stamp the
+# front replays from then on (docs/how-it-works.md, "The front"); the script checks that the
+# timed runs are replays.
 #
 # Up to NINJA_RUN_MAX targets (default 10,000) ninja builds its tree itself. Past that, spawning
 # a sha256sum per target takes longer than the benchmark, so the script writes ninja's outputs
@@ -18,7 +22,7 @@
 # Output: one line per size, "null build N targets: labbuild W ms (C ms CPU, R MiB), ninja ...,
 # ratio wall Xx cpu Yx rss Zx", also appended to $BENCH_OUT when set (make bench's table).
 set -euo pipefail
-labbuild=${LABBUILD:-$PWD/labbuild-bench}  # go build -tags bench (make bench-build)
+labbuild=${LABBUILD:-$PWD/labbuild-bench}  # the front over labbuild-bench-full (make bench-build)
 for tool in ninja hyperfine python3; do
   command -v "$tool" >/dev/null || { echo "bench-ninja: $tool missing: apt-get install ninja-build hyperfine python3" >&2; exit 2; }
 done
@@ -74,6 +78,14 @@ for i in range(int(sys.argv[1])):
   fi
   "$labbuild" -C "$d" --synthetic "$n" -q | grep -q "no work to do" || { echo "bench-ninja: labbuild null build did work" >&2; exit 1; }
   ninja -C "$d" | grep -q "no work to do" || { echo "bench-ninja: ninja null build did work" >&2; exit 1; }
+  # The stamp: a null build by the full binary, then the front must replay it (a file newer
+  # than 20 ms before a run is racy and not stamped: wait, as a user between commands).
+  for _ in 1 2 3; do
+    sleep 0.1
+    why=$(LABBUILD_FRONT=explain "$labbuild" -C "$d" --synthetic "$n" -q 2>&1 >/dev/null | grep "front:" || true)
+    [ -z "$why" ] && break
+  done
+  [ -z "$why" ] || { echo "bench-ninja: the front does not replay the null build: $why" >&2; exit 1; }
   runs=${RUNS:-$((n >= 100000 ? 10 : 30))}
   hyperfine -N -w 3 -r "$runs" --export-json "$d/h.json" \
     -n "labbuild" "$labbuild -C $d --synthetic $n -q" \

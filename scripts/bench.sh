@@ -9,8 +9,7 @@ export BENCH_OUT
 BENCH_OUT=$(mktemp)
 trap 'rm -f "$BENCH_OUT"' EXIT
 cd "$root"
-CGO_ENABLED=0 go build -o labbuild ./cmd/labbuild
-CGO_ENABLED=0 go build -tags bench -o labbuild-bench ./cmd/labbuild
+make build bench-build # labbuild (the front) + labbuild-full; labbuild-bench + labbuild-bench-full
 LABBUILD=$root/labbuild bash scripts/bench-startup.sh
 LABBUILD=$root/labbuild-bench bash scripts/bench-ninja.sh
 LABBUILD=$root/labbuild bash scripts/bench-lab-ninja.sh

@@ -16,11 +16,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"fmt"
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/pki"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 )
 
 // TestClusterCSRsWithLabPKI runs the bootstrap control plane from what labbuild generated —
@@ -64,7 +66,7 @@ func TestClusterCSRsWithLabPKI(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ap, err := clusterApplier(adminCfg, &bytes.Buffer{})
+	ap, err := clusterApplier(kubedyn.Config(adminCfg), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +133,7 @@ func TestClusterCSRsWithLabPKI(t *testing.T) {
 			expected[name] = csr.NodeIdentity{Name: name, IPs: []string{n.IP}, DNSNames: []string{n.Name}}
 		}
 	}
-	adminK, err := kube.NewClients(adminCfg)
+	adminK, err := kube.NewClients(kubedyn.Config(adminCfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,11 +185,11 @@ func TestClusterCSRsWithLabPKI(t *testing.T) {
 
 	// Whatever kcm did meanwhile, the refused CSRs have no certificate.
 	for _, n := range []string{unknown, foreign} {
-		got, err := admin.CertificatesV1().CertificateSigningRequests().Get(ctx, n, metav1.GetOptions{})
+		got, err := kube.Get[csr.CertificateSigningRequest](ctx, adminK.Dynamic, kube.CSRs, "", n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !csr.Pending(got) || len(got.Status.Certificate) > 0 || strings.Contains(got.Status.String(), "Approved") {
+		if !csr.Pending(got) || len(got.Status.Certificate) > 0 || strings.Contains(fmt.Sprintf("%+v", got.Status), "Approved") {
 			t.Errorf("CSR %s (%s) left the pending state: %+v", n, got.Spec.Username, got.Status)
 		}
 	}

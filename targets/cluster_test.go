@@ -25,8 +25,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -35,6 +33,7 @@ import (
 	"github.com/labbuild/labbuild/render/pki"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 	"github.com/labbuild/labbuild/targets/wait"
 )
 
@@ -437,8 +436,8 @@ func clusterCVOStandin(ctx context.Context, k *kube.Clients, available func() bo
 		return err
 	}
 	for _, name := range []string{"etcd", "kube-apiserver"} {
-		co := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator", "metadata": map[string]any{"name": name}, "spec": map[string]any{}}}
-		if _, err := k.Dynamic.Resource(kube.ClusterOperators).Create(ctx, co, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		co := &kube.Unstructured{Object: map[string]any{"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator", "metadata": map[string]any{"name": name}, "spec": map[string]any{}}}
+		if _, err := k.Dynamic.Resource(kube.ClusterOperators).Create(ctx, co, kube.CreateOptions{}); err != nil && !kube.IsAlreadyExists(err) {
 			return err
 		}
 		if _, err := kube.PatchStatus(ctx, k.Dynamic.Resource(kube.ClusterOperators), "config.openshift.io/v1", "ClusterOperator", name, map[string]any{"conditions": []any{
@@ -457,11 +456,7 @@ func clusterCVOStandin(ctx context.Context, k *kube.Clients, available func() bo
 
 // clusterEtcdStandin plays the cluster-etcd-operator: once a master is Ready it runs an etcd
 // pod there (bound by name, status Running and Ready).
-func clusterEtcdStandin(ctx context.Context, k *kube.Clients, masters []string) error {
-	cs, err := kubernetes.NewForConfig(k.Config)
-	if err != nil {
-		return err
-	}
+func clusterEtcdStandin(ctx context.Context, k *kube.Clients, cs kubernetes.Interface, masters []string) error {
 	for _, m := range masters {
 		if err := clusterWaitReal(ctx, func() (bool, error) {
 			ready, _, err := kube.NodesReady(ctx, k.Dynamic, []string{m})
@@ -585,7 +580,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	clusterEnv = clusterWorld{
 		clock:    wait.RealClock{},
 		interval: func(d time.Duration) time.Duration { return d / 50 },
-		restConfig: func(kc, vip string) (*rest.Config, error) {
+		restConfig: func(kc, vip string) (*kube.RESTConfig, error) {
 			if vip != c.Network.APIVIP {
 				return nil, fmt.Errorf("dialled VIP %q, want %q", vip, c.Network.APIVIP)
 			}
@@ -640,11 +635,11 @@ func TestClusterRealControlPlane(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	admin, err := kube.NewClients(cp.RESTConfig(ac, ak))
+	admin, err := kube.NewClients(kubedyn.Config(cp.RESTConfig(ac, ak)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	adminCS, err := kubernetes.NewForConfig(admin.Config) // the test's own typed client (the binary has none)
+	adminCS, err := kubernetes.NewForConfig(cp.RESTConfig(ac, ak)) // the test's own typed client (the binary has none)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -679,7 +674,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	}()
 	go func() {
 		defer converged.Done()
-		if err := clusterEtcdStandin(ctx, admin, []string{"master-0." + domain}); err != nil {
+		if err := clusterEtcdStandin(ctx, admin, adminCS, []string{"master-0." + domain}); err != nil {
 			errs <- err
 		}
 	}()
@@ -714,11 +709,11 @@ func TestClusterRealControlPlane(t *testing.T) {
 	if !slices.Contains(r.Executed, "cluster/bootstrap") {
 		t.Fatalf("cluster/bootstrap not executed: %+v", r)
 	}
-	infra, err := admin.Dynamic.Resource(configGVR("infrastructures")).Get(ctx, "cluster", metav1.GetOptions{})
+	infra, err := admin.Dynamic.Resource(configGVR("infrastructures")).Get(ctx, "cluster", kube.GetOptions{})
 	if err != nil {
 		t.Fatalf("Infrastructure cluster not applied: %v", err)
 	}
-	if name, _, _ := unstructured.NestedString(infra.Object, "status", "infrastructureName"); name != "ocp4-standin" {
+	if name, _, _ := kube.NestedString(infra.Object, "status", "infrastructureName"); name != "ocp4-standin" {
 		t.Errorf("Infrastructure status.infrastructureName = %q, want ocp4-standin (status subresource not applied)", name)
 	}
 	if _, err := adminCS.RbacV1().ClusterRoleBindings().Get(ctx, "system:bootstrapper", metav1.GetOptions{}); err != nil {
@@ -799,12 +794,12 @@ func TestClusterRealControlPlane(t *testing.T) {
 	}
 
 	// CSR verdicts: lab nodes approved and signed by kcm; the two strangers left pending.
-	list, err := adminCS.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	list, err := csr.List(ctx, admin.Dynamic)
 	if err != nil {
 		t.Fatal(err)
 	}
 	signed := map[string]int{}
-	for _, x := range list.Items {
+	for _, x := range list {
 		switch x.Name {
 		case intruder, foreign:
 			if !csr.Pending(&x) {
@@ -988,8 +983,8 @@ func clusterSetReady(t *testing.T, ctx context.Context, cs kubernetes.Interface,
 	}
 }
 
-func configGVR(resource string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: "config.openshift.io", Version: "v1", Resource: resource}
+func configGVR(resource string) kube.GroupVersionResource {
+	return kube.GroupVersionResource{Group: "config.openshift.io", Version: "v1", Resource: resource}
 }
 
 // clusterLog returns a target's build log.

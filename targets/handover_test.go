@@ -17,7 +17,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,6 +25,8 @@ import (
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/pki"
+	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 )
 
 // hoServingNames are the names the kube-apiserver-operator's serving certificates carry after
@@ -235,7 +236,7 @@ func TestHandoverIncremental(t *testing.T) {
 
 // hoObject is one applied object: the resource it names and a data key it must hold.
 type hoObject struct {
-	gvr                  schema.GroupVersionResource
+	gvr                  kube.GroupVersionResource
 	ns, name             string
 	wantKey, wantContent string // a data key (Secret, ConfigMap) and the value it must hold
 }
@@ -292,8 +293,8 @@ func TestHandoverPivot(t *testing.T) {
 	kubeCA := l.file("pki/ca/kubernetes", "tls.crt")
 	lbCA := l.file("pki/ca/lb-signer", "tls.crt")
 	rootCA := l.file("pki/ca/root", "tls.crt")
-	cm := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	sec := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	cm := kube.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	sec := kube.GroupVersionResource{Version: "v1", Resource: "secrets"}
 	want := []hoObject{
 		{sec, "openshift-kube-apiserver-operator", "loadbalancer-serving-signer", "tls.crt", string(lbCA)},
 		{sec, "openshift-kube-apiserver-operator", "localhost-serving-signer", "tls.crt", string(l.file("pki/ca/localhost-signer", "tls.crt"))},
@@ -304,7 +305,7 @@ func TestHandoverPivot(t *testing.T) {
 		{cm, "openshift-config", "initial-kube-apiserver-server-ca", "ca-bundle.crt", string(kubeCA)},
 		{sec, "openshift-machine-config-operator", "machine-config-server-tls", "tls.crt", string(l.file("pki/cert/machine-config-server", "tls.crt"))},
 	}
-	mc := schema.GroupVersionResource{Group: "machineconfiguration.openshift.io", Version: "v1", Resource: "machineconfigs"}
+	mc := kube.GroupVersionResource{Group: "machineconfiguration.openshift.io", Version: "v1", Resource: "machineconfigs"}
 
 	t.Run("bootstrap", func(t *testing.T) {
 		adminCfg := mfRestConfig(t, l.path("kubeconfig/admin", "kubeconfig"))
@@ -320,7 +321,7 @@ func TestHandoverPivot(t *testing.T) {
 			}
 		}
 		var alog bytes.Buffer
-		ap, err := clusterApplier(adminCfg, &alog)
+		ap, err := clusterApplier(kubedyn.Config(adminCfg), &alog)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,13 +367,13 @@ func TestHandoverPivot(t *testing.T) {
 		pkiSelf(t, adminCfg, "system:admin") // readyz + SelfSubjectReview through the admin kubeconfig
 
 		// Every handed-over object is there, as applied before the restart.
-		ap, err := clusterApplier(adminCfg, io.Discard)
+		ap, err := clusterApplier(kubedyn.Config(adminCfg), io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
 		dyn := ap.Dynamic()
 		for _, o := range want {
-			u, err := dyn.Resource(o.gvr).Namespace(o.ns).Get(ctx, o.name, metav1.GetOptions{})
+			u, err := dyn.Resource(o.gvr).Namespace(o.ns).Get(ctx, o.name, kube.GetOptions{})
 			if err != nil {
 				t.Errorf("%s %s/%s: %v", o.gvr.Resource, o.ns, o.name, err)
 				continue
@@ -391,7 +392,7 @@ func TestHandoverPivot(t *testing.T) {
 			}
 		}
 		for _, role := range []string{"master", "worker"} {
-			u, err := dyn.Resource(mc).Get(ctx, "99-"+role+"-ssh", metav1.GetOptions{})
+			u, err := dyn.Resource(mc).Get(ctx, "99-"+role+"-ssh", kube.GetOptions{})
 			if err != nil {
 				t.Errorf("MachineConfig 99-%s-ssh: %v", role, err)
 				continue

@@ -19,11 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 	"github.com/labbuild/labbuild/targets/virt"
 )
 
@@ -340,11 +341,11 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	// the new size for its next start.
 	cp := testenv.StartControlPlane(t, testenv.ControlPlaneOptions{})
 	oldEnv, oldWait, oldPoll := clusterEnv, clusterDrainWait, clusterDrainPoll
-	clusterEnv.restConfig = func(kc, vip string) (*rest.Config, error) {
+	clusterEnv.restConfig = func(kc, vip string) (*kube.RESTConfig, error) {
 		if vip != "198.18.0.10" || !strings.HasSuffix(kc, "kubeconfig/admin/kubeconfig") {
 			return nil, fmt.Errorf("asked for %s through %s; want the admin kubeconfig through the API VIP", kc, vip)
 		}
-		return cp.Admin, nil // the lab's API VIP is this loopback apiserver
+		return kubedyn.Config(cp.Admin), nil // the lab's API VIP is this loopback apiserver
 	}
 	clusterDrainWait, clusterDrainPoll = 20*time.Second, 100*time.Millisecond
 	RestartResized = true

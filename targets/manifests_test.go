@@ -25,7 +25,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -33,6 +32,8 @@ import (
 
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 )
 
 // mfTestPullSecret is a syntactically valid pull secret; the tests check it never reaches logs.
@@ -326,7 +327,7 @@ func TestManifestsAPIServer(t *testing.T) {
 		delete(files, "02-operator-network.yaml")
 	}
 	var alog bytes.Buffer
-	ap, err := clusterApplier(adminCfg, &alog)
+	ap, err := clusterApplier(kubedyn.Config(adminCfg), &alog)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,17 +340,17 @@ func TestManifestsAPIServer(t *testing.T) {
 
 	get := func(group, version, resource, ns, name string) map[string]any {
 		t.Helper()
-		ri := ap.Dynamic().Resource(schema.GroupVersionResource{Group: group, Version: version, Resource: resource})
+		ri := ap.Dynamic().Resource(kube.GroupVersionResource{Group: group, Version: version, Resource: resource})
 		var err error
 		var o map[string]any
 		if ns != "" {
-			u, e := ri.Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+			u, e := ri.Namespace(ns).Get(ctx, name, kube.GetOptions{})
 			err = e
 			if u != nil {
 				o = u.Object
 			}
 		} else {
-			u, e := ri.Get(ctx, name, metav1.GetOptions{})
+			u, e := ri.Get(ctx, name, kube.GetOptions{})
 			err = e
 			if u != nil {
 				o = u.Object

@@ -30,6 +30,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/oci"
 )
 
@@ -139,44 +140,21 @@ func releaseReadFiles(ctx context.Context, c *oci.Client, img *oci.Image, w oci.
 }
 
 // releaseImageStream is /release-manifests/image-references: an image.openshift.io/v1
-// ImageStream whose metadata.name is the release version and whose spec.tags map a payload tag
-// to a DockerImage digest pull spec (oc adm release new). It holds only the fields labbuild
-// reads, spelled as openshift/api's image/v1 ImageStream spells them (kind, metadata.name,
-// spec.tags[].name, spec.tags[].from.{kind,name}), so that reading the payload does not link
-// openshift/api's image group and its scheme registration (issue 18, start-up).
-type releaseImageStream struct {
-	Kind           string `json:"kind"`
-	releaseObjMeta `json:"metadata"`
-	Spec           struct {
-		Tags []releaseTagReference `json:"tags"`
-	} `json:"spec"`
-}
-
-// releaseObjMeta is the part of an object's metadata image-references needs.
-type releaseObjMeta struct {
-	Name string `json:"name"`
-}
-
-// releaseTagReference is one spec.tags entry (image/v1 TagReference): the payload tag and
-// the object it points at (kind DockerImage, name a digest pull spec).
-type releaseTagReference struct {
-	Name string `json:"name"`
-	From *struct {
-		Kind string `json:"kind"`
-		Name string `json:"name"`
-	} `json:"from"`
-}
+// ImageStream (render/manifests' mirror of openshift/api's type) whose metadata.name is the
+// release version and whose spec.tags map a payload tag to a DockerImage digest pull spec (oc
+// adm release new).
+type releaseImageStream struct{ manifests.ImageStream }
 
 // releaseParseImageReferences decodes and checks image-references: kind ImageStream, a name,
 // and every tag pinned by digest.
 func releaseParseImageReferences(b []byte) (*releaseImageStream, error) {
 	var is releaseImageStream
-	if err := json.Unmarshal(b, &is); err != nil {
+	if err := json.Unmarshal(b, &is.ImageStream); err != nil {
 		return nil, fmt.Errorf("image-references is not an ImageStream JSON: %w", err)
 	}
-	if is.Kind != "ImageStream" || is.Name == "" || len(is.Spec.Tags) == 0 {
+	if is.Kind != "ImageStream" || is.Metadata.Name == "" || len(is.Spec.Tags) == 0 {
 		return nil, fmt.Errorf("image-references: want kind ImageStream with metadata.name and spec.tags, got kind %q, name %q, %d tags",
-			is.Kind, is.Name, len(is.Spec.Tags))
+			is.Kind, is.Metadata.Name, len(is.Spec.Tags))
 	}
 	for _, t := range is.Spec.Tags {
 		if t.From == nil || !oci.IsDigest(t.From.Name) {
@@ -370,9 +348,9 @@ func releaseTargets(c *Config) []*Target {
 				if err := json.Unmarshal(b, &md); err != nil || md.Version == "" {
 					return fmt.Errorf("%s: %s: release-metadata has no version (want cincinnati-metadata-v0 JSON)", s.Target().Name, img.Ref)
 				}
-				if md.Version != is.Name {
+				if md.Version != is.Metadata.Name {
 					return fmt.Errorf("%s: %s is inconsistent: release-metadata says version %s but image-references is named %s; the payload is broken, use another release.image",
-						s.Target().Name, img.Ref, md.Version, is.Name)
+						s.Target().Name, img.Ref, md.Version, is.Metadata.Name)
 				}
 				if md.Version != want {
 					return fmt.Errorf("%s: release.version is %s but release.image %s is version %s; set release.version: %s (%s) or pick the image of %s",
@@ -418,7 +396,7 @@ func releaseTargets(c *Config) []*Target {
 				}
 				p := is.Pullspec(tag)
 				if p == "" {
-					return fmt.Errorf("%s: payload %s has no tag %q in image-references", s.Target().Name, is.Name, tag)
+					return fmt.Errorf("%s: payload %s has no tag %q in image-references", s.Target().Name, is.Metadata.Name, tag)
 				}
 				return s.WriteFile("pullspec", []byte(p+"\n"), 0o644)
 			},

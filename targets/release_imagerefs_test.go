@@ -55,8 +55,8 @@ func TestReleaseImageReferencesLikeOpenShiftAPI(t *testing.T) {
 			for _, t := range want.Spec.Tags {
 				w = append(w, tag{t.Name, t.From.Kind, t.From.Name})
 			}
-			if got.Kind != want.Kind || got.Name != want.Name || !reflect.DeepEqual(g, w) {
-				t.Errorf("local parse %q %q %v; openshift/api %q %q %v", got.Kind, got.Name, g, want.Kind, want.Name, w)
+			if got.Kind != want.Kind || got.Metadata.Name != want.Name || !reflect.DeepEqual(g, w) {
+				t.Errorf("local parse %q %q %v; openshift/api %q %q %v", got.Kind, got.Metadata.Name, g, want.Kind, want.Name, w)
 			}
 		})
 	}

@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/vip"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -148,12 +146,12 @@ const vipInfraNamespace = "openshift-kni-infra"
 // keepalived then adds the haproxy check's weight to its priority (chk_ocp_lb), and is the
 // highest bidder once the bootstrap (priority 70, nopreempt) stops. status says what is
 // missing.
-func vipMastersReady(pods []corev1.Pod, masters []string) (bool, string) {
+func vipMastersReady(pods []vipPod, masters []string) (bool, string) {
 	ready := map[string]bool{}
 	for _, p := range pods {
 		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning {
-				ready[p.Name] = true
+			if c.Type == "Ready" && c.Status == "True" && p.Status.Phase == "Running" {
+				ready[p.Metadata.Name] = true
 			}
 		}
 	}
@@ -172,7 +170,23 @@ func vipMastersReady(pods []corev1.Pod, masters []string) (bool, string) {
 	return true, fmt.Sprintf("keepalived and haproxy Ready on %d masters", len(masters))
 }
 
+// vipPod is the part of a core/v1 Pod that vipMastersReady reads: metadata.name,
+// status.phase ("Running") and status.conditions (PodCondition type "Ready", status "True").
+// A local type, not k8s.io/api's, so this family links no typed API package (issue 18).
+type vipPod struct {
+	Metadata struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+	Status struct {
+		Phase      string `json:"phase"`
+		Conditions []struct {
+			Type   string `json:"type"`
+			Status string `json:"status"`
+		} `json:"conditions"`
+	} `json:"status"`
+}
+
 // vipListInfraPods lists the pods of openshift-kni-infra.
-func vipListInfraPods(ctx context.Context, dyn kube.Interface) ([]corev1.Pod, error) {
-	return kube.List[corev1.Pod](ctx, dyn, kube.Pods, vipInfraNamespace, "")
+func vipListInfraPods(ctx context.Context, dyn kube.Interface) ([]vipPod, error) {
+	return kube.List[vipPod](ctx, dyn, kube.Pods, vipInfraNamespace, "")
 }

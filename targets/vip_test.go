@@ -16,12 +16,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/vip"
+	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
 )
 
@@ -174,7 +174,8 @@ func TestInClusterIgnition(t *testing.T) {
 // TestVIPMastersReady: the pivot powers the bootstrap off only when every master's keepalived
 // and haproxy mirror pods are Running and Ready.
 func TestVIPMastersReady(t *testing.T) {
-	pod := func(name string, ready bool) corev1.Pod {
+	// Each pod is a core/v1 Pod read through vipPod, as the API's JSON would be.
+	pod := func(name string, ready bool) vipPod {
 		st := corev1.ConditionFalse
 		if ready {
 			st = corev1.ConditionTrue
@@ -183,10 +184,18 @@ func TestVIPMastersReady(t *testing.T) {
 		p.Name = name
 		p.Status.Phase = corev1.PodRunning
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}
-		return p
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v vipPod
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
 	}
 	masters := []string{"master-0.ocp4.example.com", "master-1.ocp4.example.com"}
-	all := []corev1.Pod{pod("keepalived-master-0.ocp4.example.com", true), pod("haproxy-master-0.ocp4.example.com", true),
+	all := []vipPod{pod("keepalived-master-0.ocp4.example.com", true), pod("haproxy-master-0.ocp4.example.com", true),
 		pod("keepalived-master-1.ocp4.example.com", true), pod("haproxy-master-1.ocp4.example.com", true), pod("coredns-master-1.ocp4.example.com", false)}
 	if ok, st := vipMastersReady(all, masters); !ok {
 		t.Errorf("all Ready: %s", st)
@@ -257,7 +266,7 @@ func TestClusterPivotInCluster(t *testing.T) {
 	clusterEnv = clusterWorld{
 		clock:      wait.RealClock{},
 		interval:   func(d time.Duration) time.Duration { return d / 100 },
-		restConfig: func(kc, vip string) (*rest.Config, error) { return &rest.Config{Host: srv.URL}, nil },
+		restConfig: func(kc, vip string) (*kube.RESTConfig, error) { return &kube.RESTConfig{Host: srv.URL}, nil },
 		machines:   func(uri, cluster string) ClusterMachines { return machines },
 		balancer:   func() ClusterBalancer { return lb },
 	}

@@ -70,6 +70,8 @@ type cli struct {
 	stdoutTTY      bool         // stdout is a terminal (graph images go to a file)
 	dryErr         bytes.Buffer // what status's dry run printed to stderr (why targets are blocked)
 
+	stamp *stamper // records a null build for the front (stamp.go); nil unless it asked
+
 	cfg     *targets.Config // the validated lab config (nil with --synthetic)
 	cfgName string          // the lab config as the user named it (-f bad.yaml), for messages
 	cfgBase string          // the directory its relative paths are taken from
@@ -143,7 +145,7 @@ func newFlags(c *cli) *pflag.FlagSet {
 // run is main without os.Exit, for tests.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer startProfiling()() // LABBUILD_CPUPROFILE, LABBUILD_MEMPROFILE: see profile.go
-	c := &cli{stdout: stdout, stderr: stderr}
+	c := &cli{stdout: stdout, stderr: stderr, stamp: newStamper(args, stdout, stderr)}
 	fs := newFlags(c)
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
@@ -165,6 +167,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		c.stdoutTTY = true
 		c.terminal = !c.quiet
 	}
+	c.stdout, c.stderr = c.stamp.wrap(1, stdout), c.stamp.wrap(2, stderr)
+	stderr = c.stderr
 	rest := fs.Args()
 	verb := ""
 	if len(rest) > 0 {
@@ -278,6 +282,8 @@ func (c *cli) options(goals []string) (targets.Options, error) {
 		o.Now = func() time.Time { return t }
 	}
 	if c.synth != nil && c.synth.N > 0 {
+		c.stamp.recorder().Stat("synthetic.yaml") // what Apply reads, present or not
+		c.stamp.recorder().Stat("src")
 		if err := c.synth.Apply(&o); err != nil {
 			return o, &targets.ConfigError{File: "synthetic.yaml", Msg: err.Error()}
 		}
@@ -288,6 +294,11 @@ func (c *cli) options(goals []string) (targets.Options, error) {
 		if _, err := os.Stat("lab.yaml"); err == nil {
 			path = "lab.yaml"
 		}
+	}
+	if path == "" {
+		c.stamp.recorder().Stat("lab.yaml") // its absence too: the embedded default is used
+	} else if path != "-" {
+		c.stamp.recorder().Stat(path) // before it is read: a later edit shows as a change
 	}
 	name := path
 	if name == "" {
@@ -363,6 +374,7 @@ func (c *cli) checkFiles(o *targets.Options) error {
 			fields = append(fields, f)
 		}
 	}
+	c.recordConfigFiles(fields)
 	if err := c.cfg.CheckFiles(c.cfgName, c.cfgBase, fields); err != nil {
 		return err
 	}

@@ -4,18 +4,28 @@ import (
 	"context"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rogpeppe/go-internal/testscript"
 	"sigs.k8s.io/yaml"
 
+	"github.com/labbuild/labbuild/internal/front"
 	"github.com/labbuild/labbuild/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"labbuild": func() { os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
+		// The front (cmd/labbuild-front) over this binary's labbuild command: testdata/script/front.txtar.
+		"labbuild-front": func() {
+			full, _ := exec.LookPath("labbuild")
+			os.Exit(front.Main(front.Env{Args: os.Args, Environ: append(os.Environ(), "LABBUILD_FULL="+full),
+				Stdout: os.Stdout, Stderr: os.Stderr, Self: os.Args[0], Now: time.Now, Exec: syscall.Exec}))
+		},
 	})
 }
 

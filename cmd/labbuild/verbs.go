@@ -211,6 +211,7 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 	if err := c.checkFiles(&o); err != nil {
 		return err
 	}
+	o.Record = c.stamp.recorder()
 	pd := newProgress(c)
 	if pd != nil && !c.dryRun {
 		o.Reporter, o.Stderr = pd, pd.Stderr(o.Stderr)
@@ -260,7 +261,7 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	if len(res.Executed)+len(res.Reused)+len(res.Failed) == 0 && err == nil {
-		fmt.Fprintf(c.stdout, "labbuild: no work to do (%s)\n", res.Summary())
+		c.noWork(res) // and the front's stamp: stamp.go
 	} else {
 		fmt.Fprintf(c.stdout, "labbuild: %s\n", res.Summary())
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -243,18 +244,24 @@ func (h *flowHost) hostResolves(ctx context.Context, t *testing.T, dropIn, name 
 		return nil, err
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	time.Sleep(500 * time.Millisecond)
 	dial := DialIn(h.r.lv.NetNS)
 	res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return dial(ctx, network, "127.0.0.53:53")
 	}}
-	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	qctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	addrs, err := res.LookupHost(qctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("%w (dnsmasq: %s)", err, bytes.TrimSpace(log.Bytes()))
+	for {
+		addrs, err := res.LookupHost(qctx, name)
+		// Refused: dnsmasq has not bound its socket yet (it took over 500 ms at load 13).
+		if err != nil && strings.Contains(err.Error(), "connection refused") && qctx.Err() == nil {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w (dnsmasq: %s)", err, bytes.TrimSpace(log.Bytes()))
+		}
+		return addrs, nil
 	}
-	return addrs, nil
 }
 
 // flowLog collects what the stand-ins report, for the test's log and its failure.
@@ -309,11 +316,11 @@ func rehearsalImage(t *testing.T, dir string) struct{ url, sum string } {
 	return struct{ url, sum string }{"file://" + img + ".gz", hex.EncodeToString(sum[:])}
 }
 
-// rehearsalLab turns the rehearsal's lab.yaml into the flow's: libvirt.memoryOvercommit (the
-// bootstrap and master keep OpenShift's 16 GiB minimum; their QEMU never touches it), 20 GiB
-// disks, the rehearsal's OS image, and waits short enough that a stuck phase fails within the
-// test's time.
-func rehearsalLab(t *testing.T, dir string) {
+// rehearsalLab turns the rehearsal's lab.yaml into the flow's: three masters and a worker,
+// libvirt.memoryOvercommit (the bootstrap and masters keep OpenShift's 16 GiB minimum, the
+// worker 8 GiB; their QEMU never touches it), the pool at poolPath, 20 GiB disks, the
+// rehearsal's OS image, and waits short enough that a stuck phase fails within the test's time.
+func rehearsalLab(t *testing.T, dir, poolPath string) {
 	t.Helper()
 	img := rehearsalImage(t, dir)
 	p := filepath.Join(dir, "lab.yaml")
@@ -325,14 +332,56 @@ func rehearsalLab(t *testing.T, dir string) {
 	if s == string(b) {
 		t.Fatal("lab.yaml has no libvirt.domainType: qemu line to extend")
 	}
-	// The disks are thin qcow2 that grow as the guest writes: nothing boots, so 20 GiB (the
-	// least validation allows) keeps preflight's disk check honest on a small /tmp.
+	// Three masters, as OpenShift's control plane (an etcd of three members after the
+	// bootstrap's leaves), and one worker, so cluster/workers has a Node to approve and wait for.
+	m0 := "  - {name: master-0, role: master, ip: " + master0IP + "}\n"
+	if !strings.Contains(s, m0) {
+		t.Fatal("lab.yaml has no master-0 node line to extend")
+	}
+	s = strings.Replace(s, m0, m0+"  - {name: master-1, role: master, ip: "+master1IP+"}\n"+
+		"  - {name: master-2, role: master, ip: "+master2IP+"}\n"+
+		"  - {name: worker-0, role: worker, ip: "+worker0IP+"}\n", 1)
+	// The pool on flowPool's filesystem (below).
+	pl := regexp.MustCompile(`(?m)^  poolPath: .*$`)
+	if !pl.MatchString(s) {
+		t.Fatal("lab.yaml has no libvirt.poolPath line")
+	}
+	s = pl.ReplaceAllLiteralString(s, "  poolPath: "+poolPath)
+	// The disks are thin qcow2 that grow as the guest writes: nothing boots; 20 GiB is the
+	// least validation allows.
 	s += fmt.Sprintf("rhcos:\n  imageURL: %s\n  imageSHA256: %s\n", img.url, img.sum)
-	s += "sizes:\n  bootstrap: {diskGiB: 20}\n  master: {diskGiB: 20}\n"
+	s += "sizes:\n  bootstrap: {diskGiB: 20}\n  master: {diskGiB: 20}\n  worker: {diskGiB: 20}\n"
 	s += "wait:\n  bootstrapMinutes: 15\n  mastersMinutes: 15\n  etcdMinutes: 10\n  pivotMinutes: 10\n  workersMinutes: 5\n  convergeMinutes: 10\n"
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// flowPoolGiB is the size of the filesystem the flow's libvirt pool is on: room for the five
+// 20 GiB thin disks preflight counts (bootstrap, three masters, a worker: 100 GiB) and the image.
+const flowPoolGiB = 128
+
+// flowPool mounts a tmpfs of flowPoolGiB and returns the pool path on it: a stand-in for a
+// host disk with room for the lab's disks. Nothing boots, so each thin qcow2 volume holds only
+// its header and the base image ~200 KiB; tmpfs takes memory only for what is written, and
+// preflight's disk check still reads a real filesystem's free space (statfs). It is mounted
+// before libvirtd and the flow's host holder start, so their private mount namespaces, copied
+// at their start, see the same filesystem.
+func flowPool(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "lbpool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dg,mode=0755", flowPoolGiB), "tmpfs", dir); err != nil {
+		os.Remove(dir)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		exec.Command("umount", "-l", dir).Run()
+		os.Remove(dir)
+	})
+	return filepath.Join(dir, "pool")
 }
 
 // stoppedAt names the target a failed labbuild run stopped at (its FAILED line), or "".
@@ -348,11 +397,14 @@ func stoppedAt(out string) string {
 // libvirtd (network with dnsmasq, pool, volumes, software-emulated domains), haproxy/service on
 // the VIPs, host/dns's drop-in and host/firewall's nftables rules in the host namespace. Every
 // domain start becomes its node starting (Watch): the bootstrap's control plane from
-// bootstrap.ign's static pods; master-0's real kubelet from master-0.ign, its CSRs approved by
-// labbuild; on master-0 the operators' part is stand-ins that run the real programs — an etcd
-// member with certificates from labbuild's etcd-signer Secret, the bootstrap's kube-apiserver
-// command line, the bootstrap member's removal after cluster/etcd marks bootstrap complete —
-// and the CVO's status reports (standins.go).
+// bootstrap.ign's static pods; each of the three masters' real kubelet from its master-N.ign,
+// its CSRs approved by labbuild; worker-0's real kubelet from worker-0.ign, its CSRs approved by
+// cluster/workers; on each master the operators' part is stand-ins that run the real programs
+// — an etcd member with certificates from labbuild's etcd-signer Secret (members joined one at
+// a time), the bootstrap's kube-apiserver, kube-controller-manager and kube-scheduler command
+// lines, the bootstrap member's removal after cluster/etcd marks bootstrap complete — and the
+// CVO's status reports (standins.go). After cluster/done etcd's members are the three masters
+// and the API VIP balances to them only.
 //
 // labbuild is killed (SIGKILL) while cluster/masters waits and rerun: it continues there and
 // reaches cluster/done; a third run has no work to do. `labbuild destroy` then leaves no
@@ -361,6 +413,7 @@ func stoppedAt(out string) string {
 func TestRehearsalFlow(t *testing.T) {
 	requireRehearsal(t)
 	start := time.Now()
+	pool := flowPool(t) // before newRig: its cleanup runs after libvirtd's
 	r := newRig(t, true)
 	for _, p := range []string{"etcdctl", "dnsmasq", "nft"} {
 		r.bins[p] = testenv.Require(t, p)
@@ -369,18 +422,25 @@ func TestRehearsalFlow(t *testing.T) {
 		testenv.Missing(t, "GNU time (/usr/bin/time) measures labbuild's peak RSS: bash .ci/install-host.sh")
 	}
 	r.bins["time"] = "/usr/bin/time"
-	rehearsalLab(t, r.lab)
+	rehearsalLab(t, r.lab, pool)
 	h := startFlowHost(t, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
 	defer cancel()
 	fl := &flowLog{}
 	defer func() { t.Logf("stand-ins:\n%s", fl) }()
-	masterName := "master-0." + labDomain
+	masters := []string{"master-0", "master-1", "master-2"}
+	// Each node's kubelet gets a pod subnet of its own (the CNI stand-in's host-local range).
+	podSubnets := map[string]string{"master-0": "10.128.0.0/23", "master-1": "10.128.2.0/23", "master-2": "10.128.4.0/23", "worker-0": "10.128.6.0/23"}
 	bootRoot := filepath.Join(r.work, "nodes", "bootstrap", "root")
-	var standinsUp, teardownDone, bootstrapOff atomic.Bool
+	var teardownDone, bootstrapOff atomic.Bool
+	var standinsUp atomic.Int32 // masters whose stand-ins run
+	// The cluster-etcd-operator adds one member at a time, each started and healthy before the
+	// next: with etcd's strict reconfiguration check an add that would leave the started
+	// members without quorum is refused.
+	var etcdJoin sync.Mutex
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	w := &Watch{URI: r.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: []string{"bootstrap", "master-0"},
+	w := &Watch{URI: r.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: append(append([]string{"bootstrap"}, masters...), "worker-0"),
 		Up: func(node string) {
 			fl.logf("domain %s running: node starts", node)
 			nd, err := r.boot(node)
@@ -417,18 +477,30 @@ func TestRehearsalFlow(t *testing.T) {
 				}()
 				return
 			}
-			if err := r.kubelet(wctx, nd, "10.128.0.0/23"); err != nil {
+			if err := r.kubelet(wctx, nd, podSubnets[node]); err != nil {
 				fl.fail("%s: kubelet: %v", node, err)
 				return
 			}
+			if node == "worker-0" {
+				// A worker runs only its kubelet: its CSRs are cluster/workers' to approve.
+				return
+			}
+			k, err := ReadKeyfile(nd.Root)
+			if err != nil {
+				fl.fail("%s: %v", node, err)
+				return
+			}
 			go func() {
-				m := &MasterStandins{Node: nd, NodeName: masterName, IP: master0IP, BootstrapIP: bootstrapIP, BootstrapRoot: bootRoot,
-					Bins: r.bins, Clients: r.clients, Logf: fl.logf}
+				m := &MasterStandins{Node: nd, NodeName: node + "." + labDomain, IP: k.IP, BootstrapIP: bootstrapIP, BootstrapRoot: bootRoot,
+					Bins: r.bins, Clients: r.clients, Logf: fl.logf, EtcdJoin: &etcdJoin}
 				if err := m.Run(wctx); err != nil {
 					fl.fail("%v", err)
 					return
 				}
-				standinsUp.Store(true)
+				standinsUp.Add(1)
+				if node != masters[0] {
+					return
+				}
 				if err := EtcdTeardownStandin(wctx, nd, r.bins["etcdctl"], r.clients, fl.logf); err == nil {
 					teardownDone.Store(true)
 					fl.logf("etcd teardown stand-in: no etcd-bootstrap member")
@@ -451,7 +523,7 @@ func TestRehearsalFlow(t *testing.T) {
 		last := ""
 		for wctx.Err() == nil {
 			etcdOK := teardownDone.Load()
-			apiOK := standinsUp.Load() && bootstrapOff.Load()
+			apiOK := int(standinsUp.Load()) == len(masters) && bootstrapOff.Load()
 			state := fmt.Sprint(etcdOK, apiOK)
 			if k, err := r.clients(); err == nil && state != last {
 				err := ReportClusterVersion(wctx, k, "4.18.0", etcdOK && apiOK, fmt.Sprintf("etcd at level %v, kube-apiserver at level %v", etcdOK, apiOK))
@@ -527,15 +599,20 @@ func TestRehearsalFlow(t *testing.T) {
 		t.Errorf("labbuild cluster did not end with openshift-install's summary:\n%s", tail(second.out, 1000))
 	}
 	// The pivot reloaded haproxy/service with the post-pivot config: what listens on the API
-	// VIP balances to master-0 and has no bootstrap backend.
+	// VIP balances to the three masters and has no bootstrap backend.
 	if ls := h.apiListeners(t); len(ls) == 0 {
 		t.Errorf("after cluster/done nothing listens on %s:6443 in the host namespace", apiVIP)
 	} else {
 		for who, b := range ls {
-			if !strings.Contains(b, master0IP+":6443") || strings.Contains(b, bootstrapIP+":") {
-				t.Errorf("after the pivot %s listens on the API VIP with a config that does not balance to master-0 only:\n%s", who, b)
+			if !strings.Contains(b, master0IP+":6443") || !strings.Contains(b, master1IP+":6443") || !strings.Contains(b, master2IP+":6443") ||
+				strings.Contains(b, bootstrapIP+":") {
+				t.Errorf("after the pivot %s listens on the API VIP with a config that does not balance to the masters only:\n%s", who, b)
 			}
 		}
+	}
+	// etcd is the three masters' members, the bootstrap's gone (cluster/etcd waited for it).
+	if got := etcdMembers(t, r, masters[0]); !slices.Equal(got, []string{"master-0." + labDomain, "master-1." + labDomain, "master-2." + labDomain}) {
+		t.Errorf("etcd members after cluster/done: %v, want the three masters", got)
 	}
 	third := h.labbuildKillAt(nil, "cluster")
 	t.Logf("run 3: %v after %s, peak RSS %d KiB\n%s", third.err, third.wall, third.maxRSS, tail(third.out, 800))
@@ -555,7 +632,7 @@ func TestRehearsalFlow(t *testing.T) {
 		{"domains", "virsh -c " + uri + " list --all --name"},
 		{"networks", "virsh -c " + uri + " net-list --all --name"},
 		{"pools", "virsh -c " + uri + " pool-list --all --name"},
-		{"volumes", "find " + filepath.Join(r.lv.Dir, "pool") + " -type f 2>/dev/null || true"},
+		{"volumes", "find " + pool + " -type f 2>/dev/null || true"},
 		{"bridges", "ip -o link show type bridge"},
 		{"VIPs", "ip -o -4 addr show | grep -F -e " + apiVIP + "/ -e 198.18.0.11/ || true"},
 	} {
@@ -583,6 +660,47 @@ func TestRehearsalFlow(t *testing.T) {
 	fmt.Fprintf(os.Stderr, "rehearsal: test %s; run1 %s (killed), run2 %s, run3 %s, destroy %s; labbuild peak RSS %d/%d/%d/%d KiB\n",
 		time.Since(start).Round(time.Second), first.wall.Round(time.Second), second.wall.Round(time.Second), third.wall.Round(time.Second),
 		d1.wall.Round(time.Second), first.maxRSS, second.maxRSS, third.maxRSS, d1.maxRSS)
+}
+
+// etcdMembers lists etcd's member names, sorted, as node's member reports them (real etcdctl
+// with the etcd stand-in's client certificate).
+func etcdMembers(t *testing.T, r *rig, node string) []string {
+	t.Helper()
+	r.mu.Lock()
+	nd := r.nodes[node]
+	r.mu.Unlock()
+	if nd == nil {
+		t.Errorf("etcd members: no node %s", node)
+		return nil
+	}
+	cmd, err := nd.Command("etcdctl", []string{"ETCDCTL_API=3"}, nil, r.bins["etcdctl"], "--endpoints=https://127.0.0.1:2379",
+		"--cacert="+etcdBundleDir+"/server-ca-bundle.crt", "--cert="+etcdCertDir+"/etcd-client.crt", "--key="+etcdCertDir+"/etcd-client.key",
+		"--command-timeout=20s", "member", "list", "-w", "json")
+	if err != nil {
+		t.Errorf("etcd members: %v", err)
+		return nil
+	}
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Run(); err != nil {
+		t.Errorf("etcd members: etcdctl member list on %s: %v", node, err)
+		return nil
+	}
+	var ml struct {
+		Members []struct {
+			Name string `json:"name"`
+		} `json:"members"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &ml); err != nil {
+		t.Errorf("etcd members: %v: %s", err, out.Bytes())
+		return nil
+	}
+	var names []string
+	for _, m := range ml.Members {
+		names = append(names, m.Name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 func tail(s string, n int) string {

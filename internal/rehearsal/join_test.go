@@ -26,6 +26,9 @@ import (
 const (
 	labDomain   = "rehearsal.labbuild.test"
 	master0IP   = "198.18.0.101"
+	master1IP   = "198.18.0.102"
+	master2IP   = "198.18.0.103"
+	worker0IP   = "198.18.0.110"
 	bootstrapIP = "198.18.0.100"
 	apiVIP      = "198.18.0.10"
 )
@@ -204,7 +207,53 @@ func newRig(t *testing.T, withLibvirt bool) *rig {
 			nd.Stop()
 		}
 	})
+	// Registered after the nodes' cleanup, so it runs first (LIFO): the logs are copied while
+	// the programs still run, before the temporary directory goes.
+	t.Cleanup(func() { r.keepLogs(t) })
 	return r
+}
+
+// KeepEnv names the directory where a failed rehearsal leaves every node's logs (kubelet,
+// containerd, static pods, stand-ins: <dir>/<node>/*.log) and labbuild's own logs
+// (<dir>/labbuild/); without it the failure log shows the tail of each node log.
+const KeepEnv = "LABBUILD_REHEARSAL_KEEP"
+
+// keepLogs, when t failed, copies the node logs (of running and stopped nodes alike: they
+// stay under work/nodes/<node>/logs) to $LABBUILD_REHEARSAL_KEEP, or logs their tails.
+func (r *rig) keepLogs(t *testing.T) {
+	if !t.Failed() {
+		return
+	}
+	dirs, _ := filepath.Glob(filepath.Join(r.work, "nodes", "*", "logs"))
+	if d := os.Getenv(KeepEnv); d != "" {
+		for _, ld := range dirs {
+			node := filepath.Base(filepath.Dir(ld))
+			os.MkdirAll(filepath.Join(d, node), 0o755)
+			exec.Command("cp", "-r", ld+"/.", filepath.Join(d, node)).Run()
+		}
+		if lbLogs := filepath.Join(r.lab, "out", ".labbuild", "log"); isDir(lbLogs) {
+			os.MkdirAll(filepath.Join(d, "labbuild"), 0o755)
+			exec.Command("cp", "-r", lbLogs+"/.", filepath.Join(d, "labbuild")).Run()
+		}
+		t.Logf("node logs kept in %s", d)
+		return
+	}
+	for _, ld := range dirs {
+		ls, _ := filepath.Glob(filepath.Join(ld, "*.log"))
+		for _, l := range ls {
+			b, _ := os.ReadFile(l)
+			if len(b) > 3000 {
+				b = b[len(b)-3000:]
+			}
+			t.Logf("--- %s:\n%s", l, b)
+		}
+	}
+	t.Logf("set %s=<dir> to keep the whole logs", KeepEnv)
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
 }
 
 // labbuild runs the labbuild binary in the lab directory inside the lab's network namespace.
@@ -242,9 +291,9 @@ func (r *rig) boot(node string) (*Node, error) {
 	if old := r.nodes[node]; old != nil {
 		old.Stop()
 	}
-	ns := fmt.Sprintf("lbr%d-%s", r.seq, node)
-	if len(ns) > 15 {
-		ns = ns[:15]
+	ns, err := nodeNS(r.seq, node)
+	if err != nil {
+		return nil, err
 	}
 	nd, err := StartNode(node, ns, root, filepath.Join(r.work, "nodes", node, "logs"),
 		NodeNet{IP: k.IP, Prefix: k.Prefix, Gateway: k.Gateway, LabNS: r.labNS, Bridge: r.bridge})
@@ -254,6 +303,26 @@ func (r *rig) boot(node string) (*Node, error) {
 	r.nodes[node] = nd
 	r.celDropped[node] = dropped
 	return nd, nil
+}
+
+// nodeNS names node's network namespace: lbr<seq>-<short node name> (master-1 → m1, worker-0
+// → w0, bootstrap → b), within the 15 bytes a veth peer named after it may have. Cutting a
+// longer name instead made master-0, master-1 and master-2 one namespace.
+func nodeNS(seq int, node string) (string, error) {
+	short := node
+	switch {
+	case node == "bootstrap":
+		short = "b"
+	case strings.HasPrefix(node, "master-"):
+		short = "m" + strings.TrimPrefix(node, "master-")
+	case strings.HasPrefix(node, "worker-"):
+		short = "w" + strings.TrimPrefix(node, "worker-")
+	}
+	ns := fmt.Sprintf("lbr%d-%s", seq, short)
+	if len(ns) > 14 { // "v"+ns is the veth peer's name (IFNAMSIZ 16 with the NUL)
+		return "", fmt.Errorf("rehearsal: node %s: namespace name %s longer than 14 bytes", node, ns)
+	}
+	return ns, nil
 }
 
 // stop ends node's namespaces (its "VM" powered off).
@@ -361,7 +430,7 @@ func bootstrapUp(ctx context.Context, t *testing.T) (*rig, *kube.Clients) {
 	waitFor(ctx, t, "the bootstrap kube-apiserver /readyz", 5*time.Minute, func() (bool, string) {
 		err := kube.Readyz(ctx, k)
 		return err == nil, fmt.Sprint(err)
-	}, r.allNodes()...)
+	})
 
 	return r, k
 }
@@ -491,7 +560,7 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 		ready, _, err := kube.NodesReady(ctx, k.Dynamic, []string{name})
 		done := err == nil && len(ready) == 1 && approved["kubernetes.io/kubelet-serving"]
 		return done, fmt.Sprintf("approved %v, ready %v, err %v", approved, ready, err)
-	}, r.allNodes()...)
+	})
 
 	for _, s := range []string{"kubernetes.io/kube-apiserver-client-kubelet", "kubernetes.io/kubelet-serving"} {
 		if !approved[s] {
@@ -517,8 +586,8 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 }
 
 // waitFor polls cond every 2 s until it holds, or fails the test after limit with the last
-// status and the tails of the nodes' logs.
-func waitFor(ctx context.Context, t *testing.T, what string, limit time.Duration, cond func() (bool, string), nodes ...*Node) {
+// status (rig.keepLogs then shows or keeps the nodes' logs).
+func waitFor(ctx context.Context, t *testing.T, what string, limit time.Duration, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	var last string
@@ -529,21 +598,7 @@ func waitFor(ctx context.Context, t *testing.T, what string, limit time.Duration
 		}
 		last = st
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			if d := os.Getenv("LABBUILD_REHEARSAL_KEEP"); d != "" {
-				for _, nd := range nodes {
-					exec.Command("cp", "-r", nd.LogDir, filepath.Join(d, nd.Name)).Run()
-				}
-			}
-			for _, nd := range nodes {
-				ls, _ := filepath.Glob(filepath.Join(nd.LogDir, "*.log"))
-				for _, l := range ls {
-					b, _ := os.ReadFile(l)
-					if len(b) > 3000 {
-						b = b[len(b)-3000:]
-					}
-					t.Logf("--- %s:\n%s", l, b)
-				}
-			}
+			// The nodes' logs: rig.keepLogs, when the test ends.
 			t.Fatalf("%s: not after %s: %s", what, limit, last)
 		}
 		time.Sleep(2 * time.Second)

@@ -68,7 +68,8 @@ spec:
 	}
 	wantC := []Container{{Pod: "kube-apiserver", Name: "kube-apiserver", Program: "kube-apiserver",
 		Args: []string{"--tls-cert-file=/etc/kubernetes/secrets/a.crt", "--v=2"}, Env: []string{"A=b"},
-		Binds: [][2]string{{"/etc/kubernetes/secrets", "/etc/kubernetes/bootstrap-secrets"}}}}
+		Binds:     [][2]string{{"/etc/kubernetes/secrets", "/etc/kubernetes/bootstrap-secrets"}},
+		HostPaths: []string{"/etc/kubernetes/bootstrap-secrets", "/var/lib/x"}}}
 	if !reflect.DeepEqual(cs, wantC) {
 		t.Errorf("static pods\n got %+v\nwant %+v", cs, wantC)
 	}
@@ -93,5 +94,24 @@ func TestPlaceRefusesOutside(t *testing.T) {
 	}
 	if _, err := Place(raw, t.TempDir()); err == nil {
 		t.Fatal("Place of /root/x: no error")
+	}
+}
+
+// TestNodeNS: every node of a three-master lab gets a namespace of its own, short enough for
+// its veth peer's name (cutting "lbr5290-master-1" to 15 bytes made the masters one).
+func TestNodeNS(t *testing.T) {
+	seen := map[string]string{}
+	for _, n := range []string{"bootstrap", "master-0", "master-1", "master-2", "worker-0", "worker-1", "worker-10"} {
+		ns, err := nodeNS(9999, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len("v"+ns) > 15 {
+			t.Errorf("%s: namespace %s: veth peer name v%s is over 15 bytes", n, ns, ns)
+		}
+		if o, dup := seen[ns]; dup {
+			t.Errorf("%s and %s share namespace %s", o, n, ns)
+		}
+		seen[ns] = n
 	}
 }

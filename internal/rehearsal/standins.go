@@ -26,11 +26,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/targets/kube"
@@ -49,8 +47,8 @@ const (
 )
 
 var (
-	secrets    = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
-	configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	secrets    = kube.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	configMaps = kube.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 )
 
 // Signer is a CA certificate and its key, PEM.
@@ -62,13 +60,13 @@ type Signer struct{ Cert, Key []byte }
 func SignerFromSecret(ctx context.Context, k *kube.Clients, name string) (Signer, error) {
 	var errs []error
 	for _, ns := range []string{"openshift-config", "openshift-etcd"} {
-		s, err := k.Dynamic.Resource(secrets).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		s, err := k.Dynamic.Resource(secrets).Namespace(ns).Get(ctx, name, kube.GetOptions{})
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		crt, _, _ := unstructured.NestedString(s.Object, "data", "tls.crt")
-		key, _, _ := unstructured.NestedString(s.Object, "data", "tls.key")
+		crt, _, _ := kube.NestedString(s.Object, "data", "tls.crt")
+		key, _, _ := kube.NestedString(s.Object, "data", "tls.key")
 		c, cerr := base64.StdEncoding.DecodeString(crt)
 		kb, kerr := base64.StdEncoding.DecodeString(key)
 		if len(c) == 0 || len(kb) == 0 || cerr != nil || kerr != nil {
@@ -148,12 +146,16 @@ type MasterStandins struct {
 	// BootstrapIP is the bootstrap etcd's address; BootstrapRoot the bootstrap node's placed
 	// Ignition (its static pods and /etc/kubernetes/bootstrap-secrets).
 	BootstrapIP, BootstrapRoot string
-	// Bins: etcd, etcdctl, kube-apiserver.
+	// Bins: etcd, etcdctl, kube-apiserver, kube-controller-manager, kube-scheduler.
 	Bins map[string]string
 	// Clients reaches the cluster's API (through the VIP).
 	Clients func() (*kube.Clients, error)
 	// Logf receives progress lines.
 	Logf func(format string, args ...any)
+	// EtcdJoin, when set, is held from the member add until the member is healthy: the
+	// operator joins one master at a time, and etcd's strict reconfiguration check refuses an
+	// add that would leave the started members without quorum.
+	EtcdJoin sync.Locker
 }
 
 // Run brings up the master's etcd member and then its kube-apiserver, waiting for the API to
@@ -167,9 +169,9 @@ func (m *MasterStandins) Run(ctx context.Context) error {
 		if err == nil {
 			signer, err = SignerFromSecret(ctx, k, "etcd-signer")
 			if err == nil {
-				cm, cerr := k.Dynamic.Resource(configMaps).Namespace("openshift-etcd").Get(ctx, "etcd-ca-bundle", metav1.GetOptions{})
+				cm, cerr := k.Dynamic.Resource(configMaps).Namespace("openshift-etcd").Get(ctx, "etcd-ca-bundle", kube.GetOptions{})
 				if err = cerr; err == nil {
-					bundle, _, _ = unstructured.NestedString(cm.Object, "data", "ca-bundle.crt")
+					bundle, _, _ = kube.NestedString(cm.Object, "data", "ca-bundle.crt")
 					if bundle == "" {
 						err = errors.New("configmap openshift-etcd/etcd-ca-bundle has no ca-bundle.crt")
 					}
@@ -227,6 +229,10 @@ func (m *MasterStandins) Run(ctx context.Context) error {
 			return out.Bytes(), fmt.Errorf("etcdctl %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out.Bytes()))
 		}
 		return out.Bytes(), nil
+	}
+	if m.EtcdJoin != nil {
+		m.EtcdJoin.Lock()
+		defer m.EtcdJoin.Unlock()
 	}
 	peerURL := "https://" + net.JoinHostPort(m.IP, "2380")
 	bootstrapEP := "https://" + net.JoinHostPort(m.BootstrapIP, "2379")
@@ -315,34 +321,52 @@ func (m *MasterStandins) writeEtcdPod(ctx context.Context, staging string) error
 	return m.Node.Run(ctx, "standin-install", nil, "sh", "-c", "mkdir -p "+PodManifestDir+" && cp "+f+" "+PodManifestDir+"/etcd-pod.yaml")
 }
 
-// startAPIServer starts the master's kube-apiserver from the bootstrap's kube-apiserver static
-// pod: the same program, arguments, environment and volumes, the volumes' files copied from the
-// bootstrap's node root to the same node paths on the master. No flag is written here.
+// startAPIServer starts the master's control plane from the bootstrap's static pods: its
+// kube-apiserver (the kube-apiserver-operator's part), and its kube-controller-manager and
+// kube-scheduler (the kube-controller-manager- and kube-scheduler-operators' part: after the
+// pivot nothing else signs an approved CSR, so a worker joining in cluster/workers would get no
+// certificate). Each is the same program, arguments, environment and volumes as the bootstrap's,
+// the volumes' files copied from the bootstrap's node root to the same node paths on the master;
+// no flag is written here. The controller manager and scheduler are restarted when they exit,
+// as the kubelet restarts a static pod (they exit while the API is not ready yet).
 func (m *MasterStandins) startAPIServer(ctx context.Context) error {
 	pods, err := StaticPods(m.BootstrapRoot)
 	if err != nil {
 		return err
 	}
-	for _, c := range pods {
-		if c.Program != "kube-apiserver" {
-			continue
+	for _, prog := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		found := false
+		for _, c := range pods {
+			if c.Program != prog {
+				continue
+			}
+			found = true
+			var cp strings.Builder
+			cp.WriteString("set -e\n")
+			// Every volume, the same-path ones (kube-controller-manager's kubeconfigs) too.
+			for _, hp := range c.HostPaths {
+				fmt.Fprintf(&cp, "mkdir -p %q\ncp -a %q/. %q/\n", hp, filepath.Join(m.BootstrapRoot, hp), hp)
+			}
+			if err := m.Node.Run(ctx, "standin-install", nil, "sh", "-c", cp.String()); err != nil {
+				return fmt.Errorf("%s stand-in on %s: %w", prog, m.Node.Name, err)
+			}
+			argv := append([]string{m.Bins[prog]}, c.Args...)
+			if prog == "kube-apiserver" {
+				_, err = m.Node.Start(prog+"-standin", c.Env, c.Binds, argv...)
+			} else {
+				err = m.Node.Keep(prog+"-standin", c.Env, c.Binds, argv...)
+			}
+			if err != nil {
+				return err
+			}
+			m.Logf("%s stand-in on %s: started from the bootstrap's %s/%s", prog, m.Node.Name, c.Pod, c.Name)
+			break
 		}
-		var cp strings.Builder
-		cp.WriteString("set -e\n")
-		for _, b := range c.Binds {
-			hp := b[1]
-			fmt.Fprintf(&cp, "mkdir -p %q\ncp -a %q/. %q/\n", hp, filepath.Join(m.BootstrapRoot, hp), hp)
+		if !found {
+			return fmt.Errorf("%s stand-in: the bootstrap's static pods have no %s", prog, prog)
 		}
-		if err := m.Node.Run(ctx, "standin-install", nil, "sh", "-c", cp.String()); err != nil {
-			return fmt.Errorf("kube-apiserver stand-in on %s: %w", m.Node.Name, err)
-		}
-		if _, err := m.Node.Start("kube-apiserver-standin", c.Env, c.Binds, append([]string{m.Bins["kube-apiserver"]}, c.Args...)...); err != nil {
-			return err
-		}
-		m.Logf("kube-apiserver stand-in on %s: started from the bootstrap's %s/%s", m.Node.Name, c.Pod, c.Name)
-		return nil
 	}
-	return errors.New("kube-apiserver stand-in: the bootstrap's static pods have no kube-apiserver")
+	return nil
 }
 
 // EtcdTeardownStandin is the cluster-etcd-operator's bootstrap teardown: once ConfigMap
@@ -416,10 +440,10 @@ var StandinOperators = []string{"etcd", "kube-apiserver"}
 // available, else Available=False with reason. A stand-in: the operators' images cannot run.
 func ReportOperator(ctx context.Context, k *kube.Clients, name, version string, available bool, reason string) error {
 	ri := k.Dynamic.Resource(kube.ClusterOperators)
-	if _, err := ri.Get(ctx, name, metav1.GetOptions{}); err != nil {
-		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator",
+	if _, err := ri.Get(ctx, name, kube.GetOptions{}); err != nil {
+		o := &kube.Unstructured{Object: map[string]any{"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator",
 			"metadata": map[string]any{"name": name}, "spec": map[string]any{}}}
-		if _, err := ri.Create(ctx, o, metav1.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
+		if _, err := ri.Create(ctx, o, kube.CreateOptions{}); err != nil && !strings.Contains(err.Error(), "already exists") {
 			return err
 		}
 	}

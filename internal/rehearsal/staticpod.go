@@ -27,7 +27,10 @@ type Container struct {
 	Args  []string
 	Env   []string
 	Binds [][2]string
-	Image string
+	// HostPaths are the node paths of every volume the container mounts, those at the same
+	// path in the pod (no Bind) included: what a copy of the pod onto another node must bring.
+	HostPaths []string
+	Image     string
 }
 
 // StaticPods reads every pod manifest under root+PodManifestDir (*.yaml, *.json, name order)
@@ -81,6 +84,7 @@ func StaticPods(root string) ([]Container, error) {
 				if !ok {
 					return nil, fmt.Errorf("rehearsal: %s/%s: container %s mounts unknown volume %s", PodManifestDir, n, c.Name, m.Name)
 				}
+				ct.HostPaths = append(ct.HostPaths, hp)
 				if hp == m.MountPath {
 					continue // same path on the node: nothing to bind
 				}

@@ -1,5 +1,8 @@
-// Package kubeconfig renders kubeconfig files with client-go's clientcmd API: pure, bytes in,
-// bytes out.
+// Package kubeconfig renders kubeconfig files: pure, bytes in, bytes out. The bytes are what
+// client-go's clientcmd.Write gives for the same config (kubeconfig_test.go compares them);
+// the package encodes the clientcmd/api/v1 shape itself with sigs.k8s.io/yaml, as clientcmd's
+// codec does, so that the labbuild binary does not link client-go (issue 18,
+// docs/kube-client.md).
 //
 // The shape is openshift-the-hard-way stage 06 (../shared/spec/stages.md §6): one cluster with
 // the CA that signs the serving certificate its server URL reaches, one user with its client
@@ -11,8 +14,7 @@ import (
 	"fmt"
 	"net/url"
 
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
 )
 
 // Input is one kubeconfig.
@@ -47,14 +49,59 @@ func Render(in Input) ([]byte, error) {
 	if err != nil || u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("kubeconfig: server %q is not an https URL", in.Server)
 	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[in.Cluster] = &clientcmdapi.Cluster{Server: in.Server, CertificateAuthorityData: in.CA}
-	cfg.AuthInfos[in.User] = &clientcmdapi.AuthInfo{ClientCertificateData: in.CertPEM, ClientKeyData: in.KeyPEM}
-	cfg.Contexts[in.User] = &clientcmdapi.Context{Cluster: in.Cluster, AuthInfo: in.User}
-	cfg.CurrentContext = in.User
-	out, err := clientcmd.Write(*cfg)
+	cfg := config{
+		APIVersion:     "v1",
+		Kind:           "Config",
+		Clusters:       []namedCluster{{Name: in.Cluster, Cluster: cluster{Server: in.Server, CertificateAuthorityData: in.CA}}},
+		AuthInfos:      []namedAuthInfo{{Name: in.User, AuthInfo: authInfo{ClientCertificateData: in.CertPEM, ClientKeyData: in.KeyPEM}}},
+		Contexts:       []namedContext{{Name: in.User, Context: context{Cluster: in.Cluster, AuthInfo: in.User}}},
+		CurrentContext: in.User,
+	}
+	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", in.User, err)
 	}
 	return out, nil
+}
+
+// config is clientcmd/api/v1 Config, the fields labbuild writes, with its JSON names and
+// omitempty rules (preferences is always written, as "{}").
+type config struct {
+	Kind           string          `json:"kind,omitempty"`
+	APIVersion     string          `json:"apiVersion,omitempty"`
+	Preferences    struct{}        `json:"preferences"`
+	Clusters       []namedCluster  `json:"clusters"`
+	AuthInfos      []namedAuthInfo `json:"users"`
+	Contexts       []namedContext  `json:"contexts"`
+	CurrentContext string          `json:"current-context"`
+}
+
+type namedCluster struct {
+	Name    string  `json:"name"`
+	Cluster cluster `json:"cluster"`
+}
+
+type cluster struct {
+	Server                   string `json:"server"`
+	CertificateAuthorityData []byte `json:"certificate-authority-data,omitempty"`
+}
+
+type namedAuthInfo struct {
+	Name     string   `json:"name"`
+	AuthInfo authInfo `json:"user"`
+}
+
+type authInfo struct {
+	ClientCertificateData []byte `json:"client-certificate-data,omitempty"`
+	ClientKeyData         []byte `json:"client-key-data,omitempty"`
+}
+
+type namedContext struct {
+	Name    string  `json:"name"`
+	Context context `json:"context"`
+}
+
+type context struct {
+	Cluster  string `json:"cluster"`
+	AuthInfo string `json:"user"`
 }

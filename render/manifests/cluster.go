@@ -8,13 +8,6 @@ import (
 	"io"
 	"strings"
 	"time"
-
-	configv1 "github.com/openshift/api/config/v1"
-	operatorv1 "github.com/openshift/api/operator/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // File is one rendered manifest: Name is its file name under manifests/ (the name sets the
@@ -40,65 +33,17 @@ const (
 // these files to the status subresource (kubectl apply --server-side --subresource=status).
 var StatusKinds = map[string]bool{"Infrastructure": true, "FeatureGate": true}
 
+// newFile serializes o (a local mirror of an API type, types.go) as manifest name. The mirrors
+// of OpenShift objects carry only the fields labbuild sets: the github.com/openshift/api module
+// is newer than 4.18 and its types wrote zero values of fields the 4.18 CRDs do not declare
+// (ClusterVersion spec.signatureStores, Scheduler spec.profileCustomizations), which
+// server-side apply refuses ("field not declared in schema").
 func newFile(name string, o any) (File, error) {
 	b, err := marshal(o)
 	if err != nil {
-		return File{}, err
-	}
-	var m map[string]any
-	if err := yaml.Unmarshal(b, &m); err != nil {
 		return File{}, fmt.Errorf("manifests: %s: %w", name, err)
 	}
-	if api, _ := m["apiVersion"].(string); strings.Contains(api, "openshift.io/") {
-		// An OpenShift config or operator object: serialize only the fields labbuild sets.
-		// The github.com/openshift/api module in go.mod is newer than 4.18 and its types write
-		// zero values of fields the 4.18 CRDs do not declare (ClusterVersion
-		// spec.signatureStores, Scheduler spec.profileCustomizations), which server-side
-		// apply refuses ("field not declared in schema").
-		if !StatusKinds[fmt.Sprint(m["kind"])] {
-			delete(m, "status")
-		}
-		pruneZero(m)
-		if _, ok := m["spec"]; !ok {
-			m["spec"] = map[string]any{} // every config CRD requires spec
-		}
-		if b, err = yaml.Marshal(m); err != nil {
-			return File{}, fmt.Errorf("manifests: %s: %w", name, err)
-		}
-	}
 	return File{Name: name, Data: b}, nil
-}
-
-// pruneZero removes, depth first, null values, empty strings and maps left empty from m.
-// Lists and booleans are kept (an empty gate list and false are meaningful).
-func pruneZero(m map[string]any) {
-	for k, v := range m {
-		switch x := v.(type) {
-		case nil:
-			delete(m, k)
-		case string:
-			if x == "" {
-				delete(m, k)
-			}
-		case map[string]any:
-			pruneZero(x)
-			if len(x) == 0 {
-				delete(m, k)
-			}
-		case []any:
-			for _, e := range x {
-				if em, ok := e.(map[string]any); ok {
-					pruneZero(em)
-				}
-			}
-		}
-	}
-}
-
-func configMeta(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }
-
-var configTM = func(kind string) metav1.TypeMeta {
-	return metav1.TypeMeta{APIVersion: "config.openshift.io/v1", Kind: kind}
 }
 
 // Namespace names, in order, that the bootstrap manifests create (OTHW's 01-namespaces.yaml).
@@ -114,10 +59,10 @@ var Namespaces = []string{
 func NamespaceFiles() ([]File, error) {
 	var out []File
 	for _, ns := range Namespaces {
-		o := &corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: ns}}
+		o := newNamespace(ns)
 		if ns == "openshift-etcd" {
-			o.Labels = map[string]string{"openshift.io/run-level": "0"}
-			o.Annotations = map[string]string{"openshift.io/node-selector": ""}
+			o.Metadata.Labels = map[string]string{"openshift.io/run-level": "0"}
+			o.Metadata.Annotations = map[string]string{"openshift.io/node-selector": ""}
 		}
 		f, err := newFile(OrderNamespaces+"-namespace-"+ns+".yaml", o)
 		if err != nil {
@@ -132,21 +77,21 @@ func NamespaceFiles() ([]File, error) {
 // identity (User system:bootstrapper) may create node CSRs (system:node-bootstrapper) and run
 // kube-proxy (system:node-proxier); system:admin gets system:node-admin.
 func RBACFiles() ([]File, error) {
-	crb := func(name, role, user string) *rbacv1.ClusterRoleBinding {
-		return &rbacv1.ClusterRoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
-			Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}},
+	crb := func(name, role, user string) *clusterRoleBinding {
+		return &clusterRoleBinding{
+			typeMeta: typeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+			Metadata: meta(name, ""),
+			RoleRef:  roleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+			Subjects: []subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: user}},
 		}
 	}
 	var out []File
-	for _, b := range []*rbacv1.ClusterRoleBinding{
+	for _, b := range []*clusterRoleBinding{
 		crb("system:bootstrapper", "system:node-bootstrapper", "system:bootstrapper"),
 		crb("system:bootstrapper-proxy", "system:node-proxier", "system:bootstrapper"),
 		crb("system:node-admin", "system:node-admin", "system:admin"),
 	} {
-		f, err := newFile(OrderRBAC+"-clusterrolebinding-"+strings.ReplaceAll(b.Name, ":", "-")+".yaml", b)
+		f, err := newFile(OrderRBAC+"-clusterrolebinding-"+strings.ReplaceAll(b.Metadata.Name, ":", "-")+".yaml", b)
 		if err != nil {
 			return nil, err
 		}
@@ -158,19 +103,19 @@ func RBACFiles() ([]File, error) {
 // Topologies returns the control-plane and infrastructure topologies openshift-install 4.18
 // derives from the replica counts (pkg/asset/manifests/topologies.go): fewer than 3 masters
 // is SingleReplica; no workers means the infrastructure follows the control plane, one worker
-// is SingleReplica, more is HighlyAvailable.
-func Topologies(masters, workers int) (controlPlane, infra configv1.TopologyMode) {
-	controlPlane = configv1.HighlyAvailableTopologyMode
+// is SingleReplica, more is HighlyAvailable. The values are config/v1 TopologyMode strings.
+func Topologies(masters, workers int) (controlPlane, infra string) {
+	controlPlane = HighlyAvailableTopologyMode
 	if masters < 3 {
-		controlPlane = configv1.SingleReplicaTopologyMode
+		controlPlane = SingleReplicaTopologyMode
 	}
 	switch {
 	case workers == 0:
 		infra = controlPlane
 	case workers == 1:
-		infra = configv1.SingleReplicaTopologyMode
+		infra = SingleReplicaTopologyMode
 	default:
-		infra = configv1.HighlyAvailableTopologyMode
+		infra = HighlyAvailableTopologyMode
 	}
 	return controlPlane, infra
 }
@@ -222,48 +167,33 @@ func InfrastructureOn(domain, infraID string, masters, workers int, bm *BareMeta
 		return File{}, errors.New("infrastructure: empty cluster domain or infrastructure name")
 	}
 	cp, infra := Topologies(masters, workers)
-	o := &configv1.Infrastructure{
-		TypeMeta:   configTM("Infrastructure"),
-		ObjectMeta: configMeta("cluster"),
-		Spec: configv1.InfrastructureSpec{
-			PlatformSpec: configv1.PlatformSpec{Type: configv1.NonePlatformType},
-		},
-		Status: configv1.InfrastructureStatus{
-			InfrastructureName:     infraID,
-			Platform:               configv1.NonePlatformType,
-			PlatformStatus:         &configv1.PlatformStatus{Type: configv1.NonePlatformType},
-			APIServerURL:           "https://api." + domain + ":6443",
-			APIServerInternalURL:   "https://api-int." + domain + ":6443",
-			ControlPlaneTopology:   cp,
-			InfrastructureTopology: infra,
-			CPUPartitioning:        configv1.CPUPartitioningNone,
-		},
+	o := &infrastructure{typeMeta: configTypeMeta("Infrastructure"), Metadata: objectMeta{Name: "cluster"}}
+	o.Spec.PlatformSpec.Type = nonePlatformType
+	o.Status = infrastructureStatus{
+		InfrastructureName:     infraID,
+		Platform:               nonePlatformType,
+		PlatformStatus:         &platformStatus{Type: nonePlatformType},
+		APIServerURL:           "https://api." + domain + ":6443",
+		APIServerInternalURL:   "https://api-int." + domain + ":6443",
+		ControlPlaneTopology:   cp,
+		InfrastructureTopology: infra,
+		CPUPartitioning:        "None", // config/v1 CPUPartitioningNone
 	}
 	if bm != nil {
 		if err := bm.check("infrastructure"); err != nil {
 			return File{}, err
 		}
-		ips := func(ss []string) []configv1.IP {
-			var out []configv1.IP
-			for _, s := range ss {
-				out = append(out, configv1.IP(s))
-			}
-			return out
-		}
-		var cidrs []configv1.CIDR
-		for _, n := range bm.MachineNetworks {
-			cidrs = append(cidrs, configv1.CIDR(n))
-		}
-		o.Spec.PlatformSpec = configv1.PlatformSpec{Type: configv1.BareMetalPlatformType, BareMetal: &configv1.BareMetalPlatformSpec{
-			APIServerInternalIPs: ips(bm.APIVIPs), IngressIPs: ips(bm.IngressVIPs), MachineNetworks: cidrs,
-		}}
-		o.Status.Platform = configv1.BareMetalPlatformType
-		o.Status.PlatformStatus = &configv1.PlatformStatus{Type: configv1.BareMetalPlatformType, BareMetal: &configv1.BareMetalPlatformStatus{
+		o.Spec.PlatformSpec.Type = bareMetalPlatformType
+		o.Spec.PlatformSpec.BareMetal = &baremetalSpec{APIServerInternalIPs: bm.APIVIPs, IngressIPs: bm.IngressVIPs, MachineNetworks: bm.MachineNetworks}
+		ps := &platformStatus{Type: bareMetalPlatformType}
+		ps.BareMetal = &baremetalStatus{
 			APIServerInternalIP: bm.APIVIPs[0], APIServerInternalIPs: bm.APIVIPs,
 			IngressIP: bm.IngressVIPs[0], IngressIPs: bm.IngressVIPs,
-			MachineNetworks: cidrs,
-			LoadBalancer:    &configv1.BareMetalPlatformLoadBalancer{Type: configv1.LoadBalancerTypeOpenShiftManagedDefault},
-		}}
+			MachineNetworks: bm.MachineNetworks,
+			LoadBalancer:    &loadBalancer{Type: loadBalancerTypeOpenShiftManagedDefault},
+		}
+		o.Status.Platform = bareMetalPlatformType
+		o.Status.PlatformStatus = ps
 	}
 	return newFile(OrderConfig+"-config-infrastructure.yaml", o)
 }
@@ -277,15 +207,10 @@ func NetworkConfig(clusterNetwork string, hostPrefix int, serviceNetwork string)
 	if err := checkCIDR("network: service network", serviceNetwork); err != nil {
 		return File{}, err
 	}
-	o := &configv1.Network{
-		TypeMeta:   configTM("Network"),
-		ObjectMeta: configMeta("cluster"),
-		Spec: configv1.NetworkSpec{
-			ClusterNetwork: []configv1.ClusterNetworkEntry{{CIDR: clusterNetwork, HostPrefix: uint32(hostPrefix)}},
-			ServiceNetwork: []string{serviceNetwork},
-			NetworkType:    "OVNKubernetes",
-		},
-	}
+	o := &networkConfig{typeMeta: configTypeMeta("Network"), Metadata: objectMeta{Name: "cluster"}}
+	o.Spec.ClusterNetwork = []clusterNetworkEntry{{CIDR: clusterNetwork, HostPrefix: uint32(hostPrefix)}}
+	o.Spec.ServiceNetwork = []string{serviceNetwork}
+	o.Spec.NetworkType = "OVNKubernetes"
 	return newFile(OrderConfig+"-config-network.yaml", o)
 }
 
@@ -299,16 +224,11 @@ func OperatorNetwork(clusterNetwork string, hostPrefix int, serviceNetwork strin
 	if err := checkCIDR("operator network: service network", serviceNetwork); err != nil {
 		return File{}, err
 	}
-	o := &operatorv1.Network{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "operator.openshift.io/v1", Kind: "Network"},
-		ObjectMeta: configMeta("cluster"),
-		Spec: operatorv1.NetworkSpec{
-			OperatorSpec:   operatorv1.OperatorSpec{ManagementState: operatorv1.Managed},
-			ClusterNetwork: []operatorv1.ClusterNetworkEntry{{CIDR: clusterNetwork, HostPrefix: uint32(hostPrefix)}},
-			ServiceNetwork: []string{serviceNetwork},
-			DefaultNetwork: operatorv1.DefaultNetworkDefinition{Type: operatorv1.NetworkTypeOVNKubernetes},
-		},
-	}
+	o := &operatorNetwork{typeMeta: typeMeta{APIVersion: "operator.openshift.io/v1", Kind: "Network"}, Metadata: objectMeta{Name: "cluster"}}
+	o.Spec.ManagementState = "Managed"
+	o.Spec.ClusterNetwork = []clusterNetworkEntry{{CIDR: clusterNetwork, HostPrefix: uint32(hostPrefix)}}
+	o.Spec.ServiceNetwork = []string{serviceNetwork}
+	o.Spec.DefaultNetwork.Type = "OVNKubernetes"
 	return newFile(OrderConfig+"-operator-network.yaml", o)
 }
 
@@ -319,9 +239,7 @@ func DNS(domain string) (File, error) {
 	if domain == "" {
 		return File{}, errors.New("dns: empty cluster domain")
 	}
-	return newFile(OrderConfig+"-config-dns.yaml", &configv1.DNS{
-		TypeMeta: configTM("DNS"), ObjectMeta: configMeta("cluster"),
-		Spec: configv1.DNSSpec{BaseDomain: domain}})
+	return newFile(OrderConfig+"-config-dns.yaml", newConfig("DNS", "cluster", dnsSpec{BaseDomain: domain}))
 }
 
 // Ingress renders Ingress `cluster` with spec.domain apps.<domain>.
@@ -329,31 +247,28 @@ func Ingress(domain string) (File, error) {
 	if domain == "" {
 		return File{}, errors.New("ingress: empty cluster domain")
 	}
-	return newFile(OrderConfig+"-config-ingress.yaml", &configv1.Ingress{
-		TypeMeta: configTM("Ingress"), ObjectMeta: configMeta("cluster"),
-		Spec: configv1.IngressSpec{Domain: "apps." + domain}})
+	return newFile(OrderConfig+"-config-ingress.yaml", newConfig("Ingress", "cluster", ingressSpec{Domain: "apps." + domain}))
 }
 
 // Proxy renders the empty Proxy `cluster` (no proxy): operators read it and wait without it.
 func Proxy() (File, error) {
-	return newFile(OrderConfig+"-config-proxy.yaml", &configv1.Proxy{TypeMeta: configTM("Proxy"), ObjectMeta: configMeta("cluster")})
+	return newFile(OrderConfig+"-config-proxy.yaml", newConfig("Proxy", "cluster", struct{}{}))
 }
 
 // Scheduler renders Scheduler `cluster`; masters are schedulable when there are no workers
 // (openshift-install: compute replicas sum to 0).
 func Scheduler(workers int) (File, error) {
-	return newFile(OrderConfig+"-config-scheduler.yaml", &configv1.Scheduler{
-		TypeMeta: configTM("Scheduler"), ObjectMeta: configMeta("cluster"),
-		Spec: configv1.SchedulerSpec{MastersSchedulable: workers == 0}})
+	return newFile(OrderConfig+"-config-scheduler.yaml", newConfig("Scheduler", "cluster", schedulerSpec{MastersSchedulable: workers == 0}))
 }
 
 // FeatureSet maps labbuild's cluster.featureSet ("Default" or "") to the API value: Default is
-// the empty string in FeatureGate spec.featureSet.
-func FeatureSet(s string) configv1.FeatureSet {
+// the empty string in FeatureGate spec.featureSet (config/v1 FeatureSet: Default is "",
+// TechPreviewNoUpgrade, DevPreviewNoUpgrade, CustomNoUpgrade).
+func FeatureSet(s string) string {
 	if s == "Default" {
-		return configv1.Default
+		return ""
 	}
-	return configv1.FeatureSet(s)
+	return s
 }
 
 // FeatureGate renders FeatureGate `cluster` with spec.featureSet and, as the cluster-config-api
@@ -366,7 +281,7 @@ func FeatureSet(s string) configv1.FeatureSet {
 // needs explicit gate lists.
 func FeatureGate(featureSet, profile, payloadVersion string) (File, error) {
 	fs := FeatureSet(featureSet)
-	if fs == configv1.CustomNoUpgrade {
+	if fs == "CustomNoUpgrade" {
 		return File{}, errors.New("featuregate: cluster.featureSet CustomNoUpgrade is not supported (it needs explicit gate lists); use Default, TechPreviewNoUpgrade or DevPreviewNoUpgrade")
 	}
 	if payloadVersion == "" {
@@ -376,19 +291,16 @@ func FeatureGate(featureSet, profile, payloadVersion string) (File, error) {
 	if err != nil {
 		return File{}, fmt.Errorf("featuregate: cluster.profile %q, cluster.featureSet %q: %w", profile, featureSet, err)
 	}
-	attrs := func(names []string) []configv1.FeatureGateAttributes {
-		out := make([]configv1.FeatureGateAttributes, 0, len(names))
+	attrs := func(names []string) []featureGateAt {
+		out := make([]featureGateAt, 0, len(names))
 		for _, n := range names {
-			out = append(out, configv1.FeatureGateAttributes{Name: configv1.FeatureGateName(n)})
+			out = append(out, featureGateAt{Name: n})
 		}
 		return out
 	}
-	o := &configv1.FeatureGate{
-		TypeMeta: configTM("FeatureGate"), ObjectMeta: configMeta("cluster"),
-		Spec: configv1.FeatureGateSpec{FeatureGateSelection: configv1.FeatureGateSelection{FeatureSet: fs}},
-		Status: configv1.FeatureGateStatus{FeatureGates: []configv1.FeatureGateDetails{{
-			Version: payloadVersion, Enabled: attrs(gates.Enabled), Disabled: attrs(gates.Disabled)}}},
-	}
+	o := &featureGate{typeMeta: configTypeMeta("FeatureGate"), Metadata: objectMeta{Name: "cluster"}}
+	o.Spec.FeatureSet = fs
+	o.Status.FeatureGates = []featureGateDetails{{Version: payloadVersion, Enabled: attrs(gates.Enabled), Disabled: attrs(gates.Disabled)}}
 	return newFile(OrderConfig+"-config-featuregate.yaml", o)
 }
 
@@ -402,7 +314,7 @@ type featureGateSet struct {
 
 // featureGates looks (profile, fs) up in featureGateTable, with the errors of openshift/api's
 // features.FeatureSets.
-func featureGates(profile string, fs configv1.FeatureSet) (*featureGateSet, error) {
+func featureGates(profile, fs string) (*featureGateSet, error) {
 	known := false
 	for i := range featureGateTable {
 		g := &featureGateTable[i]
@@ -410,7 +322,7 @@ func featureGates(profile string, fs configv1.FeatureSet) (*featureGateSet, erro
 			continue
 		}
 		known = true
-		if g.FeatureSet == string(fs) {
+		if g.FeatureSet == fs {
 			return g, nil
 		}
 	}
@@ -431,9 +343,8 @@ func ClusterVersion(payloadVersion, clusterID string) (File, error) {
 	if clusterID == "" {
 		return File{}, errors.New("clusterversion: empty cluster ID")
 	}
-	return newFile(OrderConfig+"-config-clusterversion.yaml", &configv1.ClusterVersion{
-		TypeMeta: configTM("ClusterVersion"), ObjectMeta: configMeta("version"),
-		Spec: configv1.ClusterVersionSpec{ClusterID: configv1.ClusterID(clusterID), Channel: "stable-" + parts[0] + "." + parts[1]}})
+	return newFile(OrderConfig+"-config-clusterversion.yaml", newConfig("ClusterVersion", "version",
+		clusterVersionSpec{ClusterID: clusterID, Channel: "stable-" + parts[0] + "." + parts[1]}))
 }
 
 // InstallConfig is the part of an install-config labbuild knows (openshift-install's
@@ -528,12 +439,9 @@ func ClusterConfigV1(ic InstallConfig) (File, error) {
 	if err != nil {
 		return File{}, err
 	}
-	return newFile(OrderObjects+"-kube-system-configmap-cluster-config-v1.yaml", &corev1.ConfigMap{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: "cluster-config-v1", Namespace: "kube-system",
-			Annotations: map[string]string{"kubernetes.io/description": "The install-config content used to create the cluster. The cluster configuration may have changed since installation. This resource will be deleted once it is no longer needed."}},
-		Data: map[string]string{"install-config": string(y)},
-	})
+	cm := newConfigMap("kube-system", "cluster-config-v1", map[string]string{"install-config": string(y)})
+	cm.Metadata.Annotations = map[string]string{"kubernetes.io/description": "The install-config content used to create the cluster. The cluster configuration may have changed since installation. This resource will be deleted once it is no longer needed."}
+	return newFile(OrderObjects+"-kube-system-configmap-cluster-config-v1.yaml", cm)
 }
 
 // baremetalPlatform is install-config platform.baremetal for nodes provisioned by someone else
@@ -551,7 +459,7 @@ func baremetalPlatform(bm *BareMetal) map[string]any {
 		"libvirtURI":          "qemu:///system",
 		"externalBridge":      "baremetal",
 		"provisioningNetwork": "Disabled",
-		"loadBalancer":        map[string]any{"type": string(configv1.LoadBalancerTypeOpenShiftManagedDefault)},
+		"loadBalancer":        map[string]any{"type": loadBalancerTypeOpenShiftManagedDefault},
 	}
 }
 
@@ -566,11 +474,9 @@ func EtcdEndpoints(bootstrapIP string) (File, error) {
 	if err := checkIP("etcd-endpoints: bootstrap IP", bootstrapIP); err != nil {
 		return File{}, err
 	}
-	return newFile(OrderObjects+"-openshift-etcd-configmap-etcd-endpoints.yaml", &corev1.ConfigMap{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: "etcd-endpoints", Namespace: "openshift-etcd",
-			Annotations: map[string]string{EtcdBootstrapAnnotation: bootstrapIP}},
-	})
+	cm := newConfigMap("openshift-etcd", "etcd-endpoints", nil)
+	cm.Metadata.Annotations = map[string]string{EtcdBootstrapAnnotation: bootstrapIP}
+	return newFile(OrderObjects+"-openshift-etcd-configmap-etcd-endpoints.yaml", cm)
 }
 
 // library-go certrotation annotations: a signer Secret without them is regenerated.
@@ -607,16 +513,13 @@ func TLSSecret(ns, name string, certPEM, keyPEM []byte) (File, error) {
 	if b, _ := pem.Decode(keyPEM); b == nil || !strings.Contains(b.Type, "PRIVATE KEY") {
 		return File{}, fmt.Errorf("%s: tls.key is not a PEM private key", what)
 	}
-	f, err := newFile(OrderObjects+"-"+ns+"-secret-"+name+".yaml", &corev1.Secret{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{
-			AnnotationNotBefore: c.NotBefore.UTC().Format(time.RFC3339),
-			AnnotationNotAfter:  c.NotAfter.UTC().Format(time.RFC3339),
-			AnnotationIssuer:    c.Issuer.CommonName,
-		}},
-		Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
-	})
+	sec := newSecret(ns, name, secretTypeTLS, map[string][]byte{tlsCertKey: certPEM, tlsPrivateKeyKey: keyPEM})
+	sec.Metadata.Annotations = map[string]string{
+		AnnotationNotBefore: c.NotBefore.UTC().Format(time.RFC3339),
+		AnnotationNotAfter:  c.NotAfter.UTC().Format(time.RFC3339),
+		AnnotationIssuer:    c.Issuer.CommonName,
+	}
+	f, err := newFile(OrderObjects+"-"+ns+"-secret-"+name+".yaml", sec)
 	f.Secret = true
 	return f, err
 }
@@ -627,12 +530,9 @@ func CABundle(ns, name string, caPEM []byte) (File, error) {
 	if _, err := parseCert(ns+"/"+name, caPEM); err != nil {
 		return File{}, err
 	}
-	return newFile(OrderObjects+"-"+ns+"-configmap-"+name+".yaml", &corev1.ConfigMap{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
-			Labels: map[string]string{"auth.openshift.io/managed-certificate-type": "ca-bundle"}},
-		Data: map[string]string{"ca-bundle.crt": string(caPEM)},
-	})
+	cm := newConfigMap(ns, name, map[string]string{"ca-bundle.crt": string(caPEM)})
+	cm.Metadata.Labels = map[string]string{"auth.openshift.io/managed-certificate-type": "ca-bundle"}
+	return newFile(OrderObjects+"-"+ns+"-configmap-"+name+".yaml", cm)
 }
 
 // PullSecret renders Secret openshift-config/pull-secret (kubernetes.io/dockerconfigjson)
@@ -642,12 +542,8 @@ func PullSecret(dockerConfigJSON []byte) (File, error) {
 	if len(dockerConfigJSON) == 0 {
 		return File{}, errors.New("pull-secret: empty pull secret")
 	}
-	f, err := newFile(OrderObjects+"-openshift-config-secret-pull-secret.yaml", &corev1.Secret{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: "pull-secret", Namespace: "openshift-config"},
-		Type:       corev1.SecretTypeDockerConfigJson,
-		Data:       map[string][]byte{corev1.DockerConfigJsonKey: dockerConfigJSON},
-	})
+	f, err := newFile(OrderObjects+"-openshift-config-secret-pull-secret.yaml",
+		newSecret("openshift-config", "pull-secret", secretTypeDockerConfigJSON, map[string][]byte{dockerConfigJSONKey: dockerConfigJSON}))
 	f.Secret = true
 	return f, err
 }
@@ -661,12 +557,8 @@ func KubeadminSecret(bcryptHash []byte) (File, error) {
 	if len(h) != 60 || !(strings.HasPrefix(h, "$2a$") || strings.HasPrefix(h, "$2b$") || strings.HasPrefix(h, "$2y$")) {
 		return File{}, errors.New("kubeadmin: the hash is not a bcrypt hash")
 	}
-	f, err := newFile(OrderObjects+"-kube-system-secret-kubeadmin.yaml", &corev1.Secret{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: "kubeadmin", Namespace: "kube-system"},
-		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{"kubeadmin": bcryptHash},
-	})
+	f, err := newFile(OrderObjects+"-kube-system-secret-kubeadmin.yaml",
+		newSecret("kube-system", "kubeadmin", secretTypeOpaque, map[string][]byte{"kubeadmin": bcryptHash}))
 	f.Secret = true
 	return f, err
 }
@@ -676,11 +568,7 @@ func KubeadminSecret(bcryptHash []byte) (File, error) {
 // longer needs the bootstrap member. It is applied at pivot, never with the bootstrap
 // manifests: the cluster-etcd-operator removes the etcd-bootstrap member when it sees it.
 func BootstrapComplete() (File, error) {
-	return newFile("kube-system-configmap-bootstrap.yaml", &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: "bootstrap", Namespace: "kube-system"},
-		Data:       map[string]string{"status": "complete"},
-	})
+	return newFile("kube-system-configmap-bootstrap.yaml", newConfigMap("kube-system", "bootstrap", map[string]string{"status": "complete"}))
 }
 
 // randomString returns n characters of alphabet chosen uniformly with bytes from r (rejection

@@ -24,7 +24,7 @@ func TestFeatureGateTable(t *testing.T) {
 	for profile, sets := range features.AllFeatureSets() {
 		for fs, want := range sets {
 			n++
-			got, err := featureGates(string(profile), fs)
+			got, err := featureGates(string(profile), string(fs))
 			if err != nil {
 				t.Errorf("%s %q: %v (run go generate ./render/manifests)", profile, fs, err)
 				continue

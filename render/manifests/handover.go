@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Past the pivot: the objects openshift-install hands the operators and labbuild hands over too
@@ -30,8 +27,7 @@ func Namespace(name string) (File, error) {
 	if name == "" {
 		return File{}, errors.New("namespace: empty name")
 	}
-	return newFile(OrderNamespaces+"-namespace-"+name+".yaml", &corev1.Namespace{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: name}})
+	return newFile(OrderNamespaces+"-namespace-"+name+".yaml", newNamespace(name))
 }
 
 // checkBundle checks that pemBundle is one or more PEM certificates and nothing else.
@@ -71,13 +67,9 @@ func CAConfigMap(ns, name, key, component string, caPEM []byte) (File, error) {
 	if err := checkBundle(what, caPEM); err != nil {
 		return File{}, err
 	}
-	cm := &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Data:       map[string]string{key: string(caPEM)},
-	}
+	cm := newConfigMap(ns, name, map[string]string{key: string(caPEM)})
 	if component != "" {
-		cm.Annotations = map[string]string{"openshift.io/owning-component": component}
+		cm.Metadata.Annotations = map[string]string{"openshift.io/owning-component": component}
 	}
 	return newFile(OrderObjects+"-"+ns+"-configmap-"+name+".yaml", cm)
 }
@@ -94,13 +86,9 @@ func MCSTLSSecret(certPEM, keyPEM []byte) (File, error) {
 	if b, _ := pem.Decode(keyPEM); b == nil || !strings.Contains(b.Type, "PRIVATE KEY") {
 		return File{}, fmt.Errorf("%s/%s: tls.key is not a PEM private key", ns, name)
 	}
-	f, err := newFile(OrderObjects+"-"+ns+"-secret-"+name+".yaml", &corev1.Secret{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
-			Annotations: map[string]string{"openshift.io/owning-component": "Machine Config Operator"}},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
-	})
+	sec := newSecret(ns, name, secretTypeOpaque, map[string][]byte{tlsCertKey: certPEM, tlsPrivateKeyKey: keyPEM})
+	sec.Metadata.Annotations = map[string]string{"openshift.io/owning-component": "Machine Config Operator"}
+	f, err := newFile(OrderObjects+"-"+ns+"-secret-"+name+".yaml", sec)
 	f.Secret = true
 	return f, err
 }

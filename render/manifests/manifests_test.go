@@ -302,7 +302,7 @@ func TestTopologies(t *testing.T) {
 	}
 	for _, tt := range tests {
 		cp, infra := Topologies(tt.masters, tt.workers)
-		if cp != tt.cp || infra != tt.infra {
+		if configv1.TopologyMode(cp) != tt.cp || configv1.TopologyMode(infra) != tt.infra {
 			t.Errorf("Topologies(%d, %d) = %s, %s; want %s, %s", tt.masters, tt.workers, cp, infra, tt.cp, tt.infra)
 		}
 	}

@@ -1,9 +1,10 @@
 // Package manifests renders the bootstrap control plane's static pods and the cluster manifests
 // applied before the cluster-version operator starts (openshift-the-hard-way stage 07,
 // ../shared/spec/stages.md §7, with the 4.18 fixes of §7.4). Every function is pure: config
-// values and upstream bytes in, YAML bytes out, built from k8s.io/api and
-// github.com/openshift/api types and serialized with sigs.k8s.io/yaml (alphabetical keys, as
-// openshift-install's typed manifests are).
+// values and upstream bytes in, YAML bytes out, built from local mirrors of the k8s.io/api and
+// github.com/openshift/api types (types.go: only the fields labbuild writes, so the package
+// links no typed API package and adds nothing to labbuild's start-up) and serialized with
+// sigs.k8s.io/yaml (alphabetical keys, as openshift-install's typed manifests are).
 package manifests
 
 import "io/fs"

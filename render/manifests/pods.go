@@ -7,10 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -56,52 +52,57 @@ func checkIP(field, v string) error {
 	return nil
 }
 
-func hostPathVolume(name, path string, t corev1.HostPathType) corev1.Volume {
-	v := corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path}}}
-	if t != "" {
-		v.HostPath.Type = &t
-	}
-	return v
+// hostPathVolume is a hostPath volume; t is a core/v1 HostPathType ("DirectoryOrCreate",
+// "File") or "" for none.
+func hostPathVolume(name, path, t string) volume {
+	return volume{Name: name, HostPath: &hostPathSource{Path: path, Type: t}}
 }
 
 var (
 	secretsVolume     = hostPathVolume("secrets", BootstrapSecretsDir, "")
 	kubeconfigsVolume = hostPathVolume("kubeconfigs", KubeconfigsDir, "")
-	secretsMount      = corev1.VolumeMount{Name: "secrets", MountPath: SecretsMountPath, ReadOnly: true}
-	kubeconfigsMount  = corev1.VolumeMount{Name: "kubeconfigs", MountPath: KubeconfigsDir, ReadOnly: true}
+	secretsMount      = volumeMount{Name: "secrets", MountPath: SecretsMountPath, ReadOnly: true}
+	kubeconfigsMount  = volumeMount{Name: "kubeconfigs", MountPath: KubeconfigsDir, ReadOnly: true}
 )
 
-func requests(mem, cpu string) corev1.ResourceRequirements {
-	return corev1.ResourceRequirements{Requests: corev1.ResourceList{
-		corev1.ResourceMemory: resource.MustParse(mem),
-		corev1.ResourceCPU:    resource.MustParse(cpu),
-	}}
+// requests are a container's memory and CPU requests, as resource.Quantity strings in
+// canonical form (what a Quantity parsed from them marshals to: "600Mi", "300m").
+func requests(mem, cpu string) resources {
+	return resources{Requests: map[string]string{"memory": mem, "cpu": cpu}}
 }
 
-func httpsProbe(path string, port, delay, period int32) *corev1.Probe {
-	return &corev1.Probe{
-		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-			Scheme: corev1.URISchemeHTTPS, Path: path, Port: intstr.FromInt32(port)}},
-		InitialDelaySeconds: delay, PeriodSeconds: period,
-	}
+func httpsProbe(path string, port, delay, period int32) *probe {
+	return &probe{HTTPGet: &httpGetAction{Path: path, Port: port, Scheme: "HTTPS"}, InitialDelaySeconds: delay, PeriodSeconds: period}
+}
+
+// execProbe is a probe that runs command, with its delay, period and timeout in seconds.
+func execProbe(command []string, delay, period, timeout int32) *probe {
+	return &probe{Exec: &execAction{Command: command}, InitialDelaySeconds: delay, PeriodSeconds: period, TimeoutSeconds: timeout}
+}
+
+// fieldRefEnv is an environment variable set from the pod's field path (downward API).
+func fieldRefEnv(name, fieldPath string) envVar {
+	return envVar{Name: name, ValueFrom: &envVarSource{FieldRef: &fieldSelector{FieldPath: fieldPath}}}
 }
 
 // staticPod wraps one container in a host-network pod.
-func staticPod(name, ns string, labels map[string]string, c corev1.Container, vols ...corev1.Volume) *corev1.Pod {
-	c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
-	return &corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Spec: corev1.PodSpec{
+func staticPod(name, ns string, labels map[string]string, c container, vols ...volume) *pod {
+	c.TerminationMessagePolicy = "FallbackToLogsOnError"
+	m := meta(name, ns)
+	m.Labels = labels
+	return &pod{
+		typeMeta: typeMeta{APIVersion: "v1", Kind: "Pod"},
+		Metadata: m,
+		Spec: podSpec{
 			HostNetwork:       true,
 			PriorityClassName: "system-node-critical",
-			Containers:        []corev1.Container{c},
+			Containers:        []container{c},
 			Volumes:           vols,
 		},
 	}
 }
 
-// marshal serializes a typed object as YAML.
+// marshal serializes an object (a local API mirror, types.go) as YAML, keys sorted.
 func marshal(o any) ([]byte, error) {
 	b, err := yaml.Marshal(o)
 	if err != nil {
@@ -122,7 +123,7 @@ func EtcdPod(image, bootstrapIP string) ([]byte, error) {
 	if err := checkIP("etcd pod: bootstrap IP", bootstrapIP); err != nil {
 		return nil, err
 	}
-	c := corev1.Container{
+	c := container{
 		Name: "etcd", Image: image,
 		Command: []string{"/usr/bin/etcd"},
 		Args: []string{
@@ -145,26 +146,23 @@ func EtcdPod(image, bootstrapIP string) ([]byte, error) {
 			"--peer-trusted-ca-file=" + inPod("etcd-ca.crt"),
 			"--quota-backend-bytes=8589934592",
 		},
-		Env: []corev1.EnvVar{{Name: "ETCD_CIPHER_SUITES", Value: etcdCipherSuites}},
-		Ports: []corev1.ContainerPort{
-			{Name: "client", ContainerPort: 2379, Protocol: corev1.ProtocolTCP},
-			{Name: "peer", ContainerPort: 2380, Protocol: corev1.ProtocolTCP},
+		Env: []envVar{{Name: "ETCD_CIPHER_SUITES", Value: etcdCipherSuites}},
+		Ports: []containerPort{
+			{Name: "client", ContainerPort: 2379, Protocol: "TCP"},
+			{Name: "peer", ContainerPort: 2380, Protocol: "TCP"},
 		},
-		LivenessProbe: &corev1.Probe{
-			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{
-				"etcdctl", "--cacert=" + inPod("etcd-ca.crt"),
-				"--cert=" + inPod("etcd-server.crt"), "--key=" + inPod("etcd-server.key"),
-				"--endpoints=https://localhost:2379", "endpoint", "health"}}},
-			InitialDelaySeconds: 45, PeriodSeconds: 30, TimeoutSeconds: 10,
-		},
+		LivenessProbe: execProbe([]string{
+			"etcdctl", "--cacert=" + inPod("etcd-ca.crt"),
+			"--cert=" + inPod("etcd-server.crt"), "--key=" + inPod("etcd-server.key"),
+			"--endpoints=https://localhost:2379", "endpoint", "health"}, 45, 30, 10),
 		Resources: requests("600Mi", "300m"),
-		VolumeMounts: []corev1.VolumeMount{
+		VolumeMounts: []volumeMount{
 			{Name: "data-dir", MountPath: "/var/lib/etcd"},
 			secretsMount,
 		},
 	}
 	return marshal(staticPod("etcd-bootstrap", "openshift-etcd", map[string]string{"app": "etcd", "k8s-app": "etcd"}, c,
-		hostPathVolume("data-dir", "/var/lib/etcd", corev1.HostPathDirectoryOrCreate), secretsVolume))
+		hostPathVolume("data-dir", "/var/lib/etcd", "DirectoryOrCreate"), secretsVolume))
 }
 
 // KubeAPIServerPod renders kube-apiserver-bootstrap.yaml (spec §7.1) for the payload's
@@ -180,7 +178,7 @@ func KubeAPIServerPod(image, serviceNetwork string) ([]byte, error) {
 	if err := checkCIDR("kube-apiserver pod: service network", serviceNetwork); err != nil {
 		return nil, err
 	}
-	c := corev1.Container{
+	c := container{
 		Name: "kube-apiserver", Image: image,
 		Command: []string{"hyperkube", "kube-apiserver"},
 		Args: []string{
@@ -212,11 +210,11 @@ func KubeAPIServerPod(image, serviceNetwork string) ([]byte, error) {
 			"--allow-privileged=true",
 			"--v=2",
 		},
-		Ports:          []corev1.ContainerPort{{Name: "https", ContainerPort: 6443, Protocol: corev1.ProtocolTCP}},
+		Ports:          []containerPort{{Name: "https", ContainerPort: 6443, Protocol: "TCP"}},
 		LivenessProbe:  httpsProbe("/healthz", 6443, 45, 10),
 		ReadinessProbe: httpsProbe("/readyz", 6443, 10, 10),
 		Resources:      requests("1Gi", "500m"),
-		VolumeMounts:   []corev1.VolumeMount{secretsMount},
+		VolumeMounts:   []volumeMount{secretsMount},
 	}
 	return marshal(staticPod("kube-apiserver", "openshift-kube-apiserver", map[string]string{"app": "openshift-kube-apiserver"}, c, secretsVolume))
 }
@@ -262,13 +260,13 @@ func KubeControllerManagerPod(image, clusterNetwork string, hostPrefix int, serv
 		"--controllers=*,bootstrapsigner,tokencleaner",
 	)
 	args = append(append(args, leaderElection...), "--v=2")
-	c := corev1.Container{
+	c := container{
 		Name: "kube-controller-manager", Image: image,
 		Command:       []string{"hyperkube", "kube-controller-manager"},
 		Args:          args,
 		LivenessProbe: httpsProbe("/healthz", 10257, 45, 10),
 		Resources:     requests("256Mi", "200m"),
-		VolumeMounts:  []corev1.VolumeMount{secretsMount, kubeconfigsMount},
+		VolumeMounts:  []volumeMount{secretsMount, kubeconfigsMount},
 	}
 	return marshal(staticPod("kube-controller-manager", "openshift-kube-controller-manager", map[string]string{"app": "kube-controller-manager"}, c, secretsVolume, kubeconfigsVolume))
 }
@@ -278,13 +276,13 @@ func KubeSchedulerPod(image string) ([]byte, error) {
 	if err := checkImage("kube-scheduler pod", image); err != nil {
 		return nil, err
 	}
-	c := corev1.Container{
+	c := container{
 		Name: "kube-scheduler", Image: image,
 		Command:       []string{"hyperkube", "kube-scheduler"},
 		Args:          append(append(kubeconfigFlags("kube-scheduler"), leaderElection...), "--v=2"),
 		LivenessProbe: httpsProbe("/healthz", 10259, 45, 10),
 		Resources:     requests("128Mi", "100m"),
-		VolumeMounts:  []corev1.VolumeMount{kubeconfigsMount},
+		VolumeMounts:  []volumeMount{kubeconfigsMount},
 	}
 	return marshal(staticPod("kube-scheduler", "openshift-kube-scheduler", map[string]string{"app": "openshift-kube-scheduler"}, c, kubeconfigsVolume))
 }
@@ -304,26 +302,26 @@ func CVOPod(releaseImage, profile string) ([]byte, error) {
 	}
 	priv := true
 	kc := KubeconfigsDir + "/localhost.kubeconfig"
-	c := corev1.Container{
+	c := container{
 		Name: "cluster-version-operator", Image: releaseImage,
-		ImagePullPolicy: corev1.PullIfNotPresent,
+		ImagePullPolicy: "IfNotPresent",
 		Args: []string{"start", "--release-image=" + releaseImage, "--enable-auto-update=false",
 			"--kubeconfig=" + kc, "--listen=", "--v=2"},
-		SecurityContext: &corev1.SecurityContext{Privileged: &priv},
-		Env: []corev1.EnvVar{
+		SecurityContext: &securityContext{Privileged: &priv},
+		Env: []envVar{
 			{Name: "KUBERNETES_SERVICE_PORT", Value: "6443"},
 			{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"},
-			{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+			fieldRefEnv("NODE_NAME", "spec.nodeName"),
 			{Name: "CLUSTER_PROFILE", Value: profile},
 		},
-		VolumeMounts: []corev1.VolumeMount{
+		VolumeMounts: []volumeMount{
 			{Name: "etc-ssl-certs", MountPath: "/etc/ssl/certs", ReadOnly: true},
 			kubeconfigsMount,
 		},
 	}
 	p := staticPod("bootstrap-cluster-version-operator", "openshift-cluster-version", map[string]string{"k8s-app": "cluster-version-operator"}, c,
 		hostPathVolume("etc-ssl-certs", "/etc/ssl/certs", ""), kubeconfigsVolume)
-	p.Spec.DNSPolicy = corev1.DNSClusterFirstWithHostNet
+	p.Spec.DNSPolicy = "ClusterFirstWithHostNet"
 	grace := int64(130)
 	p.Spec.TerminationGracePeriodSeconds = &grace
 	return marshal(p)
@@ -343,16 +341,16 @@ func KubeProxyPod(image, clusterNetwork string) ([]byte, error) {
 		return nil, err
 	}
 	priv := true
-	c := corev1.Container{
+	c := container{
 		Name: "kube-proxy", Image: image,
 		Command: []string{"/usr/bin/kube-proxy"},
 		Args: []string{"--kubeconfig=" + KubeProxyKubeconfigPath, "--cluster-cidr=" + clusterNetwork,
 			"--v=2"},
-		SecurityContext: &corev1.SecurityContext{Privileged: &priv},
-		VolumeMounts:    []corev1.VolumeMount{{Name: "kubeconfig", MountPath: KubeProxyKubeconfigPath, ReadOnly: true}},
+		SecurityContext: &securityContext{Privileged: &priv},
+		VolumeMounts:    []volumeMount{{Name: "kubeconfig", MountPath: KubeProxyKubeconfigPath, ReadOnly: true}},
 	}
 	return marshal(staticPod("kube-proxy", "kube-system", map[string]string{"k8s-app": "kube-proxy"}, c,
-		hostPathVolume("kubeconfig", KubeProxyKubeconfigPath, corev1.HostPathFile)))
+		hostPathVolume("kubeconfig", KubeProxyKubeconfigPath, "File")))
 }
 
 // CRIOPauseConf renders the CRI-O drop-in (CRIOPausePath) that names the payload's `pod`

@@ -17,7 +17,6 @@ import (
 	"sort"
 	"strings"
 
-	imagev1 "github.com/openshift/api/image/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/render/manifests"
@@ -160,7 +159,7 @@ func WorkDir(in Inputs) ([]File, error) {
 // as a DockerImage, naming the first missing tag (the operator would die on it later, with a
 // less helpful message).
 func CheckImageReferences(b []byte) error {
-	var is imagev1.ImageStream
+	var is manifests.ImageStream
 	if err := yaml.Unmarshal(b, &is); err != nil || is.Kind != "ImageStream" {
 		return fmt.Errorf("mco: image-references is not an ImageStream (release/image-references): %v", err)
 	}

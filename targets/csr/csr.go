@@ -28,19 +28,14 @@ package csr
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net"
 	"slices"
 	"sort"
 	"strings"
-
-	certificatesv1 "k8s.io/api/certificates/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
+	"time"
 
 	"github.com/labbuild/labbuild/targets/kube"
 )
@@ -60,9 +55,10 @@ const (
 	NodeUserPrefix = "system:node:"
 	NodesGroup     = "system:nodes"
 
-	// The two signers a kubelet uses (k8s.io/api/certificates/v1).
-	SignerClient  = certificatesv1.KubeAPIServerClientKubeletSignerName // "kubernetes.io/kube-apiserver-client-kubelet"
-	SignerServing = certificatesv1.KubeletServingSignerName             // "kubernetes.io/kubelet-serving"
+	// The two signers a kubelet uses (k8s.io/api/certificates/v1 KubeAPIServerClientKubeletSignerName,
+	// KubeletServingSignerName).
+	SignerClient  = "kubernetes.io/kube-apiserver-client-kubelet"
+	SignerServing = "kubernetes.io/kubelet-serving"
 
 	// ApprovalReason is the reason on the Approved condition labbuild adds, so `oc get csr -o
 	// yaml` shows who approved.
@@ -76,6 +72,60 @@ var nodeBootstrapperSAGroups = []string{
 	"system:serviceaccounts",
 	"system:serviceaccounts:openshift-machine-config-operator",
 }
+
+// CertificateSigningRequest is a certificates.k8s.io/v1 CertificateSigningRequest: the
+// fields the approver reads, with k8s.io/api's JSON shape and field names. List keeps the
+// object as the server sent it too, so an approval sends every field back unchanged (labels,
+// extra, expirationSeconds) and adds only its condition.
+type CertificateSigningRequest struct {
+	kube.ObjectMeta `json:"metadata"`
+	Spec            CertificateSigningRequestSpec   `json:"spec"`
+	Status          CertificateSigningRequestStatus `json:"status"`
+
+	raw map[string]any
+}
+
+// CertificateSigningRequestSpec is a CSR's spec.
+type CertificateSigningRequestSpec struct {
+	// Request is the PEM CERTIFICATE REQUEST.
+	Request    []byte     `json:"request"`
+	SignerName string     `json:"signerName"`
+	Usages     []KeyUsage `json:"usages,omitempty"`
+	// Username and Groups are the requestor, filled in by the API server.
+	Username string   `json:"username,omitempty"`
+	Groups   []string `json:"groups,omitempty"`
+}
+
+// CertificateSigningRequestStatus is a CSR's status: conditions and, once signed, the
+// certificate.
+type CertificateSigningRequestStatus struct {
+	Conditions  []CertificateSigningRequestCondition `json:"conditions,omitempty"`
+	Certificate []byte                               `json:"certificate,omitempty"`
+}
+
+// CertificateSigningRequestCondition is one condition (Approved, Denied, Failed).
+type CertificateSigningRequestCondition struct {
+	Type           string `json:"type"`
+	Status         string `json:"status"`
+	Reason         string `json:"reason,omitempty"`
+	Message        string `json:"message,omitempty"`
+	LastUpdateTime string `json:"lastUpdateTime,omitempty"`
+}
+
+// KeyUsage is a requested usage ("digital signature", "client auth").
+type KeyUsage string
+
+// The usages and condition types of certificates/v1.
+const (
+	UsageDigitalSignature KeyUsage = "digital signature"
+	UsageKeyEncipherment  KeyUsage = "key encipherment"
+	UsageClientAuth       KeyUsage = "client auth"
+	UsageServerAuth       KeyUsage = "server auth"
+
+	CertificateApproved = "Approved"
+	CertificateDenied   = "Denied"
+	CertificateFailed   = "Failed"
+)
 
 // NodeIdentity is what the lab config says a node is: its Kubernetes node name (the kubelet
 // uses the host name, which labbuild's Ignition sets to the FQDN <node>.<cluster domain>), the
@@ -102,12 +152,12 @@ type Decision struct {
 // expected maps node name → identity. It looks only at the object: requestor (spec.username,
 // spec.groups), signer, usages and the PEM request (subject, SANs, signature). A CSR that is
 // already approved, denied or failed is refused ("already ...").
-func Decide(csr *certificatesv1.CertificateSigningRequest, expected map[string]NodeIdentity) (approve bool, reason string) {
+func Decide(csr *CertificateSigningRequest, expected map[string]NodeIdentity) (approve bool, reason string) {
 	for _, c := range csr.Status.Conditions {
 		switch c.Type {
-		case certificatesv1.CertificateApproved, certificatesv1.CertificateDenied, certificatesv1.CertificateFailed:
-			if c.Status != corev1.ConditionFalse {
-				return false, "already " + strings.ToLower(string(c.Type))
+		case CertificateApproved, CertificateDenied, CertificateFailed:
+			if c.Status != "False" {
+				return false, "already " + strings.ToLower(c.Type)
 			}
 		}
 	}
@@ -157,21 +207,21 @@ func nodeFromSubject(req *x509.CertificateRequest) (string, string) {
 }
 
 // checkUsages requires want and allows only want plus key encipherment.
-func checkUsages(got []certificatesv1.KeyUsage, want ...certificatesv1.KeyUsage) string {
+func checkUsages(got []KeyUsage, want ...KeyUsage) string {
 	for _, w := range want {
 		if !slices.Contains(got, w) {
 			return fmt.Sprintf("usages %v lack %q", got, w)
 		}
 	}
 	for _, g := range got {
-		if !slices.Contains(want, g) && g != certificatesv1.UsageKeyEncipherment {
-			return fmt.Sprintf("usage %q is not allowed (want %v, optionally %q)", g, want, certificatesv1.UsageKeyEncipherment)
+		if !slices.Contains(want, g) && g != UsageKeyEncipherment {
+			return fmt.Sprintf("usage %q is not allowed (want %v, optionally %q)", g, want, UsageKeyEncipherment)
 		}
 	}
 	return ""
 }
 
-func decideClient(csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, expected map[string]NodeIdentity) (bool, string) {
+func decideClient(csr *CertificateSigningRequest, req *x509.CertificateRequest, expected map[string]NodeIdentity) (bool, string) {
 	user, groups := csr.Spec.Username, csr.Spec.Groups
 	switch {
 	case user == NodeBootstrapperSA:
@@ -198,13 +248,13 @@ func decideClient(csr *certificatesv1.CertificateSigningRequest, req *x509.Certi
 	if len(req.DNSNames)+len(req.IPAddresses)+len(req.EmailAddresses)+len(req.URIs) > 0 {
 		return false, "a kubelet client certificate request must carry no SANs"
 	}
-	if why := checkUsages(csr.Spec.Usages, certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth); why != "" {
+	if why := checkUsages(csr.Spec.Usages, UsageDigitalSignature, UsageClientAuth); why != "" {
 		return false, why
 	}
 	return true, fmt.Sprintf("client certificate for node %s requested by %s", name, user)
 }
 
-func decideServing(csr *certificatesv1.CertificateSigningRequest, req *x509.CertificateRequest, expected map[string]NodeIdentity) (bool, string) {
+func decideServing(csr *CertificateSigningRequest, req *x509.CertificateRequest, expected map[string]NodeIdentity) (bool, string) {
 	user := csr.Spec.Username
 	if !strings.HasPrefix(user, NodeUserPrefix) || !slices.Contains(csr.Spec.Groups, NodesGroup) {
 		return false, fmt.Sprintf("requestor %q is not a node (%s<name> in group %s)", user, NodeUserPrefix, NodesGroup)
@@ -236,7 +286,7 @@ func decideServing(csr *certificatesv1.CertificateSigningRequest, req *x509.Cert
 			return false, fmt.Sprintf("IP SAN %s is not node %s's address (%s)", ip, name, strings.Join(id.IPs, ", "))
 		}
 	}
-	if why := checkUsages(csr.Spec.Usages, certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth); why != "" {
+	if why := checkUsages(csr.Spec.Usages, UsageDigitalSignature, UsageServerAuth); why != "" {
 		return false, why
 	}
 	return true, fmt.Sprintf("serving certificate for node %s requested by the node", name)
@@ -256,10 +306,10 @@ func names(m map[string]NodeIdentity) string {
 
 // Pending reports whether csr has no Approved, Denied or Failed condition: the state `oc get
 // csr` shows as Pending and approve-csrs.sh looks for (status.conditions empty).
-func Pending(csr *certificatesv1.CertificateSigningRequest) bool {
+func Pending(csr *CertificateSigningRequest) bool {
 	for _, c := range csr.Status.Conditions {
 		switch c.Type {
-		case certificatesv1.CertificateApproved, certificatesv1.CertificateDenied, certificatesv1.CertificateFailed:
+		case CertificateApproved, CertificateDenied, CertificateFailed:
 			return false
 		}
 	}
@@ -267,7 +317,7 @@ func Pending(csr *certificatesv1.CertificateSigningRequest) bool {
 }
 
 // NodeOf returns the node name a kubelet CSR is for (from its subject CN), or "".
-func NodeOf(csr *certificatesv1.CertificateSigningRequest) string {
+func NodeOf(csr *CertificateSigningRequest) string {
 	req, err := parseRequest(csr.Spec.Request)
 	if err != nil || !strings.HasPrefix(req.Subject.CommonName, NodeUserPrefix) {
 		return ""
@@ -275,13 +325,24 @@ func NodeOf(csr *certificatesv1.CertificateSigningRequest) string {
 	return strings.TrimPrefix(req.Subject.CommonName, NodeUserPrefix)
 }
 
-// List returns every CSR (`oc get csr`), converted from the dynamic client's objects.
-func List(ctx context.Context, dyn kube.Interface) ([]certificatesv1.CertificateSigningRequest, error) {
-	l, err := kube.List[certificatesv1.CertificateSigningRequest](ctx, dyn, kube.CSRs, "", "")
+// List returns every CSR (`oc get csr`), decoded from the dynamic client's objects.
+func List(ctx context.Context, dyn kube.Interface) ([]CertificateSigningRequest, error) {
+	l, err := dyn.Resource(kube.CSRs).List(ctx, kube.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list CSRs: %w", err)
 	}
-	return l, nil
+	out := make([]CertificateSigningRequest, len(l.Items))
+	for i := range l.Items {
+		b, err := l.Items[i].MarshalJSON()
+		if err == nil {
+			err = json.Unmarshal(b, &out[i])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list CSRs: %s: %w", l.Items[i].GetName(), err)
+		}
+		out[i].raw = l.Items[i].Object
+	}
+	return out, nil
 }
 
 // Approve lists the CSRs, decides on every pending one, and approves those Decide accepts
@@ -308,7 +369,7 @@ func Approve(ctx context.Context, dyn kube.Interface, expected map[string]NodeId
 			switch {
 			case err == nil:
 				d.Approved = true
-			case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+			case kube.IsConflict(err) || kube.IsNotFound(err):
 				// Changed or gone meanwhile: decide again on the next pass.
 			default:
 				return out, fmt.Errorf("approve CSR %s (node %s): %w", c.Name, d.Node, err)
@@ -321,23 +382,48 @@ func Approve(ctx context.Context, dyn kube.Interface, expected map[string]NodeId
 }
 
 // approve adds the Approved=True condition to c and updates the approval subresource; the
-// object's resourceVersion makes a concurrent change a conflict.
-func approve(ctx context.Context, dyn kube.Interface, c *certificatesv1.CertificateSigningRequest, msg string) error {
-	c = c.DeepCopy()
-	c.Status.Conditions = append(c.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
-		Type:           certificatesv1.CertificateApproved,
-		Status:         corev1.ConditionTrue,
-		Reason:         ApprovalReason,
-		Message:        msg,
-		LastUpdateTime: metav1.Now(),
-	})
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(c)
+// object's resourceVersion makes a concurrent change a conflict. The body is the object as
+// listed (c.raw) plus the condition, or c itself when it was not listed.
+func approve(ctx context.Context, dyn kube.Interface, c *CertificateSigningRequest, msg string) error {
+	cond := CertificateSigningRequestCondition{
+		Type:    CertificateApproved,
+		Status:  "True",
+		Reason:  ApprovalReason,
+		Message: msg,
+		// meta/v1 Time: RFC 3339, seconds, UTC.
+		LastUpdateTime: time.Now().UTC().Format(time.RFC3339),
+	}
+	obj := c.raw
+	if obj == nil {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		u := &kube.Unstructured{}
+		if err := u.UnmarshalJSON(b); err != nil {
+			return err
+		}
+		obj = u.Object
+	}
+	// A deep copy through JSON: the listed object stays as it was.
+	b, err := json.Marshal(obj)
 	if err != nil {
 		return err
 	}
-	u := &unstructured.Unstructured{Object: m}
+	u := &kube.Unstructured{}
+	if err := u.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	status, _ := u.Object["status"].(map[string]any)
+	if status == nil {
+		status = map[string]any{}
+		u.Object["status"] = status
+	}
+	conds, _ := status["conditions"].([]any)
+	status["conditions"] = append(conds, map[string]any{"type": cond.Type, "status": cond.Status, "reason": cond.Reason,
+		"message": cond.Message, "lastUpdateTime": cond.LastUpdateTime})
 	u.SetAPIVersion(kube.CSRs.GroupVersion().String())
 	u.SetKind("CertificateSigningRequest")
-	_, err = dyn.Resource(kube.CSRs).Update(ctx, u, metav1.UpdateOptions{}, "approval")
+	_, err = dyn.Resource(kube.CSRs).Update(ctx, u, kube.UpdateOptions{}, "approval")
 	return err
 }

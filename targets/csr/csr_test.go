@@ -8,16 +8,16 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"net"
 	"net/url"
 	"strings"
 	"testing"
 
-	certificatesv1 "k8s.io/api/certificates/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/labbuild/labbuild/targets/kube"
@@ -53,20 +53,20 @@ type req struct {
 	signer  string
 	user    string
 	groups  []string
-	usages  []certificatesv1.KeyUsage
-	cond    certificatesv1.RequestConditionType
+	usages  []KeyUsage
+	cond    string
 	rawPEM  []byte // overrides the generated request
 	corrupt bool   // flip a signature byte
 }
 
 var (
-	clientUsages  = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageClientAuth}
-	servingUsages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageServerAuth}
+	clientUsages  = []KeyUsage{UsageDigitalSignature, UsageClientAuth}
+	servingUsages = []KeyUsage{UsageDigitalSignature, UsageServerAuth}
 	bootGroups    = []string{BootstrappersGroup, "system:authenticated"}
 	nodeGroups    = []string{NodesGroup, "system:authenticated"}
 )
 
-func build(t testing.TB, r req) *certificatesv1.CertificateSigningRequest {
+func build(t testing.TB, r req) *CertificateSigningRequest {
 	t.Helper()
 	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: r.cn}, DNSNames: r.dns, EmailAddresses: r.emails}
 	if r.o != "" {
@@ -93,14 +93,14 @@ func build(t testing.TB, r req) *certificatesv1.CertificateSigningRequest {
 	if r.rawPEM != nil {
 		p = r.rawPEM
 	}
-	c := &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: "csr-test"},
-		Spec: certificatesv1.CertificateSigningRequestSpec{
+	c := &CertificateSigningRequest{
+		ObjectMeta: kube.ObjectMeta{Name: "csr-test"},
+		Spec: CertificateSigningRequestSpec{
 			Request: p, SignerName: r.signer, Username: r.user, Groups: r.groups, Usages: r.usages,
 		},
 	}
 	if r.cond != "" {
-		c.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: r.cond, Status: corev1.ConditionTrue}}
+		c.Status.Conditions = []CertificateSigningRequestCondition{{Type: r.cond, Status: "True"}}
 	}
 	return c
 }
@@ -128,7 +128,7 @@ func TestDecide(t *testing.T) {
 			r.groups = []string{"system:serviceaccounts:openshift-machine-config-operator", "system:serviceaccounts", "system:authenticated"}
 		}), true, "requested by " + NodeBootstrapperSA},
 		{"client with key encipherment (RSA kubelets)", with(clientReq(), func(r *req) {
-			r.usages = append(clientUsages, certificatesv1.UsageKeyEncipherment)
+			r.usages = append(clientUsages, UsageKeyEncipherment)
 		}), true, "client certificate"},
 		{"SA with extra group", with(clientReq(), func(r *req) {
 			r.user = NodeBootstrapperSA
@@ -147,10 +147,10 @@ func TestDecide(t *testing.T) {
 		{"CN empty node", with(clientReq(), func(r *req) { r.cn = NodeUserPrefix }), false, "is not system:node:<node name>"},
 		{"client with SANs", with(clientReq(), func(r *req) { r.dns = []string{m0} }), false, "no SANs"},
 		{"client with server auth", with(clientReq(), func(r *req) {
-			r.usages = append(clientUsages, certificatesv1.UsageServerAuth)
+			r.usages = append(clientUsages, UsageServerAuth)
 		}), false, `usage "server auth" is not allowed`},
 		{"client lacking client auth", with(clientReq(), func(r *req) {
-			r.usages = []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature}
+			r.usages = []KeyUsage{UsageDigitalSignature}
 		}), false, `lack "client auth"`},
 
 		{"serving from the node", servingReq(), true, "serving certificate for node " + m0},
@@ -170,13 +170,13 @@ func TestDecide(t *testing.T) {
 		{"serving with a URI SAN", with(servingReq(), func(r *req) { r.uri = "spiffe://x" }), false, "no e-mail or URI"},
 		{"serving without SANs", with(servingReq(), func(r *req) { r.dns, r.ips = nil, nil }), false, "must name the node"},
 		{"serving with client auth", with(servingReq(), func(r *req) {
-			r.usages = append(servingUsages, certificatesv1.UsageClientAuth)
+			r.usages = append(servingUsages, UsageClientAuth)
 		}), false, `usage "client auth" is not allowed`},
 
-		{"other signer", with(clientReq(), func(r *req) { r.signer = certificatesv1.KubeAPIServerClientSignerName }), false, "not a kubelet signer"},
+		{"other signer", with(clientReq(), func(r *req) { r.signer = "kubernetes.io/kube-apiserver-client" }), false, "not a kubelet signer"},
 		{"legacy signer", with(clientReq(), func(r *req) { r.signer = "kubernetes.io/legacy-unknown" }), false, "not a kubelet signer"},
-		{"already approved", with(clientReq(), func(r *req) { r.cond = certificatesv1.CertificateApproved }), false, "already approved"},
-		{"already denied", with(clientReq(), func(r *req) { r.cond = certificatesv1.CertificateDenied }), false, "already denied"},
+		{"already approved", with(clientReq(), func(r *req) { r.cond = CertificateApproved }), false, "already approved"},
+		{"already denied", with(clientReq(), func(r *req) { r.cond = CertificateDenied }), false, "already denied"},
 		{"not PEM", with(clientReq(), func(r *req) { r.rawPEM = []byte("hello") }), false, "not a PEM CERTIFICATE REQUEST"},
 		{"wrong PEM type", with(clientReq(), func(r *req) {
 			r.rawPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte{1}})
@@ -200,13 +200,11 @@ func TestApproveFake(t *testing.T) {
 	good.Name = "csr-good"
 	bad := build(t, with(clientReq(), func(r *req) { r.user = "alice" }))
 	bad.Name = "csr-foreign"
-	done := build(t, with(clientReq(), func(r *req) { r.cond = certificatesv1.CertificateApproved }))
+	done := build(t, with(clientReq(), func(r *req) { r.cond = CertificateApproved }))
 	done.Name = "csr-done"
-	sch := runtime.NewScheme()
-	if err := certificatesv1.AddToScheme(sch); err != nil {
-		t.Fatal(err)
-	}
-	fake := dynfake.NewSimpleDynamicClient(sch, good, bad, done)
+	fake := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{{Group: "certificates.k8s.io", Version: "v1", Resource: "certificatesigningrequests"}: "CertificateSigningRequestList"},
+		toU(t, good), toU(t, bad), toU(t, done))
 	cs := kubedyn.Wrap(fake)
 	ds, err := Approve(context.Background(), cs, expected)
 	if err != nil {
@@ -215,15 +213,15 @@ func TestApproveFake(t *testing.T) {
 	if len(ds) != 2 || ds[0].CSR != "csr-foreign" || ds[0].Approve || ds[1].CSR != "csr-good" || !ds[1].Approved || ds[1].Node != m0 {
 		t.Fatalf("decisions = %+v", ds)
 	}
-	get := func(name string) *certificatesv1.CertificateSigningRequest {
-		got, err := kube.Get[certificatesv1.CertificateSigningRequest](context.Background(), cs, kube.CSRs, "", name)
+	get := func(name string) *CertificateSigningRequest {
+		got, err := kube.Get[CertificateSigningRequest](context.Background(), cs, kube.CSRs, "", name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return got
 	}
 	got := get("csr-good")
-	if Pending(got) || got.Status.Conditions[0].Reason != ApprovalReason || got.Status.Conditions[0].Status != corev1.ConditionTrue {
+	if Pending(got) || got.Status.Conditions[0].Reason != ApprovalReason || got.Status.Conditions[0].Status != "True" {
 		t.Errorf("csr-good conditions = %+v", got.Status.Conditions)
 	}
 	got = get("csr-foreign")
@@ -242,3 +240,16 @@ func TestApproveFake(t *testing.T) {
 }
 
 func with(base req, f func(*req)) req { f(&base); return base }
+
+// toU is c as the fake dynamic client holds it.
+func toU(t testing.TB, c *CertificateSigningRequest) *unstructured.Unstructured {
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(append(b[:len(b)-1], []byte(`,"apiVersion":"certificates.k8s.io/v1","kind":"CertificateSigningRequest"}`)...)); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}

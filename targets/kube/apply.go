@@ -10,11 +10,6 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -39,7 +34,7 @@ type Applier struct {
 
 // NewApplier returns an Applier for cfg; log receives one line per applied object (nil
 // discards).
-func NewApplier(cfg *rest.Config, log io.Writer) (*Applier, error) {
+func NewApplier(cfg *RESTConfig, log io.Writer) (*Applier, error) {
 	k, err := NewClients(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("apply: %w", err)
@@ -55,8 +50,8 @@ func (a *Applier) Dynamic() Interface { return a.dyn }
 
 // Docs splits a YAML file into its non-empty documents as unstructured objects; name is used
 // in errors ("<name>: document 3: ...").
-func Docs(name string, data []byte) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
+func Docs(name string, data []byte) ([]*Unstructured, error) {
+	var out []*Unstructured
 	for i, doc := range bytes.Split(data, []byte("\n---")) {
 		if len(bytes.TrimSpace(doc)) == 0 {
 			continue
@@ -68,14 +63,14 @@ func Docs(name string, data []byte) ([]*unstructured.Unstructured, error) {
 		if len(m) == 0 {
 			continue
 		}
-		out = append(out, &unstructured.Unstructured{Object: m})
+		out = append(out, &Unstructured{Object: m})
 	}
 	return out, nil
 }
 
 // Resource returns the dynamic client for o's kind (namespaced when the kind is), discovering
 // kinds again once when o's is unknown (a CRD applied a moment ago).
-func (a *Applier) Resource(ctx context.Context, o *unstructured.Unstructured) (ResourceInterface, error) {
+func (a *Applier) Resource(ctx context.Context, o *Unstructured) (ResourceInterface, error) {
 	gvk := o.GroupVersionKind()
 	gvr, namespaced, err := a.mapper.Resource(ctx, gvk)
 	if err != nil {
@@ -89,7 +84,7 @@ func (a *Applier) Resource(ctx context.Context, o *unstructured.Unstructured) (R
 
 // Apply applies one object read from file and returns it as the server has it. Errors name
 // the file, kind and object; the server's text never carries Secret data.
-func (a *Applier) Apply(ctx context.Context, file string, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (a *Applier) Apply(ctx context.Context, file string, o *Unstructured) (*Unstructured, error) {
 	ri, err := a.Resource(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
@@ -99,16 +94,16 @@ func (a *Applier) Apply(ctx context.Context, file string, o *unstructured.Unstru
 		return nil, fmt.Errorf("%s: %s %s: %w", file, o.GetKind(), o.GetName(), err)
 	}
 	force := true
-	opts := metav1.PatchOptions{FieldManager: FieldManager, Force: &force}
+	opts := PatchOptions{FieldManager: FieldManager, Force: &force}
 	if a.DryRun {
-		opts.DryRun = []string{metav1.DryRunAll}
+		opts.DryRun = []string{DryRunAll}
 	}
-	got, err := ri.Patch(ctx, o.GetName(), types.ApplyPatchType, body, opts)
+	got, err := ri.Patch(ctx, o.GetName(), ApplyPatchType, body, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: apply %s %s/%s: %w", file, o.GetKind(), o.GetNamespace(), o.GetName(), err)
 	}
 	if _, hasStatus := o.Object["status"]; hasStatus && a.StatusKinds[o.GetKind()] {
-		got, err = ri.Patch(ctx, o.GetName(), types.ApplyPatchType, body, opts, "status")
+		got, err = ri.Patch(ctx, o.GetName(), ApplyPatchType, body, opts, "status")
 		if err != nil {
 			return nil, fmt.Errorf("%s: apply status of %s %s: %w", file, o.GetKind(), o.GetName(), err)
 		}
@@ -124,7 +119,7 @@ func (a *Applier) Apply(ctx context.Context, file string, o *unstructured.Unstru
 
 // waitEstablished polls a CRD until Established=True. This polls a real server for seconds, so
 // it uses the real clock (targets/wait is for the long, user-visible waits).
-func (a *Applier) waitEstablished(ctx context.Context, ri ResourceInterface, got *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (a *Applier) waitEstablished(ctx context.Context, ri ResourceInterface, got *Unstructured) (*Unstructured, error) {
 	d := a.CRDTimeout
 	if d <= 0 {
 		d = 30 * time.Second
@@ -138,11 +133,11 @@ func (a *Applier) waitEstablished(ctx context.Context, ri ResourceInterface, got
 			return nil, fmt.Errorf("CRD %s not Established after %v (oc get crd %s -o yaml)", name, d, name)
 		case <-time.After(50 * time.Millisecond):
 		}
-		g, err := ri.Get(wctx, name, metav1.GetOptions{})
+		g, err := ri.Get(wctx, name, GetOptions{})
 		switch {
 		case err == nil:
 			got = g
-		case !apierrors.IsNotFound(err):
+		case !IsNotFound(err):
 			return nil, fmt.Errorf("CRD %s: %w", name, err)
 		}
 	}
@@ -150,19 +145,19 @@ func (a *Applier) waitEstablished(ctx context.Context, ri ResourceInterface, got
 }
 
 // IsCRD reports whether o is a CustomResourceDefinition.
-func IsCRD(o *unstructured.Unstructured) bool {
+func IsCRD(o *Unstructured) bool {
 	return o.GetKind() == "CustomResourceDefinition" && strings.HasPrefix(o.GetAPIVersion(), "apiextensions.k8s.io/")
 }
 
 // CRDEstablished reports whether a CRD object has condition Established=True.
-func CRDEstablished(o *unstructured.Unstructured) bool {
+func CRDEstablished(o *Unstructured) bool {
 	return Condition(o, "Established") == "True"
 }
 
 // Condition returns the status ("True", "False", "Unknown") of condition typ in
 // o.status.conditions, or "" when it is absent.
-func Condition(o *unstructured.Unstructured, typ string) string {
-	conds, _, _ := unstructured.NestedSlice(o.Object, "status", "conditions")
+func Condition(o *Unstructured, typ string) string {
+	conds, _, _ := NestedSlice(o.Object, "status", "conditions")
 	for _, c := range conds {
 		m, _ := c.(map[string]any)
 		if m["type"] == typ {
@@ -209,15 +204,15 @@ func (a *Applier) ApplyFiles(ctx context.Context, files map[string][]byte) (int,
 // PatchStatus server-side-applies status (the object's .status) to object name of resource
 // ri through the status subresource, as `oc patch --subresource=status` does; apiVersion and
 // kind identify the object in the patch body.
-func PatchStatus(ctx context.Context, ri ResourceInterface, apiVersion, kind, name string, status map[string]any) (*unstructured.Unstructured, error) {
-	o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind,
+func PatchStatus(ctx context.Context, ri ResourceInterface, apiVersion, kind, name string, status map[string]any) (*Unstructured, error) {
+	o := &Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind,
 		"metadata": map[string]any{"name": name}, "status": status}}
 	body, err := o.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
 	force := true
-	got, err := ri.Patch(ctx, name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: FieldManager, Force: &force}, "status")
+	got, err := ri.Patch(ctx, name, ApplyPatchType, body, PatchOptions{FieldManager: FieldManager, Force: &force}, "status")
 	if err != nil {
 		return nil, fmt.Errorf("patch status of %s %s: %w", kind, name, err)
 	}

@@ -4,39 +4,34 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
+	"net/http"
+	"net/url"
+	"strings"
 )
 
 // Interface reads and writes any resource as unstructured objects. It has the shape of
-// client-go's dynamic.Interface (the same method names and signatures, a subset of them), so
-// code written against the dynamic client reads the same; labbuild implements it on one
-// unversioned REST client (Dynamic) because the dynamic package links go-cmp and client-go's
-// watch-list machinery, whose initializers run at every labbuild start (issue 18). Tests can
-// wrap a client-go dynamic client, fake or real, with targets/kube/kubedyn.
+// client-go's dynamic.Interface (the same method names and signatures, a subset of them, over
+// this package's types), so code written against the dynamic client reads the same. labbuild
+// implements it on its own RESTClient (Dynamic), because client-go's dynamic and rest packages
+// and apimachinery's runtime bring initializers that ran at every labbuild start (issue 18,
+// docs/kube-client.md). Tests can wrap a client-go dynamic client, fake or real, with
+// targets/kube/kubedyn.
 type Interface interface {
-	Resource(resource schema.GroupVersionResource) NamespaceableResourceInterface
+	Resource(resource GroupVersionResource) NamespaceableResourceInterface
 }
 
 // ResourceInterface is one resource, cluster-scoped or in one namespace: the methods of
-// client-go's dynamic.ResourceInterface labbuild uses, with the same signatures, so a
-// dynamic.ResourceInterface is one. subresources name a subresource path ("status",
-// "approval").
+// client-go's dynamic.ResourceInterface labbuild uses. subresources name a subresource path
+// ("status", "approval", "eviction").
 type ResourceInterface interface {
-	Create(ctx context.Context, obj *unstructured.Unstructured, options metav1.CreateOptions, subresources ...string) (*unstructured.Unstructured, error)
-	Update(ctx context.Context, obj *unstructured.Unstructured, options metav1.UpdateOptions, subresources ...string) (*unstructured.Unstructured, error)
-	UpdateStatus(ctx context.Context, obj *unstructured.Unstructured, options metav1.UpdateOptions) (*unstructured.Unstructured, error)
-	Delete(ctx context.Context, name string, options metav1.DeleteOptions, subresources ...string) error
-	Get(ctx context.Context, name string, options metav1.GetOptions, subresources ...string) (*unstructured.Unstructured, error)
-	List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error)
-	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, options metav1.PatchOptions, subresources ...string) (*unstructured.Unstructured, error)
-	Apply(ctx context.Context, name string, obj *unstructured.Unstructured, options metav1.ApplyOptions, subresources ...string) (*unstructured.Unstructured, error)
+	Create(ctx context.Context, obj *Unstructured, options CreateOptions, subresources ...string) (*Unstructured, error)
+	Update(ctx context.Context, obj *Unstructured, options UpdateOptions, subresources ...string) (*Unstructured, error)
+	UpdateStatus(ctx context.Context, obj *Unstructured, options UpdateOptions) (*Unstructured, error)
+	Delete(ctx context.Context, name string, options DeleteOptions, subresources ...string) error
+	Get(ctx context.Context, name string, options GetOptions, subresources ...string) (*Unstructured, error)
+	List(ctx context.Context, opts ListOptions) (*UnstructuredList, error)
+	Patch(ctx context.Context, name string, pt PatchType, data []byte, options PatchOptions, subresources ...string) (*Unstructured, error)
+	Apply(ctx context.Context, name string, obj *Unstructured, options ApplyOptions, subresources ...string) (*Unstructured, error)
 }
 
 // NamespaceableResourceInterface is a resource before a namespace is chosen (cluster-scoped,
@@ -46,21 +41,21 @@ type NamespaceableResourceInterface interface {
 	ResourceInterface
 }
 
-// Dynamic is labbuild's Interface over a REST client: JSON in and out, API errors as
-// *errors.StatusError (apierrors.IsNotFound, IsConflict work as with client-go's clients).
-type Dynamic struct{ rc rest.Interface }
+// Dynamic is labbuild's Interface over a RESTClient: JSON in and out, API errors as
+// *StatusError (IsNotFound, IsConflict, ... recognize them).
+type Dynamic struct{ rc *RESTClient }
 
 // NewDynamic returns the client over rc (Clients.REST).
-func NewDynamic(rc rest.Interface) *Dynamic { return &Dynamic{rc: rc} }
+func NewDynamic(rc *RESTClient) *Dynamic { return &Dynamic{rc: rc} }
 
 // Resource returns the client of gvr.
-func (d *Dynamic) Resource(gvr schema.GroupVersionResource) NamespaceableResourceInterface {
+func (d *Dynamic) Resource(gvr GroupVersionResource) NamespaceableResourceInterface {
 	return &resource{rc: d.rc, gvr: gvr}
 }
 
 type resource struct {
-	rc  rest.Interface
-	gvr schema.GroupVersionResource
+	rc  *RESTClient
+	gvr GroupVersionResource
 	ns  string
 }
 
@@ -71,7 +66,7 @@ func (r *resource) Namespace(ns string) ResourceInterface {
 }
 
 // path is the URL path of the resource, object name and subresources ("" parts skipped).
-func (r *resource) path(name string, sub ...string) []string {
+func (r *resource) path(name string, sub ...string) string {
 	p := []string{"/api"}
 	if r.gvr.Group != "" {
 		p = []string{"/apis", r.gvr.Group}
@@ -84,40 +79,26 @@ func (r *resource) path(name string, sub ...string) []string {
 	if name != "" {
 		p = append(p, name)
 	}
-	return append(p, sub...)
+	return strings.Join(append(p, sub...), "/")
 }
 
-// do sends req and decodes the object it returns.
-func do(ctx context.Context, req *rest.Request) (*unstructured.Unstructured, error) {
-	b, err := raw(ctx, req)
+// object sends one request and decodes the object it returns.
+func (r *resource) object(ctx context.Context, method, path string, q url.Values, ct string, body []byte) (*Unstructured, error) {
+	b, err := r.rc.Do(ctx, method, path, q, ct, body)
 	if err != nil {
 		return nil, err
 	}
-	u := &unstructured.Unstructured{}
+	u := &Unstructured{}
 	if err := u.UnmarshalJSON(b); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s %s: decoding the answer: %w", method, path, err)
 	}
 	return u, nil
 }
 
-func raw(ctx context.Context, req *rest.Request) ([]byte, error) {
-	res := req.Do(ctx)
-	if err := res.Error(); err != nil {
-		return nil, err
-	}
-	return res.Raw()
-}
+const contentJSON = "application/json"
 
-func (r *resource) params(req *rest.Request, opts runtime.Object) *rest.Request {
-	return req.SpecificallyVersionedParams(opts, metav1.ParameterCodec, metav1.SchemeGroupVersion)
-}
-
-func (r *resource) body(obj *unstructured.Unstructured) ([]byte, error) {
-	return obj.MarshalJSON()
-}
-
-func (r *resource) Create(ctx context.Context, obj *unstructured.Unstructured, opts metav1.CreateOptions, sub ...string) (*unstructured.Unstructured, error) {
-	b, err := r.body(obj)
+func (r *resource) Create(ctx context.Context, obj *Unstructured, opts CreateOptions, sub ...string) (*Unstructured, error) {
+	b, err := obj.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
@@ -125,25 +106,25 @@ func (r *resource) Create(ctx context.Context, obj *unstructured.Unstructured, o
 	if len(sub) > 0 {
 		name = obj.GetName()
 	}
-	return do(ctx, r.params(r.rc.Post().AbsPath(r.path(name, sub...)...).SetHeader("Content-Type", runtime.ContentTypeJSON).Body(b), &opts))
+	return r.object(ctx, http.MethodPost, r.path(name, sub...), writeQuery(opts.DryRun, nil, opts.FieldManager), contentJSON, b)
 }
 
-func (r *resource) Update(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions, sub ...string) (*unstructured.Unstructured, error) {
+func (r *resource) Update(ctx context.Context, obj *Unstructured, opts UpdateOptions, sub ...string) (*Unstructured, error) {
 	if obj.GetName() == "" {
 		return nil, fmt.Errorf("update %s: the object has no name", r.gvr.Resource)
 	}
-	b, err := r.body(obj)
+	b, err := obj.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
-	return do(ctx, r.params(r.rc.Put().AbsPath(r.path(obj.GetName(), sub...)...).SetHeader("Content-Type", runtime.ContentTypeJSON).Body(b), &opts))
+	return r.object(ctx, http.MethodPut, r.path(obj.GetName(), sub...), writeQuery(opts.DryRun, nil, opts.FieldManager), contentJSON, b)
 }
 
-func (r *resource) UpdateStatus(ctx context.Context, obj *unstructured.Unstructured, opts metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+func (r *resource) UpdateStatus(ctx context.Context, obj *Unstructured, opts UpdateOptions) (*Unstructured, error) {
 	return r.Update(ctx, obj, opts, "status")
 }
 
-func (r *resource) Delete(ctx context.Context, name string, opts metav1.DeleteOptions, sub ...string) error {
+func (r *resource) Delete(ctx context.Context, name string, opts DeleteOptions, sub ...string) error {
 	if name == "" {
 		return fmt.Errorf("delete %s: no name", r.gvr.Resource)
 	}
@@ -151,82 +132,41 @@ func (r *resource) Delete(ctx context.Context, name string, opts metav1.DeleteOp
 	if err != nil {
 		return err
 	}
-	_, err = raw(ctx, r.rc.Delete().AbsPath(r.path(name, sub...)...).SetHeader("Content-Type", runtime.ContentTypeJSON).Body(b))
+	_, err = r.rc.Do(ctx, http.MethodDelete, r.path(name, sub...), nil, contentJSON, b)
 	return err
 }
 
-func (r *resource) Get(ctx context.Context, name string, opts metav1.GetOptions, sub ...string) (*unstructured.Unstructured, error) {
+func (r *resource) Get(ctx context.Context, name string, opts GetOptions, sub ...string) (*Unstructured, error) {
 	if name == "" {
 		return nil, fmt.Errorf("get %s: no name", r.gvr.Resource)
 	}
-	return do(ctx, r.params(r.rc.Get().AbsPath(r.path(name, sub...)...), &opts))
+	return r.object(ctx, http.MethodGet, r.path(name, sub...), opts.query(), "", nil)
 }
 
-func (r *resource) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
-	b, err := raw(ctx, r.params(r.rc.Get().AbsPath(r.path("")...), &opts))
+func (r *resource) List(ctx context.Context, opts ListOptions) (*UnstructuredList, error) {
+	p := r.path("")
+	b, err := r.rc.Do(ctx, http.MethodGet, p, opts.query(), "", nil)
 	if err != nil {
 		return nil, err
 	}
-	l := &unstructured.UnstructuredList{}
+	l := &UnstructuredList{}
 	if err := l.UnmarshalJSON(b); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("GET %s: decoding the answer: %w", p, err)
 	}
 	return l, nil
 }
 
-func (r *resource) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*unstructured.Unstructured, error) {
+func (r *resource) Patch(ctx context.Context, name string, pt PatchType, data []byte, opts PatchOptions, sub ...string) (*Unstructured, error) {
 	if name == "" {
 		return nil, fmt.Errorf("patch %s: no name", r.gvr.Resource)
 	}
-	return do(ctx, r.params(r.rc.Patch(pt).AbsPath(r.path(name, sub...)...).Body(data), &opts))
+	return r.object(ctx, http.MethodPatch, r.path(name, sub...), writeQuery(opts.DryRun, opts.Force, opts.FieldManager), string(pt), data)
 }
 
-func (r *resource) Apply(ctx context.Context, name string, obj *unstructured.Unstructured, opts metav1.ApplyOptions, sub ...string) (*unstructured.Unstructured, error) {
-	b, err := r.body(obj)
+func (r *resource) Apply(ctx context.Context, name string, obj *Unstructured, opts ApplyOptions, sub ...string) (*Unstructured, error) {
+	b, err := obj.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
-	return r.Patch(ctx, name, types.ApplyPatchType, b, opts.ToPatchOptions(), sub...)
-}
-
-// jsonSerializer is the REST client's codec: JSON only, decoding into the object given or,
-// with none, into a metav1.Status (what rest.Result.Error asks for to turn a failure body into
-// an *errors.StatusError). Objects themselves are decoded by the callers above, as
-// unstructured; nothing needs a typed scheme.
-type jsonSerializer struct{}
-
-func (jsonSerializer) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	if into == nil {
-		into = &metav1.Status{}
-	}
-	if err := json.Unmarshal(data, into); err != nil {
-		return nil, nil, err
-	}
-	gvk := into.GetObjectKind().GroupVersionKind()
-	if st, ok := into.(*metav1.Status); ok && st.Kind == "" {
-		return nil, nil, fmt.Errorf("not a Status")
-	}
-	return into, &gvk, nil
-}
-
-func (jsonSerializer) Encode(obj runtime.Object, w io.Writer) error {
-	return json.NewEncoder(w).Encode(obj)
-}
-
-func (jsonSerializer) Identifier() runtime.Identifier { return "labbuild-json" }
-
-// jsonNegotiator offers jsonSerializer for application/json.
-type jsonNegotiator struct{}
-
-func (jsonNegotiator) SupportedMediaTypes() []runtime.SerializerInfo {
-	return []runtime.SerializerInfo{{MediaType: runtime.ContentTypeJSON, MediaTypeType: "application", MediaTypeSubType: "json",
-		EncodesAsText: true, Serializer: jsonSerializer{}}}
-}
-
-func (jsonNegotiator) EncoderForVersion(e runtime.Encoder, _ runtime.GroupVersioner) runtime.Encoder {
-	return e
-}
-
-func (jsonNegotiator) DecoderToVersion(d runtime.Decoder, _ runtime.GroupVersioner) runtime.Decoder {
-	return d
+	return r.Patch(ctx, name, ApplyPatchType, b, opts.ToPatchOptions(), sub...)
 }

@@ -6,11 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/rest"
 )
 
 // Mapper maps a kind to its resource the way kubectl's discovery-backed REST mapper does, but
@@ -22,25 +17,34 @@ import (
 // labbuild uses it instead of client-go's restmapper and discovery packages, which link the
 // typed clientset's scheme into the binary (see the package comment).
 type Mapper struct {
-	rc rest.Interface
+	rc *RESTClient
 
 	mu    sync.Mutex
-	cache map[schema.GroupVersion][]metav1.APIResource
+	cache map[GroupVersion][]APIResource
+}
+
+// APIResource is one entry of a discovery document (meta/v1 APIResource): the resource's
+// plural name ("nodes", "nodes/status" for a subresource), its kind and whether it is
+// namespaced.
+type APIResource struct {
+	Name       string `json:"name"`
+	Namespaced bool   `json:"namespaced"`
+	Kind       string `json:"kind"`
 }
 
 // NewMapper returns a Mapper reading discovery through rc (Clients.REST).
-func NewMapper(rc rest.Interface) *Mapper {
-	return &Mapper{rc: rc, cache: map[schema.GroupVersion][]metav1.APIResource{}}
+func NewMapper(rc *RESTClient) *Mapper {
+	return &Mapper{rc: rc, cache: map[GroupVersion][]APIResource{}}
 }
 
 // Resource returns the resource serving gvk and whether it is namespaced. An unknown group,
 // version or kind is an error that says the CRD may not be applied yet.
-func (m *Mapper) Resource(ctx context.Context, gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool, error) {
+func (m *Mapper) Resource(ctx context.Context, gvk GroupVersionKind) (GroupVersionResource, bool, error) {
 	gv := gvk.GroupVersion()
 	for fresh := false; ; fresh = true {
 		list, err := m.resources(ctx, gv, fresh)
 		if err != nil {
-			return schema.GroupVersionResource{}, false, err
+			return GroupVersionResource{}, false, err
 		}
 		for _, r := range list {
 			// Subresources ("nodes/status") carry their parent's kind.
@@ -49,28 +53,30 @@ func (m *Mapper) Resource(ctx context.Context, gvk schema.GroupVersionKind) (sch
 			}
 		}
 		if fresh {
-			return schema.GroupVersionResource{}, false, fmt.Errorf("no resource for kind %s in %s (is its CRD applied first?)", gvk.Kind, apiPath(gv))
+			return GroupVersionResource{}, false, fmt.Errorf("no resource for kind %s in %s (is its CRD applied first?)", gvk.Kind, apiPath(gv))
 		}
 	}
 }
 
 // resources returns gv's resource list, from the cache unless fresh. A group-version the
 // server does not serve (404) is an empty list, so the caller's message names the kind.
-func (m *Mapper) resources(ctx context.Context, gv schema.GroupVersion, fresh bool) ([]metav1.APIResource, error) {
+func (m *Mapper) resources(ctx context.Context, gv GroupVersion, fresh bool) ([]APIResource, error) {
 	m.mu.Lock()
 	list, ok := m.cache[gv]
 	m.mu.Unlock()
 	if ok && !fresh {
 		return list, nil
 	}
-	b, err := m.rc.Get().AbsPath(apiPath(gv)).DoRaw(ctx)
+	b, err := m.rc.Get(ctx, apiPath(gv))
 	switch {
-	case apierrors.IsNotFound(err):
+	case IsNotFound(err):
 		list = nil
 	case err != nil:
 		return nil, fmt.Errorf("discovery GET %s: %w", apiPath(gv), err)
 	default:
-		var l metav1.APIResourceList
+		var l struct {
+			APIResources []APIResource `json:"resources"`
+		}
 		if err := json.Unmarshal(b, &l); err != nil {
 			return nil, fmt.Errorf("discovery GET %s: %w", apiPath(gv), err)
 		}
@@ -84,7 +90,7 @@ func (m *Mapper) resources(ctx context.Context, gv schema.GroupVersion, fresh bo
 
 // apiPath is the discovery path of gv: /api/v1 for the core group, /apis/<group>/<version>
 // otherwise.
-func apiPath(gv schema.GroupVersion) string {
+func apiPath(gv GroupVersion) string {
 	if gv.Group == "" {
 		return "/api/" + gv.Version
 	}

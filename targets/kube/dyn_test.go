@@ -1,23 +1,10 @@
 package kube
 
-import (
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-)
+import "k8s.io/client-go/rest"
 
-// wrapDyn is kubedyn.Wrap for this package's own tests (kubedyn imports kube).
-func wrapDyn(d dynamic.Interface) Interface { return dynWrapped{d} }
-
-type dynWrapped struct{ d dynamic.Interface }
-
-func (w dynWrapped) Resource(gvr schema.GroupVersionResource) NamespaceableResourceInterface {
-	return dynNamespaceable{w.d.Resource(gvr)}
-}
-
-type dynNamespaceable struct {
-	dynamic.NamespaceableResourceInterface
-}
-
-func (n dynNamespaceable) Namespace(ns string) ResourceInterface {
-	return n.NamespaceableResourceInterface.Namespace(ns)
+// testConfig is kubedyn.Config for this package's own tests (kubedyn imports kube): the
+// kube.RESTConfig of internal/testenv's rest.Config.
+func testConfig(c *rest.Config) *RESTConfig {
+	return &RESTConfig{Host: c.Host, ServerName: c.TLSClientConfig.ServerName, CAData: c.TLSClientConfig.CAData,
+		CertData: c.TLSClientConfig.CertData, KeyData: c.TLSClientConfig.KeyData, BearerToken: c.BearerToken, Timeout: c.Timeout}
 }

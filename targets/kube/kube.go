@@ -4,14 +4,14 @@
 // ConfigMap, ClusterOperator convergence). It decides nothing about the lab; targets/cluster.go
 // does, through targets/wait and targets/csr.
 //
-// It talks to the API through one unversioned client-go REST client (JSON, objects as
-// unstructured; client.go has a dynamic-client-shaped Interface over it), and converts the few
-// typed objects it reads (Node, Pod, ConfigMap, CSR) from unstructured. It does not import
-// client-go's typed clientset, discovery, restmapper or dynamic packages: the first three
-// register every k8s.io/api group in client-go's scheme at process start (about 10 ms of
-// `labbuild version`, issue 18), the last links go-cmp and the watch-list machinery, and every
-// labbuild run would pay for their initializers, a null build included. cmd/labbuild's
-// TestStartupImports keeps them out (docs/performance.md).
+// It talks to the API with its own small client on net/http, crypto/tls and encoding/json
+// (rest.go: kubeconfig loading, client-certificate and bearer-token auth, API errors as
+// *StatusError; client.go: a dynamic-client-shaped Interface over it; types.go: objects as
+// JSON maps), and decodes the few typed objects it reads (Node, Pod, ConfigMap) into small
+// local structs (objects.go). It imports no client-go or apimachinery package: their
+// initializers (client-go's scheme, apimachinery's runtime and CBOR tables, klog, the exec
+// credential plugin) ran at every labbuild start, `labbuild version` and the null build
+// included (issue 18). cmd/labbuild's TestStartupImports keeps them out (docs/kube-client.md).
 package kube
 
 import (
@@ -20,12 +20,6 @@ import (
 	"fmt"
 	"net/url"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // FieldManager is the server-side apply field manager labbuild writes as; `oc get -o yaml
@@ -37,8 +31,8 @@ const FieldManager = "labbuild"
 // kubeconfig's server, while TLS still verifies the kubeconfig's host name (ServerName): the
 // lab's admin kubeconfig names https://api.<domain>:6443, which the build host may not resolve,
 // and the API VIP answers for it. Errors name the file, never its credentials.
-func Config(path, dial string) (*rest.Config, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+func Config(path, dial string) (*RESTConfig, error) {
+	cfg, err := LoadKubeconfig(path)
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
@@ -47,8 +41,8 @@ func Config(path, dial string) (*rest.Config, error) {
 		if err != nil || u.Host == "" {
 			return nil, fmt.Errorf("kubeconfig %s: server %q is not a URL", path, cfg.Host)
 		}
-		if cfg.TLSClientConfig.ServerName == "" {
-			cfg.TLSClientConfig.ServerName = u.Hostname()
+		if cfg.ServerName == "" {
+			cfg.ServerName = u.Hostname()
 		}
 		u.Host = dial
 		cfg.Host = u.String()
@@ -64,22 +58,17 @@ func Config(path, dial string) (*rest.Config, error) {
 // Clients are the clients of one cluster identity, sharing one HTTP client (one connection
 // pool, one TLS identity).
 type Clients struct {
-	Config *rest.Config
+	Config *RESTConfig
 	// Dynamic reads and writes any resource as unstructured objects (client.go).
 	Dynamic Interface
-	// REST is an unversioned REST client for raw paths: /readyz, /version and discovery
-	// (/api/v1, /apis/<group>/<version>). Its errors are *errors.StatusError like Dynamic's.
-	REST rest.Interface
+	// REST is the client for raw paths: /readyz, /version and discovery (/api/v1,
+	// /apis/<group>/<version>). Its errors are *StatusError like Dynamic's.
+	REST *RESTClient
 }
 
 // NewClients makes the clients for cfg.
-func NewClients(cfg *rest.Config) (*Clients, error) {
-	// JSON only, through jsonNegotiator: the REST client needs no typed scheme.
-	c := rest.CopyConfig(cfg)
-	c.ContentType = runtime.ContentTypeJSON
-	c.AcceptContentTypes = runtime.ContentTypeJSON
-	c.NegotiatedSerializer = jsonNegotiator{}
-	rc, err := rest.UnversionedRESTClientFor(c)
+func NewClients(cfg *RESTConfig) (*Clients, error) {
+	rc, err := NewRESTClient(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("REST client for %s: %w", cfg.Host, err)
 	}
@@ -90,7 +79,7 @@ func NewClients(cfg *rest.Config) (*Clients, error) {
 // and OTHW's wait-bootstrap.sh poll, the latter as /healthz) and returns nil when it answers
 // "ok".
 func Readyz(ctx context.Context, k *Clients) error {
-	b, err := k.REST.Get().AbsPath("/readyz").DoRaw(ctx)
+	b, err := k.REST.Get(ctx, "/readyz")
 	if err != nil {
 		return fmt.Errorf("GET /readyz: %w", err)
 	}
@@ -105,7 +94,7 @@ func ServerVersion(ctx context.Context, k *Clients) (string, error) {
 	var v struct {
 		GitVersion string `json:"gitVersion"`
 	}
-	b, err := k.REST.Get().AbsPath("/version").DoRaw(ctx)
+	b, err := k.REST.Get(ctx, "/version")
 	if err != nil {
 		return "", fmt.Errorf("GET /version: %w", err)
 	}
@@ -118,27 +107,27 @@ func ServerVersion(ctx context.Context, k *Clients) (string, error) {
 // The core resources the waits and the CSR approval read (k8s.io/api core/v1 and
 // certificates/v1).
 var (
-	Nodes      = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	Pods       = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	ConfigMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	CSRs       = schema.GroupVersionResource{Group: "certificates.k8s.io", Version: "v1", Resource: "certificatesigningrequests"}
+	Nodes      = GroupVersionResource{Version: "v1", Resource: "nodes"}
+	Pods       = GroupVersionResource{Version: "v1", Resource: "pods"}
+	ConfigMaps = GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	CSRs       = GroupVersionResource{Group: "certificates.k8s.io", Version: "v1", Resource: "certificatesigningrequests"}
 )
 
 // List lists resource gvr (in namespace ns, all namespaces or cluster-scoped when ns is "";
-// selector is a label selector or "") and converts every item into T, a k8s.io/api type such
-// as corev1.Pod. Errors name the resource.
-func List[T any](ctx context.Context, dyn Interface, gvr schema.GroupVersionResource, ns, selector string) ([]T, error) {
+// selector is a label selector or "") and decodes every item into T, a struct with the JSON
+// shape of the object such as Pod (objects.go). Errors name the resource.
+func List[T any](ctx context.Context, dyn Interface, gvr GroupVersionResource, ns, selector string) ([]T, error) {
 	var ri ResourceInterface = dyn.Resource(gvr)
 	if ns != "" {
 		ri = dyn.Resource(gvr).Namespace(ns)
 	}
-	l, err := ri.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	l, err := ri.List(ctx, ListOptions{LabelSelector: selector})
 	if err != nil {
 		return nil, fmt.Errorf("list %s%s%s: %w", gvr.Resource, nsArg(ns), selArg(selector), err)
 	}
 	out := make([]T, len(l.Items))
 	for i := range l.Items {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(l.Items[i].Object, &out[i]); err != nil {
+		if err := convert(l.Items[i].Object, &out[i]); err != nil {
 			return nil, fmt.Errorf("list %s%s: %s: %w", gvr.Resource, nsArg(ns), l.Items[i].GetName(), err)
 		}
 	}
@@ -146,18 +135,18 @@ func List[T any](ctx context.Context, dyn Interface, gvr schema.GroupVersionReso
 }
 
 // Get reads object name of resource gvr (namespace ns, "" when cluster-scoped) into T.
-// A missing object is an error apierrors.IsNotFound recognizes.
-func Get[T any](ctx context.Context, dyn Interface, gvr schema.GroupVersionResource, ns, name string) (*T, error) {
+// A missing object is an error IsNotFound recognizes.
+func Get[T any](ctx context.Context, dyn Interface, gvr GroupVersionResource, ns, name string) (*T, error) {
 	var ri ResourceInterface = dyn.Resource(gvr)
 	if ns != "" {
 		ri = dyn.Resource(gvr).Namespace(ns)
 	}
-	u, err := ri.Get(ctx, name, metav1.GetOptions{})
+	u, err := ri.Get(ctx, name, GetOptions{})
 	if err != nil {
 		return nil, err
 	}
 	var out T
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out); err != nil {
+	if err := convert(u.Object, &out); err != nil {
 		return nil, fmt.Errorf("%s %s%s: %w", gvr.Resource, name, nsArg(ns), err)
 	}
 	return &out, nil
@@ -175,4 +164,13 @@ func selArg(sel string) string {
 		return ""
 	}
 	return " -l " + sel
+}
+
+// convert decodes an object's map into out through its JSON form.
+func convert(obj map[string]any, out any) error {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
 }

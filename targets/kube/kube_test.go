@@ -11,15 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	dynfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/rest"
 )
 
 const testKubeconfig = `apiVersion: v1
@@ -58,8 +49,8 @@ func TestConfigDial(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.Host != tt.wantHost || cfg.TLSClientConfig.ServerName != tt.wantSN {
-			t.Errorf("dial %q: host %q server name %q, want %q %q", tt.dial, cfg.Host, cfg.TLSClientConfig.ServerName, tt.wantHost, tt.wantSN)
+		if cfg.Host != tt.wantHost || cfg.ServerName != tt.wantSN {
+			t.Errorf("dial %q: host %q server name %q, want %q %q", tt.dial, cfg.Host, cfg.ServerName, tt.wantHost, tt.wantSN)
 		}
 		if cfg.Timeout == 0 {
 			t.Errorf("dial %q: no request timeout", tt.dial)
@@ -96,73 +87,6 @@ func TestConvergenceDone(t *testing.T) {
 	}
 }
 
-func co(name string, conds ...string) *unstructured.Unstructured {
-	var cs []any
-	for i := 0; i+1 < len(conds); i += 2 {
-		cs = append(cs, map[string]any{"type": conds[i], "status": conds[i+1]})
-	}
-	return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "config.openshift.io/v1", "kind": "ClusterOperator",
-		"metadata": map[string]any{"name": name}, "status": map[string]any{"conditions": cs}}}
-}
-
-// TestConverged counts conditions the way the wait reports them.
-func TestConverged(t *testing.T) {
-	cv := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "config.openshift.io/v1", "kind": "ClusterVersion",
-		"metadata": map[string]any{"name": "version"}, "status": map[string]any{"conditions": []any{map[string]any{"type": "Available", "status": "True"}}}}}
-	dyn := wrapDyn(dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-		map[schema.GroupVersionResource]string{ClusterOperators: "ClusterOperatorList", ClusterVersions: "ClusterVersionList"},
-		co("etcd", "Available", "True", "Degraded", "False"),
-		co("ingress", "Available", "False", "Progressing", "True"),
-		co("dns", "Available", "True", "Degraded", "True"),
-		cv))
-	c, err := Converged(context.Background(), dyn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Total != 3 || c.Available != 2 || strings.Join(c.Unavailable, ",") != "ingress" || strings.Join(c.Degraded, ",") != "dns" ||
-		strings.Join(c.Progressing, ",") != "ingress" || c.Version != "True" || c.Done() {
-		t.Errorf("Converged = %+v", c)
-	}
-	if s := c.String(); !strings.Contains(s, "2/3 ClusterOperators Available") || !strings.Contains(s, "Degraded: dns") {
-		t.Errorf("status line %q", s)
-	}
-}
-
-// TestNodesReadyAndBootstrap covers the node and bootstrap-complete observations.
-func TestNodesReadyAndBootstrap(t *testing.T) {
-	node := func(name string, ready corev1.ConditionStatus) *corev1.Node {
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
-	}
-	sch := runtime.NewScheme()
-	if err := corev1.AddToScheme(sch); err != nil {
-		t.Fatal(err)
-	}
-	cs := wrapDyn(dynfake.NewSimpleDynamicClient(sch, node("m0", corev1.ConditionTrue), node("m1", corev1.ConditionFalse)))
-	ctx := context.Background()
-	ready, notReady, err := NodesReady(ctx, cs, []string{"m2", "m1", "m0"})
-	if err != nil || strings.Join(ready, ",") != "m0" || strings.Join(notReady, ",") != "m1,m2" {
-		t.Errorf("NodesReady = %v %v %v; want [m0] [m1 m2]", ready, notReady, err)
-	}
-	if done, err := BootstrapComplete(ctx, cs); done || err != nil {
-		t.Errorf("BootstrapComplete before: %v %v", done, err)
-	}
-	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"name": BootstrapConfigMap, "namespace": BootstrapNamespace}, "data": map[string]any{"status": "in progress"}}}
-	if _, err := cs.Resource(ConfigMaps).Namespace(BootstrapNamespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if done, err := BootstrapComplete(ctx, cs); done || err != nil {
-		t.Errorf("status \"in progress\" counted as complete (%v)", err)
-	}
-	cm.Object["data"] = map[string]any{"status": "complete"}
-	if _, err := cs.Resource(ConfigMaps).Namespace(BootstrapNamespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if done, err := BootstrapComplete(ctx, cs); !done || err != nil {
-		t.Errorf("BootstrapComplete after status complete: %v %v", done, err)
-	}
-}
-
 // TestMapperAndReadyz serves discovery and /readyz from a test server: the Mapper maps kinds
 // to resources and scope, caches a group-version, reads it again once when a kind is missing
 // (a CRD applied since), and names the kind when it is still missing.
@@ -195,7 +119,7 @@ func TestMapperAndReadyz(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	k, err := NewClients(&rest.Config{Host: srv.URL})
+	k, err := NewClients(&RESTConfig{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,16 +129,16 @@ func TestMapperAndReadyz(t *testing.T) {
 	}
 	m := NewMapper(k.REST)
 	tests := []struct {
-		gvk        schema.GroupVersionKind
-		want       schema.GroupVersionResource
+		gvk        GroupVersionKind
+		want       GroupVersionResource
 		namespaced bool
 		err        string
 	}{
-		{schema.GroupVersionKind{Version: "v1", Kind: "Node"}, Nodes, false, ""},
-		{schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, ConfigMaps, true, ""},
-		{schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "ClusterVersion"}, ClusterVersions, false, ""},
-		{schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Infrastructure"}, schema.GroupVersionResource{}, false, "no resource for kind Infrastructure in /apis/config.openshift.io/v1 (is its CRD applied first?)"},
-		{schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, schema.GroupVersionResource{}, false, "kind Widget in /apis/example.com/v1"},
+		{GroupVersionKind{Version: "v1", Kind: "Node"}, Nodes, false, ""},
+		{GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, ConfigMaps, true, ""},
+		{GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "ClusterVersion"}, ClusterVersions, false, ""},
+		{GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Infrastructure"}, GroupVersionResource{}, false, "no resource for kind Infrastructure in /apis/config.openshift.io/v1 (is its CRD applied first?)"},
+		{GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}, GroupVersionResource{}, false, "kind Widget in /apis/example.com/v1"},
 	}
 	for _, tt := range tests {
 		gvr, ns, err := m.Resource(ctx, tt.gvk)
@@ -234,7 +158,7 @@ func TestMapperAndReadyz(t *testing.T) {
 	}
 	crdApplied = true
 	mu.Unlock()
-	gvr, _, err := m.Resource(ctx, schema.GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Infrastructure"})
+	gvr, _, err := m.Resource(ctx, GroupVersionKind{Group: "config.openshift.io", Version: "v1", Kind: "Infrastructure"})
 	if err != nil || gvr.Resource != "infrastructures" {
 		t.Errorf("after the CRD: %v %v", gvr, err)
 	}
@@ -265,28 +189,28 @@ func TestDynamicRequests(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	k, err := NewClients(&rest.Config{Host: srv.URL})
+	k, err := NewClients(&RESTConfig{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}}}
-	if _, err := k.Dynamic.Resource(ConfigMaps).Namespace("ns").Get(ctx, "missing", metav1.GetOptions{}); !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), `configmaps "missing" not found`) {
+	cm := &Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "x"}}}
+	if _, err := k.Dynamic.Resource(ConfigMaps).Namespace("ns").Get(ctx, "missing", GetOptions{}); !IsNotFound(err) || !strings.Contains(err.Error(), `configmaps "missing" not found`) {
 		t.Errorf("get missing: %v, want the server's NotFound", err)
 	}
-	if _, err := k.Dynamic.Resource(CSRs).Update(ctx, cm, metav1.UpdateOptions{}, "approval"); !apierrors.IsConflict(err) {
+	if _, err := k.Dynamic.Resource(CSRs).Update(ctx, cm, UpdateOptions{}, "approval"); !IsConflict(err) {
 		t.Errorf("approval: %v, want Conflict", err)
 	}
-	if l, err := List[corev1.Node](ctx, k.Dynamic, Nodes, "", "node-role.kubernetes.io/master"); err != nil || len(l) != 1 || l[0].Name != "m0" {
+	if l, err := List[Node](ctx, k.Dynamic, Nodes, "", "node-role.kubernetes.io/master"); err != nil || len(l) != 1 || l[0].Name != "m0" {
 		t.Errorf("list nodes: %v %v", l, err)
 	}
-	if _, err := k.Dynamic.Resource(ConfigMaps).Namespace("ns").Apply(ctx, "x", cm, metav1.ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
+	if _, err := k.Dynamic.Resource(ConfigMaps).Namespace("ns").Apply(ctx, "x", cm, ApplyOptions{FieldManager: FieldManager, Force: true}); err != nil {
 		t.Error(err)
 	}
-	if _, err := k.Dynamic.Resource(ConfigMaps).Namespace("ns").Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+	if _, err := k.Dynamic.Resource(ConfigMaps).Namespace("ns").Create(ctx, cm, CreateOptions{DryRun: []string{DryRunAll}}); err != nil {
 		t.Error(err)
 	}
-	if err := k.Dynamic.Resource(Nodes).Delete(ctx, "m0", metav1.DeleteOptions{}); err != nil {
+	if err := k.Dynamic.Resource(Nodes).Delete(ctx, "m0", DeleteOptions{}); err != nil {
 		t.Error(err)
 	}
 	want := []string{

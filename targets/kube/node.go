@@ -10,21 +10,15 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 var (
-	nodesGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
-	podsGVR  = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	nodesGVR = GroupVersionResource{Version: "v1", Resource: "nodes"}
+	podsGVR  = GroupVersionResource{Version: "v1", Resource: "pods"}
 )
 
 // mirrorAnnotation marks the API mirror of a static pod (kubelet's
-// kubetypes.ConfigMirrorAnnotationKey): the kubelet runs it from a file, an eviction would
+// kubeConfigMirrorAnnotationKey): the kubelet runs it from a file, an eviction would
 // only delete the mirror.
 const mirrorAnnotation = "kubernetes.io/config.mirror"
 
@@ -41,8 +35,8 @@ func Uncordon(ctx context.Context, dyn Interface, node string) (found bool, err 
 
 func setUnschedulable(ctx context.Context, dyn Interface, node string, on bool) (bool, error) {
 	patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on)
-	_, err := dyn.Resource(nodesGVR).Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: FieldManager})
-	if apierrors.IsNotFound(err) {
+	_, err := dyn.Resource(nodesGVR).Patch(ctx, node, MergePatchType, []byte(patch), PatchOptions{FieldManager: FieldManager})
+	if IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -53,8 +47,8 @@ func setUnschedulable(ctx context.Context, dyn Interface, node string, on bool) 
 
 // DeleteNode deletes the Node object (`oc delete node`); existed is false when there was none.
 func DeleteNode(ctx context.Context, dyn Interface, node string) (existed bool, err error) {
-	err = dyn.Resource(nodesGVR).Delete(ctx, node, metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
+	err = dyn.Resource(nodesGVR).Delete(ctx, node, DeleteOptions{})
+	if IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -108,31 +102,31 @@ func Drain(ctx context.Context, dyn Interface, node string, wait, poll time.Dura
 	if err != nil {
 		return r, err
 	}
-	evicted := map[string]types.UID{}
+	evicted := map[string]string{}
 	for _, p := range pods {
 		id := p.GetNamespace() + "/" + p.GetName()
 		if why := skipReason(p); why != "" {
 			r.Skipped = append(r.Skipped, id+" ("+why+")")
 			continue
 		}
-		phase, _, _ := unstructured.NestedString(p.Object, "status", "phase")
+		phase, _, _ := NestedString(p.Object, "status", "phase")
 		if phase == "Succeeded" || phase == "Failed" {
-			if err := dyn.Resource(podsGVR).Namespace(p.GetNamespace()).Delete(ctx, p.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			if err := dyn.Resource(podsGVR).Namespace(p.GetNamespace()).Delete(ctx, p.GetName(), DeleteOptions{}); err != nil && !IsNotFound(err) {
 				r.Refused = append(r.Refused, id+" (delete: "+err.Error()+")")
 				continue
 			}
 			evicted[id] = p.GetUID()
 			continue
 		}
-		ev := &unstructured.Unstructured{Object: map[string]any{
+		ev := &Unstructured{Object: map[string]any{
 			"apiVersion": "policy/v1", "kind": "Eviction",
 			"metadata": map[string]any{"name": p.GetName(), "namespace": p.GetNamespace()},
 		}}
-		_, err := dyn.Resource(podsGVR).Namespace(p.GetNamespace()).Create(ctx, ev, metav1.CreateOptions{}, "eviction")
+		_, err := dyn.Resource(podsGVR).Namespace(p.GetNamespace()).Create(ctx, ev, CreateOptions{}, "eviction")
 		switch {
-		case err == nil || apierrors.IsNotFound(err):
+		case err == nil || IsNotFound(err):
 			evicted[id] = p.GetUID()
-		case apierrors.IsTooManyRequests(err):
+		case IsTooManyRequests(err):
 			r.Refused = append(r.Refused, id+" (PodDisruptionBudget: "+apiMessage(err)+")")
 		default:
 			r.Refused = append(r.Refused, id+" ("+apiMessage(err)+")")
@@ -177,8 +171,8 @@ func Drain(ctx context.Context, dyn Interface, node string, wait, poll time.Dura
 }
 
 // podsOn lists the pods bound to node (field selector spec.nodeName, as drain lists them).
-func podsOn(ctx context.Context, dyn Interface, node string) ([]unstructured.Unstructured, error) {
-	l, err := dyn.Resource(podsGVR).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+func podsOn(ctx context.Context, dyn Interface, node string) ([]Unstructured, error) {
+	l, err := dyn.Resource(podsGVR).List(ctx, ListOptions{FieldSelector: "spec.nodeName=" + node})
 	if err != nil {
 		return nil, fmt.Errorf("list pods on node %s: %w", node, err)
 	}
@@ -186,7 +180,7 @@ func podsOn(ctx context.Context, dyn Interface, node string) ([]unstructured.Uns
 }
 
 // skipReason says why drain leaves p alone, or "".
-func skipReason(p unstructured.Unstructured) string {
+func skipReason(p Unstructured) string {
 	if _, ok := p.GetAnnotations()[mirrorAnnotation]; ok {
 		return "static pod"
 	}
@@ -199,9 +193,4 @@ func skipReason(p unstructured.Unstructured) string {
 }
 
 // apiMessage is an API error's message without the client's prefixes.
-func apiMessage(err error) string {
-	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Message != "" {
-		return s.Status().Message
-	}
-	return err.Error()
-}
+func apiMessage(err error) string { return Message(err) }

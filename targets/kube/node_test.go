@@ -7,11 +7,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
 	"github.com/labbuild/labbuild/internal/testenv"
 )
 
@@ -24,20 +19,20 @@ import (
 // finds none.
 func TestNodeDrainDeleteReal(t *testing.T) {
 	cp := testenv.StartControlPlane(t, testenv.ControlPlaneOptions{})
-	k, err := NewClients(cp.Admin)
+	k, err := NewClients(testConfig(cp.Admin))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dyn := k.Dynamic
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	create := func(gvr schema.GroupVersionResource, ns string, obj map[string]any) {
+	create := func(gvr GroupVersionResource, ns string, obj map[string]any) {
 		t.Helper()
 		var ri ResourceInterface = dyn.Resource(gvr)
 		if ns != "" {
 			ri = dyn.Resource(gvr).Namespace(ns)
 		}
-		if _, err := ri.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+		if _, err := ri.Create(ctx, &Unstructured{Object: obj}, CreateOptions{}); err != nil {
 			t.Fatalf("create %v: %v", obj["metadata"], err)
 		}
 	}
@@ -45,11 +40,11 @@ func TestNodeDrainDeleteReal(t *testing.T) {
 	for _, n := range []string{node, other} {
 		create(nodesGVR, "", map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": n}})
 	}
-	create(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, "", map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "apps"}})
+	create(GroupVersionResource{Version: "v1", Resource: "namespaces"}, "", map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "apps"}})
 	// No controllers run: the service accounts the ServiceAccount admission plugin wants are
 	// made by hand.
 	for _, ns := range []string{"apps", "kube-system"} {
-		create(schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, ns, map[string]any{"apiVersion": "v1", "kind": "ServiceAccount",
+		create(GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}, ns, map[string]any{"apiVersion": "v1", "kind": "ServiceAccount",
 			"metadata": map[string]any{"name": "default", "namespace": ns}})
 	}
 	pod := func(ns, name, on string, meta map[string]any) {
@@ -67,26 +62,26 @@ func TestNodeDrainDeleteReal(t *testing.T) {
 	pod("kube-system", "static-x", node, map[string]any{"annotations": map[string]any{mirrorAnnotation: "abc"}})
 	pod("apps", "web-0", other, nil)
 	// db-0 runs (a Pending pod may be evicted whatever its budget says).
-	db, err := dyn.Resource(podsGVR).Namespace("apps").Get(ctx, "db-0", metav1.GetOptions{})
+	db, err := dyn.Resource(podsGVR).Namespace("apps").Get(ctx, "db-0", GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	db.Object["status"] = map[string]any{"phase": "Running", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
-	if _, err := dyn.Resource(podsGVR).Namespace("apps").UpdateStatus(ctx, db, metav1.UpdateOptions{}); err != nil {
+	if _, err := dyn.Resource(podsGVR).Namespace("apps").UpdateStatus(ctx, db, UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	create(schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}, "apps", map[string]any{
+	create(GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}, "apps", map[string]any{
 		"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": map[string]any{"name": "db", "namespace": "apps"},
 		"spec": map[string]any{"minAvailable": 1, "selector": map[string]any{"matchLabels": map[string]any{"app": "db"}}}})
 	// The disruption controller's part (no kube-controller-manager runs): it has seen the
 	// budget and allows no disruption.
-	pdbGVR := schema.GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}
-	pdb, err := dyn.Resource(pdbGVR).Namespace("apps").Get(ctx, "db", metav1.GetOptions{})
+	pdbGVR := GroupVersionResource{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets"}
+	pdb, err := dyn.Resource(pdbGVR).Namespace("apps").Get(ctx, "db", GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pdb.Object["status"] = map[string]any{"observedGeneration": pdb.GetGeneration(), "disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}
-	if _, err := dyn.Resource(pdbGVR).Namespace("apps").UpdateStatus(ctx, pdb, metav1.UpdateOptions{}); err != nil {
+	pdb.Object["status"] = map[string]any{"observedGeneration": pdb.Object["metadata"].(map[string]any)["generation"], "disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1}
+	if _, err := dyn.Resource(pdbGVR).Namespace("apps").UpdateStatus(ctx, pdb, UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -95,12 +90,12 @@ func TestNodeDrainDeleteReal(t *testing.T) {
 	defer stop()
 	go func() {
 		for kctx.Err() == nil {
-			l, _ := dyn.Resource(podsGVR).List(kctx, metav1.ListOptions{})
+			l, _ := dyn.Resource(podsGVR).List(kctx, ListOptions{})
 			if l != nil {
 				for _, p := range l.Items {
-					if p.GetDeletionTimestamp() != nil {
+					if ts, _, _ := NestedString(p.Object, "metadata", "deletionTimestamp"); ts != "" {
 						zero := int64(0)
-						dyn.Resource(podsGVR).Namespace(p.GetNamespace()).Delete(kctx, p.GetName(), metav1.DeleteOptions{GracePeriodSeconds: &zero})
+						dyn.Resource(podsGVR).Namespace(p.GetNamespace()).Delete(kctx, p.GetName(), DeleteOptions{GracePeriodSeconds: &zero})
 					}
 				}
 			}
@@ -111,11 +106,11 @@ func TestNodeDrainDeleteReal(t *testing.T) {
 	if found, err := Cordon(ctx, dyn, node); !found || err != nil {
 		t.Fatalf("cordon: found %v, %v", found, err)
 	}
-	n, err := dyn.Resource(nodesGVR).Get(ctx, node, metav1.GetOptions{})
+	n, err := dyn.Resource(nodesGVR).Get(ctx, node, GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if u, _, _ := unstructured.NestedBool(n.Object, "spec", "unschedulable"); !u {
+	if u, _, _ := NestedBool(n.Object, "spec", "unschedulable"); !u {
 		t.Error("cordon left the node schedulable")
 	}
 	r, err := Drain(ctx, dyn, node, 20*time.Second, 100*time.Millisecond)
@@ -146,14 +141,14 @@ func TestNodeDrainDeleteReal(t *testing.T) {
 	if !slices.Equal(names, []string{"db-0", "ds-x", "static-x"}) {
 		t.Errorf("pods left on %s: %v", node, names)
 	}
-	if _, err := dyn.Resource(podsGVR).Namespace("apps").Get(ctx, "web-0", metav1.GetOptions{}); err != nil {
+	if _, err := dyn.Resource(podsGVR).Namespace("apps").Get(ctx, "web-0", GetOptions{}); err != nil {
 		t.Errorf("the other node's pod: %v", err)
 	}
 
 	if existed, err := DeleteNode(ctx, dyn, node); !existed || err != nil {
 		t.Fatalf("delete node: existed %v, %v", existed, err)
 	}
-	if _, err := dyn.Resource(nodesGVR).Get(ctx, node, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := dyn.Resource(nodesGVR).Get(ctx, node, GetOptions{}); !IsNotFound(err) {
 		t.Errorf("node after DeleteNode: %v", err)
 	}
 	if existed, err := DeleteNode(ctx, dyn, node); existed || err != nil {
@@ -162,7 +157,7 @@ func TestNodeDrainDeleteReal(t *testing.T) {
 	if found, err := Cordon(ctx, dyn, node); found || err != nil {
 		t.Errorf("cordon of a deleted node: found %v, %v", found, err)
 	}
-	if _, err := dyn.Resource(nodesGVR).Get(ctx, other, metav1.GetOptions{}); err != nil {
+	if _, err := dyn.Resource(nodesGVR).Get(ctx, other, GetOptions{}); err != nil {
 		t.Errorf("the other node: %v", err)
 	}
 }

@@ -6,19 +6,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
-
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // The OpenShift config API resources the waits read (openshift/api config/v1, CRDs
 // 0000_00_cluster-version-operator_01_clusteroperators.crd.yaml and ..._clusterversions...).
 var (
-	ClusterOperators = schema.GroupVersionResource{Group: "config.openshift.io", Version: "v1", Resource: "clusteroperators"}
-	ClusterVersions  = schema.GroupVersionResource{Group: "config.openshift.io", Version: "v1", Resource: "clusterversions"}
+	ClusterOperators = GroupVersionResource{Group: "config.openshift.io", Version: "v1", Resource: "clusteroperators"}
+	ClusterVersions  = GroupVersionResource{Group: "config.openshift.io", Version: "v1", Resource: "clusterversions"}
 )
 
 // The kube-system/bootstrap ConfigMap: openshift-install's report-progress.sh creates it with
@@ -38,10 +32,10 @@ const (
 )
 
 // NodeReady reports whether n has condition Ready=True (what `oc get nodes` prints as Ready).
-func NodeReady(n *corev1.Node) bool {
+func NodeReady(n *Node) bool {
 	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
+		if c.Type == "Ready" {
+			return c.Status == "True"
 		}
 	}
 	return false
@@ -50,7 +44,7 @@ func NodeReady(n *corev1.Node) bool {
 // NodesReady lists the nodes and splits names into those Ready and those not (absent or not
 // Ready), both sorted.
 func NodesReady(ctx context.Context, dyn Interface, names []string) (ready, notReady []string, err error) {
-	list, err := List[corev1.Node](ctx, dyn, Nodes, "", "")
+	list, err := List[Node](ctx, dyn, Nodes, "", "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -73,17 +67,17 @@ func NodesReady(ctx context.Context, dyn Interface, names []string) (ready, notR
 // EtcdOn returns the nodes among names on which an etcd pod (namespace EtcdNamespace, label
 // EtcdPodLabel) is Running with condition Ready=True, sorted.
 func EtcdOn(ctx context.Context, dyn Interface, names []string) ([]string, error) {
-	pods, err := List[corev1.Pod](ctx, dyn, Pods, EtcdNamespace, EtcdPodLabel)
+	pods, err := List[Pod](ctx, dyn, Pods, EtcdNamespace, EtcdPodLabel)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, p := range pods {
-		if p.Status.Phase != corev1.PodRunning || !slices.Contains(names, p.Spec.NodeName) || slices.Contains(out, p.Spec.NodeName) {
+		if p.Status.Phase != "Running" || !slices.Contains(names, p.Spec.NodeName) || slices.Contains(out, p.Spec.NodeName) {
 			continue
 		}
 		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			if c.Type == "Ready" && c.Status == "True" {
 				out = append(out, p.Spec.NodeName)
 			}
 		}
@@ -95,8 +89,8 @@ func EtcdOn(ctx context.Context, dyn Interface, names []string) ([]string, error
 // BootstrapComplete reports whether ConfigMap kube-system/bootstrap has data.status
 // "complete".
 func BootstrapComplete(ctx context.Context, dyn Interface) (bool, error) {
-	cm, err := Get[corev1.ConfigMap](ctx, dyn, ConfigMaps, BootstrapNamespace, BootstrapConfigMap)
-	if apierrors.IsNotFound(err) {
+	cm, err := Get[ConfigMap](ctx, dyn, ConfigMaps, BootstrapNamespace, BootstrapConfigMap)
+	if IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -109,10 +103,10 @@ func BootstrapComplete(ctx context.Context, dyn Interface) (bool, error) {
 // "complete" (idempotent), as openshift-install's report-progress.sh does at the end of
 // bootkube.
 func MarkBootstrapComplete(ctx context.Context, dyn Interface) error {
-	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+	cm := &Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": BootstrapConfigMap, "namespace": BootstrapNamespace},
 		"data":     map[string]any{"status": "complete"}}}
-	_, err := dyn.Resource(ConfigMaps).Namespace(BootstrapNamespace).Apply(ctx, BootstrapConfigMap, cm, metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	_, err := dyn.Resource(ConfigMaps).Namespace(BootstrapNamespace).Apply(ctx, BootstrapConfigMap, cm, ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
 		return fmt.Errorf("apply configmap %s/%s: %w", BootstrapNamespace, BootstrapConfigMap, err)
 	}
@@ -124,8 +118,8 @@ func MarkBootstrapComplete(ctx context.Context, dyn Interface) error {
 // (the CVO writes them on its first sync; the installer's ClusterVersion has no status).
 // status is a one-line summary, such as `Progressing=True: Working towards 4.18.0`.
 func CVOProgress(ctx context.Context, dyn Interface) (done bool, status string, err error) {
-	cv, err := dyn.Resource(ClusterVersions).Get(ctx, "version", metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	cv, err := dyn.Resource(ClusterVersions).Get(ctx, "version", GetOptions{})
+	if IsNotFound(err) {
 		return false, "no ClusterVersion version yet", nil
 	}
 	if err != nil {
@@ -206,7 +200,7 @@ func short(names []string) string {
 // Converged reads every ClusterOperator and the ClusterVersion "version".
 func Converged(ctx context.Context, dyn Interface) (Convergence, error) {
 	var c Convergence
-	list, err := dyn.Resource(ClusterOperators).List(ctx, metav1.ListOptions{})
+	list, err := dyn.Resource(ClusterOperators).List(ctx, ListOptions{})
 	if err != nil {
 		return c, fmt.Errorf("list clusteroperators: %w", err)
 	}
@@ -228,11 +222,11 @@ func Converged(ctx context.Context, dyn Interface) (Convergence, error) {
 	sort.Strings(c.Unavailable)
 	sort.Strings(c.Degraded)
 	sort.Strings(c.Progressing)
-	cv, err := dyn.Resource(ClusterVersions).Get(ctx, "version", metav1.GetOptions{})
+	cv, err := dyn.Resource(ClusterVersions).Get(ctx, "version", GetOptions{})
 	switch {
 	case err == nil:
 		c.Version = Condition(cv, "Available")
-	case !apierrors.IsNotFound(err):
+	case !IsNotFound(err):
 		return c, fmt.Errorf("get clusterversion version: %w", err)
 	}
 	return c, nil

@@ -1,0 +1,508 @@
+// Package front is the small `labbuild` program users run (cmd/labbuild-front): it answers
+// `labbuild version` and replays a null build from its stamp, and hands everything else to the
+// full binary, labbuild-full (cmd/labbuild), with the same arguments and environment.
+//
+// The model is ninja, a small program over a generated build.ninja, and cmd/go's test cache,
+// which records the files and environment variables a test run consulted and replays its
+// output while none changed. The full binary links the OpenShift families, Kubernetes and
+// libvirt clients; starting it costs tens of milliseconds before main. The front links only the
+// standard library and labbuild's cache package, and is linked statically (CGO_ENABLED=0), so
+// a null build costs a stat per recorded file and the bytes of one stamp (cache.Stamp).
+//
+// The front replays only when every recorded fact still holds: same working directory and
+// arguments, same LABBUILD_* and other variables labbuild reads, same terminals, same full
+// binary (its fingerprint), before the stamp's validity limit (a certificate's renewal, the
+// next daily store trim), no build holding the output directory's lock, and every recorded
+// file's fingerprint unchanged, none of them racily new. Anything else — no stamp, a stamp
+// that does not decode, any other verb or flag (the full binary writes stamps only for plain
+// builds of files) — execs the full binary. LABBUILD_FRONT=explain prints why on standard
+// error; LABBUILD_FRONT=off always execs it.
+package front
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/labbuild/labbuild/cache"
+)
+
+// FullSuffix makes the full binary's file name from the front's: labbuild → labbuild-full
+// (make build), labbuild-bench → labbuild-bench-full (make bench-build), looked up in the
+// front's own directory.
+const FullSuffix = "-full"
+
+// fullPath is the full binary the front execs: $LABBUILD_FULL, else its own path + FullSuffix.
+func fullPath(e Env) string {
+	if p := getenv(e.Environ, "LABBUILD_FULL"); p != "" {
+		return p
+	}
+	return e.Self + FullSuffix
+}
+
+// Env is the front's world, injected by tests: cmd/labbuild-front fills it from the process.
+type Env struct {
+	Args    []string // os.Args: the program name, then the arguments
+	Environ []string // os.Environ()
+	Stdout  io.Writer
+	Stderr  io.Writer
+	// Self is the front's own executable (os.Executable); the full binary is Self+FullSuffix
+	// unless LABBUILD_FULL names it.
+	Self string
+	// Version is the version the full binary would print (ldflags -X main.version), or "".
+	Version string
+	Now     func() time.Time
+	// Exec replaces the process with the full binary (syscall.Exec); it returns only on error.
+	Exec func(path string, argv, env []string) error
+}
+
+// Main runs the front and returns the exit status; it returns only when it answered itself
+// (or Exec failed).
+func Main(e Env) int {
+	start := e.Now()
+	args := e.Args[1:]
+	if out, ok := versionOutput(args, e.Version); ok {
+		io.WriteString(e.Stdout, out)
+		return 0
+	}
+	why := "LABBUILD_FRONT=off"
+	mode := getenv(e.Environ, "LABBUILD_FRONT")
+	if mode != "off" {
+		var s *cache.Stamp
+		var unlock func()
+		s, unlock, why = replayable(e, args, start)
+		if why == "" {
+			replay(e, s, start)
+			unlock()
+			return 0
+		}
+	}
+	full := fullPath(e)
+	if mode == "explain" {
+		fmt.Fprintf(e.Stderr, "labbuild: front: running %s: %s\n", full, why)
+	}
+	env := append(e.Environ[:len(e.Environ):len(e.Environ)], "LABBUILD_STAMP=1")
+	argv := append([]string{full}, args...) // argv[0] as a shell would set it
+	err := e.Exec(full, argv, env)
+	if os.IsNotExist(err) || err == syscall.ENOENT {
+		fmt.Fprintf(e.Stderr, "labbuild: the full labbuild binary %s is missing: build it (make build writes both labbuild and labbuild-full; go build -o %s ./cmd/labbuild), or set LABBUILD_FULL to its path\n", full, full)
+		return 2
+	}
+	fmt.Fprintf(e.Stderr, "labbuild: running the full labbuild binary %s: %v\n", full, err)
+	return 2
+}
+
+// versionOutput is what the full binary prints for `labbuild version` (or --version), with
+// --json too; ok is false for any other command line.
+func versionOutput(args []string, version string) (string, bool) {
+	isJSON, isVersion := false, false
+	for _, a := range args {
+		switch a {
+		case "version", "--version":
+			isVersion = true
+		case "--json":
+			isJSON = true
+		default:
+			return "", false
+		}
+	}
+	if !isVersion {
+		return "", false
+	}
+	v := VersionString(version)
+	if isJSON {
+		b, _ := json.MarshalIndent(map[string]string{"version": v}, "", "  ")
+		return string(b) + "\n", true
+	}
+	return "labbuild " + v + "\n", true
+}
+
+// VersionString is cmd/labbuild's versionString: the link-time version, or the module
+// version, VCS revision and Go version from the build info. Both binaries come from the same
+// module and commit, so they print the same.
+func VersionString(version string) string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		v := bi.Main.Version
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " " + s.Value[:12]
+			}
+		}
+		return strings.TrimSpace(v + " " + bi.GoVersion)
+	}
+	return "devel"
+}
+
+func getenv(environ []string, name string) string {
+	for i := len(environ) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(environ[i], "="); ok && k == name {
+			return v
+		}
+	}
+	return ""
+}
+
+// flagValue reports, for the flags of cmd/labbuild (newFlags) and its benchmark build, whether
+// each takes a value. The front reads only -C and -o; it must know the others to skip their
+// values, and gives up on a flag it does not know.
+var flagValue = map[string]bool{
+	"j": true, "jobs": true, "C": true, "directory": true, "f": true, "file": true, "o": true, "out": true,
+	"d": true, "debug": true, "format": true, "output": true, "by": true, "regenerate": true, "now": true,
+	"synthetic": true, "synthetic-delay": true, "synthetic-ninja": true,
+	"k": false, "keep-going": false, "n": false, "dry-run": false, "B": false, "always-make": false,
+	"explain": false, "json": false, "all-edges": false, "all": false, "cache": false, "trim": false,
+	"restart": false, "v": false, "verbose": false, "q": false, "quiet": false, "h": false, "help": false,
+	"version": false,
+}
+
+// outDir finds, as pflag would parse args, the directory -C changes to and the output
+// directory (-o, default "out"); ok is false for a flag it does not know.
+func outDir(args []string) (dir, out string, ok bool) {
+	out = "out"
+	set := func(name, v string) {
+		switch name {
+		case "C", "directory":
+			dir = v
+		case "o", "out":
+			out = v
+		}
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return dir, out, true
+		case strings.HasPrefix(a, "--"):
+			name, v, hasV := strings.Cut(a[2:], "=")
+			val, known := flagValue[name]
+			if !known {
+				return "", "", false
+			}
+			if val && !hasV {
+				if i++; i == len(args) {
+					return "", "", false
+				}
+				v = args[i]
+			}
+			set(name, v)
+		case len(a) > 1 && a[0] == '-':
+			for k := 1; k < len(a); k++ {
+				name := a[k : k+1]
+				val, known := flagValue[name]
+				if !known {
+					return "", "", false
+				}
+				if !val {
+					continue
+				}
+				v := strings.TrimPrefix(a[k+1:], "=")
+				if k+1 == len(a) {
+					if i++; i == len(args) {
+						return "", "", false
+					}
+					v = args[i]
+				}
+				set(name, v)
+				break
+			}
+		}
+	}
+	return dir, out, true
+}
+
+// replayable returns the stamp for this command line when every fact it records still holds,
+// or why not.
+func replayable(e Env, args []string, start time.Time) (*cache.Stamp, func(), string) {
+	s, lock, why := check(e, args, start)
+	if why != "" {
+		if lock >= 0 {
+			syscall.Close(lock)
+		}
+		return nil, nil, why
+	}
+	return s, func() { syscall.Close(lock) }, ""
+}
+
+// check is replayable; it returns the lock's descriptor (held shared) or -1.
+func check(e Env, args []string, start time.Time) (*cache.Stamp, int, string) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, -1, "no working directory: " + err.Error()
+	}
+	dir, out, ok := outDir(args)
+	if !ok {
+		return nil, -1, "a flag the front does not parse"
+	}
+	if dir != "" && !filepath.IsAbs(dir) {
+		dir = filepath.Join(cwd, dir)
+	}
+	if !filepath.IsAbs(out) {
+		base := dir
+		if base == "" {
+			base = cwd
+		}
+		out = filepath.Join(base, out)
+	}
+	meta := filepath.Join(out, ".labbuild")
+	data, err := os.ReadFile(filepath.Join(meta, cache.StampDir, cache.StampKey(cwd, args)))
+	if err != nil {
+		return nil, -1, "no stamp for this command line here (it was never a null build)"
+	}
+	s, err := cache.DecodeStamp(data)
+	if err != nil {
+		return nil, -1, "stamp: " + err.Error()
+	}
+	switch {
+	case s.Cwd != cwd || !equal(s.Argv, args):
+		return nil, -1, "the stamp is another command line's"
+	case s.OutDir != out:
+		return nil, -1, "the stamp names another output directory"
+	case !equal(s.Env, cache.StampEnv(e.Environ)):
+		return nil, -1, "the environment changed (" + envDiff(s.Env, cache.StampEnv(e.Environ)) + ")"
+	case s.TTY != ttyBits(e.Stdout, e.Stderr):
+		return nil, -1, "standard output or error is a terminal now and was not then, or the reverse"
+	case start.UnixNano() >= s.ValidUntil:
+		return nil, -1, "past the stamp's validity (a certificate's renewal or the daily store trim is due)"
+	}
+	full := fullPath(e)
+	if fp, err := cache.Stat(full); err != nil || fp != s.BinaryFP {
+		return nil, -1, "the full binary changed since the stamp (" + full + ")"
+	}
+	// A build holding the lock may be changing outputs: take it shared, as a dry run does,
+	// without waiting, and keep it until the process exits.
+	lock, err := syscall.Open(filepath.Join(meta, "lock"), syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, -1, "no lock file"
+	}
+	if err := syscall.Flock(lock, syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		syscall.Close(lock)
+		return nil, -1, "another labbuild holds the lock on " + out
+	}
+	return s, lock, checkFiles(s)
+}
+
+// checkFiles stats every recorded file and returns the first that changed, or "". Large stamps
+// are checked on every CPU, in contiguous parts (as the full binary's fast path does).
+func checkFiles(s *cache.Stamp) string {
+	outfd, err := syscall.Open(s.OutDir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return "no output directory"
+	}
+	defer syscall.Close(outfd)
+	basefd := -1
+	if s.BaseDir != "" {
+		if basefd, err = syscall.Open(s.BaseDir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err != nil {
+			return "no base directory " + s.BaseDir
+		}
+		defer syscall.Close(basefd)
+	}
+	// Split the entries into parts at entry boundaries.
+	parts := [][]byte{s.Files}
+	if workers := min(runtime.NumCPU(), 1+s.NFiles/4096); workers > 1 {
+		parts = splitEntries(s.Files, (s.NFiles+workers-1)/workers)
+	}
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Pointer[string]
+	)
+	for _, part := range parts {
+		check := func() {
+			var pathz []byte
+			ok := cache.StampFiles(part, func(base byte, path []byte, fp cache.Fingerprint) bool {
+				if failed.Load() != nil {
+					return false
+				}
+				fd := cache.AtCWD
+				switch base &^ cache.StampAbsent {
+				case cache.StampOut:
+					fd = outfd
+				case cache.StampBase:
+					fd = basefd
+				}
+				pathz = append(append(pathz[:0], path...), 0)
+				got, err := cache.StatAt(fd, pathz)
+				var why string
+				switch {
+				case base&cache.StampAbsent != 0:
+					if err == nil {
+						why = "appeared"
+					}
+				case err != nil:
+					why = "is gone"
+				case got != fp:
+					why = "changed"
+				case fp.Mtime >= s.Start-cache.RacyWindow:
+					why = "changed less than 20 ms before the stamp (racy)"
+				}
+				if why != "" {
+					msg := unsafe.String(&pathz[0], len(pathz)-1) + " " + why
+					msg = strings.Clone(msg)
+					failed.CompareAndSwap(nil, &msg)
+					return false
+				}
+				return true
+			})
+			if !ok && failed.Load() == nil {
+				msg := "stamp: damaged file list"
+				failed.CompareAndSwap(nil, &msg)
+			}
+		}
+		if len(parts) == 1 {
+			check() // a small stamp: no goroutine
+			break
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); check() }()
+	}
+	wg.Wait()
+	if p := failed.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// splitEntries cuts files into parts of per entries each.
+func splitEntries(files []byte, per int) [][]byte {
+	var parts [][]byte
+	from, n, pos := 0, 0, 0
+	rest := files
+	for len(rest) > 0 {
+		size := entrySize(rest)
+		if size <= 0 {
+			return [][]byte{files} // damaged: the single part reports it
+		}
+		rest, pos, n = rest[size:], pos+size, n+1
+		if n == per {
+			parts, from, n = append(parts, files[from:pos]), pos, 0
+		}
+	}
+	if from < len(files) {
+		parts = append(parts, files[from:])
+	}
+	return parts
+}
+
+// entrySize is the encoded size of the first entry of b, or 0 when it does not decode.
+func entrySize(b []byte) int {
+	// Decode by hand: base, uvarint length, path, then four varints unless absent.
+	if len(b) == 0 {
+		return 0
+	}
+	base := b[0]
+	l, n := uvarint(b[1:])
+	if n <= 0 || uint64(len(b)-1-n) < l {
+		return 0
+	}
+	size := 1 + n + int(l)
+	if base&cache.StampAbsent != 0 {
+		return size
+	}
+	for i := 0; i < 4; i++ {
+		_, m := uvarint(b[size:])
+		if m <= 0 {
+			return 0
+		}
+		size += m
+	}
+	return size
+}
+
+func uvarint(b []byte) (uint64, int) {
+	var x uint64
+	var s uint
+	for i, c := range b {
+		if i == 10 {
+			return 0, -1
+		}
+		if c < 0x80 {
+			return x | uint64(c)<<s, i + 1
+		}
+		x |= uint64(c&0x7f) << s
+		s += 7
+	}
+	return 0, 0
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// envDiff names the variables that differ between two StampEnv lists.
+func envDiff(was, now []string) string {
+	m := map[string]string{}
+	for _, kv := range was {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	var diff []string
+	for _, kv := range now {
+		k, v, _ := strings.Cut(kv, "=")
+		if old, ok := m[k]; !ok || old != v {
+			diff = append(diff, k)
+		}
+		delete(m, k)
+	}
+	for k := range m {
+		diff = append(diff, k)
+	}
+	return strings.Join(diff, ", ")
+}
+
+// ttyBits is cache.Stamp.TTY for these writers.
+func ttyBits(stdout, stderr io.Writer) uint8 {
+	var bits uint8
+	if isTerminal(stdout) {
+		bits |= cache.StampStdoutTTY
+	}
+	if isTerminal(stderr) {
+		bits |= cache.StampStderrTTY
+	}
+	return bits
+}
+
+// isTerminal is golang.org/x/term's IsTerminal on Linux (TCGETS succeeds), without the import.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	var t syscall.Termios
+	_, _, e := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	return e == 0
+}
+
+// replay writes the recorded output in its order, with the front's own duration in place of
+// the full binary's.
+func replay(e Env, s *cache.Stamp, start time.Time) {
+	for _, c := range s.Output {
+		switch c.Fd {
+		case 0:
+			fmt.Fprintf(e.Stdout, "%.2f", e.Now().Sub(start).Seconds())
+		case 1:
+			e.Stdout.Write(c.Data)
+		case 2:
+			e.Stderr.Write(c.Data)
+		}
+	}
+}

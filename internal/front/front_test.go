@@ -1,0 +1,159 @@
+package front
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labbuild/labbuild/cache"
+)
+
+// TestFrontImports keeps the front small: it may link only the standard library and
+// labbuild's cache package, and nothing that makes the binary dynamically linked or slow to
+// start (net and os/user pull in cgo resolvers; crypto/tls and the like their init tables).
+// cmd/labbuild's TestStartupImports guards the full binary.
+func TestFrontImports(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.Standard}} {{.ImportPath}}", "../../cmd/labbuild-front").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	allowed := map[string]bool{
+		"github.com/labbuild/labbuild/cache":              true,
+		"github.com/labbuild/labbuild/internal/front":     true,
+		"github.com/labbuild/labbuild/cmd/labbuild-front": true,
+	}
+	forbidden := []string{"net", "os/user", "runtime/cgo", "crypto/tls", "plugin"}
+	n := 0
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		standard, pkg, _ := strings.Cut(l, " ")
+		if standard != "true" && !allowed[pkg] {
+			t.Errorf("the front links %s: only the standard library and labbuild's cache package are allowed", pkg)
+		}
+		for _, f := range forbidden {
+			if pkg == f || strings.HasPrefix(pkg, f+"/") {
+				t.Errorf("the front links %s", pkg)
+			}
+		}
+		n++
+	}
+	if n < 10 {
+		t.Fatalf("go list printed %d packages: the check checks nothing", n)
+	}
+}
+
+func TestOutDir(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		dir, out string
+		ok       bool
+	}{
+		{nil, "", "out", true},
+		{[]string{"-o", "o2", "pki"}, "", "o2", true},
+		{[]string{"--out=o3", "-C", "d"}, "d", "o3", true},
+		{[]string{"-Cd", "-qko", "x"}, "d", "x", true},
+		{[]string{"-j4", "--out", "y", "--directory=z"}, "z", "y", true},
+		{[]string{"-f", "-o", "ignition"}, "", "out", true}, // -o is -f's value
+		{[]string{"--synthetic", "100", "-q"}, "", "out", true},
+		{[]string{"--", "-o", "x"}, "", "out", true},
+		{[]string{"--frobnicate"}, "", "", false},
+		{[]string{"-x"}, "", "", false},
+		{[]string{"-o"}, "", "", false},
+	} {
+		dir, out, ok := outDir(tc.args)
+		if ok != tc.ok || ok && (dir != tc.dir || out != tc.out) {
+			t.Errorf("outDir(%q) = %q %q %v, want %q %q %v", tc.args, dir, out, ok, tc.dir, tc.out, tc.ok)
+		}
+	}
+}
+
+// TestRacyEntryDefers: an entry whose recorded mtime is within cache.RacyWindow of the stamp's
+// start counts as changed even though its fingerprint matches (git's racily-clean rule); one
+// older replays.
+func TestRacyEntryDefers(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	out := filepath.Join(dir, "out")
+	os.MkdirAll(filepath.Join(out, ".labbuild"), 0o755)
+	os.WriteFile(filepath.Join(out, ".labbuild", "lock"), nil, 0o644)
+	os.WriteFile(filepath.Join(out, "f"), []byte("x"), 0o644)
+	full := filepath.Join(dir, "labbuild"+FullSuffix)
+	os.WriteFile(full, []byte("#!/bin/false\n"), 0o755)
+	fp, _ := cache.Stat(filepath.Join(out, "f"))
+	bin, _ := cache.Stat(full)
+	for _, tc := range []struct {
+		name   string
+		start  int64
+		replay bool
+	}{
+		{"old enough", fp.Mtime + cache.RacyWindow + 1, true},
+		{"racy", fp.Mtime + cache.RacyWindow - 1, false},
+	} {
+		s := &cache.Stamp{Cwd: dir, Argv: []string{"x"}, OutDir: out, Start: tc.start, ValidUntil: time.Now().Add(time.Hour).UnixNano(),
+			BinaryFP: bin, Env: cache.StampEnv(nil), Output: []cache.StampChunk{{Fd: 1, Data: []byte("ok\n")}},
+			Files: cache.AppendStampFile(nil, cache.StampOut, []byte("f"), fp), NFiles: 1}
+		if err := cache.WriteStamp(filepath.Join(out, ".labbuild"), cache.StampKey(dir, s.Argv), s); err != nil {
+			t.Fatal(err)
+		}
+		var stdout, stderr bytes.Buffer
+		execed := false
+		code := Main(Env{Args: []string{"labbuild", "x"}, Stdout: &stdout, Stderr: &stderr, Self: filepath.Join(dir, "labbuild"), Now: time.Now,
+			Environ: []string{"LABBUILD_FRONT=explain"},
+			Exec:    func(string, []string, []string) error { execed = true; return os.ErrPermission }})
+		if got := !execed && code == 0 && stdout.String() == "ok\n"; got != tc.replay {
+			t.Errorf("%s: replayed %v (exit %d, %q, %q), want %v", tc.name, got, code, stdout.String(), stderr.String(), tc.replay)
+		}
+		if !tc.replay && !strings.Contains(stderr.String(), "racy") {
+			t.Errorf("%s: the explanation %q does not say racy", tc.name, stderr.String())
+		}
+	}
+}
+
+// TestMissingFull: without labbuild-full beside it, the front says what to do and exits 2.
+func TestMissingFull(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	dir := t.TempDir()
+	code := Main(Env{Args: []string{"labbuild", "-n"}, Stdout: &stdout, Stderr: &stderr, Self: filepath.Join(dir, "labbuild"), Now: time.Now,
+		Exec: func(path string, argv, env []string) error { _, err := os.Stat(path); return err }})
+	if code != 2 || !strings.Contains(stderr.String(), filepath.Join(dir, "labbuild-full")) || !strings.Contains(stderr.String(), "LABBUILD_FULL") {
+		t.Fatalf("exit %d, %q: want 2 and a message naming labbuild-full and LABBUILD_FULL", code, stderr.String())
+	}
+}
+
+// TestCheckFilesParts: a stamp large enough to be checked on several CPUs finds a change in
+// any part, and splitEntries cuts only at entry boundaries.
+func TestCheckFilesParts(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644)
+	fp, _ := cache.Stat(filepath.Join(dir, "f"))
+	const n = 9000
+	for _, bad := range []int{-1, 0, n / 2, n - 1} {
+		var files []byte
+		for i := 0; i < n; i++ {
+			e := fp
+			if i == bad {
+				e.Size++
+			}
+			files = cache.AppendStampFile(files, cache.StampOut, []byte("f"), e)
+		}
+		parts := splitEntries(files, (n+2)/3)
+		if len(parts) != 3 || !bytes.Equal(bytes.Join(parts, nil), files) {
+			t.Fatalf("splitEntries: %d parts", len(parts))
+		}
+		for _, p := range parts {
+			if !cache.StampFiles(p, func(byte, []byte, cache.Fingerprint) bool { return true }) {
+				t.Fatal("a part does not decode on its own")
+			}
+		}
+		why := checkFiles(&cache.Stamp{OutDir: dir, Files: files, NFiles: n, Start: fp.Mtime + 2*cache.RacyWindow})
+		if (why == "") != (bad < 0) {
+			t.Errorf("entry %d changed: checkFiles says %q", bad, why)
+		}
+	}
+}

@@ -1,0 +1,193 @@
+package targets
+
+// cluster/etcd: the cluster-etcd-operator's etcd on every master, and the bootstrap member's
+// removal read from etcd's member list (cluster.go declares the targets).
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/targets/wait"
+)
+
+// clusterEtcd is cluster/etcd's Run: wait for the cluster-etcd-operator's etcd on every master,
+// then mark the bootstrap complete so the operator removes the etcd-bootstrap member.
+func clusterEtcd(ctx context.Context, s *Step, masters []string, bootstrap string) error {
+	timeout, err := clusterMinutes(s, "wait.etcdMinutes")
+	if err != nil {
+		return err
+	}
+	k, err := clusterClients(s)
+	if err != nil {
+		return err
+	}
+	want, err := clusterNodeNames(s, masters)
+	if err != nil {
+		return err
+	}
+	slices.Sort(want)
+	if _, err := clusterWait(ctx, s, wait.Spec{
+		What:     fmt.Sprintf("etcd running on %d masters", len(want)),
+		Inspect:  "oc get pods -n openshift-etcd -l app=etcd -o wide; oc get co etcd",
+		Timeout:  timeout,
+		Interval: clusterPollNodes,
+	}, func(ctx context.Context) (bool, string, error) {
+		on, err := kube.EtcdOn(ctx, k.Dynamic, want)
+		if err != nil {
+			return false, "listing etcd pods", err
+		}
+		return len(on) == len(want), fmt.Sprintf("etcd Ready on %d/%d masters", len(on), len(want)), nil
+	}); err != nil {
+		return err
+	}
+	if err := kube.MarkBootstrapComplete(ctx, k.Dynamic); err != nil {
+		return fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	s.Logf("created ConfigMap kube-system/bootstrap status=complete: the cluster-etcd-operator now removes the etcd-bootstrap member")
+	// The pivot stops the bootstrap VM: while it is still an etcd member, that would take a
+	// voting member away from a 2- or 4-member cluster (quorum lost with one more failure),
+	// so wait for the operator's bootstrap teardown to remove it first.
+	if clusterEnv.etcdMembers == nil {
+		s.Logf("no etcd client in this build: not waiting for the etcd-bootstrap member to leave")
+		return clusterRecord(s, map[string]any{"etcdOn": want, "bootstrapComplete": true})
+	}
+	if _, err := clusterWait(ctx, s, wait.Spec{
+		What:     "the bootstrap to leave etcd's member list",
+		Inspect:  "oc rsh -n openshift-etcd <etcd pod> etcdctl member list -w table; oc get etcd cluster -o yaml",
+		Timeout:  timeout,
+		Interval: clusterPollAPI,
+	}, func(ctx context.Context) (bool, string, error) {
+		in, members, err := etcdBootstrapMember(ctx, s, masters, bootstrap)
+		if err != nil {
+			return false, "listing etcd members", err
+		}
+		st := fmt.Sprintf("etcd members: %s", strings.Join(members, ", "))
+		return !in, st, nil
+	}); err != nil {
+		return err
+	}
+	s.Logf("the bootstrap is no longer an etcd member")
+	return clusterRecord(s, map[string]any{"etcdOn": want, "bootstrapComplete": true, "bootstrapMemberRemoved": true})
+}
+
+// etcdClientDeps are the PKI targets cluster/etcd reads to talk to etcd as its operator does
+// (openshift-config/etcd-client, trusted through etcd-signer).
+var etcdClientDeps = []string{"pki/ca/etcd-signer", "pki/cert/etcd-client", "pki/key/etcd-client"}
+
+// EtcdTLSFiles are the PEM files of an etcd client: CA bundle, certificate and key.
+type EtcdTLSFiles struct{ CA, Cert, Key string }
+
+// EtcdMember is one entry of etcd's member list (etcdserverpb.Member, as the v3 JSON gateway
+// returns it).
+type EtcdMember struct {
+	ID         string   `json:"ID"`
+	Name       string   `json:"name"`
+	PeerURLs   []string `json:"peerURLs"`
+	ClientURLs []string `json:"clientURLs"`
+}
+
+// etcdBootstrapMember lists etcd's members through the masters and reports whether one of them
+// is the bootstrap: named etcd-bootstrap (as the installer's bootstrap etcd calls itself) or
+// with a peer URL on the bootstrap's IP. members are the names, for the wait's status.
+func etcdBootstrapMember(ctx context.Context, s *Step, masters []string, bootstrap string) (in bool, members []string, err error) {
+	if clusterEnv.etcdMembers == nil {
+		return false, nil, errors.New("no etcd client")
+	}
+	var tf EtcdTLSFiles
+	for i, p := range []*string{&tf.CA, &tf.Cert, &tf.Key} {
+		dep, rel := etcdClientDeps[i], "tls.crt"
+		if i == 2 {
+			rel = "tls.key"
+		}
+		if *p, err = s.DepPath(dep, rel); err != nil {
+			return false, nil, err
+		}
+	}
+	var endpoints []string
+	for _, m := range masters {
+		ip, err := s.String("nodes." + m + ".ip")
+		if err != nil {
+			return false, nil, err
+		}
+		endpoints = append(endpoints, "https://"+net.JoinHostPort(ip, "2379"))
+	}
+	bip, err := s.String("nodes." + bootstrap + ".ip")
+	if err != nil {
+		return false, nil, err
+	}
+	ms, err := clusterEnv.etcdMembers(ctx, endpoints, tf)
+	if err != nil {
+		return false, nil, err
+	}
+	for _, m := range ms {
+		members = append(members, m.Name)
+		if m.Name == "etcd-bootstrap" {
+			in = true
+		}
+		for _, u := range m.PeerURLs {
+			if pu, err := url.Parse(u); err == nil && pu.Hostname() == bip {
+				in = true
+			}
+		}
+	}
+	return in, members, nil
+}
+
+// etcdMemberList is the production etcdMembers: POST /v3/cluster/member/list on etcd's gRPC
+// JSON gateway (on by default on the client port), over mutual TLS, trying each endpoint in
+// turn until one answers.
+func etcdMemberList(ctx context.Context, endpoints []string, tf EtcdTLSFiles) ([]EtcdMember, error) {
+	cert, err := tls.LoadX509KeyPair(tf.Cert, tf.Key)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client certificate: %w", err)
+	}
+	ca, err := os.ReadFile(tf.CA)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}}
+	var errs []error
+	for _, ep := range endpoints {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(ep, "/")+"/v3/cluster/member/list", strings.NewReader("{}"))
+		if err != nil {
+			return nil, err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			errs = append(errs, fmt.Errorf("%s: %s %s%s", ep, resp.Status, bytes.TrimSpace(body[:min(len(body), 200)]), errText(err)))
+			continue
+		}
+		var out struct {
+			Members []EtcdMember `json:"members"`
+		}
+		if err := json.Unmarshal(body, &out); err != nil {
+			errs = append(errs, fmt.Errorf("%s: member list: %w", ep, err))
+			continue
+		}
+		return out.Members, nil
+	}
+	return nil, fmt.Errorf("no etcd endpoint answered: %w", errors.Join(errs...))
+}

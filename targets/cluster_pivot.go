@@ -1,0 +1,145 @@
+package targets
+
+// cluster/pivot: the load balancer without the bootstrap, in both load-balancer modes
+// (cluster.go declares the targets).
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+
+	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/targets/wait"
+)
+
+// pivotDoc is cluster/pivot's one-line description in c's load-balancer mode.
+func pivotDoc(c *Config) string {
+	if c.InCluster() {
+		return "masters' keepalived and haproxy Ready; bootstrap VM off (keepalived moves the VIP); API ready through the VIP"
+	}
+	return "HAProxy without the bootstrap; API ready through the VIP; bootstrap VM off"
+}
+
+// vipPivotReads: in the in-cluster mode the pivot reads the mode (no host haproxy to switch).
+func vipPivotReads(c *Config) []string {
+	if c.InCluster() {
+		return []string{"network.loadBalancer"}
+	}
+	return nil
+}
+
+// clusterPivot is cluster/pivot's Run. In the host mode it switches labbuild's haproxy to the
+// post-pivot config, powers the bootstrap off and waits for /readyz through the VIP. In the
+// in-cluster mode no host haproxy exists: it first waits until every master's keepalived and
+// haproxy static pods are Ready (vipMastersReady: their VRRP priority then wins once the
+// bootstrap's stops), then powers the bootstrap off and waits for /readyz through the VIP,
+// which keepalived moves to a master.
+func clusterPivot(ctx context.Context, s *Step, bootstrap string, masters []string) error {
+	timeout, err := clusterMinutes(s, "wait.pivotMinutes")
+	if err != nil {
+		return err
+	}
+	rec := map[string]any{}
+	inCluster := false
+	if slices.Contains(s.Target().Reads, "network.loadBalancer") {
+		lb, err := s.String("network.loadBalancer")
+		if err != nil {
+			return err
+		}
+		inCluster = lb == LoadBalancerInCluster
+	}
+	if inCluster {
+		k, err := clusterClients(s)
+		if err != nil {
+			return err
+		}
+		nodes, err := clusterNodeNames(s, masters)
+		if err != nil {
+			return err
+		}
+		if _, err := clusterWait(ctx, s, wait.Spec{
+			What:     "every master's keepalived and haproxy static pods Ready (the masters can take the API VIP)",
+			Inspect:  "oc get pods -n " + vipInfraNamespace + " -o wide",
+			Timeout:  timeout,
+			Interval: clusterPollNodes,
+		}, func(ctx context.Context) (bool, string, error) {
+			pods, err := vipListInfraPods(ctx, k.Dynamic)
+			if err != nil {
+				return false, "listing " + vipInfraNamespace + " pods", err
+			}
+			ok, status := vipMastersReady(pods, nodes)
+			return ok, status, nil
+		}); err != nil {
+			return err
+		}
+		rec["vip"] = "keepalived"
+	} else if cfg, err := s.DepPath(clusterPostPivot, "haproxy.cfg"); err == nil {
+		if err := clusterEnv.balancer().Switch(ctx, cfg); err != nil {
+			return fmt.Errorf("%s: switch HAProxy to the post-pivot config: %w", s.Target().Name, err)
+		}
+		rec["haproxy"] = "post-pivot"
+	} else {
+		// TODO(haproxy family): declare haproxy/config-post-pivot (haproxy.cfg without the
+		// bootstrap backends); until it exists the bootstrap stays in the backends, which
+		// haproxy's health checks mark DOWN once the VM is off.
+		s.Logf("TODO: %s is not in the build graph; HAProxy keeps the bootstrap backends (health checks mark them DOWN)", clusterPostPivot)
+		rec["haproxy"] = "unchanged"
+	}
+	m, err := clusterMachinesFor(s)
+	if err != nil {
+		return err
+	}
+	if err := m.Stop(ctx, bootstrap); err != nil {
+		return fmt.Errorf("%s: stop VM %s: %w", s.Target().Name, bootstrap, err)
+	}
+	k, err := clusterClients(s)
+	if err != nil {
+		return err
+	}
+	vip, _ := s.String("network.apiVIP")
+	if _, err := clusterWait(ctx, s, wait.Spec{
+		What:     "the API to answer /readyz through the VIP without the bootstrap",
+		Inspect:  fmt.Sprintf("curl -k https://%s:6443/readyz; oc get pods -n openshift-kube-apiserver", vip),
+		Timeout:  timeout,
+		Interval: clusterPollAPI,
+	}, func(ctx context.Context) (bool, string, error) {
+		if err := kube.Readyz(ctx, k); err != nil {
+			return false, "API not ready", err
+		}
+		return true, "API ready", nil
+	}); err != nil {
+		return err
+	}
+	rec["bootstrapStopped"] = true
+	return clusterRecord(s, rec)
+}
+
+// haproxyFileBalancer installs a configuration file at path and reloads haproxy, the manual
+// step of OTHW's execute-pivot.sh (edit /etc/haproxy/haproxy.cfg; systemctl reload haproxy).
+// It checks the file with `haproxy -c` first, so a bad config never replaces a good one.
+// hpReloadBalancer uses it when no labbuild haproxy runs.
+type haproxyFileBalancer struct{ path string }
+
+func (h haproxyFileBalancer) Switch(ctx context.Context, cfgFile string) error {
+	if out, err := exec.CommandContext(ctx, "haproxy", "-c", "-f", cfgFile).CombinedOutput(); err != nil {
+		return fmt.Errorf("haproxy -c -f %s: %w: %.300s", cfgFile, err, out)
+	}
+	b, err := os.ReadFile(cfgFile)
+	if err != nil {
+		return err
+	}
+	tmp := h.path + ".labbuild-tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, h.path); err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, "systemctl", "reload", "haproxy").CombinedOutput(); err != nil {
+		return fmt.Errorf("systemctl reload haproxy: %w: %.300s (reload it by hand: %s is in place)", err, out, filepath.Clean(h.path))
+	}
+	return nil
+}

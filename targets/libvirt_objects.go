@@ -1,0 +1,438 @@
+package targets
+
+// The observations of each libvirt object (network, DNS records, pool, volume, domain): what
+// the config wants against what libvirt reports, as an lvPlan (libvirt.go declares the targets).
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+
+	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/targets/virt"
+)
+
+// lvNetwork observes the lab network without its records: what only a new network can change
+// (subnet, gateway, bridge name, forward mode, domain, DHCP range, the *.apps dnsmasq option).
+// Such a change replaces it, and the plan names the field; the records are libvirt/dns's.
+func lvNetwork(s *Step, c *virt.Conn) (lvPlan, error) {
+	sp, err := lvNetworkSpec(s)
+	if err != nil {
+		return lvPlan{}, err
+	}
+	want, err := rl.NetworkBase(sp)
+	if err != nil {
+		return lvPlan{}, err
+	}
+	x, err := want.Marshal()
+	if err != nil {
+		return lvPlan{}, err
+	}
+	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "network", Name: sp.Name}, xml: []byte(x + "\n"), xmlName: "network.xml", action: Keep}
+	got, active, found, err := c.Network(sp.Name)
+	if err != nil {
+		return p, err
+	}
+	if !found {
+		// Another lab on this host: refuse what would collide, before anything is made.
+		others, err := c.Networks()
+		if err != nil {
+			return p, err
+		}
+		prev, _, _ := lvPrev(s)
+		for _, name := range slices.Sorted(maps.Keys(others)) {
+			if prev.Name == name && prev.URI == c.URI() {
+				continue // this lab's network under its old name: Run removes it first
+			}
+			if why := rl.NetworkCollision(want, others[name]); why != "" {
+				return p, fmt.Errorf("%s: %s", s.Target().Name, why)
+			}
+		}
+		p.action, p.reason = Create, "network "+sp.Name+" does not exist"
+		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.CreateNetwork(want) }
+		return p, nil
+	}
+	_, fixed := rl.NetworkChanges(want, got, rl.DiffOptions{IgnoreDnsmasqOptions: c.IsTest()})
+	switch {
+	case len(fixed) > 0:
+		why := lvChanged(s, lvNetworkFixedFields...)
+		if len(why) == 0 { // drift made by hand: say what libvirt has
+			why = []string{"network " + sp.Name + ": " + strings.Join(fixed, "; ")}
+		} else {
+			why[len(why)-1] += " changed"
+		}
+		p.action, p.reason = Replace, strings.Join(why, "; ")+": every VM loses its link until restarted"
+		p.apply = func(c *virt.Conn, _ *lvRecord) error {
+			if err := c.DeleteNetwork(sp.Name); err != nil {
+				return err
+			}
+			return c.CreateNetwork(want)
+		}
+	case !active:
+		p.action, p.reason = Update, "network "+sp.Name+" is not running"
+		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.StartNetwork(sp.Name) }
+	}
+	return p, nil
+}
+
+// lvRecords observes the network's records — DNS hosts, SRV records, DHCP reservations — and
+// edits them in place with virNetworkUpdate (live and persistent): the bridge, its dnsmasq
+// and every VM's link stay.
+func lvRecords(s *Step, c *virt.Conn) (lvPlan, error) {
+	sp, err := lvNetworkSpec(s)
+	if err != nil {
+		return lvPlan{}, err
+	}
+	want, err := rl.Network(sp)
+	if err != nil {
+		return lvPlan{}, err
+	}
+	x, _ := rl.NetworkXML(sp)
+	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "records", Name: sp.Name}, xml: x, xmlName: "network.xml", action: Keep}
+	got, _, found, err := c.Network(sp.Name)
+	if err != nil {
+		return p, err
+	}
+	if !found {
+		return p, fmt.Errorf("%s: network %s does not exist (labbuild libvirt/network makes it)", s.Target().Name, sp.Name)
+	}
+	edits, _ := rl.NetworkChanges(want, got, rl.DiffOptions{IgnoreDnsmasqOptions: c.IsTest()})
+	if len(edits) > 0 {
+		lines := make([]string, len(edits))
+		for i, e := range edits {
+			lines[i] = e.String()
+		}
+		p.action, p.reason = Update, "in place: "+strings.Join(lines, "; ")
+		if prev, ok, _ := lvPrev(s); !ok || prev.Name != sp.Name {
+			p.action = Create // a new network's records
+		}
+		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.UpdateNetwork(sp.Name, edits) }
+	}
+	return p, nil
+}
+
+// lvNetworkFixedFields are the config fields that feed a part of the network libvirt cannot
+// change while it runs (bridge, address, prefix, domain, DHCP range, the *.apps option).
+var lvNetworkFixedFields = []string{"libvirt.network", "network.machineNetwork", "network.gateway",
+	"cluster.name", "cluster.baseDomain", "network.dhcpStart", "network.dhcpEnd", "network.ingressVIP"}
+
+// lvConfig returns the JSON text of every config field the target reads.
+func lvConfig(s *Step) map[string]string {
+	out := map[string]string{}
+	for _, r := range s.Target().Reads {
+		var raw json.RawMessage
+		if err := s.Value(r, &raw); err == nil {
+			out[r] = string(raw)
+		}
+	}
+	return out
+}
+
+// lvChanged compares the config the target last ran with (its record) with today's and
+// returns "field old → new" for each of fields (all it reads when none are given) that
+// changed or appeared, in Reads order. No record: nothing to compare.
+func lvChanged(s *Step, fields ...string) []string {
+	prev, ok, err := lvPrev(s)
+	if err != nil || !ok || prev.Config == nil {
+		return nil
+	}
+	now := lvConfig(s)
+	var out []string
+	for _, r := range s.Target().Reads {
+		if len(fields) > 0 && !slices.Contains(fields, r) {
+			continue
+		}
+		if old, had := prev.Config[r]; !had {
+			out = append(out, r+" "+lvShow(now[r])+" (new)")
+		} else if old != now[r] {
+			out = append(out, r+" "+lvShow(old)+" → "+lvShow(now[r]))
+		}
+	}
+	return out
+}
+
+// lvShow prints a JSON config value as a plan shows it: strings without quotes.
+func lvShow(v string) string {
+	var str string
+	if json.Unmarshal([]byte(v), &str) == nil {
+		return str
+	}
+	return v
+}
+
+// lvPool observes the storage pool. On replacement the volumes in the old directory stay
+// there (labbuild never deletes files it did not make); the volume targets, downstream,
+// create new ones in the new place.
+func lvPool(s *Step, c *virt.Conn) (lvPlan, error) {
+	sp, err := lvPoolSpec(s)
+	if err != nil {
+		return lvPlan{}, err
+	}
+	want, err := rl.Pool(sp)
+	if err != nil {
+		return lvPlan{}, err
+	}
+	x, _ := rl.PoolXML(sp)
+	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "pool", Name: sp.Name}, xml: x, xmlName: "pool.xml", action: Keep}
+	got, active, found, err := c.Pool(sp.Name)
+	if err != nil {
+		return p, err
+	}
+	var diff []string
+	if found {
+		diff = rl.PoolDiff(want, got)
+	}
+	switch {
+	case !found:
+		p.action, p.reason = Create, "pool "+sp.Name+" does not exist (at "+sp.Path+")"
+		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.CreatePool(want) }
+	case len(diff) > 0:
+		p.action, p.reason = Replace, "pool "+sp.Name+": "+strings.Join(diff, "; ")
+		p.apply = func(c *virt.Conn, _ *lvRecord) error {
+			if err := c.DeletePool(sp.Name); err != nil {
+				return err
+			}
+			return c.CreatePool(want)
+		}
+	case !active:
+		p.action, p.reason = Update, "pool "+sp.Name+" is not running"
+		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.StartPool(sp.Name) }
+	}
+	return p, nil
+}
+
+// lvVolume observes a node's disk. A disk of another size is a new, empty disk: the node is
+// reinstalled anyway. The record keeps the path libvirt reports.
+func lvVolume(node string) lvObserve {
+	return func(s *Step, c *virt.Conn) (lvPlan, error) {
+		pool, sp, err := lvVolumeSpec(s, node)
+		if err != nil {
+			return lvPlan{}, err
+		}
+		// A remote daemon cannot open this machine's image cache: the image goes into its pool
+		// once (named by its digest, shared by every node's disk) and the disks overlay that.
+		var upload func(c *virt.Conn) error
+		if c.Remote() && sp.BackingFile != "" {
+			local := sp.BackingFile
+			dir, err := c.PoolPath(pool)
+			if err != nil {
+				return lvPlan{}, err
+			}
+			img := "rhcos-" + lvDigestName(local) + ".qcow2"
+			sp.BackingFile = path.Join(dir, img)
+			if _, found, err := c.Volume(pool, img); err != nil {
+				return lvPlan{}, err
+			} else if !found {
+				upload = func(c *virt.Conn) error {
+					// Every node's disk wants the same image: one upload, the others wait.
+					lvImageMu.Lock()
+					defer lvImageMu.Unlock()
+					if _, found, err := c.Volume(pool, img); err != nil || found {
+						return err
+					}
+					return lvUpload(c, pool, img, "qcow2", local)
+				}
+			}
+		}
+		want, err := rl.Volume(sp)
+		if err != nil {
+			return lvPlan{}, err
+		}
+		x, _ := rl.VolumeXML(sp)
+		p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "volume", Name: sp.Name, Pool: pool}, xml: x, xmlName: "volume.xml", action: Keep}
+		got, found, err := c.Volume(pool, sp.Name)
+		if err != nil {
+			return p, err
+		}
+
+		noPath := fmt.Errorf("%s: libvirt reported no path for volume %s/%s", s.Target().Name, pool, sp.Name)
+		create := func(c *virt.Conn, rec *lvRecord) error {
+			path, err := c.CreateVolume(pool, want)
+			if err == nil && path == "" {
+				err = noPath
+			}
+			rec.Path = path
+			return err
+		}
+		var diff []string
+		if found {
+			diff = rl.VolumeDiff(want, got)
+		}
+		switch {
+		case !found:
+			p.action, p.reason = Create, fmt.Sprintf("volume %s/%s (%d GiB) does not exist", pool, sp.Name, sp.CapacityGiB)
+			p.apply = create
+		case len(diff) > 0:
+			p.action, p.reason = Replace, "volume "+sp.Name+": "+strings.Join(diff, "; ")
+			p.apply = func(c *virt.Conn, rec *lvRecord) error {
+				if err := c.DeleteVolume(pool, sp.Name); err != nil {
+					return err
+				}
+				return create(c, rec)
+			}
+		case got.Target == nil || got.Target.Path == "":
+			p.apply = func(*virt.Conn, *lvRecord) error { return noPath }
+		default:
+			p.rec.Path = got.Target.Path
+		}
+		if apply := p.apply; upload != nil && apply != nil {
+			p.apply = func(c *virt.Conn, rec *lvRecord) error {
+				if err := upload(c); err != nil {
+					return err
+				}
+				return apply(c, rec)
+			}
+		}
+		return p, nil
+	}
+}
+
+// lvDomain observes a node's VM. A change that needs a new domain (disk, NIC, firmware)
+// replaces it; a size change updates the persistent definition, applied at its next start.
+// Run always (re)defines: the same XML changes nothing.
+func lvDomain(node string) lvObserve {
+	return func(s *Step, c *virt.Conn) (lvPlan, error) {
+		sp, err := lvDomainSpec(s, node)
+		if err != nil {
+			return lvPlan{}, err
+		}
+		// A remote daemon's QEMU reads fw_cfg files on its own host: the Ignition goes into the
+		// pool as a raw volume (virStorageVolUpload) and fw_cfg names that volume's path.
+		rec := lvRecord{URI: c.URI(), Kind: "domain", Name: sp.Name}
+		var upload func(c *virt.Conn) error
+		var ignMissing bool
+		if c.Remote() && sp.Ignition != "" {
+			local := sp.Ignition
+			if rec.Pool, err = s.String("libvirt.pool"); err != nil {
+				return lvPlan{}, err
+			}
+			dir, err := c.PoolPath(rec.Pool)
+			if err != nil {
+				return lvPlan{}, err
+			}
+			rec.Ignition = sp.Name + ".ign"
+			sp.Ignition = path.Join(dir, rec.Ignition)
+			_, found, err := c.Volume(rec.Pool, rec.Ignition)
+			if err != nil {
+				return lvPlan{}, err
+			}
+			ignMissing = !found
+			pool, vol := rec.Pool, rec.Ignition
+			upload = func(c *virt.Conn) error { return lvUpload(c, pool, vol, "raw", local) }
+		}
+		want, err := rl.Domain(sp)
+		if err != nil {
+			return lvPlan{}, err
+		}
+		x, _ := rl.DomainXML(sp)
+		p := lvPlan{rec: rec, xml: x, xmlName: "domain.xml", action: Keep}
+		got, _, found, err := c.Domain(sp.Name)
+		if err != nil {
+			return p, err
+		}
+		var replace, resized bool
+		if !found {
+			p.action, p.reason = Create, "domain "+sp.Name+" does not exist"
+		} else if diff := rl.DomainDiff(want, got); rl.DomainNeedsReplace(diff) {
+			p.action, p.reason, replace = Replace, "domain "+sp.Name+": "+strings.Join(diff, "; "), true
+		} else {
+			// Redefining keeps the domain's identity only with its UUID; without it libvirt
+			// refuses ("already exists with uuid ...").
+			want.UUID = got.UUID
+			if len(diff) > 0 {
+				why := lvChanged(s, lvSizeFields(s)...)
+				if len(why) == 0 { // drift made by hand: say what libvirt has
+					why = []string{"domain " + sp.Name + ": " + strings.Join(diff, "; ")}
+				}
+				resized = true
+				p.action, p.reason = Update, strings.Join(why, "; ")+"; takes effect at the next power cycle"
+				if st := lvState(c, sp.Name); RestartResized && (st == virt.DomainRunning || st == virt.DomainPaused) {
+					p.reason = strings.Join(why, "; ") + "; --restart: drain " + node + " (when the cluster answers), power-cycle, uncordon"
+				}
+			}
+		}
+		if ignMissing && p.action == Keep {
+			p.action, p.reason = Update, "Ignition volume "+rec.Pool+"/"+rec.Ignition+" is missing on the remote host"
+		}
+		p.apply = func(c *virt.Conn, _ *lvRecord) error {
+			if upload != nil {
+				if err := upload(c); err != nil {
+					return err
+				}
+			}
+			if replace {
+				if err := c.DeleteDomain(sp.Name); err != nil {
+					return err
+				}
+			}
+			if err := c.DefineDomain(want); err != nil {
+				return err
+			}
+			if resized && RestartResized {
+				return lvRestart(s, c, node, sp.Name)
+			}
+			return nil
+		}
+		return p, nil
+	}
+}
+
+// lvState is a domain's run state, DomainNoState when it cannot be read.
+func lvState(c *virt.Conn, name string) virt.DomainState {
+	_, st, _, err := c.Domain(name)
+	if err != nil {
+		return virt.DomainNoState
+	}
+	return st
+}
+
+// lvRestart power-cycles the running (or paused) domain name of node so that its new
+// definition takes effect (`labbuild --restart`): first, when the cluster answers, the Node is
+// cordoned and drained through the Eviction API (what could not be drained is logged), then
+// the domain is stopped and started in the state it had (a paused domain starts paused), then
+// the Node is uncordoned. A stopped domain is left stopped: its next start uses the new size.
+func lvRestart(s *Step, c *virt.Conn, node, name string) error {
+	st := lvState(c, name)
+	if st != virt.DomainRunning && st != virt.DomainPaused {
+		s.Logf("%s is not running: the new size applies at its next start", name)
+		return nil
+	}
+	ctx := s.Context()
+	domain, err := clusterDomain(s)
+	if err != nil {
+		return err
+	}
+	fqdn := clusterNodeName(node, domain)
+	dyn, why := clusterNodeClient(s)
+	drained := false
+	if dyn == nil {
+		s.Logf("cannot ask the cluster (%s): %s power-cycled without a drain", why, fqdn)
+	} else {
+		reachable, found, err := clusterEvacuate(ctx, s.Logf, dyn, fqdn)
+		if err != nil {
+			return err
+		}
+		if !reachable {
+			s.Logf("%s power-cycled without a drain", fqdn)
+		}
+		drained = reachable && found
+	}
+	if err := c.StopDomain(name); err != nil {
+		return err
+	}
+	if err := c.StartDomain(name, st == virt.DomainPaused); err != nil {
+		return err
+	}
+	s.Logf("power-cycled %s: the new size is live", name)
+	if drained {
+		if _, err := kube.Uncordon(ctx, dyn, fqdn); err != nil {
+			return fmt.Errorf("uncordon %s after its power cycle: %w (oc adm uncordon %s)", fqdn, err, fqdn)
+		}
+		s.Logf("uncordoned %s", fqdn)
+	}
+	return nil
+}

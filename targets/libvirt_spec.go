@@ -1,0 +1,264 @@
+package targets
+
+// The libvirt family's inputs: the connection, the previous record, and the network, pool,
+// volume and domain specs read from the config (libvirt.go declares the targets).
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+
+	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/targets/virt"
+)
+
+// lvConnect opens libvirt at the configured URI.
+func lvConnect(s *Step) (*virt.Conn, error) {
+	uri, err := s.String("libvirt.uri")
+	if err != nil {
+		return nil, err
+	}
+	return virt.Connect(uri)
+}
+
+// lvPrev returns the previous run's record, or ok=false when there is none.
+func lvPrev(s *Step) (lvRecord, bool, error) {
+	b, err := s.Prev(lvRecordFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return lvRecord{}, false, nil
+	}
+	if err != nil {
+		return lvRecord{}, false, err
+	}
+	var r lvRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return lvRecord{}, false, fmt.Errorf("%s: recorded state %s: %w (labbuild destroy cannot use it; remove the object with virsh)", s.Target().Name, lvRecordFile, err)
+	}
+	return r, true, nil
+}
+
+func lvWrite(s *Step, xml []byte, xmlName string, r lvRecord) error {
+	r.Config = lvConfig(s)
+	if err := s.WriteFile(xmlName, xml, 0o644); err != nil {
+		return err
+	}
+	b, _ := json.MarshalIndent(r, "", "  ")
+	return s.WriteFile(lvRecordFile, append(b, '\n'), 0o644)
+}
+
+// lvNetworkSpec assembles the network from the declared config values.
+func lvNetworkSpec(s *Step) (rl.NetworkSpec, error) {
+	var sp rl.NetworkSpec
+	var cluster, base string
+	for _, f := range []struct {
+		p string
+		v *string
+	}{
+		{"libvirt.network", &sp.Name}, {"cluster.name", &cluster}, {"cluster.baseDomain", &base},
+		{"network.machineNetwork", &sp.MachineNetwork}, {"network.gateway", &sp.Gateway},
+		{"network.apiVIP", &sp.APIVIP}, {"network.ingressVIP", &sp.IngressVIP},
+		{"network.dhcpStart", &sp.DHCPStart}, {"network.dhcpEnd", &sp.DHCPEnd},
+	} {
+		if !slices.Contains(s.Target().Reads, f.p) {
+			continue // network.apiVIP: only libvirt/dns
+		}
+		v, err := s.String(f.p)
+		if err != nil {
+			return sp, err
+		}
+		*f.v = v
+	}
+	sp.Domain = cluster + "." + base
+	for _, r := range s.Target().Reads {
+		name, ok := strings.CutSuffix(strings.TrimPrefix(r, "nodes."), ".ip")
+		if !ok || !strings.HasPrefix(r, "nodes.") {
+			continue
+		}
+		n := rl.Node{Name: name}
+		var err error
+		if n.IP, err = s.String(r); err != nil {
+			return sp, err
+		}
+		if n.Role, err = s.String("nodes." + name + ".role"); err != nil {
+			return sp, err
+		}
+		if n.MAC, err = lvMAC(s, cluster, name); err != nil {
+			return sp, err
+		}
+		sp.Nodes = append(sp.Nodes, n)
+	}
+	return sp, nil
+}
+
+// lvMAC returns the node's configured MAC, or the one derived from cluster and node names.
+func lvMAC(s *Step, cluster, node string) (string, error) {
+	if p := "nodes." + node + ".mac"; slices.Contains(s.Target().Reads, p) {
+		return s.String(p)
+	}
+	return rl.MAC(cluster, node), nil
+}
+
+func lvPoolSpec(s *Step) (rl.PoolSpec, error) {
+	var sp rl.PoolSpec
+	var err error
+	if sp.Name, err = s.String("libvirt.pool"); err != nil {
+		return sp, err
+	}
+	sp.Path, err = s.String("libvirt.poolPath")
+	return sp, err
+}
+
+// lvSize returns the node's size field (vcpus, memoryMiB, diskGiB): its own when declared,
+// its role's otherwise.
+func lvSize(s *Step, node, field string) (int, error) {
+	var v int
+	p := "nodes." + node + "." + field
+	if !slices.Contains(s.Target().Reads, p) {
+		role, err := s.String("nodes." + node + ".role")
+		if err != nil {
+			return 0, err
+		}
+		p = "sizes." + lvRoleSizes(role) + "." + field
+	}
+	if err := s.Value(p, &v); err != nil {
+		return 0, err
+	}
+	if v <= 0 {
+		return 0, fmt.Errorf("%s: %s is %d: want a positive number", s.Target().Name, p, v)
+	}
+	return v, nil
+}
+
+func lvVolumeSpec(s *Step, node string) (pool string, sp rl.VolumeSpec, err error) {
+	if pool, err = s.String("libvirt.pool"); err != nil {
+		return
+	}
+	cluster, err := s.String("cluster.name")
+	if err != nil {
+		return
+	}
+	sp.Name = rl.VolumeName(cluster, node)
+	if sp.CapacityGiB, err = lvSize(s, node, "diskGiB"); err != nil {
+		return
+	}
+	// With rhcos.imageURL the disk overlays the verified RHCOS image (a thin qcow2 on top).
+	if slices.Contains(s.Target().Deps, "rhcos/image") {
+		var b []byte
+		if b, err = s.DepFile("rhcos/image", "image.json"); err != nil {
+			return
+		}
+		var r rhcosRecord
+		if err = json.Unmarshal(b, &r); err != nil {
+			err = fmt.Errorf("%s: rhcos/image's image.json: %w", s.Target().Name, err)
+			return
+		}
+		sp.BackingFile = r.Path
+	}
+	return
+}
+
+func lvDomainSpec(s *Step, node string) (rl.DomainSpec, error) {
+	var sp rl.DomainSpec
+	cluster, err := s.String("cluster.name")
+	if err != nil {
+		return sp, err
+	}
+	sp.Name = cluster + "-" + node
+	if sp.Type, err = s.String("libvirt.domainType"); err != nil {
+		return sp, err
+	}
+	if sp.Network, err = s.String("libvirt.network"); err != nil {
+		return sp, err
+	}
+	if sp.VCPUs, err = lvSize(s, node, "vcpus"); err != nil {
+		return sp, err
+	}
+	if sp.MemoryMiB, err = lvSize(s, node, "memoryMiB"); err != nil {
+		return sp, err
+	}
+	if sp.MAC, err = lvMAC(s, cluster, node); err != nil {
+		return sp, err
+	}
+	b, err := s.DepFile("libvirt/volume/"+node, lvRecordFile)
+	if err != nil {
+		return sp, err
+	}
+	var vol lvRecord
+	if err := json.Unmarshal(b, &vol); err != nil {
+		return sp, fmt.Errorf("%s: libvirt/volume/%s record: %w", s.Target().Name, node, err)
+	}
+	sp.Disk = vol.Path
+	if slices.Contains(s.Target().Deps, "ignition/"+node) {
+		// The file is read by QEMU at each start, on the daemon's host: for a remote URI
+		// lvDomain uploads it into the pool and points fw_cfg at the volume instead.
+		if sp.Ignition, err = s.DepPath("ignition/"+node, node+".ign"); err != nil {
+			return sp, err
+		}
+	}
+	return sp, nil
+}
+
+// LibvirtRemoteHost returns the host a libvirt URI names ("lab1" for qemu+ssh://root@lab1/system),
+// or "" for a local daemon (qemu:///system, qemu+unix:///system?socket=…): as virt.Conn.Remote
+// decides, the daemon is then on another machine, with the lab bridge and the VMs.
+func LibvirtRemoteHost(uri string) string {
+	u, err := url.Parse(uri)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
+}
+
+// lvImageMu serializes uploads of the shared RHCOS image into a remote pool.
+var lvImageMu sync.Mutex
+
+// lvUpload copies the local file into volume name of pool on the (remote) daemon.
+func lvUpload(c *virt.Conn, pool, name, format, local string) error {
+	f, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	_, err = c.UploadVolume(pool, name, format, f, st.Size())
+	return err
+}
+
+// lvUploadedImage matches the names lvVolume gives the RHCOS image it uploads into a remote
+// pool ("rhcos-" + lvDigestName + ".qcow2").
+var lvUploadedImage = regexp.MustCompile(`^rhcos-[0-9a-f]{12}\.qcow2$`)
+
+// lvDigestName names an uploaded image by the first 12 hex digits of the SHA-256 of its
+// local path and size (the cache path carries the image's digest already; a new image is a
+// new path), so every disk of a lab shares one upload.
+func lvDigestName(local string) string {
+	var size int64
+	if st, err := os.Stat(local); err == nil {
+		size = st.Size()
+	}
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%d", local, size)))
+	return hex.EncodeToString(h[:])[:12]
+}
+
+// lvSizeFields are the config fields that size the VM.
+func lvSizeFields(s *Step) []string {
+	var out []string
+	for _, r := range s.Target().Reads {
+		if strings.HasSuffix(r, ".vcpus") || strings.HasSuffix(r, ".memoryMiB") {
+			out = append(out, r)
+		}
+	}
+	return out
+}
