@@ -28,7 +28,7 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.39.2 // indirect
 	github.com/clipperhouse/uax29/v2 v2.7.0 // indirect
 	github.com/coreos/go-json v0.0.0-20230131223807-18775e0fb4fb // indirect
-	github.com/coreos/go-semver v0.3.1 // indirect
+	github.com/coreos/go-semver v0.3.1
 	github.com/coreos/go-systemd/v22 v22.6.0 // indirect
 	github.com/coreos/vcontext v0.0.0-20230201181013-d72178a18687
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect

@@ -3,8 +3,11 @@ package cache
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"hash"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -120,6 +123,110 @@ func (c *Cache) PutFile(path string) (Digest, int64, error) {
 		return Digest{}, 0, err
 	}
 	return d, n, nil
+}
+
+// HashingWriter writes a file and computes its SHA-256 and size on the way, so that an output
+// is hashed once, while it is written, and never read back to be stored (PutHashed).
+type HashingWriter struct {
+	f      *os.File
+	h      hash.Hash
+	n      int64
+	closed bool
+	d      Digest
+}
+
+// NewHashingWriter wraps f, a file opened for writing from its start. f must receive no other
+// writes: the digest is of the bytes that went through the HashingWriter.
+func NewHashingWriter(f *os.File) *HashingWriter { return &HashingWriter{f: f, h: sha256.New()} }
+
+// Write writes p to the file and to the hash.
+func (w *HashingWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.h.Write(p[:n])
+	w.n += int64(n)
+	return n, err
+}
+
+// Close closes the file; from then on Sum reports the digest and size.
+func (w *HashingWriter) Close() error {
+	if w.closed {
+		return os.ErrClosed
+	}
+	w.closed = true
+	w.h.Sum(w.d[:0])
+	countHashed(w.n)
+	return w.f.Close()
+}
+
+// Sum returns the digest and size of what was written; ok is false before Close.
+func (w *HashingWriter) Sum() (d Digest, size int64, ok bool) { return w.d, w.n, w.closed }
+
+// LinkMin is the size in bytes from which PutHashed links a shared (not owner-only) file into
+// the store instead of copying it. Below it a copy costs little (copy_file_range, no reads into
+// the process); the sample payload's MCO programs (27 MB each, written by release/mco) are what
+// linking saves: before, each was written, read back, hashed and written again.
+const LinkMin = 1 << 20
+
+// PutHashed stores the file at path whose digest d and size the caller computed while writing
+// it (HashingWriter), without reading it back. A file of LinkMin bytes or more whose mode lets
+// group or others read it becomes the object by a hard link (the same inode: no copy); anything
+// else — small files, and owner-only files such as private keys, whose objects must stay 0600
+// and unshared — is copied into a 0600 object. A link shares its inode with the output, so a
+// change made to the output in place changes the object too: Materialize verifies every object
+// against its digest, and such an object reads as a miss (the target runs again) rather than
+// restoring wrong bytes; owner-only files are never linked, so sticky keys cannot be lost that
+// way. The link falls back to a copy where the file system refuses it (the store on another
+// file system: EXDEV).
+func (c *Cache) PutHashed(path string, d Digest, size int64, mode os.FileMode) error {
+	dst := c.objectPath(d)
+	if st, err := os.Stat(dst); err == nil && st.Size() == size {
+		return nil // already stored
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
+	}
+	if size >= LinkMin && mode.Perm()&0o077 != 0 {
+		err := os.Link(path, dst)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, fs.ErrExist) {
+			if st, serr := os.Stat(dst); serr == nil && st.Size() == size {
+				return nil // stored meanwhile by another target with the same bytes
+			}
+			os.Remove(dst) // a truncated object: replace it below
+		}
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	td, err := c.tmp()
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(td, "o-")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	n, err := io.Copy(f, src) // copy_file_range: the bytes stay in the kernel
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n != size {
+		err = fmt.Errorf("%s: %d bytes, written as %d", path, n, size)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // Materialize writes object d (size bytes) to path with mode, through a temporary file in

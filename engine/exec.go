@@ -109,7 +109,17 @@ func (b *builder) execute(ctx context.Context, n *node, key cache.Digest, inputs
 		if err := os.Chmod(src, mode); err != nil { // exact bits, whatever the umask
 			return err
 		}
-		d, size, err := b.cache.PutFile(src)
+		var d cache.Digest
+		var size int64
+		closed := false
+		if w := s.sums[rel]; w != nil {
+			d, size, closed = w.Sum()
+		}
+		if closed { // hashed while written
+			err = b.cache.PutHashed(src, d, size, mode)
+		} else { // never closed by the recipe: hash what is on disk
+			d, size, err = b.cache.PutFile(src)
+		}
 		if err != nil {
 			return fmt.Errorf("%s: store %s: %w", t.Name, rel, err)
 		}

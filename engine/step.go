@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/labbuild/labbuild/cache"
 )
 
 // Step is a target's view of one build: its declared config values, files and upstream
@@ -33,6 +35,7 @@ type Step struct {
 	log     io.Writer
 	warn    io.Writer // the build's stderr: Warnf
 	written map[string]fs.FileMode
+	sums    map[string]*cache.HashingWriter // each output's writer: its digest once closed
 	probe   ProbeResult
 	prevDir string // where the previous outputs of this target are materialized
 	scratch string
@@ -238,7 +241,13 @@ func (s *Step) Create(rel string, mode fs.FileMode) (io.WriteCloser, error) {
 		return nil, fmt.Errorf("%s: %w", s.t.Name, err)
 	}
 	s.written[rel] = mode.Perm()
-	return f, nil
+	// The output is hashed as it is written, so storing it needs no second read (PutHashed).
+	w := cache.NewHashingWriter(f)
+	if s.sums == nil {
+		s.sums = map[string]*cache.HashingWriter{}
+	}
+	s.sums[rel] = w
+	return w, nil
 }
 
 // Wrote reports whether output rel was written in this run (a Run that writes some outputs

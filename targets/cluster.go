@@ -280,7 +280,7 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 				if err != nil {
 					return fmt.Errorf("%s: %w (check: oc get csr)", s.Target().Name, err)
 				}
-				clusterLogDecisions(s, ds)
+				clusterLogDecisions(s, ds, nil)
 				return clusterRecord(s, map[string]any{"decisions": ds})
 			},
 			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
@@ -304,7 +304,7 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 		},
 		clusterJoin("cluster/masters", "masters on; their CSRs approved; every master Ready",
 			append([]string{clusterAdminKC, "cluster/bootstrap"}, opt(install(RoleMaster)...)...),
-			"wait.mastersMinutes", masterNames, nodeReads(masters), "master"),
+			"wait.mastersMinutes", masterNames, nodeReads(masters), "master", joinsIn(workerNames, "cluster/workers")),
 		&Target{
 			Name:     "cluster/etcd",
 			Doc:      "etcd running on every master; then kube-system/bootstrap status=complete (bootstrap member removed)",
@@ -360,7 +360,7 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 		},
 		clusterJoin("cluster/workers", "workers on; their CSRs approved; every worker Ready (none in a compact cluster)",
 			append([]string{clusterAdminKC, "cluster/pivot"}, opt(install(RoleWorker)...)...),
-			"wait.workersMinutes", workerNames, nodeReads(workers), "worker"),
+			"wait.workersMinutes", workerNames, nodeReads(workers), "worker", nil),
 		&Target{
 			Name:     "cluster/converge",
 			Doc:      "every ClusterOperator Available and not Degraded; ClusterVersion Available",

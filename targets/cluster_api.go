@@ -114,17 +114,51 @@ func clusterApprovable(ctx context.Context, k *kube.Clients, expected map[string
 }
 
 // clusterLogDecisions logs every CSR verdict once: approvals and refusals with their reason.
-func clusterLogDecisions(s *Step, ds []csr.Decision) {
-	for _, d := range ds {
-		verdict := "refused (left pending)"
-		switch {
-		case d.Approved:
-			verdict = "approved"
-		case d.Approve:
-			verdict = "to approve, but it changed meanwhile (next pass)"
-		}
-		s.Logf("CSR %s (%s, node %q): %s: %s", d.CSR, d.Signer, d.Node, verdict, d.Reason)
+// joinsIn maps each of nodes (config names) to phase: clusterJoin's later.
+func joinsIn(nodes []string, phase string) map[string]string {
+	m := make(map[string]string, len(nodes))
+	for _, n := range nodes {
+		m[n] = phase
 	}
+	return m
+}
+
+// clusterLater turns later's config names into the node names CSRs carry (clusterNodeName).
+func clusterLater(s *Step, later map[string]string) (map[string]string, error) {
+	if len(later) == 0 {
+		return nil, nil
+	}
+	domain, err := clusterDomain(s)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(later))
+	for n, phase := range later {
+		out[clusterNodeName(n, domain)] = phase
+	}
+	return out, nil
+}
+
+// clusterLogDecisions logs one line per CSR decision (csrVerdict).
+func clusterLogDecisions(s *Step, ds []csr.Decision, later map[string]string) {
+	for _, d := range ds {
+		s.Logf("%s", csrVerdict(d, later))
+	}
+}
+
+// csrVerdict is a decision's log line: approved, changed meanwhile, left pending for the later
+// phase where a lab node joins (later: node name → phase), or refused with the reason.
+func csrVerdict(d csr.Decision, later map[string]string) string {
+	verdict := "refused (left pending)"
+	switch {
+	case d.Approved:
+		verdict = "approved"
+	case d.Approve:
+		verdict = "to approve, but it changed meanwhile (next pass)"
+	case later[d.Node] != "":
+		return fmt.Sprintf("CSR %s (%s, node %q): left pending for %s, where that node joins", d.CSR, d.Signer, d.Node, later[d.Node])
+	}
+	return fmt.Sprintf("CSR %s (%s, node %q): %s: %s", d.CSR, d.Signer, d.Node, verdict, d.Reason)
 }
 
 // clusterMinutes reads a wait.* timeout in minutes; a missing or non-positive value is an

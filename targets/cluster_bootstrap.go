@@ -133,8 +133,10 @@ func clusterBootstrap(ctx context.Context, s *Step, bootstrap string, masters []
 }
 
 // clusterJoin declares a phase that powers nodes on, approves their CSRs and waits until they
-// are all Ready: cluster/masters and cluster/workers.
-func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, nodeReads []string, role string) *Target {
+// are all Ready: cluster/masters and cluster/workers. later maps the lab's nodes that join in a
+// later phase to that phase: their CSRs, when seen early (a rerun, a VM started by hand), are
+// left pending for it and logged so, not as a stranger's refused request.
+func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, nodeReads []string, role string, later map[string]string) *Target {
 	return &Target{
 		Name:     name,
 		Doc:      doc,
@@ -156,6 +158,10 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 				return err
 			}
 			expected, err := clusterExpected(s, nodes)
+			if err != nil {
+				return err
+			}
+			laterFQDN, err := clusterLater(s, later)
 			if err != nil {
 				return err
 			}
@@ -189,7 +195,7 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 				for _, d := range ds {
 					if d.Approved || !logged[d.CSR] {
 						logged[d.CSR] = true
-						clusterLogDecisions(s, []csr.Decision{d})
+						clusterLogDecisions(s, []csr.Decision{d}, laterFQDN)
 					}
 				}
 				ready, notReady, err := kube.NodesReady(ctx, k.Dynamic, want)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 )
@@ -160,5 +161,29 @@ func TestClusterRemoveNodeReal(t *testing.T) {
 	if out, err := clusterRemoveNodeWith(ctx, logf, nil, "no admin kubeconfig is recorded", fqdn); out != RecordOnly || err != nil ||
 		!strings.Contains(log.String(), "no admin kubeconfig is recorded") {
 		t.Errorf("no kubeconfig: %v, %v\n%s", out, err, log.String())
+	}
+}
+
+// TestCSRVerdict: a lab node's CSR seen in an earlier phase is left pending for the phase where
+// that node joins, not logged as a stranger's refusal; strangers are still refused with why.
+func TestCSRVerdict(t *testing.T) {
+	later := map[string]string{"worker-0.ocp4.example.com": "cluster/workers"}
+	refused := csr.Decision{CSR: "csr-a", Signer: csr.SignerServing, Node: "worker-0.ocp4.example.com", Reason: `node "worker-0.ocp4.example.com" is not one of the lab's nodes (master-0.ocp4.example.com)`}
+	stranger := csr.Decision{CSR: "csr-b", Signer: csr.SignerClient, Node: "intruder.example.com", Reason: `node "intruder.example.com" is not one of the lab's nodes (master-0.ocp4.example.com)`}
+	approved := csr.Decision{CSR: "csr-c", Signer: csr.SignerClient, Node: "master-0.ocp4.example.com", Approve: true, Approved: true, Reason: "client certificate for node master-0.ocp4.example.com requested by system:serviceaccount:openshift-machine-config-operator:node-bootstrapper"}
+	for _, tc := range []struct {
+		name  string
+		d     csr.Decision
+		later map[string]string
+		want  string
+	}{
+		{"later phase's node", refused, later, `CSR csr-a (kubernetes.io/kubelet-serving, node "worker-0.ocp4.example.com"): left pending for cluster/workers, where that node joins`},
+		{"same node, no later phase", refused, nil, `CSR csr-a (kubernetes.io/kubelet-serving, node "worker-0.ocp4.example.com"): refused (left pending): node "worker-0.ocp4.example.com" is not one of the lab's nodes (master-0.ocp4.example.com)`},
+		{"stranger", stranger, later, `CSR csr-b (kubernetes.io/kube-apiserver-client-kubelet, node "intruder.example.com"): refused (left pending): node "intruder.example.com" is not one of the lab's nodes (master-0.ocp4.example.com)`},
+		{"approved", approved, later, `CSR csr-c (kubernetes.io/kube-apiserver-client-kubelet, node "master-0.ocp4.example.com"): approved: ` + approved.Reason},
+	} {
+		if got := csrVerdict(tc.d, tc.later); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
 	}
 }

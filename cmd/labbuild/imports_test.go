@@ -36,6 +36,20 @@ var startupForbidden = []string{
 	// writes and reads them through local mirrors (types.go, docs/api-mirrors.md).
 	"github.com/openshift/api/",
 	"sigs.k8s.io/structured-merge-diff/v4/schema",
+	// Ignition spec versions 3.0-3.3 and their translators: config/v3_4 (Parse and
+	// ParseCompatibleVersion) links them all; render/ignition reads and writes only 3.4.0 and
+	// validates with config/validate (parse34).
+	"github.com/coreos/ignition/v2/config/v3_0",
+	"github.com/coreos/ignition/v2/config/v3_0/",
+	"github.com/coreos/ignition/v2/config/v3_1",
+	"github.com/coreos/ignition/v2/config/v3_1/",
+	"github.com/coreos/ignition/v2/config/v3_2",
+	"github.com/coreos/ignition/v2/config/v3_2/",
+	"github.com/coreos/ignition/v2/config/v3_3",
+	"github.com/coreos/ignition/v2/config/v3_3/",
+	"github.com/coreos/ignition/v2/config/v3_4",
+	"github.com/coreos/ignition/v2/config/v3_4/translate",
+	"github.com/coreos/ignition/v2/config/translate",
 }
 
 // startupAPIGroups are the only k8s.io/api packages the binary may link: each registers its

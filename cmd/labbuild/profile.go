@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/labbuild/labbuild/targets"
@@ -22,7 +23,11 @@ import (
 //	                          target=<name> (go tool pprof -tagfocus family=pki)
 //	LABBUILD_MEMPROFILE=file  a pprof allocation profile written at exit (-sample_index=alloc_space)
 //	LABBUILD_TIMES=file       one line per target that ran: name, start and end in
-//	                          milliseconds from the build's start, outcome (tab-separated)
+//	                          milliseconds from the build's start, outcome (tab-separated);
+//	                          then, when child processes ran, "# child processes: N ms CPU"
+//	                          (user+sys of every reaped child, getrusage RUSAGE_CHILDREN):
+//	                          what a CPU profile of labbuild cannot see, the MCO bootstrap
+//	                          programs mco/* start
 //
 // Labels are set in the Reporter's Start, which the engine calls on the goroutine that then
 // runs the target, and cleared in Finish on the same goroutine.
@@ -80,6 +85,12 @@ func profiled(r targets.Reporter) (targets.Reporter, func()) {
 		var b strings.Builder
 		for _, l := range p.lines {
 			fmt.Fprintf(&b, "%s\t%d\t%d\t%s\n", l.name, l.start.Milliseconds(), l.end.Milliseconds(), l.outcome)
+		}
+		var ru syscall.Rusage
+		if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) == nil {
+			if ms := (ru.Utime.Nano() + ru.Stime.Nano()) / 1e6; ms > 0 {
+				fmt.Fprintf(&b, "# child processes: %d ms CPU\n", ms)
+			}
 		}
 		if err := os.WriteFile(times, []byte(b.String()), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "labbuild: LABBUILD_TIMES:", err)

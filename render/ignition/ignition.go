@@ -28,8 +28,11 @@ import (
 	"sync"
 	"sync/atomic"
 
-	v34 "github.com/coreos/ignition/v2/config/v3_4"
+	"github.com/coreos/go-semver/semver"
+	ignerrors "github.com/coreos/ignition/v2/config/shared/errors"
+	"github.com/coreos/ignition/v2/config/util"
 	"github.com/coreos/ignition/v2/config/v3_4/types"
+	"github.com/coreos/ignition/v2/config/validate"
 	"github.com/coreos/vcontext/report"
 )
 
@@ -351,11 +354,23 @@ func Apply(base types.Config, add Additions) (types.Config, error) {
 	return out, nil
 }
 
-// Encode serializes cfg as compact JSON and validates the result with Validate.
+// Encode serializes cfg as compact JSON and validates the result as Validate does.
+//
+// raw is cfg's own encoding, so decoding it gives cfg back and it holds no key the types do
+// not know: Ignition's validation of cfg itself (config/validate.ValidateWithContext without
+// the raw JSON, every rule of v3_4/types, duplicates included) finds exactly what Validate(raw)
+// would, without decoding the JSON twice (into the config and into the position tree) — for
+// the bootstrap config ~4 MB. Only when it finds something, or the version is not 3.4.0, is
+// raw validated in full, so the error is Validate's own, with lines and columns
+// (TestEncodeValidatesLikeValidate).
 func Encode(cfg types.Config) ([]byte, error) {
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("ignition: encode: %w", err)
+	}
+	if v, err := semver.NewVersion(cfg.Ignition.Version); err == nil && *v == types.MaxVersion &&
+		len(validate.ValidateWithContext(cfg, nil).Entries) == 0 {
+		return raw, nil
 	}
 	if err := Validate(raw); err != nil {
 		return nil, err
@@ -363,16 +378,42 @@ func Encode(cfg types.Config) ([]byte, error) {
 	return raw, nil
 }
 
-// Validate parses raw with Ignition's own v3_4.Parse and fails on an error or on ANY report
-// entry, warnings and info included (an unknown key is only a warning there, yet a typo that
-// Ignition ignores at boot is a defect here). The error lists the entries (paths and messages,
-// never file contents).
+// Validate parses raw as Ignition's own v3_4.Parse does (parse34) and fails on an error or on
+// ANY report entry, warnings and info included (an unknown key is only a warning there, yet a
+// typo that Ignition ignores at boot is a defect here). The error lists the entries (paths and
+// messages, never file contents).
 func Validate(raw []byte) error {
-	_, rpt, err := v34.Parse(raw)
+	_, rpt, err := parse34(raw)
 	return reportError(rpt, err)
 }
 
-// reportError is Validate's verdict on what v34.Parse returned.
+// parse34 is github.com/coreos/ignition/v2/config/v3_4.Parse (v2.24.0, config/v3_4/config.go)
+// step by step, with the same library calls: decode with config/util.HandleParseErrors (syntax
+// and type errors with their positions), require ignition.version 3.4.0, and validate with
+// config/validate.ValidateWithContext (every rule of v3_4/types, positions from the raw JSON).
+// It exists because the v3_4 package also holds ParseCompatibleVersion, which links the parsers,
+// types and translators of spec versions 3.0-3.3 and runs their initializers at start-up,
+// though labbuild only ever reads and writes 3.4.0 (issue 18). TestParse34LikeIgnition holds
+// the two to the same configs, reports and errors.
+func parse34(raw []byte) (types.Config, report.Report, error) {
+	if len(raw) == 0 {
+		return types.Config{}, report.Report{}, ignerrors.ErrEmpty
+	}
+	var cfg types.Config
+	if rpt, err := util.HandleParseErrors(raw, &cfg); err != nil {
+		return types.Config{}, rpt, err
+	}
+	if v, err := semver.NewVersion(cfg.Ignition.Version); err != nil || *v != types.MaxVersion {
+		return types.Config{}, report.Report{}, ignerrors.ErrUnknownVersion
+	}
+	rpt := validate.ValidateWithContext(cfg, raw)
+	if rpt.IsFatal() {
+		return types.Config{}, rpt, ignerrors.ErrInvalid
+	}
+	return cfg, rpt, nil
+}
+
+// reportError is Validate's verdict on what parse34 returned.
 func reportError(rpt report.Report, err error) error {
 	if err != nil || len(rpt.Entries) > 0 {
 		msg := rpt.String()
@@ -389,7 +430,7 @@ func reportError(rpt report.Report, err error) error {
 
 // Parse decodes and validates raw as in Validate and returns the config.
 func Parse(raw []byte) (types.Config, error) {
-	cfg, rpt, err := v34.Parse(raw)
+	cfg, rpt, err := parse34(raw)
 	if err := reportError(rpt, err); err != nil {
 		return types.Config{}, err
 	}

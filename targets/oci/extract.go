@@ -169,9 +169,11 @@ type File struct {
 // unfetched; a directory spread across several layers is read only from its top one.
 //
 // Whiteouts (.wh.<name>, .wh..wh..opq) of upper layers hide lower files; symlinks and hard links
-// are skipped. fn's reader is valid only during the call. Layer blobs are verified before fn
-// sees anything from them (cache files were verified when written; layout blobs are verified
-// as a whole before extraction). It returns the files given to fn.
+// are skipped. fn's reader is valid only during the call. Layer blobs are verified: cache
+// files when they were written, before fn sees anything from them; layout blobs in the same
+// pass as the extraction, so fn may see a corrupt layout blob's entries before Extract fails
+// with a *VerifyError — what fn made is provisional until Extract returns nil (a target's
+// staged outputs are). It returns the files given to fn.
 func (c *Client) Extract(ctx context.Context, img *Image, w Want, fn func(f File, r io.Reader) error) ([]File, error) {
 	open := map[string]bool{}
 	for _, p := range w.Paths {
@@ -201,15 +203,14 @@ func (c *Client) Extract(ctx context.Context, img *Image, w Want, fn func(f File
 		if err != nil {
 			return nil, fmt.Errorf("%s: layer %d (%s): %w", img.Ref, i, l.Digest, err)
 		}
+		var verify v1.Hash // a layout blob: verified as it is read (walkLayer)
 		if !verified {
-			if err := verifyFile(p, l.Digest, l.Size); err != nil {
-				return nil, fmt.Errorf("%s: layer %d: %w", img.Ref, i, err)
-			}
+			verify = l.Digest
 		}
 		var newHidden []string
 		seen := map[string]bool{}
 		closed := map[string]bool{}
-		err = walkLayer(p, func(h *tar.Header, r io.Reader) error {
+		err = walkLayer(p, verify, l.Size, func(h *tar.Header, r io.Reader) error {
 			clean := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
 			dir, base := path.Split(clean)
 			dir = strings.TrimSuffix(dir, "/")
@@ -264,27 +265,37 @@ func (c *Client) Extract(ctx context.Context, img *Image, w Want, fn func(f File
 	return out, nil
 }
 
-// verifyFile checks a local blob (from an OCI layout) against its digest and size.
-func verifyFile(p string, d v1.Hash, size int64) error {
+// walkLayer streams the layer blob at p (gzip, zstd or plain tar) and calls fn per entry.
+// Gzip is inflated by klauspost/compress (the same bytes as compress/gzip, about 1.5x faster).
+//
+// When verify is set (a blob of an OCI layout, not verified when it was cached), the blob is
+// hashed as it is read, in the same pass, and after the last entry the rest of the blob is
+// read and checked against verify and size: a mismatch is the error (a *VerifyError), returned
+// after fn has seen the entries. Callers write what fn gets into a target's staging
+// directory, which a failed target discards, so nothing unverified is kept; the blob is read
+// once instead of twice (a 27 MB MCO layer was read whole to verify it, then again to inflate).
+func walkLayer(p string, verify v1.Hash, size int64, fn func(h *tar.Header, r io.Reader) error) error {
 	f, err := os.Open(p)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	vr := newVerifyingReader(f, d, size, p)
-	_, err = io.Copy(io.Discard, vr)
+	if verify == (v1.Hash{}) {
+		return walkTar(bufio.NewReaderSize(f, 256<<10), fn)
+	}
+	br := bufio.NewReaderSize(newVerifyingReader(f, verify, size, p), 256<<10)
+	err = walkTar(br, fn)
+	// The tar's end is not the blob's (end blocks, the gzip trailer, anything after), and a
+	// corrupt blob usually fails to inflate first: read the rest through the verifier, whose
+	// verdict is the root cause when the digest does not match.
+	if _, verr := io.Copy(io.Discard, br); verr != nil {
+		return verr
+	}
 	return err
 }
 
-// walkLayer streams the layer blob at p (gzip, zstd or plain tar) and calls fn per entry.
-// Gzip is inflated by klauspost/compress (the same bytes as compress/gzip, about 1.5x faster).
-func walkLayer(p string, fn func(h *tar.Header, r io.Reader) error) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	br := bufio.NewReaderSize(f, 256<<10)
+// walkTar reads the layer blob from br (gzip, zstd or plain tar) and calls fn per entry.
+func walkTar(br *bufio.Reader, fn func(h *tar.Header, r io.Reader) error) error {
 	magic, _ := br.Peek(4)
 	var r io.Reader = br
 	switch {

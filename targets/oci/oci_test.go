@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -199,5 +200,63 @@ func TestMirrorSources(t *testing.T) {
 	r, _ := name.NewRepository("quay.io/x/y")
 	if _, err := bad.sources(r); err == nil || !strings.Contains(err.Error(), "absolute") {
 		t.Errorf("relative oci: mirror: %v", err)
+	}
+}
+
+// TestExtractVerifiesLayoutBlobs: a layout blob is verified in the same pass as its
+// extraction, and a corrupt one fails Extract with a *VerifyError whatever the corruption
+// does to inflating it (a flipped byte inside the gzip stream breaks it; bytes appended after
+// it do not), so the verdict is the digest's, not the decompressor's.
+func TestExtractVerifiesLayoutBlobs(t *testing.T) {
+	layer := tarLayer(t, map[string]string{"usr/bin/x": strings.Repeat("program ", 4096)})
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ld, _ := layer.Digest()
+	d, _ := img.Digest()
+	for _, tt := range []struct {
+		name    string
+		corrupt func(b []byte) []byte
+	}{
+		{"intact", nil},
+		{"byte flipped mid-stream", func(b []byte) []byte { b[len(b)/2] ^= 0xff; return b }},
+		{"bytes appended", func(b []byte) []byte { return append(b, "trailing"...) }},
+		{"truncated", func(b []byte) []byte { return b[:len(b)-9] }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			lp, err := layout.Write(dir, empty.Index)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lp.AppendImage(img); err != nil {
+				t.Fatal(err)
+			}
+			if tt.corrupt != nil {
+				p := filepath.Join(dir, "blobs/sha256", ld.Hex)
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, tt.corrupt(b), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := &Client{CacheDir: t.TempDir(), Transport: failingTransport{t},
+				Mirrors: map[string]string{"example.invalid/src": "oci:" + dir}}
+			im, err := c.Image(context.Background(), "example.invalid/src/img@"+d.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Extract(context.Background(), im, Want{Paths: []string{"/usr/bin/x"}}, func(f File, r io.Reader) error {
+				_, err := io.Copy(io.Discard, r)
+				return err
+			})
+			var ve *VerifyError
+			if tt.corrupt == nil && err != nil || tt.corrupt != nil && !errors.As(err, &ve) {
+				t.Fatalf("Extract: %v (want a *VerifyError exactly when the blob is corrupt)", err)
+			}
+		})
 	}
 }
