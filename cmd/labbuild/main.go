@@ -29,6 +29,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/labbuild/labbuild/internal/front"
 	"github.com/labbuild/labbuild/internal/synthcli"
 	"github.com/labbuild/labbuild/targets"
 )
@@ -322,21 +323,9 @@ func (c *cli) options(goals []string) (targets.Options, error) {
 	return o, nil
 }
 
-func versionString() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		v := bi.Main.Version
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " " + s.Value[:12]
-			}
-		}
-		return strings.TrimSpace(v + " " + bi.GoVersion)
-	}
-	return "devel"
-}
+// versionString is what `labbuild version` prints; the front prints the same (one function, so
+// the two binaries cannot drift).
+func versionString() string { return front.VersionString(version) }
 
 // checkFiles checks, before anything is written, the files the config names (pull secret,
 // SSH key, oci: mirrors) that the targets selected by o.Goals and their upstreams read. It
