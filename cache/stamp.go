@@ -161,6 +161,33 @@ func StampFiles(files []byte, fn func(base byte, path []byte, fp Fingerprint) bo
 	return d.ok
 }
 
+// SplitStampFiles cuts files (Stamp.Files) at entry boundaries into parts of per entries each
+// (the last may have fewer), so the front can check them on several CPUs. When an entry does not
+// decode it returns files whole, and StampFiles over it reports the damage.
+func SplitStampFiles(files []byte, per int) [][]byte {
+	var parts [][]byte
+	d := stampDec{b: files, ok: true}
+	from, n := 0, 0
+	for len(d.b) > 0 {
+		base := d.byte()
+		d.bytes()
+		if base&StampAbsent == 0 {
+			d.fp()
+		}
+		if !d.ok {
+			return [][]byte{files}
+		}
+		if n++; n == per {
+			pos := len(files) - len(d.b)
+			parts, from, n = append(parts, files[from:pos]), pos, 0
+		}
+	}
+	if from < len(files) {
+		parts = append(parts, files[from:])
+	}
+	return parts
+}
+
 const stampMagic = "labbuild stamp 1\n"
 
 // Encode returns the stamp's bytes, checksummed (CRC-32C at the end).

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,7 +174,7 @@ func TestStatusAreaOnPTY(t *testing.T) {
 	}
 	screen := replay(out)
 	t.Logf("bytes seen %v; elapsed seen %v; %d escape sequences; final screen %q", seen, els, strings.Count(out, "\x1b["), screen)
-	if want := []string{"labbuild: 2 built, 0 reused, 0 up to date in 1.00s"}; !equalStrings(screen, want) {
+	if want := []string{"labbuild: 2 built, 0 reused, 0 up to date in 1.00s"}; !slices.Equal(screen, want) {
 		t.Errorf("final screen = %q, want only the summary %q", screen, want)
 	}
 }
@@ -213,18 +214,6 @@ func TestProgressLinesOffTerminal(t *testing.T) {
 			t.Errorf("no %q line:\n%s", l, s)
 		}
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // replay plays terminal output onto a screen and returns its non-empty lines. It knows what

@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -266,11 +267,11 @@ func check(e Env, args []string, start time.Time) (*cache.Stamp, int, string) {
 		return nil, -1, "stamp: " + err.Error()
 	}
 	switch {
-	case s.Cwd != cwd || !equal(s.Argv, args):
+	case s.Cwd != cwd || !slices.Equal(s.Argv, args):
 		return nil, -1, "the stamp is another command line's"
 	case s.OutDir != out:
 		return nil, -1, "the stamp names another output directory"
-	case !equal(s.Env, cache.StampEnv(e.Environ)):
+	case !slices.Equal(s.Env, cache.StampEnv(e.Environ)):
 		return nil, -1, "the environment changed (" + envDiff(s.Env, cache.StampEnv(e.Environ)) + ")"
 	case s.TTY != ttyBits(e.Stdout, e.Stderr):
 		return nil, -1, "standard output or error is a terminal now and was not then, or the reverse"
@@ -312,7 +313,7 @@ func checkFiles(s *cache.Stamp) string {
 	// Split the entries into parts at entry boundaries.
 	parts := [][]byte{s.Files}
 	if workers := min(runtime.NumCPU(), 1+s.NFiles/4096); workers > 1 {
-		parts = splitEntries(s.Files, (s.NFiles+workers-1)/workers)
+		parts = cache.SplitStampFiles(s.Files, (s.NFiles+workers-1)/workers)
 	}
 	var (
 		wg     sync.WaitGroup
@@ -372,80 +373,6 @@ func checkFiles(s *cache.Stamp) string {
 		return *p
 	}
 	return ""
-}
-
-// splitEntries cuts files into parts of per entries each.
-func splitEntries(files []byte, per int) [][]byte {
-	var parts [][]byte
-	from, n, pos := 0, 0, 0
-	rest := files
-	for len(rest) > 0 {
-		size := entrySize(rest)
-		if size <= 0 {
-			return [][]byte{files} // damaged: the single part reports it
-		}
-		rest, pos, n = rest[size:], pos+size, n+1
-		if n == per {
-			parts, from, n = append(parts, files[from:pos]), pos, 0
-		}
-	}
-	if from < len(files) {
-		parts = append(parts, files[from:])
-	}
-	return parts
-}
-
-// entrySize is the encoded size of the first entry of b, or 0 when it does not decode.
-func entrySize(b []byte) int {
-	// Decode by hand: base, uvarint length, path, then four varints unless absent.
-	if len(b) == 0 {
-		return 0
-	}
-	base := b[0]
-	l, n := uvarint(b[1:])
-	if n <= 0 || uint64(len(b)-1-n) < l {
-		return 0
-	}
-	size := 1 + n + int(l)
-	if base&cache.StampAbsent != 0 {
-		return size
-	}
-	for i := 0; i < 4; i++ {
-		_, m := uvarint(b[size:])
-		if m <= 0 {
-			return 0
-		}
-		size += m
-	}
-	return size
-}
-
-func uvarint(b []byte) (uint64, int) {
-	var x uint64
-	var s uint
-	for i, c := range b {
-		if i == 10 {
-			return 0, -1
-		}
-		if c < 0x80 {
-			return x | uint64(c)<<s, i + 1
-		}
-		x |= uint64(c&0x7f) << s
-		s += 7
-	}
-	return 0, 0
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // envDiff names the variables that differ between two StampEnv lists.

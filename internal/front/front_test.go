@@ -127,7 +127,7 @@ func TestMissingFull(t *testing.T) {
 }
 
 // TestCheckFilesParts: a stamp large enough to be checked on several CPUs finds a change in
-// any part, and splitEntries cuts only at entry boundaries.
+// any part, and cache.SplitStampFiles cuts only at entry boundaries.
 func TestCheckFilesParts(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644)
@@ -142,9 +142,9 @@ func TestCheckFilesParts(t *testing.T) {
 			}
 			files = cache.AppendStampFile(files, cache.StampOut, []byte("f"), e)
 		}
-		parts := splitEntries(files, (n+2)/3)
+		parts := cache.SplitStampFiles(files, (n+2)/3)
 		if len(parts) != 3 || !bytes.Equal(bytes.Join(parts, nil), files) {
-			t.Fatalf("splitEntries: %d parts", len(parts))
+			t.Fatalf("SplitStampFiles: %d parts", len(parts))
 		}
 		for _, p := range parts {
 			if !cache.StampFiles(p, func(byte, []byte, cache.Fingerprint) bool { return true }) {
