@@ -383,7 +383,7 @@ func Approve(ctx context.Context, dyn kube.Interface, expected map[string]NodeId
 
 // approve adds the Approved=True condition to c and updates the approval subresource; the
 // object's resourceVersion makes a concurrent change a conflict. The body is the object as
-// listed (c.raw) plus the condition, or c itself when it was not listed.
+// listed (c.raw, so fields labbuild does not model survive) plus the condition.
 func approve(ctx context.Context, dyn kube.Interface, c *CertificateSigningRequest, msg string) error {
 	cond := CertificateSigningRequestCondition{
 		Type:    CertificateApproved,
@@ -393,20 +393,11 @@ func approve(ctx context.Context, dyn kube.Interface, c *CertificateSigningReque
 		// meta/v1 Time: RFC 3339, seconds, UTC.
 		LastUpdateTime: time.Now().UTC().Format(time.RFC3339),
 	}
-	obj := c.raw
-	if obj == nil {
-		b, err := json.Marshal(c)
-		if err != nil {
-			return err
-		}
-		u := &kube.Unstructured{}
-		if err := u.UnmarshalJSON(b); err != nil {
-			return err
-		}
-		obj = u.Object
+	if c.raw == nil {
+		return fmt.Errorf("CSR %s was not listed: approve only what List returned", c.Name)
 	}
 	// A deep copy through JSON: the listed object stays as it was.
-	b, err := json.Marshal(obj)
+	b, err := json.Marshal(c.raw)
 	if err != nil {
 		return err
 	}
