@@ -22,6 +22,17 @@ const (
 	tmpDir    = "tmp"
 )
 
+// LogPath is where target name's last log is kept under the output directory outDir:
+// OUT/.labbuild/log/<family>/<name>.log, replaced by each run of the target.
+func LogPath(outDir, name string) string {
+	return logPathIn(filepath.Join(outDir, metaDir), name)
+}
+
+// logPathIn is LogPath for the metadata directory meta (OUT/.labbuild).
+func logPathIn(meta, name string) string {
+	return filepath.Join(meta, logDir, filepath.FromSlash(name)+".log")
+}
+
 // Build builds o.Goals. It returns a *BuildError when targets failed, a *UsageError for a bad
 // request, and other errors for trouble with the output directory.
 func Build(ctx context.Context, o Options) (*Result, error) {

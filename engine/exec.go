@@ -65,7 +65,7 @@ func (b *builder) execute(ctx context.Context, n *node, key cache.Digest, inputs
 	if err := os.MkdirAll(s.stage, 0o755); err != nil {
 		return err
 	}
-	logPath := filepath.Join(b.meta, logDir, filepath.FromSlash(t.Name)+".log")
+	logPath := logPathIn(b.meta, t.Name)
 	os.MkdirAll(filepath.Dir(logPath), 0o755)
 	if lf, lerr := os.Create(logPath); lerr == nil {
 		s.log = lf
@@ -234,7 +234,7 @@ func (b *builder) fail(n *node, err error) {
 		shown = n.t.Name + ": " + ref
 	}
 	fmt.Fprintf(b.stderr, "FAILED: %s\n", shown)
-	logPath := filepath.Join(b.meta, logDir, filepath.FromSlash(n.t.Name)+".log")
+	logPath := logPathIn(b.meta, n.t.Name)
 	tail := lastLines(logPath, 10)
 	if !b.o.DryRun {
 		// The log ends with the error, so labbuild log and explain can show it later (also

@@ -11,8 +11,8 @@ import (
 
 // Options configures one build.
 type Options struct {
-	// Config is the lab config: the values targets read and the targets it declares. Package
-	// targets' wrappers default it to the embedded default lab.
+	// Config is the lab config: the values targets read and the targets it declares (the CLI
+	// passes targets.LoadAndValidate's, which is the embedded default lab when no file is named).
 	Config Config
 	// Values, when set, replaces Config as the source of declared values (synthetic graphs).
 	Values Values

@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
@@ -120,7 +121,7 @@ var clusterHostDeps = []string{"host/firewall", "host/dns"}
 
 func init() {
 	Register(Family{Name: "cluster", Doc: "drive the lab from VMs to a converged cluster (stages 10-16; External, resumable)",
-		Targets: func(c *Config) []*Target { return clusterTargets(c, clusterRegistered(c)) }})
+		Targets: func(c *Config) []*engine.Target { return clusterTargets(c, clusterRegistered(c)) }})
 }
 
 // clusterRegistered returns a test of whether a target of another family is in the registered
@@ -158,7 +159,7 @@ var clusterReads = []string{"cluster.name", "cluster.baseDomain", "network.apiVI
 
 // clusterTargets declares the family for c; have says which upstream targets of other
 // families exist (tests pass their stand-ins).
-func clusterTargets(c *Config, have func(string) bool) []*Target {
+func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 	opt := func(names ...string) []string {
 		var out []string
 		for _, n := range names {
@@ -168,7 +169,7 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 		}
 		return out
 	}
-	var ts []*Target
+	var ts []*engine.Target
 	install := func(role string) []string {
 		var out []string
 		for _, n := range c.NodesByRole(role) {
@@ -178,14 +179,14 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 	}
 	for _, n := range c.Nodes {
 		node := n.Name // identity only; values come through the Step
-		ts = append(ts, &Target{
+		ts = append(ts, &engine.Target{
 			Name:     "cluster/install/" + node,
 			Doc:      "first boot of " + node + " with its Ignition (RHCOS install)",
 			Deps:     opt("libvirt/vm/"+node, "ignition/"+node, "libvirt/dns"),
 			Reads:    []string{"cluster.name", "libvirt.uri"},
 			Version:  1,
 			External: true,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				m, err := clusterMachinesFor(s)
 				if err != nil {
 					return err
@@ -195,19 +196,19 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 				}
 				return clusterRecord(s, map[string]any{"node": node, "installed": true})
 			},
-			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+			Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 				m, err := clusterMachinesFor(s)
 				if err != nil {
-					return ProbeResult{}, err
+					return engine.ProbeResult{}, err
 				}
 				ok, err := m.Installed(ctx, node)
 				if err != nil {
-					return ProbeResult{Action: Create, Reason: "cannot see VM " + node + ": " + err.Error()}, nil
+					return engine.ProbeResult{Action: engine.Create, Reason: "cannot see VM " + node + ": " + err.Error()}, nil
 				}
 				if !ok {
-					return ProbeResult{Action: Create, Reason: "VM " + node + " not installed"}, nil
+					return engine.ProbeResult{Action: engine.Create, Reason: "VM " + node + " not installed"}, nil
 				}
-				return ProbeResult{Action: Keep}, nil
+				return engine.ProbeResult{Action: engine.Keep}, nil
 			},
 		})
 	}
@@ -232,42 +233,42 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 	bootstrap := c.Bootstrap().Name
 
 	ts = append(ts,
-		&Target{
+		&engine.Target{
 			Name:     "cluster/bootstrap",
 			Doc:      "bootstrap VM on; API ready through the VIP; CRDs and manifests applied; CVO reporting",
 			Deps:     append([]string{clusterAdminKC}, opt(append([]string{"cluster/install/" + bootstrap, clusterCRDs, clusterManifests, clusterLB}, clusterHostDeps...)...)...),
 			Reads:    append(slices.Clone(clusterReads), "wait.bootstrapMinutes"),
 			Version:  1,
 			External: true,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				return clusterBootstrap(ctx, s, bootstrap, masterNames)
 			},
-			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+			Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 				k, err := clusterClients(s)
 				if err != nil {
-					return ProbeResult{}, err
+					return engine.ProbeResult{}, err
 				}
 				if done, _ := kube.BootstrapComplete(ctx, k.Dynamic); done {
-					return ProbeResult{Action: Keep}, nil // past the pivot: the bootstrap is gone for good
+					return engine.ProbeResult{Action: engine.Keep}, nil // past the pivot: the bootstrap is gone for good
 				}
 				if err := kube.Readyz(ctx, k); err != nil {
-					return ProbeResult{Action: Update, Reason: "API not ready through the VIP: " + err.Error()}, nil
+					return engine.ProbeResult{Action: engine.Update, Reason: "API not ready through the VIP: " + err.Error()}, nil
 				}
 				done, status, err := kube.CVOProgress(ctx, k.Dynamic)
 				if err != nil || !done {
-					return ProbeResult{Action: Update, Reason: "CVO not reporting: " + status + errText(err)}, nil
+					return engine.ProbeResult{Action: engine.Update, Reason: "CVO not reporting: " + status + errText(err)}, nil
 				}
-				return ProbeResult{Action: Keep}, nil
+				return engine.ProbeResult{Action: engine.Keep}, nil
 			},
 		},
-		&Target{
+		&engine.Target{
 			Name:     "cluster/csr-approver",
 			Doc:      "approve pending CSRs of the lab's nodes only (client, then serving); refuse the rest",
 			Deps:     []string{clusterAdminKC, "cluster/bootstrap"},
 			Reads:    append(slices.Clone(clusterReads), nodeReads(allJoining)...),
 			Version:  1,
 			External: true,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				k, err := clusterClients(s)
 				if err != nil {
 					return err
@@ -283,85 +284,85 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 				clusterLogDecisions(s, ds, nil)
 				return clusterRecord(s, map[string]any{"decisions": ds})
 			},
-			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+			Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 				k, err := clusterClients(s)
 				if err != nil {
-					return ProbeResult{}, err
+					return engine.ProbeResult{}, err
 				}
 				expected, err := clusterExpected(s, names(allJoining))
 				if err != nil {
-					return ProbeResult{}, err
+					return engine.ProbeResult{}, err
 				}
 				n, err := clusterApprovable(ctx, k, expected)
 				if err != nil {
-					return ProbeResult{Action: Update, Reason: err.Error()}, nil
+					return engine.ProbeResult{Action: engine.Update, Reason: err.Error()}, nil
 				}
 				if n > 0 {
-					return ProbeResult{Action: Update, Reason: fmt.Sprintf("%d lab node CSRs pending", n)}, nil
+					return engine.ProbeResult{Action: engine.Update, Reason: fmt.Sprintf("%d lab node CSRs pending", n)}, nil
 				}
-				return ProbeResult{Action: Keep}, nil
+				return engine.ProbeResult{Action: engine.Keep}, nil
 			},
 		},
 		clusterJoin("cluster/masters", "masters on; their CSRs approved; every master Ready",
 			append([]string{clusterAdminKC, "cluster/bootstrap"}, opt(install(RoleMaster)...)...),
 			"wait.mastersMinutes", masterNames, nodeReads(masters), "master", joinsIn(workerNames, "cluster/workers")),
-		&Target{
+		&engine.Target{
 			Name:     "cluster/etcd",
 			Doc:      "etcd running on every master; then kube-system/bootstrap status=complete (bootstrap member removed)",
 			Deps:     append([]string{clusterAdminKC, "cluster/masters"}, opt(etcdClientDeps...)...),
 			Reads:    append(append(slices.Clone(clusterReads), "wait.etcdMinutes", "nodes."+bootstrap+".ip"), nodeReads(masters)...),
 			Version:  2,
 			External: true,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				return clusterEtcd(ctx, s, masterNames, bootstrap)
 			},
-			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+			Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 				k, err := clusterClients(s)
 				if err != nil {
-					return ProbeResult{}, err
+					return engine.ProbeResult{}, err
 				}
 				done, err := kube.BootstrapComplete(ctx, k.Dynamic)
 				if err != nil || !done {
-					return ProbeResult{Action: Create, Reason: "ConfigMap kube-system/bootstrap not complete" + errText(err)}, nil
+					return engine.ProbeResult{Action: engine.Create, Reason: "ConfigMap kube-system/bootstrap not complete" + errText(err)}, nil
 				}
 				if in, _, err := etcdBootstrapMember(ctx, s, masterNames, bootstrap); err == nil && in {
-					return ProbeResult{Action: Update, Reason: "the bootstrap is still an etcd member"}, nil
+					return engine.ProbeResult{Action: engine.Update, Reason: "the bootstrap is still an etcd member"}, nil
 				}
-				return ProbeResult{Action: Keep}, nil
+				return engine.ProbeResult{Action: engine.Keep}, nil
 			},
 		},
-		&Target{
+		&engine.Target{
 			Name:     "cluster/pivot",
 			Doc:      pivotDoc(c),
 			Deps:     append([]string{clusterAdminKC, "cluster/etcd"}, opt(clusterPostPivot, clusterLB)...),
 			Reads:    append(append(slices.Clone(clusterReads), "wait.pivotMinutes"), vipPivotReads(c)...),
 			Version:  1,
 			External: true,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				return clusterPivot(ctx, s, bootstrap, masterNames)
 			},
-			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+			Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 				m, err := clusterMachinesFor(s)
 				if err != nil {
-					return ProbeResult{}, err
+					return engine.ProbeResult{}, err
 				}
 				if on, err := m.Running(ctx, bootstrap); err != nil || on {
-					return ProbeResult{Action: Update, Reason: "bootstrap VM still running" + errText(err)}, nil
+					return engine.ProbeResult{Action: engine.Update, Reason: "bootstrap VM still running" + errText(err)}, nil
 				}
 				k, err := clusterClients(s)
 				if err != nil {
-					return ProbeResult{}, err
+					return engine.ProbeResult{}, err
 				}
 				if err := kube.Readyz(ctx, k); err != nil {
-					return ProbeResult{Action: Update, Reason: "API not ready through the VIP: " + err.Error()}, nil
+					return engine.ProbeResult{Action: engine.Update, Reason: "API not ready through the VIP: " + err.Error()}, nil
 				}
-				return ProbeResult{Action: Keep}, nil
+				return engine.ProbeResult{Action: engine.Keep}, nil
 			},
 		},
 		clusterJoin("cluster/workers", "workers on; their CSRs approved; every worker Ready (none in a compact cluster)",
 			append([]string{clusterAdminKC, "cluster/pivot"}, opt(install(RoleWorker)...)...),
 			"wait.workersMinutes", workerNames, nodeReads(workers), "worker", nil),
-		&Target{
+		&engine.Target{
 			Name:     "cluster/converge",
 			Doc:      "every ClusterOperator Available and not Degraded; ClusterVersion Available",
 			Deps:     []string{clusterAdminKC, "cluster/pivot", "cluster/workers"},
@@ -369,19 +370,19 @@ func clusterTargets(c *Config, have func(string) bool) []*Target {
 			Version:  1,
 			External: true,
 			Run:      clusterConverge,
-			Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+			Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 				k, err := clusterClients(s)
 				if err != nil {
-					return ProbeResult{}, err
+					return engine.ProbeResult{}, err
 				}
 				cv, err := kube.Converged(ctx, k.Dynamic)
 				if err != nil || !cv.Done() {
-					return ProbeResult{Action: Update, Reason: cv.String() + errText(err)}, nil
+					return engine.ProbeResult{Action: engine.Update, Reason: cv.String() + errText(err)}, nil
 				}
-				return ProbeResult{Action: Keep}, nil
+				return engine.ProbeResult{Action: engine.Keep}, nil
 			},
 		},
-		&Target{
+		&engine.Target{
 			Name:     "cluster/done",
 			Doc:      "prints the console URL and where the kubeadmin password and admin kubeconfig are",
 			Deps:     append([]string{clusterAdminKC, "cluster/converge"}, opt(clusterKubeadmin, "host/dns")...),

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
@@ -39,7 +40,7 @@ func errText(err error) string {
 // that do not change when a finished phase runs again (how it got there — CSR verdicts, apply
 // counts — goes to the target's log). A rerun so reproduces the same bytes, and the engine's
 // early cutoff keeps the later phases at their Probe instead of running them again.
-func clusterRecord(s *Step, v any) error {
+func clusterRecord(s *engine.Step, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
@@ -48,7 +49,7 @@ func clusterRecord(s *Step, v any) error {
 }
 
 // clusterMachinesFor returns the VM driver for the lab's libvirt URI and cluster name.
-func clusterMachinesFor(s *Step) (ClusterMachines, error) {
+func clusterMachinesFor(s *engine.Step) (ClusterMachines, error) {
 	uri, err := s.String("libvirt.uri")
 	if err != nil {
 		return nil, err
@@ -61,7 +62,7 @@ func clusterMachinesFor(s *Step) (ClusterMachines, error) {
 }
 
 // clusterClients returns clients for the admin kubeconfig reached through the API VIP.
-func clusterClients(s *Step) (*kube.Clients, error) {
+func clusterClients(s *engine.Step) (*kube.Clients, error) {
 	kc, err := s.DepPath(clusterAdminKC, "kubeconfig")
 	if err != nil {
 		return nil, err
@@ -79,7 +80,7 @@ func clusterClients(s *Step) (*kube.Clients, error) {
 
 // clusterExpected returns the CSR identities of nodes: FQDN node name, short name as DNS
 // alias, the node's IP as the only IP SAN.
-func clusterExpected(s *Step, nodes []string) (map[string]csr.NodeIdentity, error) {
+func clusterExpected(s *engine.Step, nodes []string) (map[string]csr.NodeIdentity, error) {
 	domain, err := clusterDomain(s)
 	if err != nil {
 		return nil, err
@@ -124,7 +125,7 @@ func joinsIn(nodes []string, phase string) map[string]string {
 }
 
 // clusterLater turns later's config names into the node names CSRs carry (clusterNodeName).
-func clusterLater(s *Step, later map[string]string) (map[string]string, error) {
+func clusterLater(s *engine.Step, later map[string]string) (map[string]string, error) {
 	if len(later) == 0 {
 		return nil, nil
 	}
@@ -140,7 +141,7 @@ func clusterLater(s *Step, later map[string]string) (map[string]string, error) {
 }
 
 // clusterLogDecisions logs one line per CSR decision (csrVerdict).
-func clusterLogDecisions(s *Step, ds []csr.Decision, later map[string]string) {
+func clusterLogDecisions(s *engine.Step, ds []csr.Decision, later map[string]string) {
 	for _, d := range ds {
 		s.Logf("%s", csrVerdict(d, later))
 	}
@@ -163,7 +164,7 @@ func csrVerdict(d csr.Decision, later map[string]string) string {
 
 // clusterMinutes reads a wait.* timeout in minutes; a missing or non-positive value is an
 // error naming the field.
-func clusterMinutes(s *Step, field string) (time.Duration, error) {
+func clusterMinutes(s *engine.Step, field string) (time.Duration, error) {
 	var m int
 	if err := s.Value(field, &m); err != nil {
 		return 0, err
@@ -175,19 +176,19 @@ func clusterMinutes(s *Step, field string) (time.Duration, error) {
 }
 
 // clusterWait runs one wait of target s with the world's clock, logging to the target's log.
-func clusterWait(ctx context.Context, s *Step, spec wait.Spec, cond wait.Condition) (wait.Result, error) {
+func clusterWait(ctx context.Context, s *engine.Step, spec wait.Spec, cond wait.Condition) (wait.Result, error) {
 	spec.Clock = clusterEnv.clock
 	spec.Interval = clusterEnv.interval(spec.Interval)
 	spec.Log = s.Log()
 	name := s.Target().Name
 	// The status display shows "waiting for WHAT (status) — 4m10s of 30m", ticking between polls.
-	s.Progress(Progress{Phase: "waiting for " + spec.What, Limit: spec.Timeout})
+	s.Progress(engine.Progress{Phase: "waiting for " + spec.What, Limit: spec.Timeout})
 	spec.OnPoll = func(p wait.Poll) {
 		phase := "waiting for " + spec.What
 		if p.Status != "" {
 			phase += " (" + p.Status + ")"
 		}
-		s.Progress(Progress{Phase: phase, Elapsed: p.Elapsed, Limit: spec.Timeout})
+		s.Progress(engine.Progress{Phase: phase, Elapsed: p.Elapsed, Limit: spec.Timeout})
 		if clusterEnv.onPoll != nil {
 			clusterEnv.onPoll(name, p)
 		}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -17,7 +18,7 @@ import (
 )
 
 // clusterBootstrap is cluster/bootstrap's Run.
-func clusterBootstrap(ctx context.Context, s *Step, bootstrap string, masters []string) error {
+func clusterBootstrap(ctx context.Context, s *engine.Step, bootstrap string, masters []string) error {
 	timeout, err := clusterMinutes(s, "wait.bootstrapMinutes")
 	if err != nil {
 		return err
@@ -136,15 +137,15 @@ func clusterBootstrap(ctx context.Context, s *Step, bootstrap string, masters []
 // are all Ready: cluster/masters and cluster/workers. later maps the lab's nodes that join in a
 // later phase to that phase: their CSRs, when seen early (a rerun, a VM started by hand), are
 // left pending for it and logged so, not as a stranger's refused request.
-func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, nodeReads []string, role string, later map[string]string) *Target {
-	return &Target{
+func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, nodeReads []string, role string, later map[string]string) *engine.Target {
+	return &engine.Target{
 		Name:     name,
 		Doc:      doc,
 		Deps:     deps,
 		Reads:    append(append(slices.Clone(clusterReads), timeoutField), nodeReads...),
 		Version:  1,
 		External: true,
-		Run: func(ctx context.Context, s *Step) error {
+		Run: func(ctx context.Context, s *engine.Step) error {
 			timeout, err := clusterMinutes(s, timeoutField)
 			if err != nil {
 				return err
@@ -213,17 +214,17 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 			}
 			return clusterRecord(s, map[string]any{"nodes": want})
 		},
-		Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+		Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 			if len(nodes) == 0 {
-				return ProbeResult{Action: Keep}, nil
+				return engine.ProbeResult{Action: engine.Keep}, nil
 			}
 			k, err := clusterClients(s)
 			if err != nil {
-				return ProbeResult{}, err
+				return engine.ProbeResult{}, err
 			}
 			expected, err := clusterExpected(s, nodes)
 			if err != nil {
-				return ProbeResult{}, err
+				return engine.ProbeResult{}, err
 			}
 			want := make([]string, 0, len(expected))
 			for n := range expected {
@@ -231,9 +232,9 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 			}
 			_, notReady, err := kube.NodesReady(ctx, k.Dynamic, want)
 			if err != nil || len(notReady) > 0 {
-				return ProbeResult{Action: Update, Reason: "not Ready: " + strings.Join(notReady, ", ") + errText(err)}, nil
+				return engine.ProbeResult{Action: engine.Update, Reason: "not Ready: " + strings.Join(notReady, ", ") + errText(err)}, nil
 			}
-			return ProbeResult{Action: Keep}, nil
+			return engine.ProbeResult{Action: engine.Keep}, nil
 		},
 	}
 }

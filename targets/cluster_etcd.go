@@ -20,13 +20,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
 )
 
 // clusterEtcd is cluster/etcd's Run: wait for the cluster-etcd-operator's etcd on every master,
 // then mark the bootstrap complete so the operator removes the etcd-bootstrap member.
-func clusterEtcd(ctx context.Context, s *Step, masters []string, bootstrap string) error {
+func clusterEtcd(ctx context.Context, s *engine.Step, masters []string, bootstrap string) error {
 	timeout, err := clusterMinutes(s, "wait.etcdMinutes")
 	if err != nil {
 		return err
@@ -103,7 +104,7 @@ type EtcdMember struct {
 // etcdBootstrapMember lists etcd's members through the masters and reports whether one of them
 // is the bootstrap: named etcd-bootstrap (as the installer's bootstrap etcd calls itself) or
 // with a peer URL on the bootstrap's IP. members are the names, for the wait's status.
-func etcdBootstrapMember(ctx context.Context, s *Step, masters []string, bootstrap string) (in bool, members []string, err error) {
+func etcdBootstrapMember(ctx context.Context, s *engine.Step, masters []string, bootstrap string) (in bool, members []string, err error) {
 	if clusterEnv.etcdMembers == nil {
 		return false, nil, errors.New("no etcd client")
 	}

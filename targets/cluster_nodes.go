@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/targets/kube"
 )
 
@@ -29,7 +30,7 @@ var clusterDrainWait, clusterDrainPoll = 2 * time.Minute, 2 * time.Second
 
 // clusterNodeClient returns a dynamic client for the admin kubeconfig (upstream
 // kubeconfig/admin) through the API VIP, or nil and why the cluster cannot be asked.
-func clusterNodeClient(s *Step) (kube.Interface, string) {
+func clusterNodeClient(s *engine.Step) (kube.Interface, string) {
 	kc, err := s.DepPath(clusterAdminKC, "kubeconfig")
 	if err != nil {
 		return nil, "no admin kubeconfig is recorded"
@@ -76,8 +77,8 @@ func clusterEvacuate(ctx context.Context, logf func(string, ...any), dyn kube.In
 // clusterNodeOrphan is the orphan of cluster/install/<node> once node is no longer in nodes:
 // its Destroy drains the node and deletes its Node object, before the libvirt orphans remove
 // its VM and disk (Config.Orphans orders them).
-func clusterNodeOrphan(name string) *Target {
-	return &Target{Name: name, External: true, Deps: []string{clusterAdminKC}, Reads: clusterReads,
+func clusterNodeOrphan(name string) *engine.Target {
+	return &engine.Target{Name: name, External: true, Deps: []string{clusterAdminKC}, Reads: clusterReads,
 		Run: lvNoRun, Destroy: clusterRemoveNode}
 }
 
@@ -85,7 +86,7 @@ func clusterNodeOrphan(name string) *Target {
 // answer is said, with the commands to run later, and the record goes: the VM is removed
 // anyway. A failing drain or delete on an answering API is an error, so the record stays and
 // the next `labbuild cluster` tries again.
-func clusterRemoveNode(ctx context.Context, s *Step) (DestroyOutcome, error) {
+func clusterRemoveNode(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) {
 	node := strings.TrimPrefix(s.Target().Name, "cluster/install/")
 	domain, err := clusterDomain(s)
 	if err != nil {
@@ -97,11 +98,11 @@ func clusterRemoveNode(ctx context.Context, s *Step) (DestroyOutcome, error) {
 
 // clusterRemoveNodeWith is clusterRemoveNode for Node fqdn through dyn (nil: the cluster
 // cannot be asked, for reason why).
-func clusterRemoveNodeWith(ctx context.Context, logf func(string, ...any), dyn kube.Interface, why, fqdn string) (DestroyOutcome, error) {
+func clusterRemoveNodeWith(ctx context.Context, logf func(string, ...any), dyn kube.Interface, why, fqdn string) (engine.DestroyOutcome, error) {
 	later := fmt.Sprintf("once the API answers: oc adm drain %s --ignore-daemonsets --delete-emptydir-data; oc delete node %s", fqdn, fqdn)
 	if dyn == nil {
 		logf("cannot ask the cluster (%s): Node %s not drained and not deleted; %s", why, fqdn, later)
-		return RecordOnly, nil
+		return engine.RecordOnly, nil
 	}
 	reachable, found, err := clusterEvacuate(ctx, logf, dyn, fqdn)
 	switch {
@@ -109,17 +110,17 @@ func clusterRemoveNodeWith(ctx context.Context, logf func(string, ...any), dyn k
 		return 0, err
 	case !reachable:
 		logf("Node %s not drained and not deleted; %s", fqdn, later)
-		return RecordOnly, nil
+		return engine.RecordOnly, nil
 	case !found:
-		return AlreadyAbsent, nil
+		return engine.AlreadyAbsent, nil
 	}
 	existed, err := kube.DeleteNode(ctx, dyn, fqdn)
 	if err != nil {
 		return 0, err
 	}
 	if !existed {
-		return AlreadyAbsent, nil
+		return engine.AlreadyAbsent, nil
 	}
 	logf("deleted Node %s", fqdn)
-	return Destroyed, nil
+	return engine.Destroyed, nil
 }

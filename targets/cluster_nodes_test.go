@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -130,7 +131,7 @@ func TestClusterRemoveNodeReal(t *testing.T) {
 	}
 	k := kc.Dynamic
 	out, err := clusterRemoveNodeWith(ctx, logf, k, "", fqdn)
-	if err != nil || out != Destroyed {
+	if err != nil || out != engine.Destroyed {
 		t.Fatalf("remove: %v, %v\n%s", out, err, log.String())
 	}
 	for _, want := range []string{"cordoned and drained " + fqdn + ": evicted 1 pods; could not drain: apps/db (PodDisruptionBudget", "deleted Node " + fqdn} {
@@ -144,7 +145,7 @@ func TestClusterRemoveNodeReal(t *testing.T) {
 	if _, err := dyn.Resource(cnPods).Namespace("apps").Get(ctx, "web", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("apps/web after the drain: %v", err)
 	}
-	if out, err := clusterRemoveNodeWith(ctx, logf, k, "", fqdn); out != AlreadyAbsent || err != nil {
+	if out, err := clusterRemoveNodeWith(ctx, logf, k, "", fqdn); out != engine.AlreadyAbsent || err != nil {
 		t.Errorf("second removal: %v, %v", out, err)
 	}
 
@@ -153,12 +154,12 @@ func TestClusterRemoveNodeReal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := clusterRemoveNodeWith(ctx, logf, down.Dynamic, "", fqdn); out != RecordOnly || err != nil ||
+	if out, err := clusterRemoveNodeWith(ctx, logf, down.Dynamic, "", fqdn); out != engine.RecordOnly || err != nil ||
 		!strings.Contains(log.String(), "cannot reach the cluster API") || !strings.Contains(log.String(), "oc delete node "+fqdn) {
 		t.Errorf("API down: %v, %v\n%s", out, err, log.String())
 	}
 	log.Reset()
-	if out, err := clusterRemoveNodeWith(ctx, logf, nil, "no admin kubeconfig is recorded", fqdn); out != RecordOnly || err != nil ||
+	if out, err := clusterRemoveNodeWith(ctx, logf, nil, "no admin kubeconfig is recorded", fqdn); out != engine.RecordOnly || err != nil ||
 		!strings.Contains(log.String(), "no admin kubeconfig is recorded") {
 		t.Errorf("no kubeconfig: %v, %v\n%s", out, err, log.String())
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
 )
@@ -37,7 +38,7 @@ func vipPivotReads(c *Config) []string {
 // haproxy static pods are Ready (vipMastersReady: their VRRP priority then wins once the
 // bootstrap's stops), then powers the bootstrap off and waits for /readyz through the VIP,
 // which keepalived moves to a master.
-func clusterPivot(ctx context.Context, s *Step, bootstrap string, masters []string) error {
+func clusterPivot(ctx context.Context, s *engine.Step, bootstrap string, masters []string) error {
 	timeout, err := clusterMinutes(s, "wait.pivotMinutes")
 	if err != nil {
 		return err

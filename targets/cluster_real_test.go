@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/render/pki"
 	"github.com/labbuild/labbuild/targets/csr"
@@ -108,9 +109,9 @@ func TestClusterRealControlPlane(t *testing.T) {
 	all := append(standins, clusterTargets(c, func(n string) bool { return have[n] })...)
 	out := t.TempDir()
 	var stderr strings.Builder // the build's failure messages, shown when a step fails
-	build := func(ctx context.Context, goals ...string) (*Result, error) {
+	build := func(ctx context.Context, goals ...string) (*engine.Result, error) {
 		stderr.Reset()
-		r, err := Build(ctx, Options{Config: c, OutDir: out, Goals: goals, Targets: all, Jobs: 2, Now: time.Now, Stderr: &stderr})
+		r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: goals, Targets: all, Jobs: 2, Now: time.Now, Stderr: &stderr})
 		if err != nil {
 			err = fmt.Errorf("%w\n%s", err, stderr.String())
 		}
@@ -217,7 +218,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	clusterEnv.clock = wait.NewFakeClock(time.Unix(1e9, 0))
 	clusterEnv.interval = func(d time.Duration) time.Duration { return d }
 	r, err = build(ctx, "cluster/masters")
-	var be *BuildError
+	var be *engine.BuildError
 	if !errors.As(err, &be) || !slices.Contains(r.Failed, "cluster/masters") {
 		t.Fatalf("masters without kubelets: err %v, result %+v; want cluster/masters failed", err, r)
 	}
@@ -345,7 +346,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	if n := etcdPolls.Load(); n < 3 {
 		t.Errorf("cluster/etcd listed etcd's members %d times; want it to wait until the bootstrap left (3rd poll)", n)
 	}
-	sum := ClusterSummary(out, &Result{UpToDate: []string{"cluster/done"}})
+	sum := ClusterSummary(out, &engine.Result{UpToDate: []string{"cluster/done"}})
 	kcAbs := filepath.Join(out, "kubeconfig/admin/kubeconfig")
 	if !strings.Contains(string(sum), "export KUBECONFIG="+kcAbs+"\n") || strings.Contains(string(sum), "standin-password") {
 		t.Errorf("summary does not export KUBECONFIG=%s, or shows the password:\n%s", kcAbs, sum)
@@ -432,7 +433,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	}()
 	all2 := append(slices.Clone(standins), clusterTargets(c2, func(n string) bool { return have[n] })...)
 	stderr.Reset()
-	r, err = Build(ctx, Options{Config: c2, OutDir: out, Goals: []string{"cluster"}, Targets: all2, Jobs: 2, Now: time.Now, Stderr: &stderr})
+	r, err = engine.Build(ctx, engine.Options{Config: c2, OutDir: out, Goals: []string{"cluster"}, Targets: all2, Jobs: 2, Now: time.Now, Stderr: &stderr})
 	checkErrs()
 	if err != nil {
 		t.Fatalf("adding worker-1: %v\n%s", err, stderr.String())

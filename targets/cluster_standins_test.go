@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/csr"
@@ -254,7 +255,7 @@ func clusterEtcdStandin(ctx context.Context, k *kube.Clients, cs kubernetes.Inte
 // Infrastructure CRD from the 4.18 payload fixtures, the lab's namespaces, RBAC,
 // Infrastructure and ClusterVersion manifests (render/manifests), the post-pivot HAProxy
 // config and the kubeadmin password.
-func clusterStandins(t *testing.T, adminKC []byte, domain string) []*Target {
+func clusterStandins(t *testing.T, adminKC []byte, domain string) []*engine.Target {
 	shared := testenv.RequireShared(t)
 	crds := []string{
 		"cvo/manifests/0000_00_cluster-version-operator_01_clusteroperators.crd.yaml",
@@ -285,9 +286,9 @@ func clusterStandins(t *testing.T, adminKC []byte, domain string) []*Target {
 		}
 		files = append(files, fs...)
 	}
-	return []*Target{
+	return []*engine.Target{
 		clusterStandinFile("kubeconfig/admin", "kubeconfig", string(adminKC)),
-		{Name: "release/crds", Doc: "stand-in: payload CRDs from ../shared/fixtures", Version: 1, Run: func(ctx context.Context, s *Step) error {
+		{Name: "release/crds", Doc: "stand-in: payload CRDs from ../shared/fixtures", Version: 1, Run: func(ctx context.Context, s *engine.Step) error {
 			for i, c := range crds {
 				if err := s.WriteFile("crds/"+filepath.Base(c), crdData[i], 0o644); err != nil {
 					return err
@@ -295,7 +296,7 @@ func clusterStandins(t *testing.T, adminKC []byte, domain string) []*Target {
 			}
 			return nil
 		}},
-		{Name: "manifests/bootstrap", Doc: "stand-in: lab manifests from render/manifests", Version: 1, Run: func(ctx context.Context, s *Step) error {
+		{Name: "manifests/bootstrap", Doc: "stand-in: lab manifests from render/manifests", Version: 1, Run: func(ctx context.Context, s *engine.Step) error {
 			for _, f := range files {
 				if err := s.WriteFile("manifests/"+f.Name, f.Data, 0o644); err != nil {
 					return err

@@ -12,13 +12,14 @@ import (
 	"slices"
 	"text/tabwriter"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
 )
 
 // clusterConverge is cluster/converge's Run.
-func clusterConverge(ctx context.Context, s *Step) error {
+func clusterConverge(ctx context.Context, s *engine.Step) error {
 	timeout, err := clusterMinutes(s, "wait.convergeMinutes")
 	if err != nil {
 		return err
@@ -50,7 +51,7 @@ func clusterConverge(ctx context.Context, s *Step) error {
 // clusterDone writes summary.txt: where the user goes next, in openshift-install's words
 // (pkg/cmd/openshift-install create.go logComplete): the KUBECONFIG export, the console URL,
 // and where the kubeadmin password is; never the password itself, which stays in its 0600 file.
-func clusterDone(ctx context.Context, s *Step) error {
+func clusterDone(ctx context.Context, s *engine.Step) error {
 	domain, err := clusterDomain(s)
 	if err != nil {
 		return err
@@ -78,7 +79,7 @@ Login to the console with user: "kubeadmin", and the password in %s
 
 // ClusterSummary returns what `labbuild cluster` prints when it ends: cluster/done's
 // summary.txt under outDir, when r built cluster/done or found it up to date; nil otherwise.
-func ClusterSummary(outDir string, r *Result) []byte {
+func ClusterSummary(outDir string, r *engine.Result) []byte {
 	if r == nil || !(slices.Contains(r.Executed, "cluster/done") || slices.Contains(r.Reused, "cluster/done") || slices.Contains(r.UpToDate, "cluster/done")) {
 		return nil
 	}
@@ -172,7 +173,7 @@ func ClusterStatus(ctx context.Context, c *Config, outDir string, w io.Writer) e
 
 // clusterNodeNames maps lab node names to the Node names they register as in the cluster
 // (clusterNodeName under the cluster domain), in the order given.
-func clusterNodeNames(s *Step, names []string) ([]string, error) {
+func clusterNodeNames(s *engine.Step, names []string) ([]string, error) {
 	domain, err := clusterDomain(s)
 	if err != nil {
 		return nil, err

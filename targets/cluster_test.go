@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 )
 
@@ -61,7 +62,7 @@ func TestClusterDeclarations(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := clusterConfig(tt.masters, tt.workers)
 			ts := clusterTargets(c, func(n string) bool { return slices.Contains(tt.have, n) })
-			byName := map[string]*Target{}
+			byName := map[string]*engine.Target{}
 			for _, x := range ts {
 				if !x.External {
 					t.Errorf("%s is not External", x.Name)
@@ -93,11 +94,11 @@ func TestClusterDeclarations(t *testing.T) {
 				}
 			}
 			// A dry run plans every phase, in dependency order.
-			var stand []*Target
+			var stand []*engine.Target
 			for _, h := range tt.have {
 				stand = append(stand, clusterStandinFile(h, "standin", "x"))
 			}
-			res, err := Build(context.Background(), Options{Config: c, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true,
+			res, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true,
 				Targets: append(stand, ts...), Now: func() time.Time { return time.Unix(1e9, 0) }})
 			if err != nil {
 				t.Fatal(err)
@@ -126,7 +127,7 @@ func TestClusterDeclarations(t *testing.T) {
 func TestClusterRegisteredGraph(t *testing.T) {
 	for _, c := range []*Config{DefaultConfig(), clusterConfig(3, 0), clusterConfig(1, 1)} {
 		names := map[string]bool{}
-		var cluster []*Target
+		var cluster []*engine.Target
 		for _, f := range families {
 			for _, x := range f.Targets(c) {
 				names[x.Name] = true
@@ -152,8 +153,8 @@ func TestClusterRegisteredGraph(t *testing.T) {
 }
 
 // clusterStandinFile is a stand-in upstream target writing one file.
-func clusterStandinFile(name, rel, content string) *Target {
-	return &Target{Name: name, Doc: "stand-in", Version: 1, Run: func(ctx context.Context, s *Step) error {
+func clusterStandinFile(name, rel, content string) *engine.Target {
+	return &engine.Target{Name: name, Doc: "stand-in", Version: 1, Run: func(ctx context.Context, s *engine.Step) error {
 		return s.WriteFile(rel, []byte(content), 0o600)
 	}}
 }
@@ -271,10 +272,10 @@ func TestClusterMachinesReal(t *testing.T) {
 	out := t.TempDir()
 	ctx := context.Background()
 	var log strings.Builder
-	if _, err := Build(ctx, Options{Config: c, OutDir: out, Goals: []string{"libvirt/vm/worker-0"}, Jobs: 2, Stdout: &log, Stderr: &log}); err != nil {
+	if _, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt/vm/worker-0"}, Jobs: 2, Stdout: &log, Stderr: &log}); err != nil {
 		t.Fatalf("build libvirt/vm/worker-0: %v\n%s", err, log.String())
 	}
-	t.Cleanup(func() { Destroy(ctx, Options{Config: c, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) })
 
 	m := virtMachines{uri: c.Libvirt.URI, cluster: c.Cluster.Name}
 	running := func(want bool) {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/labbuild/labbuild/engine"
+
 	"github.com/rogpeppe/go-internal/txtar"
 )
 
@@ -49,7 +51,7 @@ func FuzzConfig(f *testing.F) {
 		if err != nil || verr != nil {
 			return
 		}
-		if _, err := Load(Options{Config: c}); err != nil {
+		if _, err := engine.Load(engine.Options{Config: c}); err != nil {
 			t.Fatalf("a config that validates does not load: %v\n%s", err, data)
 		}
 	})

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/labbuild/labbuild/engine"
+
 	"sigs.k8s.io/yaml"
 )
 
@@ -88,15 +90,15 @@ func coreOSParse(cm []byte) (stream []byte, img coreOSImage, err error) {
 }
 
 // coreOSTarget is release/coreos-stream.
-func coreOSTarget(reads []string) *Target {
-	return &Target{
+func coreOSTarget(reads []string) *engine.Target {
+	return &engine.Target{
 		Name:    "release/coreos-stream",
 		Doc:     "the payload's CoreOS stream metadata (coreos-bootimages ConfigMap): stream.json, and qemu.json naming the x86_64 QEMU qcow2.gz and its sha256",
 		Deps:    []string{"release/resolve"},
 		Reads:   reads,
 		Files:   []string{"access.pullSecretFile"},
 		Version: 1,
-		Run: func(ctx context.Context, s *Step) error {
+		Run: func(ctx context.Context, s *engine.Step) error {
 			img, b, err := releaseLastLayerFile(ctx, s, releaseCoreOSBootImagesPath)
 			if err != nil {
 				return fmt.Errorf("%w (or set rhcos.imageURL and rhcos.imageSHA256 in %s)", err, s.ConfigFile())

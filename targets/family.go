@@ -2,7 +2,11 @@
 // ignition.go, ...), and the lab config they read. Package engine runs them.
 package targets
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/labbuild/labbuild/engine"
+)
 
 // Family is a group of targets declared in one file, generated from the lab config.
 type Family struct {
@@ -11,7 +15,7 @@ type Family struct {
 	// Doc is one line for `labbuild list`.
 	Doc string
 	// Targets returns the family's targets for config c. Per-node targets come from c.Nodes.
-	Targets func(c *Config) []*Target
+	Targets func(c *Config) []*engine.Target
 }
 
 var families []Family
@@ -29,10 +33,10 @@ func Register(f Family) {
 
 // Declare implements engine.Config: the registered families' targets for c, families in name
 // order.
-func (c *Config) Declare() []*Target {
+func (c *Config) Declare() []*engine.Target {
 	fams := append([]Family(nil), families...)
 	sort.Slice(fams, func(i, j int) bool { return fams[i].Name < fams[j].Name })
-	var ts []*Target
+	var ts []*engine.Target
 	for _, f := range fams {
 		ts = append(ts, f.Targets(c)...)
 	}
@@ -41,7 +45,7 @@ func (c *Config) Declare() []*Target {
 
 // clusterDomain returns the cluster domain <cluster.name>.<cluster.baseDomain> (the suffix of
 // api, api-int, *.apps and the node FQDNs); the target must declare both fields in Reads.
-func clusterDomain(s *Step) (string, error) {
+func clusterDomain(s *engine.Step) (string, error) {
 	name, err := s.String("cluster.name")
 	if err != nil {
 		return "", err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/labbuild/labbuild/engine"
 )
 
 // TestConfigEditedBetweenBuilds: a Config kept across builds and edited in place is read
@@ -11,7 +13,7 @@ import (
 func TestConfigEditedBetweenBuilds(t *testing.T) {
 	cfg := DefaultConfig()
 	var seen []string
-	ts := []*Target{{Name: "x/vip", Reads: []string{"network.apiVIP"}, Run: func(ctx context.Context, s *Step) error {
+	ts := []*engine.Target{{Name: "x/vip", Reads: []string{"network.apiVIP"}, Run: func(ctx context.Context, s *engine.Step) error {
 		v, err := s.String("network.apiVIP")
 		seen = append(seen, v)
 		if err != nil {
@@ -22,7 +24,7 @@ func TestConfigEditedBetweenBuilds(t *testing.T) {
 	out := t.TempDir()
 	for _, vip := range []string{"192.168.126.10", "192.168.126.10", "192.168.126.9"} {
 		cfg.Network.APIVIP = vip
-		if _, err := Build(context.Background(), Options{Config: cfg, OutDir: out, Targets: ts}); err != nil {
+		if _, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: out, Targets: ts}); err != nil {
 			t.Fatal(err)
 		}
 	}

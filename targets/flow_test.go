@@ -9,12 +9,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/labbuild/labbuild/engine"
 )
 
 // flowGraph returns every registered target for c by name.
-func flowGraph(t *testing.T, c *Config) map[string]*Target {
+func flowGraph(t *testing.T, c *Config) map[string]*engine.Target {
 	t.Helper()
-	all := map[string]*Target{}
+	all := map[string]*engine.Target{}
 	for _, f := range families {
 		for _, x := range f.Targets(c) {
 			all[x.Name] = x
@@ -24,7 +26,7 @@ func flowGraph(t *testing.T, c *Config) map[string]*Target {
 }
 
 // flowUpstream returns the transitive upstream closure of name.
-func flowUpstream(all map[string]*Target, name string) map[string]bool {
+func flowUpstream(all map[string]*engine.Target, name string) map[string]bool {
 	seen := map[string]bool{}
 	var walk func(string)
 	walk = func(n string) {
@@ -105,7 +107,7 @@ func TestFlowDryRunFresh(t *testing.T) {
 	os.WriteFile(c.Access.PullSecretFile, []byte(`{"auths":{}}`), 0o600)
 	os.WriteFile(c.Access.SSHKeyFile, []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl x\n"), 0o644)
 	var log strings.Builder
-	res, err := Build(context.Background(), Options{Config: c, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true, Stdout: &log, Stderr: &log,
+	res, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true, Stdout: &log, Stderr: &log,
 		Now: func() time.Time { return time.Unix(1e9, 0) }})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/render/manifests"
 )
 
@@ -33,16 +34,16 @@ import (
 var hoClusterNames = []string{"kube-apiserver-signers", "client-cas", "mco-cas", "machine-config-server-tls", "ssh"}
 
 // hoCA reads pki/ca/<id>'s certificate.
-func hoCA(s *Step, id string) ([]byte, error) { return s.DepFile("pki/ca/"+id, "tls.crt") }
+func hoCA(s *engine.Step, id string) ([]byte, error) { return s.DepFile("pki/ca/"+id, "tls.crt") }
 
-func handoverTargets() []*Target {
+func handoverTargets() []*engine.Target {
 	var signerDeps []string
 	for _, id := range pkiServingSigners {
 		signerDeps = append(signerDeps, "pki/ca/"+id, "pki/key/"+id)
 	}
-	return []*Target{
+	return []*engine.Target{
 		mfCluster("kube-apiserver-signers", "the kube-apiserver-operator's serving signers (lb, localhost, service-network) as its Secrets, so it keeps the CAs the kubeconfigs trust",
-			signerDeps, nil, func(s *Step) ([]manifests.File, error) {
+			signerDeps, nil, func(s *engine.Step) ([]manifests.File, error) {
 				ns, err := manifests.Namespace(manifests.KubeAPIServerOperatorNamespace)
 				if err != nil {
 					return nil, err
@@ -66,7 +67,7 @@ func handoverTargets() []*Target {
 				return out, nil
 			}),
 		mfCluster("client-cas", "openshift-config/admin-kubeconfig-client-ca and openshift-config-managed/kubelet-bootstrap-kubeconfig (kubernetes CA): the post-pivot kube-apiserver keeps trusting the lab's client certificates",
-			[]string{"pki/ca/kubernetes"}, nil, func(s *Step) ([]manifests.File, error) {
+			[]string{"pki/ca/kubernetes"}, nil, func(s *engine.Step) ([]manifests.File, error) {
 				ca, err := hoCA(s, "kubernetes")
 				if err != nil {
 					return nil, err
@@ -79,7 +80,7 @@ func handoverTargets() []*Target {
 				return []manifests.File{a, b}, err
 			}),
 		mfCluster("mco-cas", "kube-system/root-ca (root CA) and openshift-config/initial-kube-apiserver-server-ca (kubernetes CA), which the machine-config operator's sync requires",
-			[]string{"pki/ca/root", "pki/ca/kubernetes"}, nil, func(s *Step) ([]manifests.File, error) {
+			[]string{"pki/ca/root", "pki/ca/kubernetes"}, nil, func(s *engine.Step) ([]manifests.File, error) {
 				root, err := hoCA(s, "root")
 				if err != nil {
 					return nil, err
@@ -96,7 +97,7 @@ func handoverTargets() []*Target {
 				return []manifests.File{a, b}, err
 			}),
 		mfCluster("machine-config-server-tls", "Secret openshift-machine-config-operator/machine-config-server-tls (the MCS serving cert for api-int, root CA)",
-			[]string{"pki/cert/machine-config-server", "pki/key/machine-config-server"}, nil, func(s *Step) ([]manifests.File, error) {
+			[]string{"pki/cert/machine-config-server", "pki/key/machine-config-server"}, nil, func(s *engine.Step) ([]manifests.File, error) {
 				crt, err := s.DepFile("pki/cert/machine-config-server", "tls.crt")
 				if err != nil {
 					return nil, err
@@ -112,7 +113,7 @@ func handoverTargets() []*Target {
 			Doc:     "MachineConfigs 99-master-ssh and 99-worker-ssh with access.sshKeyFile, so the machine-config-daemon keeps the key",
 			Files:   []string{"access.sshKeyFile"},
 			Version: 1,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				b, err := s.File("access.sshKeyFile")
 				if err != nil {
 					return err

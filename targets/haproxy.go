@@ -16,6 +16,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/render/haproxy"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 )
@@ -37,7 +38,7 @@ func init() {
 // HAProxyConfigFile is the output of haproxy/config and haproxy/config-post-pivot.
 const HAProxyConfigFile = "haproxy.cfg"
 
-func haproxyTargets(c *Config) []*Target {
+func haproxyTargets(c *Config) []*engine.Target {
 	if c.InCluster() {
 		// keepalived on the nodes holds the VIPs and haproxy runs as the masters' static pod
 		// (targets/vip.go): nothing of this family exists, so no plan lists it.
@@ -47,16 +48,16 @@ func haproxyTargets(c *Config) []*Target {
 	for _, n := range c.Nodes {
 		reads = append(reads, "nodes."+n.Name+".role", "nodes."+n.Name+".ip")
 	}
-	return []*Target{
+	return []*engine.Target{
 		{
 			Name: "haproxy/config", Doc: "haproxy.cfg: TCP 6443/22623/80/443 on the VIPs, /readyz checks, bootstrap in the backends",
 			Reads: reads, Version: 1,
-			Run: func(ctx context.Context, s *Step) error { return hpConfigRun(s, false) },
+			Run: func(ctx context.Context, s *engine.Step) error { return hpConfigRun(s, false) },
 		},
 		{
 			Name: "haproxy/config-post-pivot", Doc: "haproxy.cfg after the pivot: the same without the bootstrap",
 			Reads: reads, Version: 1,
-			Run: func(ctx context.Context, s *Step) error { return hpConfigRun(s, true) },
+			Run: func(ctx context.Context, s *engine.Step) error { return hpConfigRun(s, true) },
 		},
 		{
 			Name: "haproxy/service", Doc: "labbuild's haproxy for this cluster on the API and ingress VIPs (added to the lab bridge)",
@@ -72,7 +73,7 @@ func haproxyTargets(c *Config) []*Target {
 }
 
 // hpSpec assembles the load balancer from the declared values, nodes in config order.
-func hpSpec(s *Step) (haproxy.Spec, error) {
+func hpSpec(s *engine.Step) (haproxy.Spec, error) {
 	var sp haproxy.Spec
 	var err error
 	if sp.APIVIP, err = s.String("network.apiVIP"); err != nil {
@@ -109,7 +110,7 @@ func hpSpec(s *Step) (haproxy.Spec, error) {
 	return sp, nil
 }
 
-func hpConfigRun(s *Step, postPivot bool) error {
+func hpConfigRun(s *engine.Step, postPivot bool) error {
 	sp, err := hpSpec(s)
 	if err != nil {
 		return err
@@ -173,7 +174,7 @@ type hpServiceSpec struct {
 	addrs  []string
 }
 
-func hpService(s *Step) (hpServiceSpec, error) {
+func hpService(s *engine.Step) (hpServiceSpec, error) {
 	var sp hpServiceSpec
 	net, err := s.String("libvirt.network")
 	if err != nil {
@@ -201,7 +202,7 @@ func hpService(s *Step) (hpServiceSpec, error) {
 	return sp, nil
 }
 
-func hpPrev(s *Step) (hpRecord, bool, error) { return prevRecord[hpRecord](s) }
+func hpPrev(s *engine.Step) (hpRecord, bool, error) { return prevRecord[hpRecord](s) }
 
 // hpRunningFrom returns the pids of the haproxy processes whose -f configuration lies under
 // dir (the haproxy family's output directory: haproxy/config or haproxy/config-post-pivot),
@@ -418,7 +419,7 @@ func hpServerChanges(old, new []byte) string {
 // hpWanted returns the config haproxy/service serves: the one that matches the cluster's
 // phase — after the pivot, the one without the bootstrap, whatever made this run (an edit, a
 // dead process, a reboot).
-func hpWanted(s *Step, prev hpRecord, hadPrev bool) (cfg, phase string, err error) {
+func hpWanted(s *engine.Step, prev hpRecord, hadPrev bool) (cfg, phase string, err error) {
 	cfg, err = s.DepPath("haproxy/config", HAProxyConfigFile)
 	if err != nil {
 		return "", "", err
@@ -433,7 +434,7 @@ func hpWanted(s *Step, prev hpRecord, hadPrev bool) (cfg, phase string, err erro
 	return cfg, hpPhaseBootstrap, nil
 }
 
-func hpServiceRun(ctx context.Context, s *Step) error {
+func hpServiceRun(ctx context.Context, s *engine.Step) error {
 	sp, err := hpService(s)
 	if err != nil {
 		return err
@@ -491,66 +492,66 @@ func hpServiceRun(ctx context.Context, s *Step) error {
 	return s.WriteFile("record.json", append(rec, '\n'), 0o644)
 }
 
-func hpServiceProbe(ctx context.Context, s *Step) (ProbeResult, error) {
+func hpServiceProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 	prev, ok, err := hpPrev(s)
 	if err != nil {
-		return ProbeResult{}, err
+		return engine.ProbeResult{}, err
 	}
 	if !ok || !hpAlive(prev.PID) && len(hpRunningFrom(hpFamilyDir(prev.Config))) == 0 {
-		return ProbeResult{Action: Create, Reason: "haproxy is not running"}, nil
+		return engine.ProbeResult{Action: engine.Create, Reason: "haproxy is not running"}, nil
 	}
 	sp, err := hpService(s)
 	if err != nil {
-		return ProbeResult{}, err
+		return engine.ProbeResult{}, err
 	}
 	missing, err := hpAddrsMissing(sp.bridge, sp.addrs)
 	if err != nil {
-		return ProbeResult{}, err
+		return engine.ProbeResult{}, err
 	}
 	if len(missing) > 0 {
-		return ProbeResult{Action: Update, Reason: "VIPs " + strings.Join(missing, ", ") + " missing on " + sp.bridge}, nil
+		return engine.ProbeResult{Action: engine.Update, Reason: "VIPs " + strings.Join(missing, ", ") + " missing on " + sp.bridge}, nil
 	}
 	// The config it should serve, rendered from the config values (in a plan the configs'
 	// files are not rebuilt yet), against the copy of what the running haproxy loaded.
 	cfg, phase, err := hpWanted(s, prev, ok)
 	if err != nil {
-		return ProbeResult{}, err
+		return engine.ProbeResult{}, err
 	}
 	loaded, err := os.ReadFile(filepath.Join(hpFamilyDir(cfg), hpServing))
 	if err != nil {
-		return ProbeResult{Action: Keep}, nil // a lab from before the copy: its configs' keys decide
+		return engine.ProbeResult{Action: engine.Keep}, nil // a lab from before the copy: its configs' keys decide
 	}
 	hs, err := hpSpec(s)
 	if err != nil {
-		return ProbeResult{}, err
+		return engine.ProbeResult{}, err
 	}
 	if phase == hpPhasePostPivot {
 		hs = haproxy.PostPivot(hs)
 	}
 	want, err := haproxy.Config(hs)
 	if err != nil {
-		return ProbeResult{}, err
+		return engine.ProbeResult{}, err
 	}
 	if !bytes.Equal(want, loaded) {
 		what := hpServerChanges(loaded, want)
 		if what == "" {
 			what = "its configuration changed"
 		}
-		return ProbeResult{Action: Update, Reason: "soft reload (haproxy -sf): " + what}, nil
+		return engine.ProbeResult{Action: engine.Update, Reason: "soft reload (haproxy -sf): " + what}, nil
 	}
-	return ProbeResult{Action: Keep}, nil
+	return engine.ProbeResult{Action: engine.Keep}, nil
 }
 
 // hpServiceDestroy stops the recorded haproxy (by its pid, after checking it is haproxy) and
 // removes the VIPs it added. Destroyed when a haproxy ran or a VIP was still on the bridge;
 // AlreadyAbsent otherwise. Safe to rerun.
-func hpServiceDestroy(ctx context.Context, s *Step) (DestroyOutcome, error) {
+func hpServiceDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) {
 	prev, ok, err := hpPrev(s)
 	if err != nil {
 		return 0, err
 	}
 	if !ok {
-		return AlreadyAbsent, nil
+		return engine.AlreadyAbsent, nil
 	}
 	pids := hpRunningFrom(hpFamilyDir(prev.Config))
 	if hpAlive(prev.PID) && !slices.Contains(pids, prev.PID) {
@@ -575,7 +576,7 @@ func hpServiceDestroy(ctx context.Context, s *Step) (DestroyOutcome, error) {
 		}
 	}
 	if !existed {
-		return AlreadyAbsent, nil
+		return engine.AlreadyAbsent, nil
 	}
-	return Destroyed, nil
+	return engine.Destroyed, nil
 }

@@ -24,7 +24,7 @@ func TestHAProxyConfigTarget(t *testing.T) {
 	out := t.TempDir()
 	c := DefaultConfig()
 	goals := []string{"haproxy/config", "haproxy/config-post-pivot"}
-	r, err := Build(ctx, Options{Config: c, OutDir: out, Goals: goals})
+	r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: goals})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestHAProxyConfigTarget(t *testing.T) {
 	}
 	c = DefaultConfig() // a fresh config: a Config caches its lookups
 	c.Nodes[5].IP = "192.168.126.112"
-	r, err = Build(ctx, Options{Config: c, OutDir: out, Goals: goals})
+	r, err = engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: goals})
 	if err != nil || !slices.Equal(r.Executed, goals) {
 		t.Errorf("after worker-1 ip change: executed %v, err %v", r.Executed, err)
 	}
@@ -73,10 +73,10 @@ func TestHAProxyServiceReal(t *testing.T) {
 	ctx := context.Background()
 	out := t.TempDir()
 	c := lvLab(d, sr)
-	build := func(c *Config) *Result {
+	build := func(c *Config) *engine.Result {
 		t.Helper()
 		var log strings.Builder
-		r, err := Build(ctx, Options{Config: c, OutDir: out, Goals: []string{"haproxy/service"}, Stdout: &log, Stderr: &log,
+		r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"haproxy/service"}, Stdout: &log, Stderr: &log,
 			Now: func() time.Time { return time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC) }})
 		if err != nil {
 			t.Fatalf("build: %v\n%s", err, log.String())
@@ -89,9 +89,9 @@ func TestHAProxyServiceReal(t *testing.T) {
 			t.Errorf("first build did not run %s: %v", want, r.Executed)
 		}
 	}
-	t.Cleanup(func() { Destroy(ctx, Options{Config: c, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) })
 	rec := func() hpRecord {
-		s := engine.RecordStep(&Target{Name: "haproxy/service"}, filepath.Join(out, "haproxy/service"))
+		s := engine.RecordStep(&engine.Target{Name: "haproxy/service"}, filepath.Join(out, "haproxy/service"))
 		r, ok, err := hpPrev(s)
 		if err != nil || !ok {
 			t.Fatalf("record: %v %v", ok, err)
@@ -142,7 +142,7 @@ func TestHAProxyServiceReal(t *testing.T) {
 	// The pivot (cluster/pivot's default balancer): labbuild's haproxy is soft-reloaded with
 	// haproxy/config-post-pivot; haproxy/service still sees this lab's haproxy running, and
 	// destroy stops the reloaded process.
-	if _, err := Build(ctx, Options{Config: c2, OutDir: out, Goals: []string{"haproxy/config-post-pivot"}}); err != nil {
+	if _, err := engine.Build(ctx, engine.Options{Config: c2, OutDir: out, Goals: []string{"haproxy/config-post-pivot"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := (hpReloadBalancer{}).Switch(ctx, filepath.Join(out, "haproxy/config-post-pivot", HAProxyConfigFile)); err != nil {
@@ -207,7 +207,7 @@ func TestHAProxyServiceReal(t *testing.T) {
 	c2 = c3
 
 	for round := 0; round < 2; round++ {
-		rep, err := Destroy(ctx, Options{Config: c2, OutDir: out})
+		rep, err := engine.Destroy(ctx, engine.Options{Config: c2, OutDir: out})
 		if err != nil {
 			t.Fatalf("destroy round %d: %v", round, err)
 		}

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/targets/oci"
 	"github.com/labbuild/labbuild/targets/virt"
 )
@@ -116,7 +117,7 @@ func init() {
 // hostPreflight is the target's name; hostTargets' other targets are in host_integration.go.
 const hostPreflight = "host/preflight"
 
-func hostTargets(c *Config) []*Target {
+func hostTargets(c *Config) []*engine.Target {
 	reads := []string{"libvirt.uri", "libvirt.domainType", "libvirt.poolPath", "libvirt.network", "cluster.name", "nodes", "sizes", "release.image"}
 	if len(c.Release.Mirrors) > 0 {
 		reads = append(reads, "release.mirrors")
@@ -124,12 +125,12 @@ func hostTargets(c *Config) []*Target {
 	if c.Libvirt.MemoryOvercommit {
 		reads = append(reads, "libvirt.memoryOvercommit") // only when set: a default lab's key is unchanged
 	}
-	pre := &Target{
+	pre := &engine.Target{
 		Name: hostPreflight,
 		Doc:  "checks libvirtd, /dev/kvm, memory, pool disk space, pull secret auths and IP forwarding before anything is created; every failure at once, with its fix",
 		Deps: []string{"release/image-references"}, Reads: reads, Files: []string{"access.pullSecretFile"},
 		Version: 2, External: true, Gate: true,
-		Run: func(ctx context.Context, s *Step) error {
+		Run: func(ctx context.Context, s *engine.Step) error {
 			passed, fails, warns, err := hostChecks(s)
 			if err != nil {
 				return err
@@ -148,26 +149,26 @@ func hostTargets(c *Config) []*Target {
 		// Every build that needs the host checks it again (the host changes under a lab:
 		// libvirtd stopped, disk filled); VMs already defined no longer count against memory
 		// and disk.
-		Probe: func(ctx context.Context, s *Step) (ProbeResult, error) {
+		Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 			_, fails, _, err := hostChecks(s)
 			if err != nil {
-				return ProbeResult{}, err
+				return engine.ProbeResult{}, err
 			}
 			if len(fails) > 0 {
-				return ProbeResult{Action: Update, Reason: fmt.Sprintf("%d host checks fail: %s", len(fails), fails[0].what)}, nil
+				return engine.ProbeResult{Action: engine.Update, Reason: fmt.Sprintf("%d host checks fail: %s", len(fails), fails[0].what)}, nil
 			}
-			return ProbeResult{Action: Keep}, nil
+			return engine.ProbeResult{Action: engine.Keep}, nil
 		},
-		Destroy: func(context.Context, *Step) (DestroyOutcome, error) { return RecordOnly, nil }, // it changes nothing
+		Destroy: func(context.Context, *engine.Step) (engine.DestroyOutcome, error) { return engine.RecordOnly, nil }, // it changes nothing
 	}
-	return append([]*Target{pre}, hostIntegrationTargets(c)...)
+	return append([]*engine.Target{pre}, hostIntegrationTargets(c)...)
 }
 
 // hostFail is one failed check: what is wrong and how to fix it.
 type hostFail struct{ what, fix string }
 
 // hostFailures is the error listing every failed check.
-func hostFailures(s *Step, fails []hostFail) error {
+func hostFailures(s *engine.Step, fails []hostFail) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d host checks failed (nothing was created):", s.Target().Name, len(fails))
 	for _, f := range fails {
@@ -179,7 +180,7 @@ func hostFailures(s *Step, fails []hostFail) error {
 // hostChecks runs every check and returns the names of those that passed, the failures, and
 // the warnings (a memory shortfall the lab allows with libvirt.memoryOvercommit). The error is
 // for the build's own inputs (a config or upstream output it cannot read).
-func hostChecks(s *Step) (passed []string, fails []hostFail, warns []string, err error) {
+func hostChecks(s *engine.Step) (passed []string, fails []hostFail, warns []string, err error) {
 	var uri, domType, poolPath, network, cluster string
 	for p, v := range map[string]*string{"libvirt.uri": &uri, "libvirt.domainType": &domType, "libvirt.poolPath": &poolPath,
 		"libvirt.network": &network, "cluster.name": &cluster} {
@@ -285,7 +286,7 @@ func hostChecks(s *Step) (passed []string, fails []hostFail, warns []string, err
 // hostPullSecretGaps returns the registries the payload pulls from (release.image and every
 // image-references pull spec) that neither the pull secret has an auth for nor release.mirrors
 // serves. Names only: the secret's content never appears.
-func hostPullSecretGaps(s *Step) ([]string, error) {
+func hostPullSecretGaps(s *engine.Step) ([]string, error) {
 	ps, err := s.File("access.pullSecretFile")
 	if err != nil {
 		return nil, err

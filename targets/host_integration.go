@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/labbuild/labbuild/engine"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 )
 
@@ -53,14 +54,14 @@ const (
 	nmConfDir    = "/etc/NetworkManager/conf.d"
 )
 
-func hostIntegrationTargets(c *Config) []*Target {
+func hostIntegrationTargets(c *Config) []*engine.Target {
 	if LibvirtRemoteHost(c.Libvirt.URI) != "" {
 		// The lab bridge and its dnsmasq are on the daemon's host: a drop-in or a firewall
 		// rule here would name a bridge this machine does not have. Validation refuses the
 		// host load balancer with a remote URI for the same reason and says what is left out.
 		return nil
 	}
-	return []*Target{
+	return []*engine.Target{
 		{
 			Name:  "host/dns",
 			Doc:   "the cluster domain resolvable on the host: NetworkManager dnsmasq split-DNS drop-in to the lab's DNS (or a note saying what to add)",
@@ -87,12 +88,12 @@ type hostRecord struct {
 	Note  string   `json:"note,omitempty"`  // what the user must do by hand, if anything
 }
 
-func hostPrev(s *Step) (hostRecord, bool, error) { return prevRecord[hostRecord](s) }
+func hostPrev(s *engine.Step) (hostRecord, bool, error) { return prevRecord[hostRecord](s) }
 
 // prevRecord reads the record.json an External target's last run wrote (its Prev output):
 // ok false when there is none (never built, or forgotten); a record that does not parse is an
 // error naming the target.
-func prevRecord[T any](s *Step) (T, bool, error) {
+func prevRecord[T any](s *engine.Step) (T, bool, error) {
 	var r T
 	b, err := s.Prev("record.json")
 	if errors.Is(err, fs.ErrNotExist) {
@@ -108,7 +109,7 @@ func prevRecord[T any](s *Step) (T, bool, error) {
 	return r, true, nil
 }
 
-func hostWrite(s *Step, r hostRecord) error {
+func hostWrite(s *engine.Step, r hostRecord) error {
 	b, _ := json.MarshalIndent(r, "", "  ")
 	if err := s.WriteFile("record.json", append(b, '\n'), 0o644); err != nil {
 		return err
@@ -123,7 +124,7 @@ func hostWrite(s *Step, r hostRecord) error {
 // --- host/dns ---
 
 // hostDNSWant returns the drop-in's path and content for the lab.
-func hostDNSWant(s *Step) (name, content, domain, server string, err error) {
+func hostDNSWant(s *engine.Step) (name, content, domain, server string, err error) {
 	if domain, err = clusterDomain(s); err != nil {
 		return
 	}
@@ -170,7 +171,7 @@ func hostDNSMode(b []byte) string {
 	return ""
 }
 
-func hostDNSRun(ctx context.Context, s *Step) error {
+func hostDNSRun(ctx context.Context, s *engine.Step) error {
 	name, content, domain, server, err := hostDNSWant(s)
 	if err != nil {
 		return err
@@ -203,40 +204,40 @@ func hostDNSRun(ctx context.Context, s *Step) error {
 	return hostWrite(s, hostRecord{Mode: "networkmanager", Files: files})
 }
 
-func hostDNSProbe(ctx context.Context, s *Step) (ProbeResult, error) {
+func hostDNSProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 	prev, ok, err := hostPrev(s)
 	if err != nil || !ok {
-		return ProbeResult{Action: Create, Reason: "not set up yet"}, err
+		return engine.ProbeResult{Action: engine.Create, Reason: "not set up yet"}, err
 	}
 	if (prev.Mode == "networkmanager") != hostNMRunning(ctx) {
-		return ProbeResult{Action: Update, Reason: "NetworkManager started or stopped since"}, nil
+		return engine.ProbeResult{Action: engine.Update, Reason: "NetworkManager started or stopped since"}, nil
 	}
 	if prev.Mode != "networkmanager" {
-		return ProbeResult{Action: Keep}, nil
+		return engine.ProbeResult{Action: engine.Keep}, nil
 	}
 	name, content, _, _, err := hostDNSWant(s)
 	if err != nil {
-		return ProbeResult{}, err
+		return engine.ProbeResult{}, err
 	}
 	if b, err := os.ReadFile(hostEnv.path(name)); err != nil || string(b) != content {
-		return ProbeResult{Action: Update, Reason: name + " missing or changed"}, nil
+		return engine.ProbeResult{Action: engine.Update, Reason: name + " missing or changed"}, nil
 	}
-	return ProbeResult{Action: Keep}, nil
+	return engine.ProbeResult{Action: engine.Keep}, nil
 }
 
 // hostDNSDestroy removes the drop-ins host/dns wrote and reloads NetworkManager: Destroyed
 // when one was there, AlreadyAbsent when none was, RecordOnly when it wrote none (no
 // NetworkManager: the note said what to add by hand). A file it cannot remove is an error.
-func hostDNSDestroy(ctx context.Context, s *Step) (DestroyOutcome, error) {
+func hostDNSDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) {
 	prev, ok, err := hostPrev(s)
 	if err != nil {
 		return 0, err
 	}
 	if !ok {
-		return AlreadyAbsent, nil
+		return engine.AlreadyAbsent, nil
 	}
 	if len(prev.Files) == 0 {
-		return RecordOnly, nil
+		return engine.RecordOnly, nil
 	}
 	// The shared dnsmasq selector stays while another lab's drop-in still needs it.
 	others, _ := filepath.Glob(hostEnv.path(nmDnsmasqDir + "/labbuild-*.conf"))
@@ -249,14 +250,14 @@ func hostDNSDestroy(ctx context.Context, s *Step) (DestroyOutcome, error) {
 		return 0, fmt.Errorf("%s: %w", s.Target().Name, err)
 	}
 	if !removed {
-		return AlreadyAbsent, nil
+		return engine.AlreadyAbsent, nil
 	}
 	if hostNMRunning(ctx) {
 		if out, err := hostEnv.run(ctx, "nmcli", "general", "reload", "conf", "dns-full"); err != nil {
 			return 0, fmt.Errorf("%s: nmcli general reload: %w: %s", s.Target().Name, err, bytes.TrimSpace(out))
 		}
 	}
-	return Destroyed, nil
+	return engine.Destroyed, nil
 }
 
 // hostWriteFile writes a file under the host root atomically.
@@ -292,7 +293,7 @@ func hostRemoveFiles(files []string, keep string) (bool, error) {
 // --- host/firewall ---
 
 // hostFWWant returns the lab's bridge and the nftables rule tag.
-func hostFWWant(s *Step) (bridge, tag string, err error) {
+func hostFWWant(s *engine.Step) (bridge, tag string, err error) {
 	net, err := s.String("libvirt.network")
 	if err != nil {
 		return "", "", err
@@ -366,7 +367,7 @@ func hostNFTMissing(inputs, tagged []nftObj) []nftObj {
 	return missing
 }
 
-func hostFWRun(ctx context.Context, s *Step) error {
+func hostFWRun(ctx context.Context, s *engine.Step) error {
 	bridge, tag, err := hostFWWant(s)
 	if err != nil {
 		return err
@@ -418,55 +419,55 @@ func hostFWRun(ctx context.Context, s *Step) error {
 	}
 }
 
-func hostFWProbe(ctx context.Context, s *Step) (ProbeResult, error) {
+func hostFWProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 	prev, ok, err := hostPrev(s)
 	if err != nil || !ok {
-		return ProbeResult{Action: Create, Reason: "not set up yet"}, err
+		return engine.ProbeResult{Action: engine.Create, Reason: "not set up yet"}, err
 	}
 	if mode := hostFirewall(ctx); mode != prev.Mode {
-		return ProbeResult{Action: Update, Reason: "the host's firewall is now " + mode + ", was " + prev.Mode}, nil
+		return engine.ProbeResult{Action: engine.Update, Reason: "the host's firewall is now " + mode + ", was " + prev.Mode}, nil
 	}
 	switch prev.Mode {
 	case "firewalld":
 		out, err := hostEnv.run(ctx, "firewall-cmd", "--zone="+prev.Zone, "--list-ports")
 		for _, p := range prev.Ports {
 			if err != nil || !slices.Contains(strings.Fields(string(out)), p) {
-				return ProbeResult{Action: Update, Reason: "firewalld zone " + prev.Zone + " lacks " + p}, nil
+				return engine.ProbeResult{Action: engine.Update, Reason: "firewalld zone " + prev.Zone + " lacks " + p}, nil
 			}
 		}
 	case "nftables":
 		inputs, tagged, err := hostNFT(ctx, prev.Tag)
 		if err != nil {
-			return ProbeResult{Action: Update, Reason: err.Error()}, nil
+			return engine.ProbeResult{Action: engine.Update, Reason: err.Error()}, nil
 		}
 		if m := hostNFTMissing(inputs, tagged); len(m) > 0 {
-			return ProbeResult{Action: Update, Reason: fmt.Sprintf("nftables chain %s %s %s lacks the lab's rule", m[0].Family, m[0].Table, m[0].Name)}, nil
+			return engine.ProbeResult{Action: engine.Update, Reason: fmt.Sprintf("nftables chain %s %s %s lacks the lab's rule", m[0].Family, m[0].Table, m[0].Name)}, nil
 		}
 	}
-	return ProbeResult{Action: Keep}, nil
+	return engine.ProbeResult{Action: engine.Keep}, nil
 }
 
 // hostFWDestroy removes the lab's firewall openings: Destroyed when a rule or port was still
 // there, AlreadyAbsent when a reload or a hand removed them, RecordOnly when no firewall ran.
-func hostFWDestroy(ctx context.Context, s *Step) (DestroyOutcome, error) {
+func hostFWDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) {
 	prev, ok, err := hostPrev(s)
 	if err != nil {
 		return 0, err
 	}
 	if !ok {
-		return AlreadyAbsent, nil
+		return engine.AlreadyAbsent, nil
 	}
 	if prev.Mode != "firewalld" && prev.Mode != "nftables" {
-		return RecordOnly, nil
+		return engine.RecordOnly, nil
 	}
 	removed, err := hostFWUndo(ctx, prev)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", s.Target().Name, err)
 	}
 	if !removed {
-		return AlreadyAbsent, nil
+		return engine.AlreadyAbsent, nil
 	}
-	return Destroyed, nil
+	return engine.Destroyed, nil
 }
 
 // hostFWUndo removes what a record says was opened; what is already gone is fine. It reports

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 )
@@ -33,16 +34,16 @@ func hostLab() *Config {
 	return c
 }
 
-func hostBuild(t *testing.T, c *Config, out, goal string, destroy bool) (*Result, error) {
+func hostBuild(t *testing.T, c *Config, out, goal string, destroy bool) (*engine.Result, error) {
 	t.Helper()
-	ts := append([]*Target{clusterStandinFile(hostPreflight, "preflight.json", "{}")}, hostIntegrationTargets(c)...)
+	ts := append([]*engine.Target{clusterStandinFile(hostPreflight, "preflight.json", "{}")}, hostIntegrationTargets(c)...)
 	var log strings.Builder
-	o := Options{Config: c, OutDir: out, Goals: []string{goal}, Targets: ts, Stdout: &log, Stderr: &log}
+	o := engine.Options{Config: c, OutDir: out, Goals: []string{goal}, Targets: ts, Stdout: &log, Stderr: &log}
 	if destroy {
-		_, err := Destroy(context.Background(), o)
+		_, err := engine.Destroy(context.Background(), o)
 		return nil, err
 	}
-	r, err := Build(context.Background(), o)
+	r, err := engine.Build(context.Background(), o)
 	if err != nil {
 		err = fmt.Errorf("%w\n%s", err, log.String())
 	}
@@ -53,8 +54,8 @@ func hostBuild(t *testing.T, c *Config, out, goal string, destroy bool) (*Result
 // report calls it: "destroyed", "absent" or "forgotten".
 func hostDestroy(t *testing.T, c *Config, out, goal, want string) {
 	t.Helper()
-	ts := append([]*Target{clusterStandinFile(hostPreflight, "preflight.json", "{}")}, hostIntegrationTargets(c)...)
-	rep, err := Destroy(context.Background(), Options{Config: c, OutDir: out, Goals: []string{goal}, Targets: ts})
+	ts := append([]*engine.Target{clusterStandinFile(hostPreflight, "preflight.json", "{}")}, hostIntegrationTargets(c)...)
+	rep, err := engine.Destroy(context.Background(), engine.Options{Config: c, OutDir: out, Goals: []string{goal}, Targets: ts})
 	if err != nil {
 		t.Fatalf("destroy %s: %v", goal, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 )
 
@@ -119,7 +120,7 @@ func TestHostPreflight(t *testing.T) {
 			}
 			out := t.TempDir()
 			var log strings.Builder
-			r, err := Build(context.Background(), Options{Config: c, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log})
+			r, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log})
 			if tt.wantN == 0 {
 				if err != nil {
 					t.Fatalf("%v\n%s", err, log.String())
@@ -130,7 +131,7 @@ func TestHostPreflight(t *testing.T) {
 				if tt.host.freePath != "" && tt.host.freePath != "/srv/labbuild/pool" {
 					t.Errorf("free space asked of %s, want libvirt.poolPath", tt.host.freePath)
 				}
-				if r, err := Build(context.Background(), Options{Config: c, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log}); err != nil || len(r.Executed) != 0 {
+				if r, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log}); err != nil || len(r.Executed) != 0 {
 					t.Errorf("rerun on the same host executed %v (%v)", r.Executed, err)
 				}
 				return
@@ -152,7 +153,7 @@ func TestHostPreflight(t *testing.T) {
 			}
 			_ = r
 			// Nothing is created after a failed preflight.
-			r, _ = Build(context.Background(), Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, Stdout: &log, Stderr: &log})
+			r, _ = engine.Build(context.Background(), engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, Stdout: &log, Stderr: &log})
 			for _, e := range r.Executed {
 				if strings.HasPrefix(e, "libvirt/") {
 					t.Errorf("%s ran after a failed preflight", e)

@@ -9,6 +9,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/vip"
@@ -46,7 +47,7 @@ func ignNodeReads(name string) []string {
 }
 
 // ignNodeNet returns node name's FQDN and static network from its declared reads.
-func ignNodeNet(s *Step, name string) (string, ignition.StaticNetwork, error) {
+func ignNodeNet(s *engine.Step, name string) (string, ignition.StaticNetwork, error) {
 	var n ignition.StaticNetwork
 	get := func(p string) (string, error) { return s.String(p) }
 	host, err := get("nodes." + name + ".name")
@@ -82,7 +83,7 @@ func ignNodeNet(s *Step, name string) (string, ignition.StaticNetwork, error) {
 }
 
 // ignAccess reads and checks the pull secret and SSH key files.
-func ignAccess(s *Step) (pull []byte, sshKey string, err error) {
+func ignAccess(s *engine.Step) (pull []byte, sshKey string, err error) {
 	if pull, err = s.File("access.pullSecretFile"); err != nil {
 		return nil, "", err
 	}
@@ -100,20 +101,20 @@ func ignAccess(s *Step) (pull []byte, sshKey string, err error) {
 }
 
 // ignWrite writes <node>.ign (0600) and logs its size.
-func ignWrite(s *Step, node string, raw []byte, files, units int) error {
+func ignWrite(s *engine.Step, node string, raw []byte, files, units int) error {
 	s.Logf("%s.ign: %d bytes, %d files, %d units", node, len(raw), files, units)
 	return s.WriteFile(node+".ign", raw, 0o600)
 }
 
 // ignNodeTarget declares ignition/<node> for a master or worker.
-func ignNodeTarget(n Node) *Target {
+func ignNodeTarget(n Node) *engine.Target {
 	name, role := n.Name, n.Role
 	base := "mco/base/" + role
 	deps := []string{base, "kubeconfig/kubelet-bootstrap", "pki/ca/kubernetes"}
 	if role == RoleMaster {
 		deps = append(deps, "manifests/kube-proxy", "kubeconfig/kube-proxy")
 	}
-	return &Target{
+	return &engine.Target{
 		Name:    "ignition/" + name,
 		Doc:     "the " + role + " " + name + "'s Ignition: rendered " + role + " pool config + MCS files, network, hostname, SSH key" + map[bool]string{true: ", kube-proxy", false: ""}[role == RoleMaster],
 		Deps:    deps,
@@ -121,7 +122,7 @@ func ignNodeTarget(n Node) *Target {
 		Files:   []string{"access.pullSecretFile", "access.sshKeyFile"},
 		Version: 1,
 		OutDir:  ignOutDir,
-		Run: func(ctx context.Context, s *Step) error {
+		Run: func(ctx context.Context, s *engine.Step) error {
 			in := ignition.NodeInput{}
 			var err error
 			if in.Hostname, in.Network, err = ignNodeNet(s, name); err != nil {
@@ -165,7 +166,7 @@ func ignNodeTarget(n Node) *Target {
 }
 
 // ignBootstrapTarget declares ignition/bootstrap for bootstrap node boot.
-func ignBootstrapTarget(boot string) *Target {
+func ignBootstrapTarget(boot string) *engine.Target {
 	deps := []string{"manifests/bootstrap"}
 	seen := map[string]bool{"manifests/bootstrap": true}
 	for _, f := range append(append([]manifests.NodeFile{}, manifests.BootstrapTLSPaths...), manifests.BootstrapKubeconfigPaths...) {
@@ -177,7 +178,7 @@ func ignBootstrapTarget(boot string) *Target {
 	// The apply step uses the localhost admin kubeconfig the control plane pods already get
 	// (BootstrapKubeconfigPaths); Bootstrap refuses a path that is not among the files.
 	applyKubeconfig := manifests.KubeconfigsDir + "/localhost.kubeconfig"
-	return &Target{
+	return &engine.Target{
 		Name: "ignition/bootstrap",
 		Doc: "the bootstrap node's Ignition: standalone kubelet, static pods, TLS files, kubeconfigs, CRDs and cluster manifests, " +
 			"CRI-O pause drop-in, pull secret, SSH key, hostname, network",
@@ -186,7 +187,7 @@ func ignBootstrapTarget(boot string) *Target {
 		Files:   []string{"access.pullSecretFile", "access.sshKeyFile"},
 		Version: 1,
 		OutDir:  ignOutDir,
-		Run: func(ctx context.Context, s *Step) error {
+		Run: func(ctx context.Context, s *engine.Step) error {
 			in := ignition.BootstrapInput{ApplyKubeconfig: applyKubeconfig}
 			var err error
 			if in.Hostname, in.Network, err = ignNodeNet(s, boot); err != nil {
@@ -241,7 +242,7 @@ func ignBootstrapTarget(boot string) *Target {
 
 // ignDepMode returns the node mode of an upstream file: 0600 when the upstream wrote it
 // private (Secrets), 0644 otherwise.
-func ignDepMode(s *Step, dep, rel string) (int, error) {
+func ignDepMode(s *engine.Step, dep, rel string) (int, error) {
 	p, err := s.DepPath(dep, rel)
 	if err != nil {
 		return 0, err
@@ -256,8 +257,8 @@ func ignDepMode(s *Step, dep, rel string) (int, error) {
 	return ignition.ModeFile, nil
 }
 
-func ignitionTargets(c *Config) []*Target {
-	var ts []*Target
+func ignitionTargets(c *Config) []*engine.Target {
+	var ts []*engine.Target
 	for _, n := range c.Nodes {
 		switch n.Role {
 		case RoleBootstrap:
@@ -271,7 +272,7 @@ func ignitionTargets(c *Config) []*Target {
 
 func init() {
 	Register(Family{Name: "ignition", Doc: "one Ignition 3.4 config per node, out/ignition/<node>.ign (stage 08)",
-		Targets: func(c *Config) []*Target {
+		Targets: func(c *Config) []*engine.Target {
 			return ignitionTargets(c)
 		}})
 }

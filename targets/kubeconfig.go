@@ -3,6 +3,7 @@ package targets
 import (
 	"context"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/render/kubeconfig"
 )
 
@@ -36,7 +37,7 @@ var kcSpecs = []kcSpec{
 
 // kcCABundle returns the CA bundle every kubeconfig carries: the kubernetes CA, then the
 // serving signers in pkiServingSigners order, each read through a declared dependency.
-func kcCABundle(s *Step) ([]byte, error) {
+func kcCABundle(s *engine.Step) ([]byte, error) {
 	var b []byte
 	for _, id := range append([]string{"kubernetes"}, pkiServingSigners...) {
 		crt, err := s.DepFile("pki/ca/"+id, "tls.crt")
@@ -56,8 +57,8 @@ func kcSignerDeps() []string {
 	return d
 }
 
-func kubeconfigTargets(c *Config) []*Target {
-	var ts []*Target
+func kubeconfigTargets(c *Config) []*engine.Target {
+	var ts []*engine.Target
 	for _, k := range kcSpecs {
 		k := k
 		var reads []string
@@ -67,13 +68,13 @@ func kubeconfigTargets(c *Config) []*Target {
 		if k.server != "localhost" {
 			reads = append(reads, "cluster.baseDomain")
 		}
-		ts = append(ts, &Target{
+		ts = append(ts, &engine.Target{
 			Name:    "kubeconfig/" + k.name,
 			Doc:     k.doc,
 			Deps:    append([]string{"pki/ca/kubernetes", "pki/cert/" + k.cert, "pki/key/" + k.cert}, kcSignerDeps()...),
 			Reads:   reads,
 			Version: 1,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				in := kubeconfig.Input{Cluster: k.cluster, User: k.user, Server: "https://localhost:6443"}
 				if k.cluster == "" {
 					name, err := s.String("cluster.name")

@@ -3,6 +3,8 @@ package targets
 import (
 	"context"
 	"slices"
+
+	"github.com/labbuild/labbuild/engine"
 )
 
 // The libvirt family makes the lab's libvirt objects (stage 02: create-network.sh,
@@ -41,16 +43,16 @@ type lvRecord struct {
 
 const lvRecordFile = "record.json"
 
-func libvirtTargets(c *Config) []*Target {
-	var ts []*Target
+func libvirtTargets(c *Config) []*engine.Target {
+	var ts []*engine.Target
 	netReads := []string{"libvirt.uri", "libvirt.network", "cluster.name", "cluster.baseDomain",
 		"network.machineNetwork", "network.gateway", "network.ingressVIP", "network.dhcpStart", "network.dhcpEnd"}
-	ts = append(ts, &Target{
+	ts = append(ts, &engine.Target{
 		Name: "libvirt/network", Doc: "libvirt NAT network: bridge, domain, DHCP range, *.apps wildcard (records: libvirt/dns)",
 		Deps:  []string{hostPreflight},
 		Reads: netReads, Version: 2, External: true,
-		Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvNetwork) },
-		Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvNetwork) },
+		Run:     func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvNetwork) },
+		Probe:   func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) { return lvProbe(s, lvNetwork) },
 		Destroy: lvDestroy,
 	})
 	// The records are a target of their own so that adding a node or moving an address edits
@@ -63,19 +65,19 @@ func libvirtTargets(c *Config) []*Target {
 			dnsReads = append(dnsReads, "nodes."+n.Name+".mac")
 		}
 	}
-	ts = append(ts, &Target{
+	ts = append(ts, &engine.Target{
 		Name: "libvirt/dns", Doc: "the lab network's records, edited in place: DNS for api/api-int/nodes/etcd, etcd SRV, DHCP reservations",
 		Deps: []string{"libvirt/network"}, Reads: dnsReads, Version: 1, External: true,
-		Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvRecords) },
-		Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvRecords) },
+		Run:     func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvRecords) },
+		Probe:   func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) { return lvProbe(s, lvRecords) },
 		Destroy: lvDestroy,
 	})
-	ts = append(ts, &Target{
+	ts = append(ts, &engine.Target{
 		Name: "libvirt/pool", Doc: "libvirt dir storage pool at libvirt.poolPath",
 		Deps:  []string{hostPreflight},
 		Reads: []string{"libvirt.uri", "libvirt.pool", "libvirt.poolPath"}, Version: 1, External: true,
-		Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvPool) },
-		Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvPool) },
+		Run:     func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvPool) },
+		Probe:   func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) { return lvProbe(s, lvPool) },
 		Destroy: lvDestroy,
 	})
 	ignition := lvFamilyTargets(c, "ignition")
@@ -88,11 +90,13 @@ func libvirtTargets(c *Config) []*Target {
 			volReads = append(volReads, "nodes."+node+".diskGiB")
 		}
 		volDeps := []string{"libvirt/pool", "rhcos/image"}
-		ts = append(ts, &Target{
+		ts = append(ts, &engine.Target{
 			Name: "libvirt/volume/" + node, Doc: "thin qcow2 disk of " + node + " in the lab pool (over the RHCOS image)",
 			Deps: volDeps, Reads: volReads, Version: 1, External: true,
-			Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvVolume(node)) },
-			Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvVolume(node)) },
+			Run: func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvVolume(node)) },
+			Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
+				return lvProbe(s, lvVolume(node))
+			},
 			Destroy: lvDestroy,
 		})
 		// cluster.baseDomain, network.apiVIP and the admin kubeconfig: `--restart` drains the
@@ -115,11 +119,13 @@ func libvirtTargets(c *Config) []*Target {
 		if adminKC {
 			deps = append(deps, clusterAdminKC)
 		}
-		ts = append(ts, &Target{
+		ts = append(ts, &engine.Target{
 			Name: "libvirt/vm/" + node, Doc: "libvirt domain <cluster>-" + node + " (virtio disk and NIC, serial console, VNC; Ignition via fw_cfg)",
 			Deps: deps, Reads: vmReads, Version: 1, External: true,
-			Run:     func(ctx context.Context, s *Step) error { return lvRun(s, lvDomain(node)) },
-			Probe:   func(ctx context.Context, s *Step) (ProbeResult, error) { return lvProbe(s, lvDomain(node)) },
+			Run: func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvDomain(node)) },
+			Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
+				return lvProbe(s, lvDomain(node))
+			},
 			Destroy: lvDestroy,
 		})
 	}

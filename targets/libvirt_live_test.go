@@ -32,7 +32,7 @@ var updatePlans = flag.Bool("update", false, "rewrite the plan golden files in t
 
 // lvPlanText prints a plan as `labbuild -n` does (action, target, reasons; then the
 // Terraform-style summary line), keeping the lines of the targets keep selects.
-func lvPlanText(plan []PlanItem, keep func(string) bool) []byte {
+func lvPlanText(plan []engine.PlanItem, keep func(string) bool) []byte {
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	for _, p := range plan {
@@ -41,7 +41,7 @@ func lvPlanText(plan []PlanItem, keep func(string) bool) []byte {
 		}
 	}
 	tw.Flush()
-	var ext []PlanItem
+	var ext []engine.PlanItem
 	for _, p := range plan {
 		if keep(p.Target) {
 			ext = append(ext, p)
@@ -160,10 +160,10 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	ctx := context.Background()
 	out := t.TempDir()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	build := func(c *Config, dry bool) *Result {
+	build := func(c *Config, dry bool) *engine.Result {
 		t.Helper()
 		var log strings.Builder
-		r, err := Build(ctx, Options{Config: c, OutDir: out, Goals: []string{"libvirt", "haproxy/service"}, DryRun: dry, Jobs: 2,
+		r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt", "haproxy/service"}, DryRun: dry, Jobs: 2,
 			Now: func() time.Time { return now }, Stdout: &log, Stderr: &log})
 		if err != nil {
 			t.Fatalf("build (dry %v): %v\n%s", dry, err, log.String())
@@ -179,7 +179,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	}
 	c := lvLab(d, sr)
 	build(c, false)
-	t.Cleanup(func() { Destroy(ctx, Options{Config: c, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) })
 	conn, err := virt.Connect(c.Libvirt.URI)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	before := lvObserveLive(t, d, conn, "lbt", running)
 	hpPID := func() int {
 		t.Helper()
-		r, ok, err := hpPrev(engine.RecordStep(&Target{Name: "haproxy/service"}, filepath.Join(out, "haproxy/service")))
+		r, ok, err := hpPrev(engine.RecordStep(&engine.Target{Name: "haproxy/service"}, filepath.Join(out, "haproxy/service")))
 		if err != nil || !ok || !hpAlive(r.PID) {
 			t.Fatalf("haproxy/service record %+v (found %v, %v): not a running haproxy", r, ok, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/labbuild/labbuild/engine"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/virt"
@@ -19,7 +20,7 @@ import (
 // lvNetwork observes the lab network without its records: what only a new network can change
 // (subnet, gateway, bridge name, forward mode, domain, DHCP range, the *.apps dnsmasq option).
 // Such a change replaces it, and the plan names the field; the records are libvirt/dns's.
-func lvNetwork(s *Step, c *virt.Conn) (lvPlan, error) {
+func lvNetwork(s *engine.Step, c *virt.Conn) (lvPlan, error) {
 	sp, err := lvNetworkSpec(s)
 	if err != nil {
 		return lvPlan{}, err
@@ -32,7 +33,7 @@ func lvNetwork(s *Step, c *virt.Conn) (lvPlan, error) {
 	if err != nil {
 		return lvPlan{}, err
 	}
-	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "network", Name: sp.Name}, xml: []byte(x + "\n"), xmlName: "network.xml", action: Keep}
+	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "network", Name: sp.Name}, xml: []byte(x + "\n"), xmlName: "network.xml", action: engine.Keep}
 	got, active, found, err := c.Network(sp.Name)
 	if err != nil {
 		return p, err
@@ -52,7 +53,7 @@ func lvNetwork(s *Step, c *virt.Conn) (lvPlan, error) {
 				return p, fmt.Errorf("%s: %s", s.Target().Name, why)
 			}
 		}
-		p.action, p.reason = Create, "network "+sp.Name+" does not exist"
+		p.action, p.reason = engine.Create, "network "+sp.Name+" does not exist"
 		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.CreateNetwork(want) }
 		return p, nil
 	}
@@ -65,7 +66,7 @@ func lvNetwork(s *Step, c *virt.Conn) (lvPlan, error) {
 		} else {
 			why[len(why)-1] += " changed"
 		}
-		p.action, p.reason = Replace, strings.Join(why, "; ")+": every VM loses its link until restarted"
+		p.action, p.reason = engine.Replace, strings.Join(why, "; ")+": every VM loses its link until restarted"
 		p.apply = func(c *virt.Conn, _ *lvRecord) error {
 			if err := c.DeleteNetwork(sp.Name); err != nil {
 				return err
@@ -73,7 +74,7 @@ func lvNetwork(s *Step, c *virt.Conn) (lvPlan, error) {
 			return c.CreateNetwork(want)
 		}
 	case !active:
-		p.action, p.reason = Update, "network "+sp.Name+" is not running"
+		p.action, p.reason = engine.Update, "network "+sp.Name+" is not running"
 		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.StartNetwork(sp.Name) }
 	}
 	return p, nil
@@ -82,7 +83,7 @@ func lvNetwork(s *Step, c *virt.Conn) (lvPlan, error) {
 // lvRecords observes the network's records — DNS hosts, SRV records, DHCP reservations — and
 // edits them in place with virNetworkUpdate (live and persistent): the bridge, its dnsmasq
 // and every VM's link stay.
-func lvRecords(s *Step, c *virt.Conn) (lvPlan, error) {
+func lvRecords(s *engine.Step, c *virt.Conn) (lvPlan, error) {
 	sp, err := lvNetworkSpec(s)
 	if err != nil {
 		return lvPlan{}, err
@@ -92,7 +93,7 @@ func lvRecords(s *Step, c *virt.Conn) (lvPlan, error) {
 		return lvPlan{}, err
 	}
 	x, _ := rl.NetworkXML(sp)
-	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "records", Name: sp.Name}, xml: x, xmlName: "network.xml", action: Keep}
+	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "records", Name: sp.Name}, xml: x, xmlName: "network.xml", action: engine.Keep}
 	got, _, found, err := c.Network(sp.Name)
 	if err != nil {
 		return p, err
@@ -106,9 +107,9 @@ func lvRecords(s *Step, c *virt.Conn) (lvPlan, error) {
 		for i, e := range edits {
 			lines[i] = e.String()
 		}
-		p.action, p.reason = Update, "in place: "+strings.Join(lines, "; ")
+		p.action, p.reason = engine.Update, "in place: "+strings.Join(lines, "; ")
 		if prev, ok, _ := lvPrev(s); !ok || prev.Name != sp.Name {
-			p.action = Create // a new network's records
+			p.action = engine.Create // a new network's records
 		}
 		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.UpdateNetwork(sp.Name, edits) }
 	}
@@ -121,7 +122,7 @@ var lvNetworkFixedFields = []string{"libvirt.network", "network.machineNetwork",
 	"cluster.name", "cluster.baseDomain", "network.dhcpStart", "network.dhcpEnd", "network.ingressVIP"}
 
 // lvConfig returns the JSON text of every config field the target reads.
-func lvConfig(s *Step) map[string]string {
+func lvConfig(s *engine.Step) map[string]string {
 	out := map[string]string{}
 	for _, r := range s.Target().Reads {
 		var raw json.RawMessage
@@ -135,7 +136,7 @@ func lvConfig(s *Step) map[string]string {
 // lvChanged compares the config the target last ran with (its record) with today's and
 // returns "field old → new" for each of fields (all it reads when none are given) that
 // changed or appeared, in Reads order. No record: nothing to compare.
-func lvChanged(s *Step, fields ...string) []string {
+func lvChanged(s *engine.Step, fields ...string) []string {
 	prev, ok, err := lvPrev(s)
 	if err != nil || !ok || prev.Config == nil {
 		return nil
@@ -167,7 +168,7 @@ func lvShow(v string) string {
 // lvPool observes the storage pool. On replacement the volumes in the old directory stay
 // there (labbuild never deletes files it did not make); the volume targets, downstream,
 // create new ones in the new place.
-func lvPool(s *Step, c *virt.Conn) (lvPlan, error) {
+func lvPool(s *engine.Step, c *virt.Conn) (lvPlan, error) {
 	sp, err := lvPoolSpec(s)
 	if err != nil {
 		return lvPlan{}, err
@@ -177,7 +178,7 @@ func lvPool(s *Step, c *virt.Conn) (lvPlan, error) {
 		return lvPlan{}, err
 	}
 	x, _ := rl.PoolXML(sp)
-	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "pool", Name: sp.Name}, xml: x, xmlName: "pool.xml", action: Keep}
+	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "pool", Name: sp.Name}, xml: x, xmlName: "pool.xml", action: engine.Keep}
 	got, active, found, err := c.Pool(sp.Name)
 	if err != nil {
 		return p, err
@@ -188,10 +189,10 @@ func lvPool(s *Step, c *virt.Conn) (lvPlan, error) {
 	}
 	switch {
 	case !found:
-		p.action, p.reason = Create, "pool "+sp.Name+" does not exist (at "+sp.Path+")"
+		p.action, p.reason = engine.Create, "pool "+sp.Name+" does not exist (at "+sp.Path+")"
 		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.CreatePool(want) }
 	case len(diff) > 0:
-		p.action, p.reason = Replace, "pool "+sp.Name+": "+strings.Join(diff, "; ")
+		p.action, p.reason = engine.Replace, "pool "+sp.Name+": "+strings.Join(diff, "; ")
 		p.apply = func(c *virt.Conn, _ *lvRecord) error {
 			if err := c.DeletePool(sp.Name); err != nil {
 				return err
@@ -199,7 +200,7 @@ func lvPool(s *Step, c *virt.Conn) (lvPlan, error) {
 			return c.CreatePool(want)
 		}
 	case !active:
-		p.action, p.reason = Update, "pool "+sp.Name+" is not running"
+		p.action, p.reason = engine.Update, "pool "+sp.Name+" is not running"
 		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.StartPool(sp.Name) }
 	}
 	return p, nil
@@ -208,7 +209,7 @@ func lvPool(s *Step, c *virt.Conn) (lvPlan, error) {
 // lvVolume observes a node's disk. A disk of another size is a new, empty disk: the node is
 // reinstalled anyway. The record keeps the path libvirt reports.
 func lvVolume(node string) lvObserve {
-	return func(s *Step, c *virt.Conn) (lvPlan, error) {
+	return func(s *engine.Step, c *virt.Conn) (lvPlan, error) {
 		pool, sp, err := lvVolumeSpec(s, node)
 		if err != nil {
 			return lvPlan{}, err
@@ -243,7 +244,7 @@ func lvVolume(node string) lvObserve {
 			return lvPlan{}, err
 		}
 		x, _ := rl.VolumeXML(sp)
-		p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "volume", Name: sp.Name, Pool: pool}, xml: x, xmlName: "volume.xml", action: Keep}
+		p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "volume", Name: sp.Name, Pool: pool}, xml: x, xmlName: "volume.xml", action: engine.Keep}
 		got, found, err := c.Volume(pool, sp.Name)
 		if err != nil {
 			return p, err
@@ -264,10 +265,10 @@ func lvVolume(node string) lvObserve {
 		}
 		switch {
 		case !found:
-			p.action, p.reason = Create, fmt.Sprintf("volume %s/%s (%d GiB) does not exist", pool, sp.Name, sp.CapacityGiB)
+			p.action, p.reason = engine.Create, fmt.Sprintf("volume %s/%s (%d GiB) does not exist", pool, sp.Name, sp.CapacityGiB)
 			p.apply = create
 		case len(diff) > 0:
-			p.action, p.reason = Replace, "volume "+sp.Name+": "+strings.Join(diff, "; ")
+			p.action, p.reason = engine.Replace, "volume "+sp.Name+": "+strings.Join(diff, "; ")
 			p.apply = func(c *virt.Conn, rec *lvRecord) error {
 				if err := c.DeleteVolume(pool, sp.Name); err != nil {
 					return err
@@ -295,7 +296,7 @@ func lvVolume(node string) lvObserve {
 // replaces it; a size change updates the persistent definition, applied at its next start.
 // Run always (re)defines: the same XML changes nothing.
 func lvDomain(node string) lvObserve {
-	return func(s *Step, c *virt.Conn) (lvPlan, error) {
+	return func(s *engine.Step, c *virt.Conn) (lvPlan, error) {
 		sp, err := lvDomainSpec(s, node)
 		if err != nil {
 			return lvPlan{}, err
@@ -329,16 +330,16 @@ func lvDomain(node string) lvObserve {
 			return lvPlan{}, err
 		}
 		x, _ := rl.DomainXML(sp)
-		p := lvPlan{rec: rec, xml: x, xmlName: "domain.xml", action: Keep}
+		p := lvPlan{rec: rec, xml: x, xmlName: "domain.xml", action: engine.Keep}
 		got, _, found, err := c.Domain(sp.Name)
 		if err != nil {
 			return p, err
 		}
 		var replace, resized bool
 		if !found {
-			p.action, p.reason = Create, "domain "+sp.Name+" does not exist"
+			p.action, p.reason = engine.Create, "domain "+sp.Name+" does not exist"
 		} else if diff := rl.DomainDiff(want, got); rl.DomainNeedsReplace(diff) {
-			p.action, p.reason, replace = Replace, "domain "+sp.Name+": "+strings.Join(diff, "; "), true
+			p.action, p.reason, replace = engine.Replace, "domain "+sp.Name+": "+strings.Join(diff, "; "), true
 		} else {
 			// Redefining keeps the domain's identity only with its UUID; without it libvirt
 			// refuses ("already exists with uuid ...").
@@ -349,14 +350,14 @@ func lvDomain(node string) lvObserve {
 					why = []string{"domain " + sp.Name + ": " + strings.Join(diff, "; ")}
 				}
 				resized = true
-				p.action, p.reason = Update, strings.Join(why, "; ")+"; takes effect at the next power cycle"
+				p.action, p.reason = engine.Update, strings.Join(why, "; ")+"; takes effect at the next power cycle"
 				if st := lvState(c, sp.Name); RestartResized && (st == virt.DomainRunning || st == virt.DomainPaused) {
 					p.reason = strings.Join(why, "; ") + "; --restart: drain " + node + " (when the cluster answers), power-cycle, uncordon"
 				}
 			}
 		}
-		if ignMissing && p.action == Keep {
-			p.action, p.reason = Update, "Ignition volume "+rec.Pool+"/"+rec.Ignition+" is missing on the remote host"
+		if ignMissing && p.action == engine.Keep {
+			p.action, p.reason = engine.Update, "Ignition volume "+rec.Pool+"/"+rec.Ignition+" is missing on the remote host"
 		}
 		p.apply = func(c *virt.Conn, _ *lvRecord) error {
 			if upload != nil {
@@ -395,7 +396,7 @@ func lvState(c *virt.Conn, name string) virt.DomainState {
 // cordoned and drained through the Eviction API (what could not be drained is logged), then
 // the domain is stopped and started in the state it had (a paused domain starts paused), then
 // the Node is uncordoned. A stopped domain is left stopped: its next start uses the new size.
-func lvRestart(s *Step, c *virt.Conn, node, name string) error {
+func lvRestart(s *engine.Step, c *virt.Conn, node, name string) error {
 	st := lvState(c, name)
 	if st != virt.DomainRunning && st != virt.DomainPaused {
 		s.Logf("%s is not running: the new size applies at its next start", name)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/virt"
@@ -29,12 +30,12 @@ func TestLibvirtRemote(t *testing.T) {
 	c.Libvirt.URI = uri
 	pool := c.Libvirt.PoolPath
 	var log strings.Builder
-	r, err := Build(ctx, Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, Jobs: 2,
+	r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, Jobs: 2,
 		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }, Stdout: &log, Stderr: &log})
 	if err != nil {
 		t.Fatalf("build over %s: %v\n%s", uri, err, log.String())
 	}
-	t.Cleanup(func() { Destroy(ctx, Options{Config: c, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) })
 	if got := lvOwn(r.Executed); len(got) != 3+2*len(c.Nodes) {
 		t.Errorf("executed %v", got)
 	}
@@ -82,7 +83,7 @@ func TestLibvirtRemote(t *testing.T) {
 	if err := conn.StopDomain("lbt-worker-0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Destroy(ctx, Options{Config: c, OutDir: out}); err != nil {
+	if _, err := engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range c.Nodes {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/labbuild/labbuild/engine"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/virt"
 	"libvirt.org/go/libvirtxml"
@@ -19,7 +20,7 @@ type lvPlan struct {
 	rec     lvRecord // the object as it is recorded for destroy
 	xml     []byte   // the wanted definition, written as an output
 	xmlName string
-	action  Action
+	action  engine.Action
 	reason  string
 	// apply brings the object to the wanted state; nil when nothing is to do. It may fill
 	// in rec (a volume's path).
@@ -27,11 +28,11 @@ type lvPlan struct {
 }
 
 // lvObserve builds the plan of one object on an open connection.
-type lvObserve func(s *Step, c *virt.Conn) (lvPlan, error)
+type lvObserve func(s *engine.Step, c *virt.Conn) (lvPlan, error)
 
 // lvRun is the Run of every libvirt target: observe, remove an object the config no longer
 // names, apply the plan, record what exists.
-func lvRun(s *Step, observe lvObserve) error {
+func lvRun(s *engine.Step, observe lvObserve) error {
 	c, err := lvConnect(s)
 	if err != nil {
 		return err
@@ -44,7 +45,7 @@ func lvRun(s *Step, observe lvObserve) error {
 	if err := lvForgetMoved(s, p.rec); err != nil {
 		return err
 	}
-	if p.action != Keep {
+	if p.action != engine.Keep {
 		s.Logf("%s: %s", p.action, p.reason)
 	}
 	if p.apply != nil {
@@ -56,17 +57,17 @@ func lvRun(s *Step, observe lvObserve) error {
 }
 
 // lvProbe is the Probe of every libvirt target: the same observation, nothing changed.
-func lvProbe(s *Step, observe lvObserve) (ProbeResult, error) {
+func lvProbe(s *engine.Step, observe lvObserve) (engine.ProbeResult, error) {
 	c, err := lvConnect(s)
 	if err != nil {
-		return ProbeResult{}, err
+		return engine.ProbeResult{}, err
 	}
 	defer c.Close()
 	p, err := observe(s, c)
 	if err != nil {
-		return ProbeResult{}, err
+		return engine.ProbeResult{}, err
 	}
-	return ProbeResult{Action: p.action, Reason: p.reason}, nil
+	return engine.ProbeResult{Action: p.action, Reason: p.reason}, nil
 }
 
 // lvDelete removes a recorded object by its kind; a missing one is not an error.
@@ -109,13 +110,13 @@ func lvDelete(c *virt.Conn, r lvRecord) error {
 // configured one, which may have changed), looks the recorded object up and removes it. No
 // record means nothing was made; an object not found is AlreadyAbsent; a libvirtd it cannot
 // reach is an error, so the record stays.
-func lvDestroy(ctx context.Context, s *Step) (DestroyOutcome, error) {
+func lvDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) {
 	r, ok, err := lvPrev(s)
 	if err != nil {
 		return 0, err
 	}
 	if !ok {
-		return AlreadyAbsent, nil
+		return engine.AlreadyAbsent, nil
 	}
 	c, err := virt.Connect(r.URI)
 	if err != nil {
@@ -128,7 +129,7 @@ func lvDestroy(ctx context.Context, s *Step) (DestroyOutcome, error) {
 	}
 	if r.Kind == "records" {
 		if !exists {
-			return AlreadyAbsent, nil
+			return engine.AlreadyAbsent, nil
 		}
 		return lvDeleteRecords(c, r, s)
 	}
@@ -136,9 +137,9 @@ func lvDestroy(ctx context.Context, s *Step) (DestroyOutcome, error) {
 		return 0, err
 	}
 	if !exists {
-		return AlreadyAbsent, nil
+		return engine.AlreadyAbsent, nil
 	}
-	return Destroyed, nil
+	return engine.Destroyed, nil
 }
 
 // lvExists reports whether the recorded object is still there: for libvirt/dns, whether its
@@ -163,7 +164,7 @@ func lvExists(c *virt.Conn, r lvRecord) (bool, error) {
 
 // lvForgetMoved removes the previously recorded object when the config now names another one
 // (a renamed network, another URI): otherwise it would be left behind, unknown to destroy.
-func lvForgetMoved(s *Step, now lvRecord) error {
+func lvForgetMoved(s *engine.Step, now lvRecord) error {
 	prev, ok, err := lvPrev(s)
 	if err != nil || !ok || (prev.URI == now.URI && prev.Name == now.Name && prev.Pool == now.Pool) {
 		return err
@@ -180,7 +181,7 @@ func lvForgetMoved(s *Step, now lvRecord) error {
 // lvDeleteRecords removes from the running network the records libvirt/dns added (its
 // recorded network.xml), and only those: records added by hand stay. None left is
 // AlreadyAbsent. Destroying the network afterwards takes the rest with it.
-func lvDeleteRecords(c *virt.Conn, r lvRecord, s *Step) (DestroyOutcome, error) {
+func lvDeleteRecords(c *virt.Conn, r lvRecord, s *engine.Step) (engine.DestroyOutcome, error) {
 	b, err := s.Prev("network.xml")
 	if err != nil {
 		return 0, fmt.Errorf("%s: recorded network.xml: %w", s.Target().Name, err)
@@ -191,7 +192,7 @@ func lvDeleteRecords(c *virt.Conn, r lvRecord, s *Step) (DestroyOutcome, error) 
 	}
 	got, _, found, err := c.Network(r.Name)
 	if err != nil || !found {
-		return AlreadyAbsent, err
+		return engine.AlreadyAbsent, err
 	}
 	bare := *got
 	if got.DNS != nil {
@@ -221,7 +222,7 @@ func lvDeleteRecords(c *virt.Conn, r lvRecord, s *Step) (DestroyOutcome, error) 
 		}
 	}
 	if len(dels) == 0 {
-		return AlreadyAbsent, nil
+		return engine.AlreadyAbsent, nil
 	}
-	return Destroyed, c.UpdateNetwork(r.Name, dels)
+	return engine.Destroyed, c.UpdateNetwork(r.Name, dels)
 }

@@ -17,12 +17,13 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/labbuild/labbuild/engine"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/virt"
 )
 
 // lvConnect opens libvirt at the configured URI.
-func lvConnect(s *Step) (*virt.Conn, error) {
+func lvConnect(s *engine.Step) (*virt.Conn, error) {
 	uri, err := s.String("libvirt.uri")
 	if err != nil {
 		return nil, err
@@ -31,7 +32,7 @@ func lvConnect(s *Step) (*virt.Conn, error) {
 }
 
 // lvPrev returns the previous run's record, or ok=false when there is none.
-func lvPrev(s *Step) (lvRecord, bool, error) {
+func lvPrev(s *engine.Step) (lvRecord, bool, error) {
 	b, err := s.Prev(lvRecordFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return lvRecord{}, false, nil
@@ -46,7 +47,7 @@ func lvPrev(s *Step) (lvRecord, bool, error) {
 	return r, true, nil
 }
 
-func lvWrite(s *Step, xml []byte, xmlName string, r lvRecord) error {
+func lvWrite(s *engine.Step, xml []byte, xmlName string, r lvRecord) error {
 	r.Config = lvConfig(s)
 	if err := s.WriteFile(xmlName, xml, 0o644); err != nil {
 		return err
@@ -56,7 +57,7 @@ func lvWrite(s *Step, xml []byte, xmlName string, r lvRecord) error {
 }
 
 // lvNetworkSpec assembles the network from the declared config values.
-func lvNetworkSpec(s *Step) (rl.NetworkSpec, error) {
+func lvNetworkSpec(s *engine.Step) (rl.NetworkSpec, error) {
 	var sp rl.NetworkSpec
 	var cluster, base string
 	for _, f := range []struct {
@@ -100,14 +101,14 @@ func lvNetworkSpec(s *Step) (rl.NetworkSpec, error) {
 }
 
 // lvMAC returns the node's configured MAC, or the one derived from cluster and node names.
-func lvMAC(s *Step, cluster, node string) (string, error) {
+func lvMAC(s *engine.Step, cluster, node string) (string, error) {
 	if p := "nodes." + node + ".mac"; slices.Contains(s.Target().Reads, p) {
 		return s.String(p)
 	}
 	return rl.MAC(cluster, node), nil
 }
 
-func lvPoolSpec(s *Step) (rl.PoolSpec, error) {
+func lvPoolSpec(s *engine.Step) (rl.PoolSpec, error) {
 	var sp rl.PoolSpec
 	var err error
 	if sp.Name, err = s.String("libvirt.pool"); err != nil {
@@ -119,7 +120,7 @@ func lvPoolSpec(s *Step) (rl.PoolSpec, error) {
 
 // lvSize returns the node's size field (vcpus, memoryMiB, diskGiB): its own when declared,
 // its role's otherwise.
-func lvSize(s *Step, node, field string) (int, error) {
+func lvSize(s *engine.Step, node, field string) (int, error) {
 	var v int
 	p := "nodes." + node + "." + field
 	if !slices.Contains(s.Target().Reads, p) {
@@ -138,7 +139,7 @@ func lvSize(s *Step, node, field string) (int, error) {
 	return v, nil
 }
 
-func lvVolumeSpec(s *Step, node string) (pool string, sp rl.VolumeSpec, err error) {
+func lvVolumeSpec(s *engine.Step, node string) (pool string, sp rl.VolumeSpec, err error) {
 	if pool, err = s.String("libvirt.pool"); err != nil {
 		return
 	}
@@ -166,7 +167,7 @@ func lvVolumeSpec(s *Step, node string) (pool string, sp rl.VolumeSpec, err erro
 	return
 }
 
-func lvDomainSpec(s *Step, node string) (rl.DomainSpec, error) {
+func lvDomainSpec(s *engine.Step, node string) (rl.DomainSpec, error) {
 	var sp rl.DomainSpec
 	cluster, err := s.String("cluster.name")
 	if err != nil {
@@ -253,7 +254,7 @@ func lvDigestName(local string) string {
 }
 
 // lvSizeFields are the config fields that size the VM.
-func lvSizeFields(s *Step) []string {
+func lvSizeFields(s *engine.Step) []string {
 	var out []string
 	for _, r := range s.Target().Reads {
 		if strings.HasSuffix(r, ".vcpus") || strings.HasSuffix(r, ".memoryMiB") {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/virt"
@@ -72,10 +73,10 @@ func TestLibvirtFamilyReal(t *testing.T) {
 	ctx := context.Background()
 	out := t.TempDir()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	build := func(c *Config, dry bool) *Result {
+	build := func(c *Config, dry bool) *engine.Result {
 		t.Helper()
 		var log strings.Builder
-		r, err := Build(ctx, Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, DryRun: dry, Jobs: 2,
+		r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, DryRun: dry, Jobs: 2,
 			Now: func() time.Time { return now }, Stdout: &log, Stderr: &log})
 		if err != nil {
 			t.Fatalf("build (dry %v): %v\n%s", dry, err, log.String())
@@ -87,7 +88,7 @@ func TestLibvirtFamilyReal(t *testing.T) {
 	if got := lvOwn(r.Executed); len(got) != 3+2*len(c.Nodes) {
 		t.Fatalf("first build executed %v", got)
 	}
-	t.Cleanup(func() { Destroy(ctx, Options{Config: c, OutDir: out}) }) // if the test stops early
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) }) // if the test stops early
 
 	dig := func(name, typ string) string {
 		o, err := d.Exec("dig", "@198.18.0.1", "+short", "+time=2", "+tries=2", name, typ)
@@ -147,7 +148,7 @@ func TestLibvirtFamilyReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := build(c2, true)
-	if len(p.Plan) != 1 || p.Plan[0].Target != "libvirt/vm/worker-0" || p.Plan[0].Action != string(Create) {
+	if len(p.Plan) != 1 || p.Plan[0].Target != "libvirt/vm/worker-0" || p.Plan[0].Action != string(engine.Create) {
 		t.Errorf("plan after deleting a domain by hand: %+v", p.Plan)
 	}
 	if r := build(c2, false); !slices.Equal(r.Executed, []string{"libvirt/vm/worker-0"}) {
@@ -155,7 +156,7 @@ func TestLibvirtFamilyReal(t *testing.T) {
 	}
 
 	// Destroying libvirt/dns alone takes the lab's records out of the running dnsmasq.
-	rep, err := Destroy(ctx, Options{Config: c2, OutDir: out, Goals: []string{"libvirt/dns"}})
+	rep, err := engine.Destroy(ctx, engine.Options{Config: c2, OutDir: out, Goals: []string{"libvirt/dns"}})
 	if err != nil || !slices.Equal(rep.Destroyed, []string{"libvirt/dns"}) {
 		t.Fatalf("destroy libvirt/dns: %+v, %v", rep, err)
 	}
@@ -163,7 +164,7 @@ func TestLibvirtFamilyReal(t *testing.T) {
 		t.Errorf("master-2 still resolves after destroying libvirt/dns: %s", o)
 	}
 	for round := 0; round < 2; round++ {
-		if _, err := Destroy(ctx, Options{Config: c2, OutDir: out}); err != nil {
+		if _, err := engine.Destroy(ctx, engine.Options{Config: c2, OutDir: out}); err != nil {
 			t.Fatalf("destroy round %d: %v", round, err)
 		}
 	}
@@ -206,10 +207,10 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	build := func(c *Config, dry bool) *Result {
+	build := func(c *Config, dry bool) *engine.Result {
 		t.Helper()
 		var log strings.Builder
-		r, err := Build(ctx, Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, DryRun: dry, Stdout: &log, Stderr: &log})
+		r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, DryRun: dry, Stdout: &log, Stderr: &log})
 		if err != nil {
 			t.Fatalf("build: %v\n%s", err, log.String())
 		}
@@ -239,7 +240,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := build(c, true)
-	if len(p.Plan) != 1 || p.Plan[0].Target != "libvirt/dns" || p.Plan[0].Action != string(Update) ||
+	if len(p.Plan) != 1 || p.Plan[0].Target != "libvirt/dns" || p.Plan[0].Action != string(engine.Update) ||
 		!strings.Contains(strings.Join(p.Plan[0].Reasons, " "), "in place: add dns-host 198.18.0.103 etcd-2.lbt.example.test,master-2.lbt.example.test") {
 		t.Errorf("plan after DNS drift: %+v", p.Plan)
 	}
@@ -275,7 +276,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 			rest = append(rest, tg.Name)
 		}
 	}
-	rep, err := Destroy(ctx, Options{Config: c2, OutDir: out, Goals: []string{"libvirt/dns"}})
+	rep, err := engine.Destroy(ctx, engine.Options{Config: c2, OutDir: out, Goals: []string{"libvirt/dns"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +288,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 	if n.DNS != nil && len(n.DNS.Host)+len(n.DNS.SRVs) != 0 || n.IPs[0].DHCP != nil && len(n.IPs[0].DHCP.Hosts) != 0 {
 		t.Errorf("records left after destroying libvirt/dns: %+v %+v", n.DNS, n.IPs[0].DHCP)
 	}
-	rep, err = Destroy(ctx, Options{Config: c2, OutDir: out})
+	rep, err = engine.Destroy(ctx, engine.Options{Config: c2, OutDir: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +300,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 	if _, _, found, _ := conn.Domain("lbt-master-0"); found {
 		t.Error("domain left after destroy")
 	}
-	if rep, err := Destroy(ctx, Options{Config: c2, OutDir: out}); err != nil || len(rep.Destroyed)+len(rep.Absent)+len(rep.Failed) != 0 {
+	if rep, err := engine.Destroy(ctx, engine.Options{Config: c2, OutDir: out}); err != nil || len(rep.Destroyed)+len(rep.Absent)+len(rep.Failed) != 0 {
 		t.Errorf("a third destroy found %+v (%v)", rep, err)
 	}
 }

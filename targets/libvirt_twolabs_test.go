@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/virt"
@@ -39,9 +40,9 @@ func TestLibvirtTwoLabs(t *testing.T) {
 	testenv.Require(t, "dig")
 	ctx := context.Background()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	build := func(c *Config, out string, dry bool) (*Result, string, error) {
+	build := func(c *Config, out string, dry bool) (*engine.Result, string, error) {
 		var log strings.Builder
-		r, err := Build(ctx, Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, DryRun: dry, Jobs: 2,
+		r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, DryRun: dry, Jobs: 2,
 			Now: func() time.Time { return now }, Stdout: &log, Stderr: &log})
 		return r, log.String(), err
 	}
@@ -54,7 +55,7 @@ func TestLibvirtTwoLabs(t *testing.T) {
 		if _, log, err := build(l.c, l.out, false); err != nil {
 			t.Fatalf("build %s: %v\n%s", l.c.Cluster.Name, err, log)
 		}
-		t.Cleanup(func() { Destroy(ctx, Options{Config: l.c, OutDir: l.out}) })
+		t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: l.c, OutDir: l.out}) })
 	}
 	conn, err := virt.Connect(a.Libvirt.URI)
 	if err != nil {
@@ -81,7 +82,7 @@ func TestLibvirtTwoLabs(t *testing.T) {
 	c := lvLabOn(d, sr, "lbc", "1")
 	var log strings.Builder
 	outC := t.TempDir()
-	_, err = Build(ctx, Options{Config: c, OutDir: outC, Goals: []string{"libvirt/network"}, Stdout: &log, Stderr: &log})
+	_, err = engine.Build(ctx, engine.Options{Config: c, OutDir: outC, Goals: []string{"libvirt/network"}, Stdout: &log, Stderr: &log})
 	if log := log.String(); err == nil || !strings.Contains(log, "network.machineNetwork 198.18.1.0/24 overlaps 198.18.1.0/24 of libvirt network lbb") {
 		t.Errorf("overlapping lab: err %v, log:\n%s", err, log)
 	}
@@ -89,7 +90,7 @@ func TestLibvirtTwoLabs(t *testing.T) {
 		t.Error("network lbc made despite the collision")
 	}
 
-	if _, err := Destroy(ctx, Options{Config: a, OutDir: outA}); err != nil {
+	if _, err := engine.Destroy(ctx, engine.Options{Config: a, OutDir: outA}); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range a.Nodes {

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/render/manifests"
 )
 
@@ -34,7 +35,7 @@ import (
 // Images come from release/image/<tag> (pullspec) and the CVO's from release/resolve.
 
 // mfPullspec reads the digest pull spec an upstream release target wrote.
-func mfPullspec(s *Step, dep string) (string, error) {
+func mfPullspec(s *engine.Step, dep string) (string, error) {
 	b, err := s.DepFile(dep, "pullspec")
 	if err != nil {
 		return "", err
@@ -54,7 +55,7 @@ func mfRoleReads(*Config) []string { return []string{DerivedMasters, DerivedWork
 
 // mfCounts reads the master count and the capped worker count (0, 1, or 2 for "two or more")
 // through the declared derived reads.
-func mfCounts(s *Step, _ []string) (masters, workers int, err error) {
+func mfCounts(s *engine.Step, _ []string) (masters, workers int, err error) {
 	if masters, err = mfInt(s, DerivedMasters); err != nil {
 		return 0, 0, err
 	}
@@ -65,14 +66,14 @@ func mfCounts(s *Step, _ []string) (masters, workers int, err error) {
 }
 
 // mfInt reads an integer config value.
-func mfInt(s *Step, p string) (int, error) {
+func mfInt(s *engine.Step, p string) (int, error) {
 	var v int
 	err := s.Value(p, &v)
 	return v, err
 }
 
 // mfWrite writes rendered manifest files, 0600 when they hold secrets.
-func mfWrite(s *Step, fs ...manifests.File) error {
+func mfWrite(s *engine.Step, fs ...manifests.File) error {
 	for _, f := range fs {
 		mode := os.FileMode(0o644)
 		if f.Secret {
@@ -94,10 +95,10 @@ func mfOne(f manifests.File, err error) ([]manifests.File, error) {
 }
 
 // mfCluster declares one manifests/cluster/<name> target writing the files render returns.
-func mfCluster(name, doc string, deps, reads []string, render func(s *Step) ([]manifests.File, error)) *Target {
-	return &Target{
+func mfCluster(name, doc string, deps, reads []string, render func(s *engine.Step) ([]manifests.File, error)) *engine.Target {
+	return &engine.Target{
 		Name: "manifests/cluster/" + name, Doc: doc, Deps: deps, Reads: reads, Version: 1,
-		Run: func(ctx context.Context, s *Step) error {
+		Run: func(ctx context.Context, s *engine.Step) error {
 			fs, err := render(s)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.Target().Name, err)
@@ -108,10 +109,10 @@ func mfCluster(name, doc string, deps, reads []string, render func(s *Step) ([]m
 }
 
 // mfStaticPod declares one static pod target writing file.
-func mfStaticPod(name, doc, file string, deps, reads []string, render func(s *Step) ([]byte, error)) *Target {
-	return &Target{
+func mfStaticPod(name, doc, file string, deps, reads []string, render func(s *engine.Step) ([]byte, error)) *engine.Target {
+	return &engine.Target{
 		Name: name, Doc: doc, Deps: deps, Reads: reads, Version: 1,
-		Run: func(ctx context.Context, s *Step) error {
+		Run: func(ctx context.Context, s *engine.Step) error {
 			b, err := render(s)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.Target().Name, err)
@@ -127,7 +128,7 @@ var mfClusterNames = []string{"namespaces", "rbac", "infrastructure", "network-c
 	"dns", "ingress", "proxy", "scheduler", "featuregate", "clusterversion", "cluster-config-v1",
 	"etcd-endpoints", "etcd-signer", "pull-secret"}
 
-func manifestsTargets(c *Config) []*Target {
+func manifestsTargets(c *Config) []*engine.Target {
 	boot := c.Bootstrap().Name
 	var nodeNames []string
 	for _, n := range c.Nodes {
@@ -135,7 +136,7 @@ func manifestsTargets(c *Config) []*Target {
 	}
 	bootIP := "nodes." + boot + ".ip"
 	netReads := []string{"network.clusterNetwork", "network.hostPrefix", "network.serviceNetwork"}
-	netValues := func(s *Step) (cn string, hp int, sn string, err error) {
+	netValues := func(s *engine.Step) (cn string, hp int, sn string, err error) {
 		if cn, err = s.String("network.clusterNetwork"); err != nil {
 			return
 		}
@@ -148,9 +149,9 @@ func manifestsTargets(c *Config) []*Target {
 	roleReads := mfRoleReads(c)
 	domainReads := []string{"cluster.name", "cluster.baseDomain"}
 
-	ts := []*Target{
+	ts := []*engine.Target{
 		mfStaticPod("manifests/static-pods/etcd", "bootstrap etcd static pod (etcd-bootstrap.yaml)", manifests.EtcdPodFile,
-			[]string{"release/image/etcd"}, []string{bootIP}, func(s *Step) ([]byte, error) {
+			[]string{"release/image/etcd"}, []string{bootIP}, func(s *engine.Step) ([]byte, error) {
 				img, err := mfPullspec(s, "release/image/etcd")
 				if err != nil {
 					return nil, err
@@ -162,7 +163,7 @@ func manifestsTargets(c *Config) []*Target {
 				return manifests.EtcdPod(img, ip)
 			}),
 		mfStaticPod("manifests/static-pods/kube-apiserver", "bootstrap kube-apiserver static pod", manifests.KubeAPIServerPodFile,
-			[]string{"release/image/hyperkube"}, []string{"network.serviceNetwork"}, func(s *Step) ([]byte, error) {
+			[]string{"release/image/hyperkube"}, []string{"network.serviceNetwork"}, func(s *engine.Step) ([]byte, error) {
 				img, err := mfPullspec(s, "release/image/hyperkube")
 				if err != nil {
 					return nil, err
@@ -174,7 +175,7 @@ func manifestsTargets(c *Config) []*Target {
 				return manifests.KubeAPIServerPod(img, sn)
 			}),
 		mfStaticPod("manifests/static-pods/kube-controller-manager", "bootstrap kube-controller-manager static pod", manifests.KubeControllerManagerPodFile,
-			[]string{"release/image/hyperkube"}, netReads, func(s *Step) ([]byte, error) {
+			[]string{"release/image/hyperkube"}, netReads, func(s *engine.Step) ([]byte, error) {
 				img, err := mfPullspec(s, "release/image/hyperkube")
 				if err != nil {
 					return nil, err
@@ -186,7 +187,7 @@ func manifestsTargets(c *Config) []*Target {
 				return manifests.KubeControllerManagerPod(img, cn, hp, sn)
 			}),
 		mfStaticPod("manifests/static-pods/kube-scheduler", "bootstrap kube-scheduler static pod", manifests.KubeSchedulerPodFile,
-			[]string{"release/image/hyperkube"}, nil, func(s *Step) ([]byte, error) {
+			[]string{"release/image/hyperkube"}, nil, func(s *engine.Step) ([]byte, error) {
 				img, err := mfPullspec(s, "release/image/hyperkube")
 				if err != nil {
 					return nil, err
@@ -194,7 +195,7 @@ func manifestsTargets(c *Config) []*Target {
 				return manifests.KubeSchedulerPod(img)
 			}),
 		mfStaticPod("manifests/static-pods/cvo", "bootstrap cluster-version operator static pod (the release image, CLUSTER_PROFILE, --listen=)", manifests.CVOPodFile,
-			[]string{"release/resolve"}, []string{"cluster.profile"}, func(s *Step) ([]byte, error) {
+			[]string{"release/resolve"}, []string{"cluster.profile"}, func(s *engine.Step) ([]byte, error) {
 				img, err := mfPullspec(s, "release/resolve")
 				if err != nil {
 					return nil, err
@@ -206,7 +207,7 @@ func manifestsTargets(c *Config) []*Target {
 				return manifests.CVOPod(img, p)
 			}),
 		mfStaticPod("manifests/kube-proxy", "masters' kube-proxy static pod (kube-proxy.yaml) until OVN-Kubernetes runs", manifests.KubeProxyPodFile,
-			[]string{"release/image/kube-proxy"}, []string{"network.clusterNetwork"}, func(s *Step) ([]byte, error) {
+			[]string{"release/image/kube-proxy"}, []string{"network.clusterNetwork"}, func(s *engine.Step) ([]byte, error) {
 				img, err := mfPullspec(s, "release/image/kube-proxy")
 				if err != nil {
 					return nil, err
@@ -218,7 +219,7 @@ func manifestsTargets(c *Config) []*Target {
 				return manifests.KubeProxyPod(img, cn)
 			}),
 		mfStaticPod("manifests/crio-pause", "CRI-O drop-in naming the payload's pause image (bootstrap)", "00-pause.conf",
-			[]string{"release/image/pod"}, nil, func(s *Step) ([]byte, error) {
+			[]string{"release/image/pod"}, nil, func(s *engine.Step) ([]byte, error) {
 				img, err := mfPullspec(s, "release/image/pod")
 				if err != nil {
 					return nil, err
@@ -231,7 +232,7 @@ func manifestsTargets(c *Config) []*Target {
 			Reads:   []string{"cluster.name"},
 			Version: 1,
 			Sticky:  true,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				name, err := s.String("cluster.name")
 				if err != nil {
 					return err
@@ -255,7 +256,7 @@ func manifestsTargets(c *Config) []*Target {
 			Doc:     "kubeadmin password (kubeadmin-password, 0600) and its bcrypt Secret kube-system/kubeadmin (sticky)",
 			Version: 1,
 			Sticky:  true,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				pw, err := manifests.KubeadminPassword(rand.Reader)
 				if err != nil {
 					return err
@@ -275,11 +276,11 @@ func manifestsTargets(c *Config) []*Target {
 			},
 		},
 		mfCluster("namespaces", "the 10 bootstrap namespaces (openshift-etcd at run-level 0)", nil, nil,
-			func(*Step) ([]manifests.File, error) { return manifests.NamespaceFiles() }),
+			func(*engine.Step) ([]manifests.File, error) { return manifests.NamespaceFiles() }),
 		mfCluster("rbac", "ClusterRoleBindings: system:bootstrapper → node-bootstrapper and node-proxier; system:admin → node-admin", nil, nil,
-			func(*Step) ([]manifests.File, error) { return manifests.RBACFiles() }),
+			func(*engine.Step) ([]manifests.File, error) { return manifests.RBACFiles() }),
 		mfCluster("infrastructure", "Infrastructure cluster: platform None (BareMetal with the VIPs in-cluster), API URLs, topologies (spec and status)",
-			[]string{"manifests/ids"}, addReads(append(domainReads[:2:2], roleReads...), vipPlatformReads(c)...), func(s *Step) ([]manifests.File, error) {
+			[]string{"manifests/ids"}, addReads(append(domainReads[:2:2], roleReads...), vipPlatformReads(c)...), func(s *engine.Step) ([]manifests.File, error) {
 				dom, err := clusterDomain(s)
 				if err != nil {
 					return nil, err
@@ -299,7 +300,7 @@ func manifestsTargets(c *Config) []*Target {
 				return mfOne(manifests.InfrastructureOn(dom, strings.TrimSpace(string(id)), m, w, bm))
 			}),
 		mfCluster("network-config", "config.openshift.io Network cluster (OVNKubernetes, cluster and service networks)", nil, netReads,
-			func(s *Step) ([]manifests.File, error) {
+			func(s *engine.Step) ([]manifests.File, error) {
 				cn, hp, sn, err := netValues(s)
 				if err != nil {
 					return nil, err
@@ -307,29 +308,29 @@ func manifestsTargets(c *Config) []*Target {
 				return mfOne(manifests.NetworkConfig(cn, hp, sn))
 			}),
 		mfCluster("network-operator", "operator.openshift.io Network cluster (needed by the network operator)", nil, netReads,
-			func(s *Step) ([]manifests.File, error) {
+			func(s *engine.Step) ([]manifests.File, error) {
 				cn, hp, sn, err := netValues(s)
 				if err != nil {
 					return nil, err
 				}
 				return mfOne(manifests.OperatorNetwork(cn, hp, sn))
 			}),
-		mfCluster("dns", "DNS cluster (baseDomain = the cluster domain)", nil, domainReads, func(s *Step) ([]manifests.File, error) {
+		mfCluster("dns", "DNS cluster (baseDomain = the cluster domain)", nil, domainReads, func(s *engine.Step) ([]manifests.File, error) {
 			dom, err := clusterDomain(s)
 			if err != nil {
 				return nil, err
 			}
 			return mfOne(manifests.DNS(dom))
 		}),
-		mfCluster("ingress", "Ingress cluster (apps.<domain>)", nil, domainReads, func(s *Step) ([]manifests.File, error) {
+		mfCluster("ingress", "Ingress cluster (apps.<domain>)", nil, domainReads, func(s *engine.Step) ([]manifests.File, error) {
 			dom, err := clusterDomain(s)
 			if err != nil {
 				return nil, err
 			}
 			return mfOne(manifests.Ingress(dom))
 		}),
-		mfCluster("proxy", "Proxy cluster (no proxy)", nil, nil, func(*Step) ([]manifests.File, error) { return mfOne(manifests.Proxy()) }),
-		mfCluster("scheduler", "Scheduler cluster (masters schedulable without workers)", nil, roleReads, func(s *Step) ([]manifests.File, error) {
+		mfCluster("proxy", "Proxy cluster (no proxy)", nil, nil, func(*engine.Step) ([]manifests.File, error) { return mfOne(manifests.Proxy()) }),
+		mfCluster("scheduler", "Scheduler cluster (masters schedulable without workers)", nil, roleReads, func(s *engine.Step) ([]manifests.File, error) {
 			_, w, err := mfCounts(s, nodeNames)
 			if err != nil {
 				return nil, err
@@ -337,7 +338,7 @@ func manifestsTargets(c *Config) []*Target {
 			return mfOne(manifests.Scheduler(w))
 		}),
 		mfCluster("featuregate", "FeatureGate cluster with status for the payload version", nil,
-			[]string{"cluster.featureSet", "cluster.profile", "release.version"}, func(s *Step) ([]manifests.File, error) {
+			[]string{"cluster.featureSet", "cluster.profile", "release.version"}, func(s *engine.Step) ([]manifests.File, error) {
 				fs, err := s.String("cluster.featureSet")
 				if err != nil {
 					return nil, err
@@ -353,7 +354,7 @@ func manifestsTargets(c *Config) []*Target {
 				return mfOne(manifests.FeatureGate(fs, p, v))
 			}),
 		mfCluster("clusterversion", "ClusterVersion version (channel, clusterID; no desiredUpdate)", []string{"manifests/ids"},
-			[]string{"release.version"}, func(s *Step) ([]manifests.File, error) {
+			[]string{"release.version"}, func(s *engine.Step) ([]manifests.File, error) {
 				v, err := s.String("release.version")
 				if err != nil {
 					return nil, err
@@ -365,7 +366,7 @@ func manifestsTargets(c *Config) []*Target {
 				return mfOne(manifests.ClusterVersion(v, strings.TrimSpace(string(id))))
 			}),
 		mfCluster("cluster-config-v1", "ConfigMap kube-system/cluster-config-v1 (the install-config, no pull secret)", nil,
-			addReads(append(append(append(domainReads[:2:2], netReads...), "network.machineNetwork"), roleReads...), vipPlatformReads(c)...), func(s *Step) ([]manifests.File, error) {
+			addReads(append(append(append(domainReads[:2:2], netReads...), "network.machineNetwork"), roleReads...), vipPlatformReads(c)...), func(s *engine.Step) ([]manifests.File, error) {
 				ic := manifests.InstallConfig{}
 				var err error
 				if ic.Name, err = s.String("cluster.name"); err != nil {
@@ -389,7 +390,7 @@ func manifestsTargets(c *Config) []*Target {
 				return mfOne(manifests.ClusterConfigV1(ic))
 			}),
 		mfCluster("etcd-endpoints", "ConfigMap openshift-etcd/etcd-endpoints with the etcd-bootstrap annotation", nil, []string{bootIP},
-			func(s *Step) ([]manifests.File, error) {
+			func(s *engine.Step) ([]manifests.File, error) {
 				ip, err := s.String(bootIP)
 				if err != nil {
 					return nil, err
@@ -398,7 +399,7 @@ func manifestsTargets(c *Config) []*Target {
 			}),
 		mfCluster("etcd-signer", "openshift-etcd signer Secrets and CA bundles (etcd-signer, etcd-metric-signer, etcd-client) so the etcd operator keeps the bootstrap's CA",
 			[]string{"pki/ca/etcd-signer", "pki/key/etcd-signer", "pki/ca/etcd-metric-signer", "pki/key/etcd-metric-signer", "pki/cert/etcd-client", "pki/key/etcd-client"}, nil,
-			func(s *Step) ([]manifests.File, error) {
+			func(s *engine.Step) ([]manifests.File, error) {
 				read := func(id, kind, file string) ([]byte, error) { return s.DepFile("pki/"+kind+"/"+id, file) }
 				var out []manifests.File
 				for _, x := range []struct{ secret, kind, bundle string }{
@@ -434,7 +435,7 @@ func manifestsTargets(c *Config) []*Target {
 			Doc:     "Secret openshift-config/pull-secret (0600)",
 			Files:   []string{"access.pullSecretFile"},
 			Version: 1,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				b, err := s.File("access.pullSecretFile")
 				if err != nil {
 					return err
@@ -450,7 +451,7 @@ func manifestsTargets(c *Config) []*Target {
 			},
 		},
 		mfCluster("bootstrap-complete", "ConfigMap kube-system/bootstrap status=complete, applied at pivot (not at bootstrap)", nil, nil,
-			func(*Step) ([]manifests.File, error) { return mfOne(manifests.BootstrapComplete()) }),
+			func(*engine.Step) ([]manifests.File, error) { return mfOne(manifests.BootstrapComplete()) }),
 	}
 
 	ts = append(ts, handoverTargets()...) // targets/handover.go
@@ -465,12 +466,12 @@ func manifestsTargets(c *Config) []*Target {
 		ts = append(ts, vipTargets(c)...)
 		collectorDeps = append(collectorDeps, vipBootstrapTarget)
 	}
-	ts = append(ts, &Target{
+	ts = append(ts, &engine.Target{
 		Name:    "manifests/bootstrap",
 		Doc:     "the bootstrap's manifest tree: static-pods/, manifests/ (CRDs first, in apply order), crio/",
 		Deps:    collectorDeps,
 		Version: 1,
-		Run: func(ctx context.Context, s *Step) error {
+		Run: func(ctx context.Context, s *engine.Step) error {
 			for _, dep := range s.Target().Deps {
 				files, err := s.DepFiles(dep)
 				if err != nil {
@@ -507,7 +508,7 @@ func manifestsTargets(c *Config) []*Target {
 }
 
 // mfCopy copies output rel of dep to dst, keeping 0600 for secret files.
-func mfCopy(s *Step, dep, rel, dst string) error {
+func mfCopy(s *engine.Step, dep, rel, dst string) error {
 	p, err := s.DepPath(dep, rel)
 	if err != nil {
 		return err
@@ -529,7 +530,7 @@ func mfCopy(s *Step, dep, rel, dst string) error {
 
 func init() {
 	Register(Family{Name: "manifests", Doc: "static pods and cluster manifests of the bootstrap control plane (stage 07)",
-		Targets: func(c *Config) []*Target {
+		Targets: func(c *Config) []*engine.Target {
 			return manifestsTargets(c)
 		}})
 }

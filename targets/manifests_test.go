@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -72,10 +73,10 @@ func newMFLab(t *testing.T) *mfLab {
 
 // mfStandinRelease returns stand-in release targets: release/image/<tag> and release/resolve
 // write fake digest pull specs, release/crds writes crds.
-func mfStandinRelease(crds map[string][]byte) []*Target {
-	var ts []*Target
-	pull := func(name, spec string) *Target {
-		return &Target{Name: name, Doc: "stand-in", Version: 1, Run: func(ctx context.Context, s *Step) error {
+func mfStandinRelease(crds map[string][]byte) []*engine.Target {
+	var ts []*engine.Target
+	pull := func(name, spec string) *engine.Target {
+		return &engine.Target{Name: name, Doc: "stand-in", Version: 1, Run: func(ctx context.Context, s *engine.Step) error {
 			return s.WriteFile("pullspec", []byte(spec+"\n"), 0o644)
 		}}
 	}
@@ -83,7 +84,7 @@ func mfStandinRelease(crds map[string][]byte) []*Target {
 		ts = append(ts, pull("release/image/"+tag, "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"+strings.Repeat(string(rune('a'+i)), 64)))
 	}
 	ts = append(ts, pull("release/resolve", "quay.io/openshift-release-dev/ocp-release@sha256:"+strings.Repeat("f", 64)))
-	ts = append(ts, &Target{Name: "release/crds", Doc: "stand-in", Version: 1, Run: func(ctx context.Context, s *Step) error {
+	ts = append(ts, &engine.Target{Name: "release/crds", Doc: "stand-in", Version: 1, Run: func(ctx context.Context, s *engine.Step) error {
 		for name, b := range crds {
 			if err := s.WriteFile("crds/"+name, b, 0o644); err != nil {
 				return err
@@ -94,7 +95,7 @@ func mfStandinRelease(crds map[string][]byte) []*Target {
 	return ts
 }
 
-func (l *mfLab) build(goals ...string) *Result {
+func (l *mfLab) build(goals ...string) *engine.Result {
 	l.t.Helper()
 	js, err := json.Marshal(l.cfg)
 	if err != nil {
@@ -105,7 +106,7 @@ func (l *mfLab) build(goals ...string) *Result {
 		l.t.Fatal(err)
 	}
 	ts := append(append(append(pkiTargets(cfg), kubeconfigTargets(cfg)...), manifestsTargets(cfg)...), mfStandinRelease(l.crds)...)
-	r, err := Build(context.Background(), Options{Config: cfg, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts,
+	r, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts,
 		Now: func() time.Time { return l.now }, Stdout: &l.log, Stderr: &l.log})
 	if err != nil {
 		l.t.Fatalf("build: %v\n%s", err, l.log.String())
@@ -238,7 +239,7 @@ func TestManifestsBadPullSecret(t *testing.T) {
 	cfg, _ := ParseConfig(js, "lab.json")
 	ts := append(append(pkiTargets(cfg), manifestsTargets(cfg)...), mfStandinRelease(l.crds)...)
 	var out bytes.Buffer
-	_, err := Build(context.Background(), Options{Config: cfg, OutDir: l.out, Goals: []string{"manifests/cluster/pull-secret"}, Targets: ts, Stdout: &out, Stderr: &out})
+	_, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: []string{"manifests/cluster/pull-secret"}, Targets: ts, Stdout: &out, Stderr: &out})
 	if err == nil {
 		t.Fatal("build with a malformed pull secret succeeded")
 	}

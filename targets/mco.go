@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/mco"
 )
@@ -39,7 +40,7 @@ import (
 func mcoRoleReads(c *Config) []string { return mfRoleReads(c) }
 
 // mcoWriteFile writes one output, 0600 when secret.
-func mcoWriteFile(s *Step, rel string, data []byte, secret bool) error {
+func mcoWriteFile(s *engine.Step, rel string, data []byte, secret bool) error {
 	mode := fs.FileMode(0o644)
 	if secret {
 		mode = 0o600
@@ -49,7 +50,7 @@ func mcoWriteFile(s *Step, rel string, data []byte, secret bool) error {
 
 // mcoRun runs program (an absolute path) with args, records its command line and output in
 // the target's log, and on failure returns an error with the output's last lines.
-func mcoRun(ctx context.Context, s *Step, program string, args []string) error {
+func mcoRun(ctx context.Context, s *engine.Step, program string, args []string) error {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		// TODO(mco podman): run the machine-config-operator image with podman on other hosts
 		// (and when the lab config asks for it); the release's binaries are linux/amd64.
@@ -72,7 +73,7 @@ func mcoRun(ctx context.Context, s *Step, program string, args []string) error {
 
 // mcoCollect writes every regular file under dir as an output at prefix/<rel>; files whose
 // content holds the pull secret (the Secret copy, rendered MachineConfigs) are 0600.
-func mcoCollect(s *Step, dir string, secret func(rel string) bool) (int, error) {
+func mcoCollect(s *engine.Step, dir string, secret func(rel string) bool) (int, error) {
 	n := 0
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -95,7 +96,7 @@ func mcoCollect(s *Step, dir string, secret func(rel string) bool) (int, error) 
 
 // mcoDepDir returns the directory of upstream dep whose outputs start with prefix + "/"
 // (the templates tree of release/mco), found through one of its files.
-func mcoDepDir(s *Step, dep, prefix string) (string, error) {
+func mcoDepDir(s *engine.Step, dep, prefix string) (string, error) {
 	files, err := s.DepFiles(dep)
 	if err != nil {
 		return "", err
@@ -113,7 +114,7 @@ func mcoDepDir(s *Step, dep, prefix string) (string, error) {
 		s.Target().Name, dep, prefix, dep)
 }
 
-func mcoTargets(c *Config) []*Target {
+func mcoTargets(c *Config) []*engine.Target {
 	reads := append([]string{"cluster.name", "cluster.baseDomain", "network.clusterNetwork", "network.hostPrefix",
 		"network.serviceNetwork", "network.machineNetwork", "cluster.featureSet", "cluster.profile", "release.version"},
 		mcoRoleReads(c)...)
@@ -122,7 +123,7 @@ func mcoTargets(c *Config) []*Target {
 	for _, n := range c.Nodes {
 		nodeNames = append(nodeNames, n.Name)
 	}
-	ts := []*Target{
+	ts := []*engine.Target{
 		{
 			Name:    "mco/inputs",
 			Doc:     "the MCO bootstrap work dir: root and kube-apiserver CAs, cluster-config-v1, pull-secret Secret, Infrastructure, Network, DNS, Proxy, FeatureGate, image-references",
@@ -130,7 +131,7 @@ func mcoTargets(c *Config) []*Target {
 			Reads:   reads,
 			Files:   []string{"access.pullSecretFile"},
 			Version: 1,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				in := mco.Inputs{}
 				var err error
 				str := func(p string, into *string) {
@@ -196,7 +197,7 @@ func mcoTargets(c *Config) []*Target {
 			Deps:    []string{"mco/inputs", "release/mco", "release/resolve"},
 			Reads:   []string{"release.version"},
 			Version: 1,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				version, err := s.String("release.version")
 				if err != nil {
 					return err
@@ -236,7 +237,7 @@ func mcoTargets(c *Config) []*Target {
 			Deps:    []string{"mco/operator-bootstrap", "mco/inputs", "release/mco", "manifests/cluster/ssh"},
 			Reads:   []string{"release.version"},
 			Version: 1,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				version, err := s.String("release.version")
 				if err != nil {
 					return err
@@ -315,12 +316,12 @@ func mcoTargets(c *Config) []*Target {
 		},
 	}
 	for _, pool := range mco.Pools {
-		ts = append(ts, &Target{
+		ts = append(ts, &engine.Target{
 			Name:    "mco/base/" + pool,
 			Doc:     "the " + pool + " pool's rendered MachineConfig and its Ignition 3.4 config (spec.config), plus the kubelet CA the MCS serves",
 			Deps:    []string{"mco/controller-bootstrap"},
 			Version: 1,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				pd, err := s.DepFile("mco/controller-bootstrap", mco.PoolFile(pool))
 				if err != nil {
 					return err
@@ -365,7 +366,7 @@ func mcoTargets(c *Config) []*Target {
 
 func init() {
 	Register(Family{Name: "mco", Doc: "node OS render by the release's machine-config-operator/controller bootstrap (stage 08)",
-		Targets: func(c *Config) []*Target {
+		Targets: func(c *Config) []*engine.Target {
 			return mcoTargets(c)
 		}})
 }

@@ -21,6 +21,7 @@ import (
 	types34 "github.com/coreos/ignition/v2/config/v3_4/types"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/mco"
@@ -126,7 +127,7 @@ func mcoImageReferences() string {
 }
 
 // standinRelease returns the stand-in release targets of the lab's current state.
-func (l *mcoLab) standinRelease() []*Target {
+func (l *mcoLab) standinRelease() []*engine.Target {
 	crds := map[string][]byte{}
 	for _, dir := range []string{"fixtures/release/crds"} {
 		entries, err := os.ReadDir(filepath.Join(l.shared, dir))
@@ -141,14 +142,14 @@ func (l *mcoLab) standinRelease() []*Target {
 			crds[e.Name()] = b
 		}
 	}
-	var ts []*Target
+	var ts []*engine.Target
 	for _, t := range mfStandinRelease(crds) {
 		if t.Name != "release/resolve" {
 			ts = append(ts, t)
 		}
 	}
 	digest := strings.Repeat(string(rune('0'+l.digest%10)), 64)
-	ts = append(ts, &Target{Name: "release/resolve", Doc: "stand-in", Version: 1 + l.digest, Run: func(ctx context.Context, s *Step) error {
+	ts = append(ts, &engine.Target{Name: "release/resolve", Doc: "stand-in", Version: 1 + l.digest, Run: func(ctx context.Context, s *engine.Step) error {
 		return s.WriteFile("pullspec", []byte("quay.io/openshift-release-dev/ocp-release@sha256:"+digest+"\n"), 0o644)
 	}})
 	refs := mcoImageReferences()
@@ -156,7 +157,7 @@ func (l *mcoLab) standinRelease() []*Target {
 	if l.imageRef != "" {
 		refs, refVersion = l.imageRef, 2
 	}
-	ts = append(ts, &Target{Name: "release/image-references", Doc: "stand-in", Version: refVersion, Run: func(ctx context.Context, s *Step) error {
+	ts = append(ts, &engine.Target{Name: "release/image-references", Doc: "stand-in", Version: refVersion, Run: func(ctx context.Context, s *engine.Step) error {
 		return s.WriteFile("image-references", []byte(refs), 0o644)
 	}})
 	bin, err := os.ReadFile(l.standin)
@@ -168,8 +169,8 @@ func (l *mcoLab) standinRelease() []*Target {
 		operator, opVersion = l.operator, 2
 	}
 	templates := filepath.Join(l.shared, "fixtures/mco/templates")
-	ts = append(ts, &Target{Name: "release/mco", Doc: "stand-in: cmd/mco-standin as both MCO binaries, fixture templates", Version: opVersion,
-		Run: func(ctx context.Context, s *Step) error {
+	ts = append(ts, &engine.Target{Name: "release/mco", Doc: "stand-in: cmd/mco-standin as both MCO binaries, fixture templates", Version: opVersion,
+		Run: func(ctx context.Context, s *engine.Step) error {
 			if err := s.WriteFile("bin/machine-config-operator", operator, 0o755); err != nil {
 				return err
 			}
@@ -193,12 +194,12 @@ func (l *mcoLab) standinRelease() []*Target {
 
 // build runs one build of goals and returns its result; a failed build is returned with
 // its error for the failure tests.
-func (l *mcoLab) tryBuild(goals ...string) (*Result, error) {
+func (l *mcoLab) tryBuild(goals ...string) (*engine.Result, error) {
 	return l.tryBuildForce(false, goals...)
 }
 
 // tryBuildForce is tryBuild, with force as -B (every target but the sticky keys runs).
-func (l *mcoLab) tryBuildForce(force bool, goals ...string) (*Result, error) {
+func (l *mcoLab) tryBuildForce(force bool, goals ...string) (*engine.Result, error) {
 	l.t.Helper()
 	js, err := json.Marshal(l.cfg)
 	if err != nil {
@@ -211,11 +212,11 @@ func (l *mcoLab) tryBuildForce(force bool, goals ...string) (*Result, error) {
 	ts := append(append(append(append(append(pkiTargets(cfg), kubeconfigTargets(cfg)...), manifestsTargets(cfg)...),
 		mcoTargets(cfg)...), ignitionTargets(cfg)...), l.standinRelease()...)
 	l.log.Reset()
-	return Build(context.Background(), Options{Config: cfg, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts, Force: force,
+	return engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts, Force: force,
 		Now: func() time.Time { return pkiT0 }, Stdout: &l.log, Stderr: &l.log})
 }
 
-func (l *mcoLab) build(goals ...string) *Result {
+func (l *mcoLab) build(goals ...string) *engine.Result {
 	l.t.Helper()
 	r, err := l.tryBuild(goals...)
 	if err != nil {
@@ -234,7 +235,7 @@ func (l *mcoLab) file(target, rel string) []byte {
 }
 
 // mcoFamily returns the executed targets of family (prefix "mco/", "ignition/"), sorted.
-func mcoFamily(r *Result, prefix string) []string {
+func mcoFamily(r *engine.Result, prefix string) []string {
 	var out []string
 	for _, n := range r.Executed {
 		if strings.HasPrefix(n, prefix) {

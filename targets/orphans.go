@@ -18,7 +18,7 @@ var _ engine.Orphaner = (*Config)(nil)
 // object) — `labbuild libvirt` does only the latter. So deleting worker-2 from lab.yaml
 // removes exactly worker-2's Node, domain and volume; the network's records follow through
 // libvirt/dns, which no longer lists it. Other families' leftovers stay recorded.
-func (c *Config) Orphans(names []string) []*Target {
+func (c *Config) Orphans(names []string) []*engine.Target {
 	rank := func(n string) int {
 		switch {
 		case strings.HasPrefix(n, "cluster/install/"):
@@ -30,13 +30,13 @@ func (c *Config) Orphans(names []string) []*Target {
 		}
 		return -1
 	}
-	var out []*Target
+	var out []*engine.Target
 	for _, n := range names {
 		switch r := rank(n); {
 		case r == 0:
 			out = append(out, clusterNodeOrphan(n))
 		case r > 0:
-			out = append(out, &Target{Name: n, External: true, Destroy: lvDestroy, Run: lvNoRun})
+			out = append(out, &engine.Target{Name: n, External: true, Destroy: lvDestroy, Run: lvNoRun})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return rank(out[i].Name) < rank(out[j].Name) })
@@ -44,6 +44,6 @@ func (c *Config) Orphans(names []string) []*Target {
 }
 
 // lvNoRun is the Run of an orphan, which is only ever destroyed.
-func lvNoRun(ctx context.Context, s *Step) error {
+func lvNoRun(ctx context.Context, s *engine.Step) error {
 	return fmt.Errorf("%s: no longer declared by the config; only destroy applies", s.Target().Name)
 }

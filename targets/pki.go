@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/render/pki"
 )
 
@@ -74,7 +75,7 @@ type pkiLeaf struct {
 	id, issuer, doc string
 	short           bool // validity from pki.bootstrapHours instead of pki.certDays
 	reads           func(c *Config) []string
-	spec            func(s *Step) (pki.Spec, error)
+	spec            func(s *engine.Step) (pki.Spec, error)
 }
 
 // pkiLeaves returns the leaf certificates for c. Node names are identities captured by the
@@ -93,8 +94,8 @@ func pkiLeaves(c *Config) []pkiLeaf {
 		return r
 	}
 	domainReads := []string{"cluster.name", "cluster.baseDomain"}
-	client := func(cn string, o ...string) func(*Step) (pki.Spec, error) {
-		return func(*Step) (pki.Spec, error) {
+	client := func(cn string, o ...string) func(*engine.Step) (pki.Spec, error) {
+		return func(*engine.Step) (pki.Spec, error) {
 			return pki.Spec{CommonName: cn, Organization: o, Client: true}, nil
 		}
 	}
@@ -106,7 +107,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 			reads: func(*Config) []string {
 				return append(append(domainReads[:2:2], nodeIPs(boot)...), nodeIPs(masters...)...)
 			},
-			spec: func(s *Step) (pki.Spec, error) {
+			spec: func(s *engine.Step) (pki.Spec, error) {
 				dom, err := clusterDomain(s)
 				if err != nil {
 					return pki.Spec{}, err
@@ -126,7 +127,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 			reads: func(*Config) []string {
 				return append(append(domainReads[:2:2], "nodes."+boot+".name"), nodeIPs(boot)...)
 			},
-			spec: func(s *Step) (pki.Spec, error) {
+			spec: func(s *engine.Step) (pki.Spec, error) {
 				dom, err := clusterDomain(s)
 				if err != nil {
 					return pki.Spec{}, err
@@ -154,7 +155,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 				r := append(domainReads[:2:2], "network.apiVIP", "network.serviceNetwork")
 				return append(append(r, nodeIPs(boot)...), nodeIPs(masters...)...)
 			},
-			spec: func(s *Step) (pki.Spec, error) {
+			spec: func(s *engine.Step) (pki.Spec, error) {
 				dom, err := clusterDomain(s)
 				if err != nil {
 					return pki.Spec{}, err
@@ -186,7 +187,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 			id: "machine-config-server", issuer: "root",
 			doc:   "machine-config-server serving cert for api-int (Secret openshift-machine-config-operator/machine-config-server-tls, mounted by the MCS DaemonSet after the pivot)",
 			reads: func(*Config) []string { return domainReads[:2:2] },
-			spec: func(s *Step) (pki.Spec, error) {
+			spec: func(s *engine.Step) (pki.Spec, error) {
 				dom, err := clusterDomain(s)
 				if err != nil {
 					return pki.Spec{}, err
@@ -204,7 +205,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 	}
 }
 
-func pkiNodeIPs(s *Step, names []string) ([]string, error) {
+func pkiNodeIPs(s *engine.Step, names []string) ([]string, error) {
 	var ips []string
 	for _, n := range names {
 		ip, err := s.String("nodes." + n + ".ip")
@@ -218,7 +219,7 @@ func pkiNodeIPs(s *Step, names []string) ([]string, error) {
 
 // pkiServiceIP is the first host of network.serviceNetwork: the kubernetes Service's
 // ClusterIP (172.30.0.1 by default; OTHW hard-codes it).
-func pkiServiceIP(s *Step) (string, error) {
+func pkiServiceIP(s *engine.Step) (string, error) {
 	cidr, err := s.String("network.serviceNetwork")
 	if err != nil {
 		return "", err
@@ -251,7 +252,7 @@ func pkiStaleAt(epoch, notAfter time.Time, pct int) time.Time {
 
 // pkiIssue is the shared Run of CAs and leaves: load the key (and the issuer), issue, write
 // tls.crt, and record when it goes stale.
-func pkiIssue(s *Step, id, issuer string, spec pki.Spec, validity time.Duration) error {
+func pkiIssue(s *engine.Step, id, issuer string, spec pki.Spec, validity time.Duration) error {
 	key, err := s.DepFile("pki/key/"+id, "tls.key")
 	if err != nil {
 		return err
@@ -281,16 +282,16 @@ func pkiIssue(s *Step, id, issuer string, spec pki.Spec, validity time.Duration)
 	return s.WriteFile("tls.crt", crt, 0o644)
 }
 
-func pkiTargets(c *Config) []*Target {
-	var ts []*Target
+func pkiTargets(c *Config) []*engine.Target {
+	var ts []*engine.Target
 	for _, id := range pkiKeyIDs(c) {
-		ts = append(ts, &Target{
+		ts = append(ts, &engine.Target{
 			Name:    "pki/key/" + id,
 			Doc:     "private key of " + id + " (sticky: made once, kept until pki.keyAlgorithm changes or --regenerate)",
 			Reads:   []string{"pki.keyAlgorithm"},
 			Version: 1,
 			Sticky:  true,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				alg, err := s.String("pki.keyAlgorithm")
 				if err != nil {
 					return err
@@ -305,13 +306,13 @@ func pkiTargets(c *Config) []*Target {
 	}
 	for _, ca := range pkiCAs {
 		ca := ca
-		ts = append(ts, &Target{
+		ts = append(ts, &engine.Target{
 			Name:    "pki/ca/" + ca.id,
 			Doc:     ca.doc,
 			Deps:    []string{"pki/key/" + ca.id},
 			Reads:   []string{"pki.caDays", "pki.renewPercent"},
 			Version: 1,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				var days int
 				if err := s.Value("pki.caDays", &days); err != nil {
 					return err
@@ -329,13 +330,13 @@ func pkiTargets(c *Config) []*Target {
 		} else {
 			reads = append(reads, "pki.certDays")
 		}
-		ts = append(ts, &Target{
+		ts = append(ts, &engine.Target{
 			Name:    "pki/cert/" + l.id,
 			Doc:     l.doc,
 			Deps:    []string{"pki/key/" + l.id, "pki/ca/" + l.issuer, "pki/key/" + l.issuer},
 			Reads:   reads,
 			Version: 1,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				spec, err := l.spec(s)
 				if err != nil {
 					return err
@@ -358,12 +359,12 @@ func pkiTargets(c *Config) []*Target {
 			},
 		})
 	}
-	ts = append(ts, &Target{
+	ts = append(ts, &engine.Target{
 		Name:    "pki/sa",
 		Doc:     "service-account token verification key (sa.pub, PKIX PEM): --service-account-key-file",
 		Deps:    []string{"pki/key/service-account"},
 		Version: 1,
-		Run: func(ctx context.Context, s *Step) error {
+		Run: func(ctx context.Context, s *engine.Step) error {
 			k, err := s.DepFile("pki/key/service-account", "tls.key")
 			if err != nil {
 				return err

@@ -6,6 +6,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/labbuild/labbuild/engine"
 )
 
 // BenchmarkPKICold measures a cold `labbuild pki kubeconfig` (53 targets: 22 RSA-2048 keys,
@@ -17,7 +19,7 @@ func BenchmarkPKICold(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				out := b.TempDir()
-				r, err := Build(context.Background(), Options{Config: DefaultConfig(), OutDir: out,
+				r, err := engine.Build(context.Background(), engine.Options{Config: DefaultConfig(), OutDir: out,
 					Goals: []string{"pki", "kubeconfig"}, Jobs: j, Now: func() time.Time { return pkiT0 },
 					Stdout: io.Discard, Stderr: io.Discard})
 				if err != nil || len(r.Executed) != 53 {

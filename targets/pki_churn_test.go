@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/labbuild/labbuild/engine"
 )
 
 // TestPKINoChurn: a certificate is a function of its declared inputs and its epoch, and the
@@ -37,9 +39,11 @@ func testPKINoChurn(t *testing.T, alg string) {
 	want := outFiles(t, l.out)
 	all := append([]string(nil), first.Executed...)
 	sort.Strings(all)
-	opts := func() Options { return Options{Config: l.cfg, OutDir: l.out, Now: func() time.Time { return l.now }} }
+	opts := func() engine.Options {
+		return engine.Options{Config: l.cfg, OutDir: l.out, Now: func() time.Time { return l.now }}
+	}
 
-	same := func(step string, r *Result, restored bool) {
+	same := func(step string, r *engine.Result, restored bool) {
 		t.Helper()
 		got := outFiles(t, l.out)
 		for p, b := range want {
@@ -60,7 +64,7 @@ func testPKINoChurn(t *testing.T, alg string) {
 	}
 
 	l.now = l.now.Add(time.Hour) // a re-issue now would carry a different NotBefore
-	if _, err := Clean(context.Background(), opts(), CleanOptions{}); err != nil {
+	if _, err := engine.Clean(context.Background(), opts(), engine.CleanOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(l.out, "pki")); err == nil {
@@ -75,14 +79,14 @@ func testPKINoChurn(t *testing.T, alg string) {
 	same("state deleted, build", l.build(), true)
 
 	l.now = l.now.Add(time.Hour)
-	st, err := TrimCache(opts(), 0, 1) // 1 byte: every unpinned entry goes
+	st, err := engine.TrimCache(opts(), 0, 1) // 1 byte: every unpinned entry goes
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.EntriesRemoved == 0 {
 		t.Fatalf("trim removed nothing: %+v", st)
 	}
-	if _, err := Clean(context.Background(), opts(), CleanOptions{}); err != nil {
+	if _, err := engine.Clean(context.Background(), opts(), engine.CleanOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	r := l.build()
@@ -103,7 +107,7 @@ func testPKINoChurn(t *testing.T, alg string) {
 	// --regenerate a key: its certificate is re-issued (new key, new epoch); the others stay.
 	l.now = l.now.Add(time.Hour)
 	cfg := l.cfg
-	if _, err := Build(context.Background(), Options{Config: cfg, OutDir: l.out, Goals: l.goals, Jobs: 2, Regenerate: []string{"pki/key/admin"},
+	if _, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: l.goals, Jobs: 2, Regenerate: []string{"pki/key/admin"},
 		Now: func() time.Time { return l.now }, Stdout: &l.log, Stderr: &l.log}); err != nil {
 		t.Fatal(err)
 	}

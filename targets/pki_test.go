@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/render/pki"
 )
@@ -36,7 +37,7 @@ func newPKILab(t *testing.T) *pkiLab {
 	return &pkiLab{t: t, cfg: DefaultConfig(), out: t.TempDir(), now: pkiT0, goals: []string{"pki", "kubeconfig"}}
 }
 
-func (l *pkiLab) build() *Result {
+func (l *pkiLab) build() *engine.Result {
 	l.t.Helper()
 	// A fresh copy each time: a Config caches its generic form on first lookup, and the tests
 	// edit l.cfg between builds as a user edits lab.yaml.
@@ -48,7 +49,7 @@ func (l *pkiLab) build() *Result {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	r, err := Build(context.Background(), Options{Config: cfg, OutDir: l.out, Goals: l.goals, Jobs: 2,
+	r, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: l.goals, Jobs: 2,
 		Force: l.force, Now: func() time.Time { return l.now }, Stdout: &l.log, Stderr: &l.log})
 	if err != nil {
 		l.t.Fatalf("build: %v", err)

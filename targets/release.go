@@ -30,6 +30,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/oci"
 )
@@ -71,7 +72,7 @@ const (
 var releaseClientHook func(*oci.Client)
 
 // releaseClient builds the pull client from the declared pull secret and mirrors.
-func releaseClient(s *Step) (*oci.Client, error) {
+func releaseClient(s *engine.Step) (*oci.Client, error) {
 	ps, err := s.File("access.pullSecretFile")
 	if err != nil {
 		return nil, err
@@ -93,7 +94,7 @@ func releaseClient(s *Step) (*oci.Client, error) {
 }
 
 // releaseImage opens the image whose digest pull spec upstream dep wrote.
-func releaseImage(ctx context.Context, s *Step, c *oci.Client, dep string) (*oci.Image, error) {
+func releaseImage(ctx context.Context, s *engine.Step, c *oci.Client, dep string) (*oci.Image, error) {
 	ref, err := mfPullspec(s, dep)
 	if err != nil {
 		return nil, err
@@ -109,7 +110,7 @@ func releaseImage(ctx context.Context, s *Step, c *oci.Client, dep string) (*oci
 // releaseLastLayerFile reads one file (an absolute path such as
 // /release-manifests/image-references) from the last layer of the payload release/resolve
 // pinned, as oc reads the release manifests.
-func releaseLastLayerFile(ctx context.Context, s *Step, file string) (*oci.Image, []byte, error) {
+func releaseLastLayerFile(ctx context.Context, s *engine.Step, file string) (*oci.Image, []byte, error) {
 	cl, err := releaseClient(s)
 	if err != nil {
 		return nil, nil, err
@@ -257,13 +258,13 @@ func releaseMetadataBlock(data []byte) (block []byte, ok bool) {
 	return data[start:end], true
 }
 
-func releaseTargets(c *Config) []*Target {
-	resolve := &Target{
+func releaseTargets(c *Config) []*engine.Target {
+	resolve := &engine.Target{
 		Name:    "release/resolve",
 		Doc:     "release.image → digest pull spec (a digest never touches the network; a tag is re-resolved after a TTL or -B)",
 		Reads:   []string{"release.image"},
 		Version: 1,
-		Run: func(ctx context.Context, s *Step) error {
+		Run: func(ctx context.Context, s *engine.Step) error {
 			image, err := s.String("release.image")
 			if err != nil {
 				return err
@@ -301,7 +302,7 @@ func releaseTargets(c *Config) []*Target {
 		}
 		return reads
 	}
-	ts := []*Target{resolve,
+	ts := []*engine.Target{resolve,
 		{
 			Name:    "release/image-references",
 			Doc:     "the payload's /release-manifests/image-references (ImageStream: tag → digest pull spec), from its last layer",
@@ -309,7 +310,7 @@ func releaseTargets(c *Config) []*Target {
 			Reads:   withMirrors(),
 			Files:   pullFiles,
 			Version: 1,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				img, b, err := releaseLastLayerFile(ctx, s, releaseImageReferencesPath)
 				if err != nil {
 					return err
@@ -327,7 +328,7 @@ func releaseTargets(c *Config) []*Target {
 			Reads:   withMirrors("release.version"),
 			Files:   pullFiles,
 			Version: 1,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				want, err := s.String("release.version")
 				if err != nil {
 					return err
@@ -380,12 +381,12 @@ func releaseTargets(c *Config) []*Target {
 		},
 	}
 	for _, tag := range ReleaseImageTags {
-		ts = append(ts, &Target{
+		ts = append(ts, &engine.Target{
 			Name:    "release/image/" + tag,
 			Doc:     "digest pull spec of payload tag " + tag + " (from image-references)",
 			Deps:    []string{"release/image-references"},
 			Version: 1,
-			Run: func(ctx context.Context, s *Step) error {
+			Run: func(ctx context.Context, s *engine.Step) error {
 				b, err := s.DepFile("release/image-references", "image-references")
 				if err != nil {
 					return err
@@ -405,7 +406,7 @@ func releaseTargets(c *Config) []*Target {
 	return ts
 }
 
-func releaseRunCRDs(ctx context.Context, s *Step) error {
+func releaseRunCRDs(ctx context.Context, s *engine.Step) error {
 	featureSet, err := s.String("cluster.featureSet")
 	if err != nil {
 		return err
@@ -484,7 +485,7 @@ func releaseRunCRDs(ctx context.Context, s *Step) error {
 	return nil
 }
 
-func releaseRunMCO(ctx context.Context, s *Step) error {
+func releaseRunMCO(ctx context.Context, s *engine.Step) error {
 	cl, err := releaseClient(s)
 	if err != nil {
 		return err

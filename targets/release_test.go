@@ -18,6 +18,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/payload"
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/targets/oci"
@@ -66,14 +67,14 @@ func newReleaseLab(t *testing.T) *releaseLab {
 	return l
 }
 
-func (l *releaseLab) build(t *testing.T, force bool, goals ...string) (*Result, error) {
+func (l *releaseLab) build(t *testing.T, force bool, goals ...string) (*engine.Result, error) {
 	t.Helper()
 	if len(goals) == 0 {
 		goals = []string{"release"}
 	}
 	l.cfg.Refresh()
 	var stderr bytes.Buffer
-	r, err := Build(context.Background(), Options{Config: l.cfg, OutDir: l.out, Goals: goals, Jobs: 2, Force: force,
+	r, err := engine.Build(context.Background(), engine.Options{Config: l.cfg, OutDir: l.out, Goals: goals, Jobs: 2, Force: force,
 		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }, Stderr: &stderr})
 	if err != nil && stderr.Len() > 0 {
 		err = errors.Join(err, errors.New(stderr.String()))
@@ -411,7 +412,7 @@ func TestReleaseMirrorLayout(t *testing.T) {
 	os.WriteFile(ps, []byte(`{"auths":{"registry.labbuild.invalid":{"auth":"YTpi"}}}`), 0o600)
 	cfg.Access.PullSecretFile = ps
 	out := t.TempDir()
-	if _, err := Build(context.Background(), Options{Config: cfg, OutDir: out, Goals: []string{"release"}, Stderr: io.Discard}); err != nil {
+	if _, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: out, Goals: []string{"release"}, Stderr: io.Discard}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(out, "release/mco/bin/machine-config-controller"))
@@ -427,10 +428,10 @@ func TestReleaseMirrorLayout(t *testing.T) {
 func TestReleaseTagMoves(t *testing.T) {
 	l := newReleaseLab(t)
 	users := map[string]*int{"etcd": new(int), "coredns": new(int)}
-	var ts []*Target
+	var ts []*engine.Target
 	for tag, runs := range users {
-		ts = append(ts, &Target{Name: "standin/uses-" + tag, Deps: []string{"release/image/" + tag}, Version: 1,
-			Run: func(ctx context.Context, s *Step) error {
+		ts = append(ts, &engine.Target{Name: "standin/uses-" + tag, Deps: []string{"release/image/" + tag}, Version: 1,
+			Run: func(ctx context.Context, s *engine.Step) error {
 				*runs++
 				b, err := s.DepFile("release/image/"+tag, "pullspec")
 				if err != nil {
@@ -440,9 +441,9 @@ func TestReleaseTagMoves(t *testing.T) {
 			}})
 	}
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	build := func() *Result {
+	build := func() *engine.Result {
 		t.Helper()
-		r, err := Build(context.Background(), Options{Config: l.cfg, OutDir: l.out, Jobs: 2, Stderr: io.Discard,
+		r, err := engine.Build(context.Background(), engine.Options{Config: l.cfg, OutDir: l.out, Jobs: 2, Stderr: io.Discard,
 			Targets: append(releaseTargets(l.cfg), ts...), Now: func() time.Time { return now }})
 		if err != nil {
 			t.Fatal(err)
@@ -495,7 +496,7 @@ func TestReleaseSampleFeedsIgnition(t *testing.T) {
 	cfg.Access.PullSecretFile, cfg.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
 	out := t.TempDir()
 	var log bytes.Buffer
-	if _, err := Build(context.Background(), Options{Config: cfg, OutDir: out, Goals: []string{"ignition"}, Jobs: 2, Stderr: &log,
+	if _, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: out, Goals: []string{"ignition"}, Jobs: 2, Stderr: &log,
 		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }}); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/labbuild/labbuild/engine"
 )
 
 // The rhcos family: the RHCOS QEMU image every node disk overlays (stage 02's boot media,
@@ -43,21 +45,21 @@ func init() {
 // rhcosTargets declares rhcos/image. By default the image is the one the release payload's
 // CoreOS stream names (release/coreos-stream's qemu.json), as openshift-install picks it; a
 // set rhcos.imageURL overrides that with a user's own image (rhcos.imageSHA256 verifies it).
-func rhcosTargets(c *Config) []*Target {
-	t := &Target{
+func rhcosTargets(c *Config) []*engine.Target {
+	t := &engine.Target{
 		Name: "rhcos/image", Doc: "the release's RHCOS QEMU image (or rhcos.imageURL), sha256-verified, unpacked into the shared image cache",
 		Version: 2, External: true,
 		Run:   rhcosRun,
 		Probe: rhcosProbe,
 		// The cache is shared by every lab on the host: destroy leaves it.
-		Destroy: func(context.Context, *Step) (DestroyOutcome, error) { return RecordOnly, nil },
+		Destroy: func(context.Context, *engine.Step) (engine.DestroyOutcome, error) { return engine.RecordOnly, nil },
 	}
 	if c.RHCOS.ImageURL != "" {
 		t.Reads = []string{"rhcos.imageURL", "rhcos.imageSHA256"}
 	} else {
 		t.Deps = []string{rhcosStream}
 	}
-	return []*Target{t}
+	return []*engine.Target{t}
 }
 
 // rhcosStream is the release target naming the payload's RHCOS image.
@@ -77,7 +79,7 @@ func rhcosCacheDir() (string, error) {
 
 // rhcosWant returns the URL, sha256 and the cached image path they name: from
 // rhcos.imageURL when the target reads it, else from the payload's stream.
-func rhcosWant(s *Step) (u, sum, path string, err error) {
+func rhcosWant(s *engine.Step) (u, sum, path string, err error) {
 	if slices.Contains(s.Target().Deps, rhcosStream) {
 		var b []byte
 		if b, err = s.DepFile(rhcosStream, "qemu.json"); err != nil {
@@ -104,29 +106,29 @@ func rhcosWant(s *Step) (u, sum, path string, err error) {
 	return u, sum, filepath.Join(dir, "rhcos-"+sum+".qcow2"), nil
 }
 
-func rhcosProbe(ctx context.Context, s *Step) (ProbeResult, error) {
+func rhcosProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 	_, _, path, err := rhcosWant(s)
 	if err != nil {
-		return ProbeResult{}, err
+		return engine.ProbeResult{}, err
 	}
 	b, err := s.Prev("image.json")
 	if errors.Is(err, fs.ErrNotExist) {
-		return ProbeResult{Action: Create, Reason: "not fetched yet"}, nil
+		return engine.ProbeResult{Action: engine.Create, Reason: "not fetched yet"}, nil
 	}
 	if err != nil {
-		return ProbeResult{}, err
+		return engine.ProbeResult{}, err
 	}
 	var r rhcosRecord
 	if err := json.Unmarshal(b, &r); err != nil {
-		return ProbeResult{}, fmt.Errorf("%s: image.json: %w", s.Target().Name, err)
+		return engine.ProbeResult{}, fmt.Errorf("%s: image.json: %w", s.Target().Name, err)
 	}
 	if st, err := os.Stat(path); err != nil || st.Size() != r.Size || r.Path != path {
-		return ProbeResult{Action: Create, Reason: path + " is missing or changed in the image cache"}, nil
+		return engine.ProbeResult{Action: engine.Create, Reason: path + " is missing or changed in the image cache"}, nil
 	}
-	return ProbeResult{Action: Keep}, nil
+	return engine.ProbeResult{Action: engine.Keep}, nil
 }
 
-func rhcosRun(ctx context.Context, s *Step) error {
+func rhcosRun(ctx context.Context, s *engine.Step) error {
 	u, sum, path, err := rhcosWant(s)
 	if err != nil {
 		return err
@@ -149,7 +151,7 @@ func rhcosRun(ctx context.Context, s *Step) error {
 // rhcosFetch downloads u, hashing the bytes as they arrive, gunzips a .gz on the fly, and
 // renames the result to path only when the sha256 matches: a failed or tampered download
 // leaves nothing in the cache.
-func rhcosFetch(ctx context.Context, s *Step, u, sum, path string) error {
+func rhcosFetch(ctx context.Context, s *engine.Step, u, sum, path string) error {
 	body, size, err := rhcosOpen(ctx, u)
 	if err != nil {
 		return fmt.Errorf("%s: %w", rhcosSource(s), err)
@@ -221,7 +223,7 @@ func rhcosOpen(ctx context.Context, u string) (io.ReadCloser, int64, error) {
 }
 
 // rhcosSource names where the image URL came from, for errors.
-func rhcosSource(s *Step) string {
+func rhcosSource(s *engine.Step) string {
 	if slices.Contains(s.Target().Deps, rhcosStream) {
 		return "the release's CoreOS stream (" + rhcosStream + " qemu.json)"
 	}
@@ -229,7 +231,7 @@ func rhcosSource(s *Step) string {
 }
 
 // rhcosSumSource names where the expected sha256 came from, for errors.
-func rhcosSumSource(s *Step) string {
+func rhcosSumSource(s *engine.Step) string {
 	if slices.Contains(s.Target().Deps, rhcosStream) {
 		return "the stream's sha256; set rhcos.imageURL and rhcos.imageSHA256 to use another image"
 	}
@@ -245,14 +247,14 @@ type rhcosProgress struct {
 	tenth int64
 	log   func(string, ...any)
 	url   string
-	step  *Step // the status display: bytes, rate and ETA
+	step  *engine.Step // the status display: bytes, rate and ETA
 }
 
 func (p *rhcosProgress) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	p.done += int64(n)
 	if p.step != nil {
-		p.step.Progress(Progress{Phase: "downloading " + filepath.Base(p.url), Done: p.done, Total: p.total})
+		p.step.Progress(engine.Progress{Phase: "downloading " + filepath.Base(p.url), Done: p.done, Total: p.total})
 	}
 	if p.total > 0 {
 		if t := p.done * 10 / p.total; t > p.tenth {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/payload"
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/targets/virt"
@@ -62,9 +63,9 @@ func TestRHCOSImage(t *testing.T) {
 		c.RHCOS = RHCOSConfig{ImageURL: u, ImageSHA256: sum}
 		return c
 	}
-	build := func(c *Config, out string) (*Result, string, error) {
+	build := func(c *Config, out string) (*engine.Result, string, error) {
 		var log bytes.Buffer
-		r, err := Build(context.Background(), Options{Config: c, OutDir: out, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
+		r, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: out, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
 		return r, log.String(), err
 	}
 	out := t.TempDir()
@@ -78,7 +79,7 @@ func TestRHCOSImage(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(out, "rhcos/image/image.json")); !bytes.Contains(b, []byte(cached)) {
 		t.Errorf("image.json does not name %s:\n%s", cached, b)
 	}
-	if logb, err := os.ReadFile(filepath.Join(out, metaDir, logDir, "rhcos/image.log")); err != nil || !bytes.Contains(logb, []byte("100%")) {
+	if logb, err := os.ReadFile(engine.LogPath(out, "rhcos/image")); err != nil || !bytes.Contains(logb, []byte("100%")) {
 		t.Errorf("no progress in the target's log (%v):\n%s", err, logb)
 	}
 
@@ -127,10 +128,10 @@ func TestRHCOSBackedVolume(t *testing.T) {
 	out := t.TempDir()
 	ctx := context.Background()
 	var log bytes.Buffer
-	if _, err := Build(ctx, Options{Config: c, OutDir: out, Goals: []string{"libvirt/volume/worker-0"}, Stdout: &log, Stderr: &log}); err != nil {
+	if _, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt/volume/worker-0"}, Stdout: &log, Stderr: &log}); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	t.Cleanup(func() { Destroy(ctx, Options{Config: c, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) })
 	conn, err := virt.Connect(c.Libvirt.URI)
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +166,7 @@ func TestRHCOSFromPayload(t *testing.T) {
 	}
 	out := t.TempDir()
 	var log bytes.Buffer
-	r, err := Build(context.Background(), Options{Config: lab(), OutDir: out, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
+	r, err := engine.Build(context.Background(), engine.Options{Config: lab(), OutDir: out, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
@@ -192,7 +193,7 @@ func TestRHCOSFromPayload(t *testing.T) {
 	c := lab()
 	c.RHCOS = RHCOSConfig{ImageURL: u, ImageSHA256: sum}
 	out2 := t.TempDir()
-	r, err = Build(context.Background(), Options{Config: c, OutDir: out2, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
+	r, err = engine.Build(context.Background(), engine.Options{Config: c, OutDir: out2, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/vip"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -56,7 +57,7 @@ func addReads(reads []string, extra ...string) []string {
 
 // vipBareMetal returns the BareMetal platform of the lab when the target declares
 // network.loadBalancer and it is in-cluster, and nil (platform None) otherwise.
-func vipBareMetal(s *Step) (*manifests.BareMetal, error) {
+func vipBareMetal(s *engine.Step) (*manifests.BareMetal, error) {
 	if !slices.Contains(s.Target().Reads, "network.loadBalancer") {
 		return nil, nil
 	}
@@ -85,17 +86,17 @@ const vipBootstrapTarget = "manifests/vip/bootstrap"
 // static-pods/keepalived.yaml, static-pods/coredns.yaml (→ /etc/kubernetes/manifests) and
 // resources/keepalived/keepalived.conf.tmpl, resources/coredns/Corefile.tmpl
 // (→ /etc/kubernetes/static-pod-resources).
-func vipTargets(c *Config) []*Target {
+func vipTargets(c *Config) []*engine.Target {
 	if !c.InCluster() {
 		return nil
 	}
-	return []*Target{{
+	return []*engine.Target{{
 		Name:    vipBootstrapTarget,
 		Doc:     "bootstrap keepalived (API VIP, VRRP priority 70) and coredns (api-int) static pods with their boot-time templates (in-cluster VIPs)",
 		Deps:    []string{"release/image/keepalived-ipfailover", "release/image/baremetal-runtimecfg", "release/image/coredns"},
 		Reads:   []string{"network.apiVIP", "network.ingressVIP", "network.machineNetwork"},
 		Version: 1,
-		Run: func(ctx context.Context, s *Step) error {
+		Run: func(ctx context.Context, s *engine.Step) error {
 			b := vip.Bootstrap{
 				Kubeconfig:    manifests.KubeconfigsDir + "/localhost.kubeconfig",
 				ClusterConfig: manifests.ManifestsDir + "/" + manifests.OrderObjects + "-kube-system-configmap-cluster-config-v1.yaml",

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/vip"
@@ -40,7 +41,7 @@ func TestInClusterPlan(t *testing.T) {
 			c := DefaultConfig()
 			c.Network.LoadBalancer = mode
 			c.Access.PullSecretFile, c.Access.SSHKeyFile = ps, key
-			res, err := Build(context.Background(), Options{Config: c, OutDir: filepath.Join(t.TempDir(), "out"), Goals: []string{"cluster"}, DryRun: true,
+			res, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: filepath.Join(t.TempDir(), "out"), Goals: []string{"cluster"}, DryRun: true,
 				Now: func() time.Time { return time.Unix(1e9, 0) }})
 			if err != nil {
 				t.Fatal(err)
@@ -270,7 +271,7 @@ func TestClusterPivotInCluster(t *testing.T) {
 		machines:   func(uri, cluster string) ClusterMachines { return machines },
 		balancer:   func() ClusterBalancer { return lb },
 	}
-	ts := []*Target{clusterStandinFile(clusterAdminKC, "kubeconfig", "apiVersion: v1\nkind: Config\n"), clusterStandinFile("cluster/etcd", "record.json", "{}")}
+	ts := []*engine.Target{clusterStandinFile(clusterAdminKC, "kubeconfig", "apiVersion: v1\nkind: Config\n"), clusterStandinFile("cluster/etcd", "record.json", "{}")}
 	for _, x := range clusterTargets(c, func(n string) bool { return n == clusterAdminKC }) {
 		if x.Name == "cluster/pivot" {
 			if slices.Contains(x.Deps, clusterPostPivot) {
@@ -280,7 +281,7 @@ func TestClusterPivotInCluster(t *testing.T) {
 		}
 	}
 	var stderr strings.Builder
-	if _, err := Build(context.Background(), Options{Config: c, OutDir: t.TempDir(), Goals: []string{"cluster/pivot"}, Targets: ts, Jobs: 1, Now: time.Now, Stderr: &stderr}); err != nil {
+	if _, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: t.TempDir(), Goals: []string{"cluster/pivot"}, Targets: ts, Jobs: 1, Now: time.Now, Stderr: &stderr}); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	if _, stops := machines.count("bootstrap"); stops != 1 {

@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/targets"
 )
 
 // explanation is what explain says of one target (--json prints it as is).
@@ -91,7 +90,7 @@ func runExplain(ctx context.Context, c *cli, args []string) error {
 
 // blockedBy says why a dry run could not evaluate name: its own error, or the upstream that
 // could not be evaluated.
-func blockedBy(dryErr, name string, res *targets.Result) string {
+func blockedBy(dryErr, name string, res *engine.Result) string {
 	// A cause shared by several targets is printed once, before the first FAILED line that
 	// refers to it ("… (above)"): explain shows the cause itself.
 	cause := ""
@@ -184,7 +183,7 @@ func inputRank(l string) int {
 // printPlan prints a dry run's plan: one row per target (action, target, reasons), the changed
 // config fields as old → new below it, then the count line. Actions are coloured on a terminal
 // as Terraform colours them: build/create green, update and restore yellow/cyan, replace red.
-func printPlan(c *cli, res *targets.Result) {
+func printPlan(c *cli, res *engine.Result) {
 	color := c.color()
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	for _, p := range res.Plan {
@@ -217,7 +216,7 @@ func actionColor(a string) string {
 
 // planSummary is the plan's count line: "3 to build, 2 to restore, 97 up to date" (and how
 // many cannot be evaluated now).
-func planSummary(res *targets.Result) string {
+func planSummary(res *engine.Result) string {
 	build, restore := 0, 0
 	for _, p := range res.Plan {
 		if p.Action == "restore" {

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/graph"
-	"github.com/labbuild/labbuild/targets"
 )
 
 // The states a target can be in, as graph, explain and list show them. They come from a dry
@@ -39,7 +39,7 @@ var (
 
 // stateOf maps every target of a dry run's result to its state. A target the dry run could
 // not evaluate is blocked, never failed: failed means its last real attempt failed.
-func stateOf(res *targets.Result) map[string]string {
+func stateOf(res *engine.Result) map[string]string {
 	st := map[string]string{}
 	for _, n := range res.UpToDate {
 		st[n] = stUpToDate
@@ -60,7 +60,7 @@ func stateOf(res *targets.Result) map[string]string {
 }
 
 // planState is the state of a target the plan would run or restore.
-func planState(p targets.PlanItem) string {
+func planState(p engine.PlanItem) string {
 	for _, r := range p.Reasons {
 		switch r {
 		case "last attempt failed":
@@ -97,7 +97,7 @@ func familyRank(f string) int {
 
 // graphView is what runGraph draws: the project, the selection, each target's state.
 type graphView struct {
-	p        *targets.Project
+	p        *engine.Project
 	sel      []bool
 	state    map[string]string
 	allEdges bool
@@ -272,7 +272,7 @@ func runGraph(ctx context.Context, c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		p, err := targets.Load(o)
+		p, err := engine.Load(o)
 		if err != nil {
 			return err
 		}

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
-	"github.com/labbuild/labbuild/targets"
+	"github.com/labbuild/labbuild/engine"
 )
 
 // runLog prints TARGET's last log: what its last run wrote, ending with FAILED: and the error
@@ -23,14 +22,14 @@ func runLog(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	p, err := targets.Load(o)
+	p, err := engine.Load(o)
 	if err != nil {
 		return err
 	}
 	if p.Target(args[0]) == nil {
 		return usagef("log: %q is not a target (labbuild list shows them)", args[0])
 	}
-	path := filepath.Join(o.OutDir, ".labbuild", "log", filepath.FromSlash(args[0])+".log")
+	path := engine.LogPath(o.OutDir, args[0])
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return usagef("log: %s has no log yet: it has not run in %s (a target restored from the store or up to date does not run)", args[0], o.OutDir)

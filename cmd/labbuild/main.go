@@ -29,6 +29,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/front"
 	"github.com/labbuild/labbuild/internal/synthcli"
 	"github.com/labbuild/labbuild/targets"
@@ -232,8 +233,8 @@ func report(stderr io.Writer, err error) int {
 	if err == nil {
 		return exitOK
 	}
-	var be *targets.BuildError
-	var ue *targets.UsageError
+	var be *engine.BuildError
+	var ue *engine.UsageError
 	var ce *targets.ConfigError
 	var ces targets.ConfigErrors
 	switch {
@@ -265,8 +266,8 @@ func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ")
 
 // options loads and validates the lab config and fills the engine options. With --synthetic
 // it builds the synthetic benchmark graph instead.
-func (c *cli) options(goals []string) (targets.Options, error) {
-	o := targets.Options{
+func (c *cli) options(goals []string) (engine.Options, error) {
+	o := engine.Options{
 		OutDir: c.outDir, Goals: goals, Jobs: c.jobs, KeepGoing: c.keepGoing, DryRun: c.dryRun,
 		Force: c.force, Regenerate: c.regenerate, Explain: c.explain, Terminal: c.terminal,
 		Stdout: c.stdout, Stderr: c.stderr, Stats: c.stats,
@@ -331,11 +332,11 @@ func versionString() string { return front.VersionString(version) }
 // SSH key, oci: mirrors) that the targets selected by o.Goals and their upstreams read. It
 // loads the project once and hands it to the build (o.Targets), so a build does not declare
 // its targets twice.
-func (c *cli) checkFiles(o *targets.Options) error {
+func (c *cli) checkFiles(o *engine.Options) error {
 	if c.cfg == nil {
 		return nil
 	}
-	p, err := targets.Load(*o)
+	p, err := engine.Load(*o)
 	if err != nil {
 		return err
 	}

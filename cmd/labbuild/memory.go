@@ -4,7 +4,7 @@ import (
 	"runtime/debug"
 	"sync"
 
-	"github.com/labbuild/labbuild/targets"
+	"github.com/labbuild/labbuild/engine"
 )
 
 // coldBuildGOGC is the collector's setting (GOGC, percent) once a build runs targets.
@@ -23,12 +23,12 @@ const coldBuildGOGC = 100
 // boundHeapOnWork wraps r (nil: no display) so that the first target that starts to run or be
 // restored turns the collector on (coldBuildGOGC). A null build never starts one and keeps
 // main's setting.
-func boundHeapOnWork(r targets.Reporter) targets.Reporter {
+func boundHeapOnWork(r engine.Reporter) engine.Reporter {
 	return &heapBound{next: r}
 }
 
 type heapBound struct {
-	next targets.Reporter
+	next engine.Reporter
 	once sync.Once
 }
 
@@ -39,13 +39,13 @@ func (h *heapBound) Start(name string, n, m int, restore bool) {
 	}
 }
 
-func (h *heapBound) Progress(name string, p targets.Progress) {
+func (h *heapBound) Progress(name string, p engine.Progress) {
 	if h.next != nil {
 		h.next.Progress(name, p)
 	}
 }
 
-func (h *heapBound) Finish(name string, outcome targets.Outcome) {
+func (h *heapBound) Finish(name string, outcome engine.Outcome) {
 	if h.next != nil {
 		h.next.Finish(name, outcome)
 	}

@@ -4,15 +4,15 @@ import (
 	"runtime/debug"
 	"testing"
 
-	"github.com/labbuild/labbuild/targets"
+	"github.com/labbuild/labbuild/engine"
 )
 
 // recorder is a Reporter that counts calls.
 type recorder struct{ starts, progress, finishes int }
 
-func (r *recorder) Start(string, int, int, bool)      { r.starts++ }
-func (r *recorder) Progress(string, targets.Progress) { r.progress++ }
-func (r *recorder) Finish(string, targets.Outcome)    { r.finishes++ }
+func (r *recorder) Start(string, int, int, bool)     { r.starts++ }
+func (r *recorder) Progress(string, engine.Progress) { r.progress++ }
+func (r *recorder) Finish(string, engine.Outcome)    { r.finishes++ }
 
 // TestBoundHeapOnWork: the collector turns on at the first target that starts, not before,
 // and every event still reaches the display.
@@ -28,8 +28,8 @@ func TestBoundHeapOnWork(t *testing.T) {
 	if got := debug.SetGCPercent(-1); got != coldBuildGOGC {
 		t.Errorf("GOGC %d after a target started, want %d", got, coldBuildGOGC)
 	}
-	r.Progress("pki/key/root", targets.Progress{Phase: "x"})
-	r.Finish("pki/key/root", targets.Built)
+	r.Progress("pki/key/root", engine.Progress{Phase: "x"})
+	r.Finish("pki/key/root", engine.Built)
 	r.Start("pki/ca/root", 2, 2, false)
 	if got := debug.SetGCPercent(-1); got != -1 {
 		t.Errorf("GOGC %d: the second start set it again, want once", got)

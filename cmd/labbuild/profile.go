@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/labbuild/labbuild/targets"
+	"github.com/labbuild/labbuild/engine"
 )
 
 // Profiling a build, for scripts/bench-cold.sh and docs/performance.md; hidden, set by the
@@ -70,7 +70,7 @@ func startProfiling() (stop func()) {
 
 // profiled wraps r (nil: no display) in a Reporter that labels and times targets when the
 // environment asks for it; otherwise it returns r unchanged.
-func profiled(r targets.Reporter) (targets.Reporter, func()) {
+func profiled(r engine.Reporter) (engine.Reporter, func()) {
 	times := os.Getenv("LABBUILD_TIMES")
 	label := os.Getenv("LABBUILD_CPUPROFILE") != ""
 	if times == "" && !label {
@@ -101,11 +101,11 @@ func profiled(r targets.Reporter) (targets.Reporter, func()) {
 type profLine struct {
 	name       string
 	start, end time.Duration
-	outcome    targets.Outcome
+	outcome    engine.Outcome
 }
 
 type profReporter struct {
-	next  targets.Reporter
+	next  engine.Reporter
 	label bool
 	t0    time.Time
 
@@ -127,13 +127,13 @@ func (p *profReporter) Start(name string, n, m int, restore bool) {
 	}
 }
 
-func (p *profReporter) Progress(name string, pr targets.Progress) {
+func (p *profReporter) Progress(name string, pr engine.Progress) {
 	if p.next != nil {
 		p.next.Progress(name, pr)
 	}
 }
 
-func (p *profReporter) Finish(name string, outcome targets.Outcome) {
+func (p *profReporter) Finish(name string, outcome engine.Outcome) {
 	end := time.Since(p.t0)
 	if p.label {
 		pprof.SetGoroutineLabels(context.Background())

@@ -8,10 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/labbuild/labbuild/engine"
+
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
-
-	"github.com/labbuild/labbuild/targets"
 )
 
 // The build's progress display, as ninja, docker pull and openshift-install show it: on a
@@ -23,7 +23,7 @@ import (
 
 // progressDisplay is a Reporter that is closed before the summary line is printed.
 type progressDisplay interface {
-	targets.Reporter
+	engine.Reporter
 	// Stderr wraps the engine's error writer so failures print above the status area.
 	Stderr(w io.Writer) io.Writer
 	// Close removes the status area; the summary line then takes its place.
@@ -82,7 +82,7 @@ type statusRow struct {
 	bar   *mpb.Bar
 
 	mu       sync.Mutex
-	last     targets.Progress
+	last     engine.Progress
 	at       time.Time // when last arrived
 	download bool      // the row is a byte bar
 }
@@ -120,7 +120,7 @@ func (r *statusRow) text(now time.Time) string {
 	return s
 }
 
-func (a *statusArea) Progress(name string, p targets.Progress) {
+func (a *statusArea) Progress(name string, p engine.Progress) {
 	a.mu.Lock()
 	r := a.rows[name]
 	a.mu.Unlock()
@@ -158,7 +158,7 @@ func (a *statusArea) Progress(name string, p targets.Progress) {
 	}
 }
 
-func (a *statusArea) Finish(name string, _ targets.Outcome) {
+func (a *statusArea) Finish(name string, _ engine.Outcome) {
 	a.mu.Lock()
 	r := a.rows[name]
 	delete(a.rows, name)
@@ -234,7 +234,7 @@ func (l *progressLines) Start(name string, n, m int, restore bool) {
 
 // Progress prints one line per tenth of a transfer, and for a phase one when it changes and
 // then one a minute.
-func (l *progressLines) Progress(name string, p targets.Progress) {
+func (l *progressLines) Progress(name string, p engine.Progress) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -267,7 +267,7 @@ func (l *progressLines) Progress(name string, p targets.Progress) {
 	fmt.Fprintln(l.w, line)
 }
 
-func (l *progressLines) Finish(name string, _ targets.Outcome) {
+func (l *progressLines) Finish(name string, _ engine.Outcome) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.st, name)

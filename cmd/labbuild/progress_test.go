@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/labbuild/labbuild/engine"
 
-	"github.com/labbuild/labbuild/targets"
+	"golang.org/x/sys/unix"
 )
 
 // openPTY opens a pseudo-terminal pair (as creack/pty does, through /dev/ptmx), 120×24.
@@ -64,9 +64,9 @@ func throttled(t *testing.T, size int) *httptest.Server {
 
 // progressTargets are a download that reports bytes through its Step as it reads, and a wait
 // that reports its phase, elapsed time and limit, as rhcos/image and cluster/masters do.
-func progressTargets(url string) []*targets.Target {
-	return []*targets.Target{
-		{Name: "net/download", Doc: "a throttled loopback download", Version: 1, Run: func(ctx context.Context, s *targets.Step) error {
+func progressTargets(url string) []*engine.Target {
+	return []*engine.Target{
+		{Name: "net/download", Doc: "a throttled loopback download", Version: 1, Run: func(ctx context.Context, s *engine.Step) error {
 			resp, err := http.Get(url + "/rhcos.qcow2.gz")
 			if err != nil {
 				return err
@@ -77,7 +77,7 @@ func progressTargets(url string) []*targets.Target {
 			for {
 				n, err := resp.Body.Read(buf)
 				done += int64(n)
-				s.Progress(targets.Progress{Phase: "downloading rhcos.qcow2.gz", Done: done, Total: resp.ContentLength})
+				s.Progress(engine.Progress{Phase: "downloading rhcos.qcow2.gz", Done: done, Total: resp.ContentLength})
 				if errors.Is(err, io.EOF) {
 					break
 				}
@@ -87,9 +87,9 @@ func progressTargets(url string) []*targets.Target {
 			}
 			return s.WriteFile("size", []byte(strconv.FormatInt(done, 10)), 0o644)
 		}},
-		{Name: "cluster/masters", Doc: "a wait", Version: 1, Run: func(ctx context.Context, s *targets.Step) error {
+		{Name: "cluster/masters", Doc: "a wait", Version: 1, Run: func(ctx context.Context, s *engine.Step) error {
 			for i := 0; i < 3; i++ {
-				s.Progress(targets.Progress{Phase: "waiting for every master Ready (2/3)", Elapsed: 4*time.Minute + 10*time.Second + time.Duration(i)*400*time.Millisecond, Limit: 30 * time.Minute})
+				s.Progress(engine.Progress{Phase: "waiting for every master Ready (2/3)", Elapsed: 4*time.Minute + 10*time.Second + time.Duration(i)*400*time.Millisecond, Limit: 30 * time.Minute})
 				time.Sleep(400 * time.Millisecond)
 			}
 			return s.WriteFile("record.json", []byte("{}"), 0o644)
@@ -125,7 +125,7 @@ func TestStatusAreaOnPTY(t *testing.T) {
 	if _, ok := pd.(*statusArea); !ok {
 		t.Fatalf("newProgress on a terminal = %T, want *statusArea", pd)
 	}
-	res, err := targets.Build(context.Background(), targets.Options{
+	res, err := engine.Build(context.Background(), engine.Options{
 		Targets: progressTargets(srv.URL), OutDir: t.TempDir(), Jobs: 2,
 		Stdout: slave, Stderr: pd.Stderr(slave), Terminal: true, Reporter: pd,
 	})
@@ -190,7 +190,7 @@ func TestProgressLinesOffTerminal(t *testing.T) {
 	if _, ok := pd.(*progressLines); !ok {
 		t.Fatalf("newProgress off a terminal = %T, want *progressLines", pd)
 	}
-	_, err := targets.Build(context.Background(), targets.Options{
+	_, err := engine.Build(context.Background(), engine.Options{
 		Targets: progressTargets(srv.URL), OutDir: t.TempDir(), Jobs: 2,
 		Stdout: &out, Stderr: pd.Stderr(&out), Reporter: pd,
 	})

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/labbuild/labbuild/cache"
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/targets"
 )
 
@@ -142,7 +143,7 @@ func (c *cli) recordConfigFiles(fields []string) {
 
 // noWork prints a null build's summary line, and with a stamper writes the stamp: the line is
 // recorded with its duration as a placeholder the front fills with its own.
-func (c *cli) noWork(res *targets.Result) {
+func (c *cli) noWork(res *engine.Result) {
 	line := "labbuild: no work to do (" + res.Summary() + ")\n"
 	s := c.stamp
 	if s == nil {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/labbuild/labbuild/cache"
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/targets"
 )
 
 // statusReport is `labbuild status --json`: where every selected target stands, as a dry run
@@ -59,7 +58,7 @@ func (c *cli) statusJSON(ctx context.Context, goals []string) (*statusReport, er
 		return nil, err
 	}
 	if len(goals) == 0 {
-		p, err := targets.Load(o)
+		p, err := engine.Load(o)
 		if err != nil {
 			return nil, err
 		}
@@ -76,7 +75,7 @@ func (c *cli) statusJSON(ctx context.Context, goals []string) (*statusReport, er
 		return nil, err
 	}
 	states := stateOf(res)
-	plan := map[string]targets.PlanItem{}
+	plan := map[string]engine.PlanItem{}
 	for _, pl := range res.Plan {
 		plan[pl.Target] = pl
 	}

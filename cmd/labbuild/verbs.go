@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/targets"
 )
 
@@ -225,7 +226,7 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 		o.Reporter = boundHeapOnWork(o.Reporter)    // the collector on once targets run: memory.go
 		o.Reporter, endTimes = profiled(o.Reporter) // LABBUILD_TIMES, labels: see profile.go
 	}
-	res, err := targets.Build(ctx, o)
+	res, err := engine.Build(ctx, o)
 	if endTimes != nil {
 		endTimes()
 	}
@@ -240,17 +241,17 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 			enc := json.NewEncoder(c.stdout)
 			enc.SetIndent("", "  ")
 			if res.Plan == nil {
-				res.Plan = []targets.PlanItem{}
+				res.Plan = []engine.PlanItem{}
 			}
 			// What could not be planned is part of the plan, not an empty list.
 			for _, n := range res.Failed {
-				res.Plan = append(res.Plan, targets.PlanItem{Target: n, Action: "unevaluated", Reasons: []string{"could not be evaluated (the error is on standard error)"}})
+				res.Plan = append(res.Plan, engine.PlanItem{Target: n, Action: "unevaluated", Reasons: []string{"could not be evaluated (the error is on standard error)"}})
 			}
 			for _, n := range res.Skipped {
-				res.Plan = append(res.Plan, targets.PlanItem{Target: n, Action: "blocked", Reasons: []string{"an upstream could not be evaluated"}})
+				res.Plan = append(res.Plan, engine.PlanItem{Target: n, Action: "blocked", Reasons: []string{"an upstream could not be evaluated"}})
 			}
 			for _, n := range res.NotStarted {
-				res.Plan = append(res.Plan, targets.PlanItem{Target: n, Action: "not evaluated", Reasons: []string{"the plan stopped at the first target it could not evaluate; -k plans the rest"}})
+				res.Plan = append(res.Plan, engine.PlanItem{Target: n, Action: "not evaluated", Reasons: []string{"the plan stopped at the first target it could not evaluate; -k plans the rest"}})
 			}
 			if e := enc.Encode(res.Plan); e != nil {
 				return e
@@ -275,12 +276,12 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 
 // status computes, without building, each selected target's state for graph colouring and
 // explain: a dry run.
-func (c *cli) status(ctx context.Context, goals []string, inputs bool) (*targets.Project, *targets.Result, targets.Options, error) {
+func (c *cli) status(ctx context.Context, goals []string, inputs bool) (*engine.Project, *engine.Result, engine.Options, error) {
 	o, err := c.options(goals)
 	if err != nil {
 		return nil, nil, o, err
 	}
-	p, err := targets.Load(o)
+	p, err := engine.Load(o)
 	if err != nil {
 		return nil, nil, o, err
 	}
@@ -289,7 +290,7 @@ func (c *cli) status(ctx context.Context, goals []string, inputs bool) (*targets
 	// The dry run's errors (why a target is blocked) are kept for explain.
 	c.dryErr.Reset()
 	o.DryRun, o.KeepGoing, o.Explain, o.Stdout, o.Stderr = true, true, inputs, io.Discard, &c.dryErr
-	res, err := targets.Build(ctx, o)
+	res, err := engine.Build(ctx, o)
 	if res == nil && err != nil {
 		return nil, nil, o, err
 	}
@@ -311,7 +312,7 @@ func runList(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	p, err := targets.Load(o)
+	p, err := engine.Load(o)
 	if err != nil {
 		return err
 	}
@@ -363,7 +364,7 @@ func runClean(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	if c.trim {
-		st, err := targets.TrimCache(o, targets.TrimAge, targets.TrimBytes)
+		st, err := engine.TrimCache(o, engine.TrimAge, engine.TrimBytes)
 		if err != nil {
 			return err
 		}
@@ -371,7 +372,7 @@ func runClean(ctx context.Context, c *cli, args []string) error {
 			st.EntriesRemoved, st.ObjectsRemoved, st.BytesRemoved, st.EntriesKept, st.BytesKept)
 		return nil
 	}
-	names, err := targets.Clean(ctx, o, targets.CleanOptions{Cache: c.cacheToo})
+	names, err := engine.Clean(ctx, o, engine.CleanOptions{Cache: c.cacheToo})
 	if err != nil {
 		return err
 	}
@@ -387,7 +388,7 @@ func runDestroy(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	rep, err := targets.Destroy(ctx, o)
+	rep, err := engine.Destroy(ctx, o)
 	if rep == nil {
 		return err
 	}
@@ -434,14 +435,14 @@ func runDestroy(ctx context.Context, c *cli, args []string) error {
 		for _, l := range strings.Split(err.Error(), "\n") {
 			fmt.Fprintf(c.stderr, "labbuild: %s\n", l)
 		}
-		return &targets.BuildError{Failed: rep.Failed}
+		return &engine.BuildError{Failed: rep.Failed}
 	}
 	return err
 }
 
 // destroyJSON is destroy --json: every list present, empty rather than null.
-func destroyJSON(r *targets.DestroyReport) targets.DestroyReport {
-	return targets.DestroyReport{Destroyed: nonNil(r.Destroyed), Absent: nonNil(r.Absent), Forgotten: nonNil(r.Forgotten),
+func destroyJSON(r *engine.DestroyReport) engine.DestroyReport {
+	return engine.DestroyReport{Destroyed: nonNil(r.Destroyed), Absent: nonNil(r.Absent), Forgotten: nonNil(r.Forgotten),
 		Failed: nonNil(r.Failed), Kept: nonNil(r.Kept), KeptFor: r.KeptFor, Planned: r.Planned}
 }
 
