@@ -262,7 +262,11 @@ func TestDryRunChangesNothing(t *testing.T) {
 func TestKeepGoingReportsRootCauseOnce(t *testing.T) {
 	s := newSynth(t, 150, 3)
 	boom := s.ts[10]
-	boom.Run = func(ctx context.Context, st *Step) error { return errors.New("boom") }
+	boom.Run = func(ctx context.Context, st *Step) error {
+		st.Logf("step one")
+		st.Logf("step two")
+		return errors.New("boom")
+	}
 	var errb bytes.Buffer
 	o := Options{Values: s.values, OutDir: s.out, Targets: s.ts, Jobs: 2, KeepGoing: true, Stderr: &errb}
 	r, err := Build(context.Background(), o)
@@ -275,6 +279,10 @@ func TestKeepGoingReportsRootCauseOnce(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "FAILED: syn/t00010: boom") {
 		t.Errorf("failure output lacks the target and cause:\n%s", errb.String())
+	}
+	// Then the log's last lines, indented under their path.
+	if want := "  last lines of " + LogPath(s.out, "syn/t00010") + ":\n    step one\n    step two\n"; !strings.Contains(errb.String(), want) {
+		t.Errorf("failure output lacks the log's tail %q:\n%s", want, errb.String())
 	}
 	// Everything downstream of t00010 is skipped, everything else built.
 	var down []string
@@ -635,5 +643,34 @@ func TestNullBuildIsTheFastPath(t *testing.T) {
 	}
 	if !strings.Contains(stats.String(), fmt.Sprintf("(%d up to date)", want)) {
 		t.Errorf("stats %q: want the fast path to finish %d targets", stats.String(), want)
+	}
+}
+
+// TestLogTail: the last n lines of a log, each ending in a newline; "" for a missing or empty
+// log.
+func TestLogTail(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, content string
+		n             int
+		want          string
+	}{
+		{"missing", "", 3, ""},
+		{"empty", "", 3, ""},
+		{"fewer lines", "a\nb\n", 3, "a\nb\n"},
+		{"more lines", "a\nb\nc\nd\n", 2, "c\nd\n"},
+		{"no final newline", "a\nb", 1, "b\n"},
+		{"trailing blank lines", "a\nb\n\n\n", 1, "b\n"},
+		{"FAILED last", "ran x\nFAILED: t: boom\n", 1, "FAILED: t: boom\n"},
+	} {
+		p := filepath.Join(dir, c.name+".log")
+		if c.name != "missing" {
+			if err := os.WriteFile(p, []byte(c.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := LogTail(p, c.n); got != c.want {
+			t.Errorf("%s: LogTail(%d) = %q, want %q", c.name, c.n, got, c.want)
+		}
 	}
 }

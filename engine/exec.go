@@ -235,7 +235,7 @@ func (b *builder) fail(n *node, err error) {
 	}
 	fmt.Fprintf(b.stderr, "FAILED: %s\n", shown)
 	logPath := logPathIn(b.meta, n.t.Name)
-	tail := lastLines(logPath, 10)
+	tail := LogTail(logPath, 10)
 	if !b.o.DryRun {
 		// The log ends with the error, so labbuild log and explain can show it later (also
 		// when the target failed before it ran: an input file that cannot be read).
@@ -246,11 +246,13 @@ func (b *builder) fail(n *node, err error) {
 		}
 	}
 	if tail != "" {
-		fmt.Fprintf(b.stderr, "  last lines of %s:\n%s", logPath, tail)
+		fmt.Fprintf(b.stderr, "  last lines of %s:\n    %s\n", logPath, strings.ReplaceAll(strings.TrimSuffix(tail, "\n"), "\n", "\n    "))
 	}
 }
 
-func lastLines(path string, n int) string {
+// LogTail returns the last n lines of the log at path (LogPath), each ending in a newline, or ""
+// when the log is missing or empty: the failure report shows ten, labbuild explain the last.
+func LogTail(path string, n int) string {
 	data, err := os.ReadFile(path)
 	if err != nil || len(data) == 0 {
 		return ""
@@ -259,7 +261,7 @@ func lastLines(path string, n int) string {
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	return "    " + strings.Join(lines, "\n    ") + "\n"
+	return strings.Join(lines, "\n") + "\n"
 }
 
 // explain prints why n runs or is restored, with --explain.

@@ -214,24 +214,15 @@ func (g *Graph) Order() []int { return g.order }
 
 // Closure returns, indexed by ID, which nodes the roots need: the roots and everything they
 // depend on, transitively.
-func (g *Graph) Closure(roots []int) []bool {
-	in := make([]bool, len(g.names))
-	stack := append([]int(nil), roots...)
-	for len(stack) > 0 {
-		i := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if in[i] {
-			continue
-		}
-		in[i] = true
-		stack = append(stack, g.Deps(i)...)
-	}
-	return in
-}
+func (g *Graph) Closure(roots []int) []bool { return g.reach(roots, g.fwdOff, g.fwd) }
 
 // Downstream returns, indexed by ID, the nodes that depend on any root, transitively (roots
 // included).
-func (g *Graph) Downstream(roots []int) []bool {
+func (g *Graph) Downstream(roots []int) []bool { return g.reach(roots, g.revOff, g.rev) }
+
+// reach marks the roots and every node reachable from them over one direction of the edges
+// (adj[off[i]:off[i+1]] are node i's neighbours: fwd for dependencies, rev for dependents).
+func (g *Graph) reach(roots []int, off []int32, adj []int) []bool {
 	in := make([]bool, len(g.names))
 	stack := append([]int(nil), roots...)
 	for len(stack) > 0 {
@@ -241,7 +232,7 @@ func (g *Graph) Downstream(roots []int) []bool {
 			continue
 		}
 		in[i] = true
-		stack = append(stack, g.Dependents(i)...)
+		stack = append(stack, adj[off[i]:off[i+1]]...)
 	}
 	return in
 }

@@ -5,7 +5,6 @@ package targets
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -41,11 +40,7 @@ func errText(err error) string {
 // counts — goes to the target's log). A rerun so reproduces the same bytes, and the engine's
 // early cutoff keeps the later phases at their Probe instead of running them again.
 func clusterRecord(s *engine.Step, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return s.WriteFile("record.json", append(b, '\n'), 0o644)
+	return writeRecord(s, recordFile, v)
 }
 
 // clusterMachinesFor returns the VM driver for the lab's libvirt URI and cluster name.

@@ -44,7 +44,7 @@ func clusterBootstrap(ctx context.Context, s *engine.Step, bootstrap string, mas
 	// the cluster then says it never got past it.
 	done, err := kube.BootstrapComplete(ctx, k.Dynamic)
 	if err != nil {
-		if _, perr := s.Prev("record.json"); perr == nil {
+		if _, perr := s.Prev(recordFile); perr == nil {
 			s.Logf("the API does not answer (%v) but this phase finished before: starting the masters first", err)
 			for _, n := range masters {
 				if err := m.Start(ctx, n); err != nil {

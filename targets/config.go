@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -547,18 +546,3 @@ func redactURL(s string) string {
 	}
 	return s
 }
-
-// baseDirOf returns the directory relative paths in the config at path are taken from.
-func baseDirOf(path string) string {
-	if path == "" {
-		wd, _ := os.Getwd()
-		return wd
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return filepath.Dir(path)
-	}
-	return filepath.Dir(abs)
-}
-
-var _ = fmt.Sprintf

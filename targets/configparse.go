@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	yaml3 "gopkg.in/yaml.v3"
+
+	"github.com/labbuild/labbuild/internal/nearest"
 )
 
 // checkYAML checks the shape of a lab config against Config before it is decoded: every key
@@ -195,19 +197,12 @@ func (w *yamlWalker) walk(n *yaml3.Node, t reflect.Type, path string, line int) 
 
 // unknown reports key k (at field path fp) as unknown, with the closest known name.
 func (w *yamlWalker) unknown(fp, parent string, k *yaml3.Node, fields map[string]reflect.Type) {
-	best, bestD := "", 1<<30
 	names := make([]string, 0, len(fields))
 	for f := range fields {
 		names = append(names, f)
 	}
 	sort.Strings(names)
-	for _, f := range names {
-		d := editDistance(strings.ToLower(k.Value), strings.ToLower(f))
-		if d < bestD {
-			best, bestD = f, d
-		}
-	}
-	if best != "" && (bestD <= 2 || bestD <= len(best)/3 || strings.EqualFold(best, k.Value)) {
+	if best, ok := nearest.Word(k.Value, names); ok {
 		w.bad(fp, k.Line, "unknown field; did you mean "+joinPath(parent, best)+"?", "rename it to "+best)
 		return
 	}
@@ -236,29 +231,4 @@ func structFields(t reflect.Type) map[string]reflect.Type {
 		m[name] = f.Type
 	}
 	return m
-}
-
-// editDistance is the Levenshtein distance of a and b (bytes), for "did you mean".
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 1 << 20
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			c = min(c, prev[j]+1, cur[j-1]+1)
-			cur[j] = c
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -202,7 +202,7 @@ func hpService(s *engine.Step) (hpServiceSpec, error) {
 	return sp, nil
 }
 
-func hpPrev(s *engine.Step) (hpRecord, bool, error) { return prevRecord[hpRecord](s) }
+func hpPrev(s *engine.Step) (hpRecord, bool, error) { return readRecord[hpRecord](s, recordFile) }
 
 // hpRunningFrom returns the pids of the haproxy processes whose -f configuration lies under
 // dir (the haproxy family's output directory: haproxy/config or haproxy/config-post-pivot),

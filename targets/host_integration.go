@@ -88,30 +88,10 @@ type hostRecord struct {
 	Note  string   `json:"note,omitempty"`  // what the user must do by hand, if anything
 }
 
-func hostPrev(s *engine.Step) (hostRecord, bool, error) { return prevRecord[hostRecord](s) }
-
-// prevRecord reads the record.json an External target's last run wrote (its Prev output):
-// ok false when there is none (never built, or forgotten); a record that does not parse is an
-// error naming the target.
-func prevRecord[T any](s *engine.Step) (T, bool, error) {
-	var r T
-	b, err := s.Prev("record.json")
-	if errors.Is(err, fs.ErrNotExist) {
-		return r, false, nil
-	}
-	if err != nil {
-		return r, false, err
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		var zero T
-		return zero, false, fmt.Errorf("%s: record.json: %w", s.Target().Name, err)
-	}
-	return r, true, nil
-}
+func hostPrev(s *engine.Step) (hostRecord, bool, error) { return readRecord[hostRecord](s, recordFile) }
 
 func hostWrite(s *engine.Step, r hostRecord) error {
-	b, _ := json.MarshalIndent(r, "", "  ")
-	if err := s.WriteFile("record.json", append(b, '\n'), 0o644); err != nil {
+	if err := writeRecord(s, recordFile, r); err != nil {
 		return err
 	}
 	if r.Note != "" {

@@ -4,7 +4,9 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -49,5 +51,85 @@ func TestNoEngineAliases(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// rooms is the map of the house (docs/how-it-works.md, "The map of the house"): each room of
+// the module and the rooms its non-test code may import. A room is a package path relative to
+// the module, or a prefix ending in "/" for a folder of them; the most specific entry wins.
+// An allowed entry ending in "/" allows every package under it. A package that is in no room
+// fails TestRoomImports: a new room goes into this table and the map together.
+var rooms = map[string][]string{
+	"graph":  {},
+	"cache":  {},
+	"engine": {"graph", "cache"},
+	// The families: the engine's names, the renderers, the adapters.
+	"targets": {"engine", "render/", "targets/", "internal/nearest"},
+	// Adapters to the outside world (a registry, libvirt, the Kubernetes API, polling): no
+	// engine, no families, so each is usable and testable alone.
+	"targets/":            {"render/", "targets/"},
+	"render/":             {"render/"}, // pure: values in, bytes out
+	"internal/front":      {"cache"},   // TestFrontImports: the standard library and cache only
+	"internal/nearest":    {},
+	"internal/synthcli":   {"engine"},
+	"internal/payload":    {},
+	"internal/testenv":    {"internal/payload", "render/"},
+	"internal/rehearsal":  {"render/", "targets/"},
+	"internal/tools":      {},
+	"cmd/labbuild":        {"engine", "graph", "cache", "targets", "internal/front", "internal/synthcli", "internal/nearest"},
+	"cmd/labbuild-front":  {"internal/front"},
+	"cmd/labbuild-sample": {"internal/testenv", "internal/payload"},
+	"cmd/mco-standin":     {"render/"},
+}
+
+// TestRoomImports checks every package's module imports (`go list`, non-test code) against
+// rooms, so the map in docs/how-it-works.md cannot drift from the code.
+func TestRoomImports(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	const mod = "github.com/labbuild/labbuild/"
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	room := func(pkg string) (string, bool) {
+		best := ""
+		for r := range rooms {
+			if (pkg == r || strings.HasSuffix(r, "/") && strings.HasPrefix(pkg, r)) && len(r) > len(best) {
+				best = r
+			}
+		}
+		return best, best != ""
+	}
+	allowed := func(r, imp string) bool {
+		for _, a := range rooms[r] {
+			if imp == a || strings.HasSuffix(a, "/") && strings.HasPrefix(imp, a) {
+				return true
+			}
+		}
+		return false
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg, ok := strings.CutPrefix(f[0], mod)
+		if !ok {
+			continue
+		}
+		r, ok := room(pkg)
+		if !ok {
+			t.Errorf("%s is in no room: add it to rooms and to the map in docs/how-it-works.md", pkg)
+			continue
+		}
+		seen++
+		for _, imp := range f[1:] {
+			if imp, ok := strings.CutPrefix(imp, mod); ok && !allowed(r, imp) {
+				t.Errorf("%s imports %s: room %s may import only %v (docs/how-it-works.md, the map of the house)", pkg, imp, r, rooms[r])
+			}
+		}
+	}
+	if seen < 20 {
+		t.Fatalf("go list named %d of the module's packages: not the whole module", seen)
 	}
 }

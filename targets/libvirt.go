@@ -41,8 +41,6 @@ type lvRecord struct {
 	Config map[string]string `json:"config,omitempty"`
 }
 
-const lvRecordFile = "record.json"
-
 func libvirtTargets(c *Config) []*engine.Target {
 	var ts []*engine.Target
 	netReads := []string{"libvirt.uri", "libvirt.network", "cluster.name", "cluster.baseDomain",

@@ -6,10 +6,7 @@ package targets
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"regexp"
@@ -33,18 +30,11 @@ func lvConnect(s *engine.Step) (*virt.Conn, error) {
 
 // lvPrev returns the previous run's record, or ok=false when there is none.
 func lvPrev(s *engine.Step) (lvRecord, bool, error) {
-	b, err := s.Prev(lvRecordFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return lvRecord{}, false, nil
-	}
+	r, ok, err := readRecord[lvRecord](s, recordFile)
 	if err != nil {
-		return lvRecord{}, false, err
+		return r, false, fmt.Errorf("%w (labbuild destroy cannot use it; remove the object with virsh)", err)
 	}
-	var r lvRecord
-	if err := json.Unmarshal(b, &r); err != nil {
-		return lvRecord{}, false, fmt.Errorf("%s: recorded state %s: %w (labbuild destroy cannot use it; remove the object with virsh)", s.Target().Name, lvRecordFile, err)
-	}
-	return r, true, nil
+	return r, ok, nil
 }
 
 func lvWrite(s *engine.Step, xml []byte, xmlName string, r lvRecord) error {
@@ -52,8 +42,7 @@ func lvWrite(s *engine.Step, xml []byte, xmlName string, r lvRecord) error {
 	if err := s.WriteFile(xmlName, xml, 0o644); err != nil {
 		return err
 	}
-	b, _ := json.MarshalIndent(r, "", "  ")
-	return s.WriteFile(lvRecordFile, append(b, '\n'), 0o644)
+	return writeRecord(s, recordFile, r)
 }
 
 // lvNetworkSpec assembles the network from the declared config values.
@@ -153,13 +142,8 @@ func lvVolumeSpec(s *engine.Step, node string) (pool string, sp rl.VolumeSpec, e
 	}
 	// With rhcos.imageURL the disk overlays the verified RHCOS image (a thin qcow2 on top).
 	if slices.Contains(s.Target().Deps, "rhcos/image") {
-		var b []byte
-		if b, err = s.DepFile("rhcos/image", "image.json"); err != nil {
-			return
-		}
 		var r rhcosRecord
-		if err = json.Unmarshal(b, &r); err != nil {
-			err = fmt.Errorf("%s: rhcos/image's image.json: %w", s.Target().Name, err)
+		if r, err = depRecord[rhcosRecord](s, "rhcos/image", rhcosRecordFile); err != nil {
 			return
 		}
 		sp.BackingFile = r.Path
@@ -189,13 +173,9 @@ func lvDomainSpec(s *engine.Step, node string) (rl.DomainSpec, error) {
 	if sp.MAC, err = lvMAC(s, cluster, node); err != nil {
 		return sp, err
 	}
-	b, err := s.DepFile("libvirt/volume/"+node, lvRecordFile)
+	vol, err := depRecord[lvRecord](s, "libvirt/volume/"+node, recordFile)
 	if err != nil {
 		return sp, err
-	}
-	var vol lvRecord
-	if err := json.Unmarshal(b, &vol); err != nil {
-		return sp, fmt.Errorf("%s: libvirt/volume/%s record: %w", s.Target().Name, node, err)
 	}
 	sp.Disk = vol.Path
 	if slices.Contains(s.Target().Deps, "ignition/"+node) {

@@ -6,10 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -29,6 +27,9 @@ import (
 // RHCOSCacheEnv overrides the image cache directory (default: the user cache dir's
 // labbuild/images). Tests point it at t.TempDir().
 const RHCOSCacheEnv = "LABBUILD_IMAGE_CACHE"
+
+// rhcosRecordFile is rhcos/image's output: an rhcosRecord, where the verified image is.
+const rhcosRecordFile = "image.json"
 
 // rhcosRecord is rhcos/image's output image.json: where the verified image is.
 type rhcosRecord struct {
@@ -111,16 +112,12 @@ func rhcosProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, error)
 	if err != nil {
 		return engine.ProbeResult{}, err
 	}
-	b, err := s.Prev("image.json")
-	if errors.Is(err, fs.ErrNotExist) {
-		return engine.ProbeResult{Action: engine.Create, Reason: "not fetched yet"}, nil
-	}
+	r, ok, err := readRecord[rhcosRecord](s, rhcosRecordFile)
 	if err != nil {
 		return engine.ProbeResult{}, err
 	}
-	var r rhcosRecord
-	if err := json.Unmarshal(b, &r); err != nil {
-		return engine.ProbeResult{}, fmt.Errorf("%s: image.json: %w", s.Target().Name, err)
+	if !ok {
+		return engine.ProbeResult{Action: engine.Create, Reason: "not fetched yet"}, nil
 	}
 	if st, err := os.Stat(path); err != nil || st.Size() != r.Size || r.Path != path {
 		return engine.ProbeResult{Action: engine.Create, Reason: path + " is missing or changed in the image cache"}, nil
@@ -144,8 +141,7 @@ func rhcosRun(ctx context.Context, s *engine.Step) error {
 			return err
 		}
 	}
-	b, _ := json.MarshalIndent(rhcosRecord{Path: path, SHA256: sum, Size: st.Size()}, "", "  ")
-	return s.WriteFile("image.json", append(b, '\n'), 0o644)
+	return writeRecord(s, rhcosRecordFile, rhcosRecord{Path: path, SHA256: sum, Size: st.Size()})
 }
 
 // rhcosFetch downloads u, hashing the bytes as they arrive, gunzips a .gz on the fly, and

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -70,8 +69,8 @@ func runExplain(ctx context.Context, c *cli, args []string) error {
 			ex.Values[l] = v
 		}
 	}
-	logPath := filepath.Join(o.OutDir, ".labbuild", "log", filepath.FromSlash(t.Name)+".log")
-	if tail := lastLogLines(logPath, 1); tail != "" || ex.State == stFailed {
+	logPath := engine.LogPath(o.OutDir, t.Name)
+	if tail := engine.LogTail(logPath, 1); tail != "" || ex.State == stFailed {
 		ex.Log = logPath
 		if e, ok := strings.CutPrefix(strings.TrimSpace(tail), "FAILED: "); ok && ex.State == stFailed {
 			ex.Error = e

@@ -1,10 +1,16 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"sort"
+	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/internal/nearest"
 )
 
 // globalFlags apply to every verb: where to work, which lab, where outputs go, how much to say.
@@ -52,4 +58,38 @@ func printVerbFlags(w io.Writer, fs *pflag.FlagSet, verb string) {
 		fmt.Fprintf(w, "Flags:\n%s\n", u)
 	}
 	fmt.Fprintf(w, "Global flags:\n%s", global.FlagUsages())
+}
+
+// verbNames returns the verbs, sorted: the order help lists them and suggestions prefer.
+func verbNames() []string {
+	names := make([]string, 0, len(verbs))
+	for n := range verbs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// unknownVerb is `labbuild help WORD` for a WORD that is no verb: a usage error (exit 2)
+// naming it and the nearest verb, as git and go do for a mistyped command.
+func unknownVerb(word string) error {
+	if v, ok := nearest.Word(word, verbNames()); ok {
+		return usagef("help: unknown verb %q; did you mean %s? (labbuild help lists the verbs)", word, v)
+	}
+	return usagef("help: unknown verb %q (verbs: %s)", word, strings.Join(verbNames(), ", "))
+}
+
+// orVerb adds the nearest verb to the unknown-target error of a build whose first word was
+// meant as a verb (`labbuild grpah` is a build of the goal "grpah"): the engine's message
+// names the goal, this names the verb. Other errors pass through unchanged.
+func orVerb(err error, word string) error {
+	var ue *engine.UsageError
+	if !errors.As(err, &ue) || !strings.Contains(ue.Msg, fmt.Sprintf("%q", word)) {
+		return err
+	}
+	v, ok := nearest.Word(word, verbNames())
+	if !ok || strings.Contains(word, "/") {
+		return err
+	}
+	return &engine.UsageError{Msg: fmt.Sprintf("%s; or did you mean the verb %s? (labbuild help %s)", ue.Msg, v, v)}
 }

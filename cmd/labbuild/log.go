@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 
 	"github.com/labbuild/labbuild/engine"
@@ -38,19 +37,6 @@ func runLog(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	return writeOut(c.stdout, b)
-}
-
-// lastLogLines returns the last n lines of the log at path, or "".
-func lastLogLines(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil || len(data) == 0 {
-		return ""
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n") + "\n"
 }
 
 // logStream is -v: every line a running target writes to its log, prefixed with its name, on

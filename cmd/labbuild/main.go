@@ -179,9 +179,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if verb == "help" {
-		if len(rest) > 0 {
+		switch {
+		case len(rest) > 1:
+			return report(stderr, usagef("help: one verb at a time, not %q", strings.Join(rest, " ")))
+		case len(rest) == 1:
+			if _, ok := verbs[rest[0]]; !ok {
+				return report(stderr, unknownVerb(rest[0]))
+			}
 			verb, rest = rest[0], nil
-		} else {
+		default:
 			verb = ""
 		}
 		c.help = true
@@ -221,6 +227,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	err := verbs[verb].run(ctx, c, rest)
+	if verb == "build" && len(rest) > 0 && len(fs.Args()) > 0 && fs.Args()[0] == rest[0] {
+		err = orVerb(err, rest[0])
+	}
 	return report(stderr, err)
 }
 

@@ -187,13 +187,8 @@ func printHelp(w io.Writer, name string, fs *pflag.FlagSet) {
 	b := verbs["build"]
 	fmt.Fprintf(w, "labbuild builds an OpenShift 4 lab on libvirt the hard way, as content-hashed targets.\n\n")
 	fmt.Fprintf(w, "Usage: %s\n       labbuild VERB [flags] [args]\n\n%s\n\nVerbs:\n", b.usage, b.long)
-	names := make([]string, 0, len(verbs))
-	for n := range verbs {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, n := range names {
+	for _, n := range verbNames() {
 		fmt.Fprintf(tw, "  %s\t%s\n", n, verbs[n].short)
 	}
 	tw.Flush()

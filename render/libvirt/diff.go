@@ -25,7 +25,18 @@ type DiffOptions struct {
 
 // NetworkDiff returns one line per difference between the desired network want and got (as
 // libvirt reports it), "field: want X, got Y"; empty when they match.
+// The fixed fields come first, then the records NetworkChanges edits in place.
 func NetworkDiff(want, got *libvirtxml.Network, o DiffOptions) []string {
+	d := networkFixedDiff(want, got, o)
+	d.set("dhcp host", dhcpHosts(want), dhcpHosts(got))
+	d.set("dns host", dnsHosts(want), dnsHosts(got))
+	d.set("dns srv", dnsSRVs(want), dnsSRVs(got))
+	return d
+}
+
+// networkFixedDiff compares the fields only a new network can change (virNetworkUpdate has no
+// section for them): name, forward mode, bridge, domain, address, DHCP ranges, dnsmasq options.
+func networkFixedDiff(want, got *libvirtxml.Network, o DiffOptions) diffs {
 	var d diffs
 	d.eq("name", want.Name, got.Name)
 	d.eq("forward mode", fwdMode(want), fwdMode(got))
@@ -33,9 +44,6 @@ func NetworkDiff(want, got *libvirtxml.Network, o DiffOptions) []string {
 	d.eq("domain", domainOf(want), domainOf(got))
 	d.eq("ip", ipOf(want), ipOf(got))
 	d.set("dhcp range", dhcpRanges(want), dhcpRanges(got))
-	d.set("dhcp host", dhcpHosts(want), dhcpHosts(got))
-	d.set("dns host", dnsHosts(want), dnsHosts(got))
-	d.set("dns srv", dnsSRVs(want), dnsSRVs(got))
 	if !o.IgnoreDnsmasqOptions {
 		d.set("dnsmasq option", dnsmasqOpts(want), dnsmasqOpts(got))
 	}

@@ -53,17 +53,7 @@ func (e NetworkEdit) String() string {
 // reservations) in the order to apply them, and fixed, one line per field that differs
 // ("ip: want …, got …") which only a new network can change. Both empty: nothing to do.
 func NetworkChanges(want, got *libvirtxml.Network, o DiffOptions) (edits []NetworkEdit, fixed []string) {
-	var d diffs
-	d.eq("name", want.Name, got.Name)
-	d.eq("forward mode", fwdMode(want), fwdMode(got))
-	d.eq("bridge", bridgeName(want), bridgeName(got))
-	d.eq("domain", domainOf(want), domainOf(got))
-	d.eq("ip", ipOf(want), ipOf(got))
-	d.set("dhcp range", dhcpRanges(want), dhcpRanges(got))
-	if !o.IgnoreDnsmasqOptions {
-		d.set("dnsmasq option", dnsmasqOpts(want), dnsmasqOpts(got))
-	}
-	fixed = d
+	fixed = networkFixedDiff(want, got, o)
 
 	var dels, adds []NetworkEdit
 	sec := func(section string, w, g map[string]string) {

@@ -1,6 +1,6 @@
 // Package pki makes the lab's keys and certificates: pure functions over crypto/x509.
 //
-// Keys are the only random thing (GenerateKey takes its randomness as an argument). A
+// Keys are the only random thing (GenerateKey). A
 // certificate is a function of its Spec, its key, its issuer and an epoch: the serial is a hash
 // of those, NotBefore is the epoch minus a fixed backdate, and the signature is deterministic
 // (RSA PKCS #1 v1.5; ECDSA per RFC 6979, which crypto/ecdsa uses when given no randomness), so
@@ -45,8 +45,9 @@ const Backdate = 5 * time.Minute
 
 // GenerateKey returns a new private key as PEM: PKCS #1 ("RSA PRIVATE KEY", as
 // openshift-install 4.18 writes) for RSA, SEC 1 ("EC PRIVATE KEY") for ECDSA. alg is one of
-// RSA2048, RSA4096, ECDSAP256; rand is the randomness source (crypto/rand.Reader in
-// production).
+// RSA2048, RSA4096, ECDSAP256; any other is an error listing them. rand is passed to
+// crypto/rsa and crypto/ecdsa, which since Go 1.26 ignore it and use a secure source unless
+// GODEBUG=cryptocustomrand=1 (tests that need fixed keys use testing/cryptotest).
 func GenerateKey(alg string, rand io.Reader) ([]byte, error) {
 	switch alg {
 	case RSA2048, RSA4096:
@@ -73,7 +74,9 @@ func GenerateKey(alg string, rand io.Reader) ([]byte, error) {
 	return nil, fmt.Errorf("unknown key algorithm %q (want %s, %s or %s)", alg, RSA2048, RSA4096, ECDSAP256)
 }
 
-// ParseKey decodes a PEM private key (PKCS #1, SEC 1 or PKCS #8). Errors never quote the key.
+// ParseKey decodes a PEM private key (PKCS #1, SEC 1 or PKCS #8 holding an RSA, ECDSA or
+// Ed25519 key). Errors ("private key: ...") name the PEM type and what is wrong, never quote
+// the key.
 func ParseKey(keyPEM []byte) (crypto.Signer, error) {
 	b, _ := pem.Decode(keyPEM)
 	if b == nil {
@@ -81,17 +84,27 @@ func ParseKey(keyPEM []byte) (crypto.Signer, error) {
 	}
 	switch b.Type {
 	case "RSA PRIVATE KEY":
-		return x509.ParsePKCS1PrivateKey(b.Bytes)
+		k, err := x509.ParsePKCS1PrivateKey(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("private key: malformed PKCS #1: %w", err)
+		}
+		return k, nil
 	case "EC PRIVATE KEY":
-		return x509.ParseECPrivateKey(b.Bytes)
+		k, err := x509.ParseECPrivateKey(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("private key: malformed SEC 1: %w", err)
+		}
+		return k, nil
 	case "PRIVATE KEY":
 		k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
 		if err != nil {
 			return nil, errors.New("private key: malformed PKCS #8")
 		}
-		if s, ok := k.(crypto.Signer); ok {
-			return s, nil
+		s, ok := k.(crypto.Signer)
+		if !ok { // an X25519 key, say
+			return nil, fmt.Errorf("private key: a %T cannot sign certificates", k)
 		}
+		return s, nil
 	}
 	return nil, fmt.Errorf("private key: unsupported PEM type %q", b.Type)
 }
@@ -163,13 +176,11 @@ func Issue(spec Spec, keyPEM []byte, issuer *Issuer, epoch time.Time) ([]byte, t
 		BasicConstraintsValid: true,
 		SignatureAlgorithm:    signatureAlgorithm(key),
 	}
+	// In the spec's order; crypto/x509 writes an IPv4 address as 4 octets (marshalSANs).
 	for _, s := range spec.IPs {
 		ip := net.ParseIP(s)
 		if ip == nil {
 			return nil, time.Time{}, fmt.Errorf("spec %s: IP SAN %q is not an IP address", spec.CommonName, s)
-		}
-		if v4 := ip.To4(); v4 != nil {
-			ip = v4
 		}
 		tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 	}
@@ -259,7 +270,8 @@ func serial(spec Spec, pubDER, issuerDER []byte, epoch time.Time) *big.Int {
 	return new(big.Int).SetBytes(sum)
 }
 
-// ParseCert decodes the first PEM certificate of data.
+// ParseCert decodes the first PEM certificate of data, skipping other blocks (a key before it).
+// Errors begin "certificate: ".
 func ParseCert(data []byte) (*x509.Certificate, error) {
 	for {
 		var b *pem.Block
@@ -268,7 +280,11 @@ func ParseCert(data []byte) (*x509.Certificate, error) {
 			return nil, errors.New("certificate: no PEM CERTIFICATE block")
 		}
 		if b.Type == "CERTIFICATE" {
-			return x509.ParseCertificate(b.Bytes)
+			c, err := x509.ParseCertificate(b.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("certificate: %w", err)
+			}
+			return c, nil
 		}
 	}
 }
