@@ -176,3 +176,14 @@ func TestBootstrapOnPremMatchesMCO(t *testing.T) {
 func slicesEqual(a, b []string) bool {
 	return strings.Join(a, "\x00") == strings.Join(b, "\x00")
 }
+
+// bareMetalBootstrap runs the stand-in operator bootstrap on bareMetalLab and returns its
+// baremetal/ output by --dest-dir path.
+func bareMetalBootstrap(t *testing.T) map[string][]byte {
+	t.Helper()
+	dir := t.TempDir()
+	if code, log := run(t, "machine-config-operator", bareMetalLab(t, dir)); code != 0 {
+		t.Fatalf("operator bootstrap exit %d:\n%s", code, log)
+	}
+	return treeUnder(t, filepath.Join(dir, "mco-bootstrap"), "baremetal")
+}

@@ -28,7 +28,8 @@ import (
 // as runtimecfg renders it on the node at boot (render/vip.Render: baremetal-runtimecfg is not
 // served by the module proxy here, so its template step runs over the same data):
 //
-//   - the bootstrap: render/vip.BootstrapKeepalivedTemplate (priority 70, nopreempt, unicast);
+//   - the bootstrap: the keepalived.conf.tmpl of the stand-in MCO's bootstrap render
+//     (baremetal/static-pod-resources, MCO manifests/on-prem: priority 70, unicast);
 //   - the masters: the keepalived.conf.tmpl and check scripts the stand-in MCO rendered from the
 //     real 4.18 on-prem templates into rendered-master (priority 40 plus check weights).
 //
@@ -91,6 +92,12 @@ func TestKeepalivedVIPFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The bootstrap's template, from the stand-in operator's bootstrap render (the MCO's
+	// manifests/on-prem/keepalived.conf.tmpl, as bootkube.sh places it).
+	bootTmpl := bareMetalBootstrap(t)["baremetal/static-pod-resources/keepalived/keepalived.conf.tmpl"]
+	if len(bootTmpl) == 0 {
+		t.Fatal("the operator bootstrap wrote no baremetal keepalived.conf.tmpl")
+	}
 	scripts := map[string][]byte{}
 	for _, s := range []string{"chk_ocp_script.sh", "chk_ocp_script_both.sh", "chk_mcs_script.sh", "chk_default_ingress.sh"} {
 		b, err := ignition.FileContents(master, "/etc/kubernetes/static-pod-resources/keepalived/scripts/"+s+".tmpl")
@@ -151,7 +158,7 @@ func TestKeepalivedVIPFailover(t *testing.T) {
 		var conf []byte
 		var err error
 		if n == boot {
-			conf, err = vip.Render([]byte(vip.BootstrapKeepalivedTemplate), data(n))
+			conf, err = vip.Render(bootTmpl, data(n))
 		} else {
 			conf, err = vip.Render(tmpl, data(n))
 			for s, b := range scripts {
