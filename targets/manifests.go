@@ -464,8 +464,11 @@ func manifestsTargets(c *Config) []*engine.Target {
 	}
 	inCluster := c.InCluster()
 	if inCluster {
-		// The bootstrap's on-prem pods from the MCO bootstrap render (targets/vip.go).
-		collectorDeps = append(collectorDeps, "mco/operator-bootstrap")
+		// The bootstrap's on-prem pods from the MCO bootstrap render (targets/vip.go), and
+		// the Provisioning CR the installer writes for platform baremetal.
+		ts = append(ts, mfCluster("baremetal-provisioning", "Provisioning provisioning-configuration (metal3.io): provisioning network Disabled, virtual media (in-cluster VIPs, platform BareMetal)", nil, nil,
+			func(*engine.Step) ([]manifests.File, error) { return mfOne(manifests.BaremetalProvisioning()) }))
+		collectorDeps = append(collectorDeps, "mco/operator-bootstrap", "manifests/cluster/baremetal-provisioning")
 	}
 	ts = append(ts, &engine.Target{
 		Name:    "manifests/bootstrap",

@@ -67,8 +67,9 @@ func TestInClusterPlan(t *testing.T) {
 			// labbuild declares no target of its own for them.
 			for _, f := range families {
 				for _, x := range f.Targets(c) {
-					if x.Name == "manifests/bootstrap" && slices.Contains(x.Deps, "mco/operator-bootstrap") != in {
-						t.Errorf("manifests/bootstrap deps %v: mco/operator-bootstrap among them should be %v", x.Deps, in)
+					if x.Name == "manifests/bootstrap" && (slices.Contains(x.Deps, "mco/operator-bootstrap") != in ||
+						slices.Contains(x.Deps, "manifests/cluster/baremetal-provisioning") != in) {
+						t.Errorf("manifests/bootstrap deps %v: mco/operator-bootstrap and manifests/cluster/baremetal-provisioning among them should be %v", x.Deps, in)
 					}
 					if strings.HasPrefix(x.Name, "manifests/vip/") {
 						t.Errorf("%s declared: labbuild renders no on-prem pods of its own", x.Name)
@@ -206,6 +207,11 @@ func TestInClusterIgnition(t *testing.T) {
 	if cf, err := vip.Render(corefile, n); err != nil || !strings.Contains(string(cf), "match ^api-int.ocp4.example.com") ||
 		!strings.Contains(string(cf), "template IN A ocp4.example.com") || !strings.Contains(string(cf), "60 in {{ .Type }} 192.168.126.10") {
 		t.Errorf("bootstrap Corefile rendered at boot (%v):\n%s", err, cf)
+	}
+	// The Provisioning CR goes to the cluster with the other bootstrap manifests.
+	prov := ignContents(t, boot, "bootstrap", manifests.ManifestsDir+"/"+manifests.BaremetalProvisioningName)
+	if want, _ := manifests.BaremetalProvisioning(); !bytes.Equal(prov, want.Data) {
+		t.Errorf("bootstrap %s:\n%s", manifests.BaremetalProvisioningName, prov)
 	}
 	infra := ignContents(t, boot, "bootstrap", manifests.ManifestsDir+"/02-config-infrastructure.yaml")
 	if !strings.Contains(string(infra), "type: OpenShiftManagedDefault") || !strings.Contains(string(infra), "platform: BareMetal") {
