@@ -60,7 +60,17 @@ func TestVIPBackendHelper(t *testing.T) {
 		t.Skip("helper process of TestKeepalivedVIPFailover")
 	}
 	go http.ListenAndServe(":9444", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ready "+name) }))
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok "+name) }))
+	// The API also answers a Node list (LABBUILD_VIP_NODES, a core/v1 NodeList): what the
+	// runtimecfg stand-in reads through its kubeconfig.
+	nodes := os.Getenv("LABBUILD_VIP_NODES")
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/nodes" && nodes != "" {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, nodes)
+			return
+		}
+		io.WriteString(w, "ok "+name)
+	}))
 	ln, err := net.Listen("tcp", ":6443")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
