@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/internal/testenv"
-	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/vip"
 )
 
@@ -67,17 +66,7 @@ func TestKeepalivedControlSocket(t *testing.T) {
 	if ctr.Name != "keepalived" || mon.Name != "keepalived-monitor" {
 		t.Fatalf("containers %s, %s", ctr.Name, mon.Name)
 	}
-	cfgs, _ := renderBareMetal(t)
-	masterTmpl, err := ignition.FileContents(cfgs["master"], "/etc/kubernetes/static-pod-resources/keepalived/keepalived.conf.tmpl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	scripts := map[string][]byte{}
-	for _, s := range []string{"chk_ocp_script.sh", "chk_ocp_script_both.sh", "chk_mcs_script.sh", "chk_default_ingress.sh"} {
-		if scripts[s], err = ignition.FileContents(cfgs["master"], "/etc/kubernetes/static-pod-resources/keepalived/scripts/"+s+".tmpl"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	masterTmpl, scripts := masterKeepalived(t)
 
 	// The runtimecfg stand-in, under the name the pod's command uses.
 	bin := t.TempDir()
@@ -85,34 +74,7 @@ func TestKeepalivedControlSocket(t *testing.T) {
 		t.Fatalf("go build ./cmd/runtimecfg-standin: %v\n%s", err, out)
 	}
 
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	tag := fmt.Sprintf("lbks%d", os.Getpid()%100000)
-	brNS := tag + "-br"
-	run("ip", "netns", "add", brNS)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", brNS).Run() })
-	run("ip", "-n", brNS, "link", "add", "br0", "type", "bridge")
-	run("ip", "-n", brNS, "link", "set", "br0", "up")
-	base := t.TempDir()
-	addNode := func(name string, host int) *kaNode {
-		n := &kaNode{name: name, ns: fmt.Sprintf("%s-%d", tag, host), ip: fmt.Sprintf("%s.%d", kaNet, host), dir: filepath.Join(base, name)}
-		run("ip", "netns", "add", n.ns)
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", n.ns).Run() })
-		peer := fmt.Sprintf("v%d", host)
-		run("ip", "-n", n.ns, "link", "add", "eth0", "type", "veth", "peer", "name", peer, "netns", brNS)
-		run("ip", "-n", brNS, "link", "set", peer, "master", "br0", "up")
-		run("ip", "-n", n.ns, "addr", "add", fmt.Sprintf("%s/%d", n.ip, kaPrefix), "dev", "eth0")
-		run("ip", "-n", n.ns, "link", "set", "eth0", "up")
-		run("ip", "-n", n.ns, "link", "set", "lo", "up")
-		for _, d := range []string{"etc-keepalived", "run-keepalived"} {
-			os.MkdirAll(filepath.Join(n.dir, d), 0o755)
-		}
-		return n
-	}
+	addNode := kaBridge(t, "lbks")
 	bn := addNode("bootstrap", 100)
 	m0 := addNode("master-0", 101)
 	m1 := addNode("master-1", 102)
@@ -183,7 +145,9 @@ current-context: admin
 		}
 		// The image's /bin/sh is bash (RHEL), through which socat's system: address runs
 		// `bash -c msg_handler` with the exported functions; Debian's dash would drop them.
-		sh := fmt.Sprintf(`mount --bind %s /etc/keepalived && mount --bind %s /run/keepalived && mount --bind "$(command -v bash)" "$(readlink -f /bin/sh)" && exec "$@"`,
+		// A container's /run is its own (keepalived's /run/keepalived.pid of another run
+		// would make it exit: "daemon is already running").
+		sh := fmt.Sprintf(`mount -t tmpfs tmpfs /run && mkdir /run/keepalived && mount --bind %s /etc/keepalived && mount --bind %s /run/keepalived && mount --bind "$(command -v bash)" "$(readlink -f /bin/sh)" && exec "$@"`,
 			filepath.Join(n.dir, "etc-keepalived"), filepath.Join(n.dir, "run-keepalived"))
 		args := append(append(append([]string{"netns", "exec", n.ns}, un...), "sh", "-c", sh, "sh"), argv...)
 		cmd := exec.Command("ip", args...)
@@ -253,16 +217,7 @@ current-context: admin
 	}
 	start("bootstrap keepalived-monitor (runtimecfg stand-in)", mountsAnd(bn, false, podEnv(mon), monArgs...))
 
-	holder := func() string {
-		var on []string
-		for _, n := range nodes {
-			out, _ := exec.Command("ip", "-n", n.ns, "-o", "-4", "addr", "show", "dev", "eth0").CombinedOutput()
-			if bytes.Contains(out, []byte(" "+kaVIP+"/")) {
-				on = append(on, n.name)
-			}
-		}
-		return strings.Join(on, ",")
-	}
+	holder := func() string { return kaHolder(nodes) }
 	readyz := func() string {
 		out, _ := exec.Command("ip", "netns", "exec", client.ns, "curl", "-ksS", "--max-time", "2", "https://"+kaVIP+":6443/readyz").CombinedOutput()
 		return string(out)
@@ -300,19 +255,7 @@ current-context: admin
 		if err != nil {
 			t.Fatal(err)
 		}
-		conf, err := vip.Render(masterTmpl, nd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		os.WriteFile(filepath.Join(n.dir, "etc-keepalived", "keepalived.conf"), conf, 0o644)
-		for s, b := range scripts {
-			out, err := vip.Render(b, nd)
-			if err != nil {
-				t.Fatal(err)
-			}
-			os.WriteFile(filepath.Join(n.dir, "etc-keepalived", s), out, 0o755)
-		}
-		os.WriteFile(filepath.Join(n.dir, "run-keepalived", "iptables-rule-exists"), nil, 0o644)
+		writeMasterKeepalived(t, n, masterTmpl, scripts, nd)
 		start(n.name+" keepalived", mountsAnd(n, true, nil, keepalived, "-f", "/etc/keepalived/keepalived.conf", "--dont-fork", "--vrrp",
 			"--log-console", "--log-detail", "-p", "/run/keepalived/keepalived.pid", "-r", "/run/keepalived/vrrp.pid"))
 	}
