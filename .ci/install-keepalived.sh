@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The in-cluster VIP test (targets/vip_keepalived_test.go) runs Debian's keepalived in network
-# namespaces, with the configuration the lab's bootstrap and master assets render. Idempotent.
+# The in-cluster VIP tests (cmd/mco-standin keepalived_test.go) run Debian's keepalived in network
+# namespaces, with the configuration the lab's bootstrap and master assets render, and the
+# bootstrap keepalived container's own command line, which serves its control socket with
+# Debian's socat (MCO manifests/on-prem/keepalived.yaml). Idempotent.
 set -euo pipefail
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  if ! command -v keepalived >/dev/null; then
+  if ! command -v keepalived >/dev/null || ! command -v socat >/dev/null || ! command -v pgrep >/dev/null; then
     [ -n "${LABBUILD_APT_UPDATED:-}" ] || apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends keepalived curl >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends keepalived socat procps curl >/dev/null
   fi
 else
-  echo "install-keepalived: not root: skipping keepalived (the VIP failover test skips, or fails under CI=true)" >&2
+  echo "install-keepalived: not root: skipping keepalived and socat (the VIP failover tests skip, or fails under CI=true)" >&2
 fi

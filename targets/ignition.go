@@ -12,7 +12,6 @@ import (
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/manifests"
-	"github.com/labbuild/labbuild/render/vip"
 )
 
 // The ignition family: one Ignition 3.4 config per node (openshift-the-hard-way stage 08,
@@ -165,8 +164,10 @@ func ignNodeTarget(n Node) *engine.Target {
 	}
 }
 
-// ignBootstrapTarget declares ignition/bootstrap for bootstrap node boot.
-func ignBootstrapTarget(boot string) *engine.Target {
+// ignBootstrapTarget declares ignition/bootstrap for bootstrap node boot. In the in-cluster
+// mode it also places the localhost admin kubeconfig at /etc/kubernetes/kubeconfig, where the
+// MCO's on-prem pods read it (bootkube.sh: `cp auth/kubeconfig-loopback /etc/kubernetes/kubeconfig`).
+func ignBootstrapTarget(boot string, inCluster bool) *engine.Target {
 	deps := []string{"manifests/bootstrap"}
 	seen := map[string]bool{"manifests/bootstrap": true}
 	for _, f := range append(append([]manifests.NodeFile{}, manifests.BootstrapTLSPaths...), manifests.BootstrapKubeconfigPaths...) {
@@ -210,7 +211,7 @@ func ignBootstrapTarget(boot string) *engine.Target {
 				case dir == "static-pods/":
 					in.StaticPods = append(in.StaticPods, ignition.File{Path: manifests.StaticPodDir + "/" + file, Mode: ignition.ModeFile, Contents: b})
 				case strings.HasPrefix(rel, "resources/"): // in-cluster VIPs: boot-time templates
-					in.Files = append(in.Files, ignition.File{Path: vip.ResourceDir + "/" + strings.TrimPrefix(rel, "resources/"), Mode: ignition.ModeFile, Contents: b})
+					in.Files = append(in.Files, ignition.File{Path: ignition.BootstrapStaticPodResources + "/" + strings.TrimPrefix(rel, "resources/"), Mode: ignition.ModeFile, Contents: b})
 				case rel == "crio/00-pause.conf":
 					in.CRIOPause = b
 				case dir == "manifests/":
@@ -230,6 +231,9 @@ func ignBootstrapTarget(boot string) *engine.Target {
 					return err
 				}
 				in.Files = append(in.Files, ignition.File{Path: f.Path, Mode: int(f.Mode.Perm()), Contents: b})
+				if inCluster && f.Path == applyKubeconfig {
+					in.Files = append(in.Files, ignition.File{Path: vipBootstrapKubeconfig, Mode: ignition.ModeSecret, Contents: b})
+				}
 			}
 			res, err := ignition.Bootstrap(in)
 			if err != nil {
@@ -262,7 +266,7 @@ func ignitionTargets(c *Config) []*engine.Target {
 	for _, n := range c.Nodes {
 		switch n.Role {
 		case RoleBootstrap:
-			ts = append(ts, ignBootstrapTarget(n.Name))
+			ts = append(ts, ignBootstrapTarget(n.Name, c.InCluster()))
 		case RoleMaster, RoleWorker:
 			ts = append(ts, ignNodeTarget(n))
 		}

@@ -28,7 +28,7 @@ import (
 //	                       03 RBAC, 04 ConfigMaps and Secrets
 //	crio/00-pause.conf   → /etc/crio/crio.conf.d/00-pause.conf
 //	resources/<dir>/<f>  → /etc/kubernetes/static-pod-resources/<dir>/<f> (in-cluster VIPs:
-//	                       the keepalived and coredns templates of manifests/vip/bootstrap)
+//	                       the keepalived and coredns templates of the MCO bootstrap render)
 //
 // manifests/kube-proxy (kube-proxy.yaml, the masters' static pod) and
 // manifests/cluster/bootstrap-complete (applied at pivot) are not in the collector.
@@ -462,9 +462,13 @@ func manifestsTargets(c *Config) []*engine.Target {
 	for _, n := range append(mfClusterNames[:len(mfClusterNames):len(mfClusterNames)], hoClusterNames...) {
 		collectorDeps = append(collectorDeps, "manifests/cluster/"+n)
 	}
-	if c.InCluster() {
-		ts = append(ts, vipTargets(c)...)
-		collectorDeps = append(collectorDeps, vipBootstrapTarget)
+	inCluster := c.InCluster()
+	if inCluster {
+		// The bootstrap's on-prem pods from the MCO bootstrap render (targets/vip.go), and
+		// the Provisioning CR the installer writes for platform baremetal.
+		ts = append(ts, mfCluster("baremetal-provisioning", "Provisioning provisioning-configuration (metal3.io): provisioning network Disabled, virtual media (in-cluster VIPs, platform BareMetal)", nil, nil,
+			func(*engine.Step) ([]manifests.File, error) { return mfOne(manifests.BaremetalProvisioning()) }))
+		collectorDeps = append(collectorDeps, "mco/operator-bootstrap", "manifests/cluster/baremetal-provisioning")
 	}
 	ts = append(ts, &engine.Target{
 		Name:    "manifests/bootstrap",
@@ -482,8 +486,11 @@ func manifestsTargets(c *Config) []*engine.Target {
 					switch {
 					case strings.HasPrefix(dep, "manifests/static-pods/"):
 						dst = "static-pods/" + rel
-					case dep == vipBootstrapTarget: // static-pods/<file> and resources/<dir>/<file>
-						dst = rel
+					case dep == "mco/operator-bootstrap": // bootkube.sh copy_static_resources_for
+						var ok bool
+						if dst, ok = vipBootkubePlace(rel); !ok {
+							continue
+						}
 					case dep == "manifests/crio-pause":
 						dst = "crio/" + rel
 					case dep == "release/crds":
@@ -498,6 +505,13 @@ func manifestsTargets(c *Config) []*engine.Target {
 					}
 					if err := mfCopy(s, dep, rel, dst); err != nil {
 						return err
+					}
+					// The on-prem pods read the install-config as
+					// /opt/openshift/manifests/cluster-config.yaml, the installer's name.
+					if inCluster && dep == "manifests/cluster/cluster-config-v1" && dst != "manifests/"+vipBootstrapClusterConfig {
+						if err := mfCopy(s, dep, rel, "manifests/"+vipBootstrapClusterConfig); err != nil {
+							return err
+						}
 					}
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -50,8 +51,8 @@ var (
 	mcoStandinErr  error
 )
 
-// mcoStandinBinary builds ./cmd/mco-standin once per test binary into a fixed cache path
-// (overwritten atomically each time, so repeated runs do not accumulate binaries).
+// mcoStandinBinary builds ./cmd/mco-standin once per test binary into a fixed cache path per
+// checkout (overwritten atomically each time, so repeated runs do not accumulate binaries).
 func mcoStandinBinary(t testing.TB) string {
 	t.Helper()
 	mcoStandinOnce.Do(func() {
@@ -76,7 +77,10 @@ func mcoStandinBinary(t testing.TB) string {
 			mcoStandinErr = fmt.Errorf("go build ./cmd/mco-standin: %v\n%s", err, out)
 			return
 		}
-		mcoStandinPath = filepath.Join(dir, "mco-standin")
+		// One path per checkout: worktrees of this repository on one machine share the
+		// cache directory, and another's build must not replace this one's mid-run.
+		sum := sha256.Sum256([]byte(testenv.RepoRoot()))
+		mcoStandinPath = filepath.Join(dir, fmt.Sprintf("mco-standin-%x", sum[:6]))
 		mcoStandinErr = os.Rename(tmp.Name(), mcoStandinPath)
 	})
 	if mcoStandinErr != nil {

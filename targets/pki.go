@@ -185,15 +185,28 @@ func pkiLeaves(c *Config) []pkiLeaf {
 		{id: "admin", issuer: "kubernetes", doc: "cluster-admin client cert (system:admin in system:masters)", reads: none, spec: client("system:admin", "system:masters")},
 		{
 			id: "machine-config-server", issuer: "root",
-			doc:   "machine-config-server serving cert for api-int (Secret openshift-machine-config-operator/machine-config-server-tls, mounted by the MCS DaemonSet after the pivot)",
-			reads: func(*Config) []string { return domainReads[:2:2] },
+			doc: "machine-config-server serving cert for api-int and, in-cluster, the API VIPs (Secret openshift-machine-config-operator/machine-config-server-tls, mounted by the MCS DaemonSet after the pivot)",
+			// In-cluster mode (platform BareMetal) also reads the VIPs.
+			reads: func(c *Config) []string { return addReads(domainReads[:2:2], vipPlatformReads(c)...) },
 			spec: func(s *engine.Step) (pki.Spec, error) {
 				dom, err := clusterDomain(s)
 				if err != nil {
 					return pki.Spec{}, err
 				}
-				// installer pkg/asset/tls/mcscertkey.go: CN system:machine-config-server, api-int only on platform none.
-				return pki.Spec{CommonName: "system:machine-config-server", Server: true, DNSNames: []string{"api-int." + dom}}, nil
+				// installer 4.18 pkg/asset/tls/mcscertkey.go MCSCertKey.Generate: CN
+				// system:machine-config-server, DNS api-int.<domain>; on platform baremetal
+				// every API VIP as an IP SAN and as a DNS SAN (installConfig BareMetal.APIVIPs),
+				// so a node that fetches its pointer Ignition from https://<apiVIP>:22623 trusts it.
+				sp := pki.Spec{CommonName: "system:machine-config-server", Server: true, DNSNames: []string{"api-int." + dom}}
+				bm, err := vipBareMetal(s)
+				if err != nil {
+					return pki.Spec{}, err
+				}
+				if bm != nil {
+					sp.IPs = append(sp.IPs, bm.APIVIPs...)
+					sp.DNSNames = append(sp.DNSNames, bm.APIVIPs...)
+				}
+				return sp, nil
 			},
 		},
 		// kube-proxy's own identity on the masters: system:kube-proxy is bound to

@@ -192,6 +192,39 @@ func TestPKICertificates(t *testing.T) {
 	}
 }
 
+// TestPKIMCSSANs: the machine-config-server certificate carries api-int only in the host mode
+// (platform None) and, in the in-cluster mode (platform BareMetal), also the API VIP as an IP
+// SAN and a DNS SAN, as the installer's mcscertkey.go writes it for platform baremetal.
+func TestPKIMCSSANs(t *testing.T) {
+	for _, tt := range []struct {
+		mode     string
+		dns, ips []string
+	}{
+		{LoadBalancerHost, []string{"api-int.ocp4.example.com"}, nil},
+		{LoadBalancerInCluster, []string{"api-int.ocp4.example.com", "192.168.126.10"}, []string{"192.168.126.10"}},
+	} {
+		t.Run(tt.mode, func(t *testing.T) {
+			l := newPKILab(t)
+			l.cfg.Network.LoadBalancer = tt.mode
+			l.goals = []string{"pki/cert/machine-config-server"}
+			l.build()
+			c := l.cert("pki/cert/machine-config-server")
+			var ips []string
+			for _, ip := range c.IPAddresses {
+				ips = append(ips, ip.String())
+			}
+			if c.Subject.CommonName != "system:machine-config-server" || !slices.Equal(c.DNSNames, tt.dns) || !slices.Equal(ips, tt.ips) {
+				t.Errorf("CN %q DNS %q IP %q; want system:machine-config-server, %q, %q", c.Subject.CommonName, c.DNSNames, ips, tt.dns, tt.ips)
+			}
+			if tt.ips != nil {
+				if err := c.VerifyHostname(tt.ips[0]); err != nil {
+					t.Errorf("https://%s:22623 would not verify: %v", tt.ips[0], err)
+				}
+			}
+		})
+	}
+}
+
 func TestPKIOpenSSL(t *testing.T) {
 	openssl := testenv.Require(t, "openssl")
 	l := newPKILab(t)

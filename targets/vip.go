@@ -9,7 +9,6 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/render/manifests"
-	"github.com/labbuild/labbuild/render/vip"
 	"github.com/labbuild/labbuild/targets/kube"
 )
 
@@ -20,9 +19,9 @@ import (
 //     BareMetal with the VIPs (render/manifests BareMetal), and so does mco/inputs, so the
 //     MCO renders its on-prem templates (keepalived, haproxy, coredns static pods, the
 //     resolv.conf prepender) into the master and worker configs;
-//   - manifests/vip/bootstrap writes the bootstrap's keepalived and coredns static pods and
-//     their boot-time templates (render/vip), which manifests/bootstrap collects and
-//     ignition/bootstrap places;
+//   - manifests/bootstrap copies the bootstrap's keepalived and coredns static pods and their
+//     boot-time templates from the MCO bootstrap render's baremetal/ output, as bootkube.sh
+//     does (vipBootkubePlace), and ignition/bootstrap places them;
 //   - the haproxy family declares no targets: no haproxy.cfg, no haproxy/service, no VIP on
 //     the lab bridge (the cluster family's opt() then drops its haproxy dependencies);
 //   - cluster/pivot switches no haproxy: it waits until every master's keepalived and haproxy
@@ -79,63 +78,47 @@ func vipBareMetal(s *engine.Step) (*manifests.BareMetal, error) {
 	return bm, nil
 }
 
-// vipBootstrapTarget is the name of the target writing the bootstrap's VIP assets.
-const vipBootstrapTarget = "manifests/vip/bootstrap"
+// The bootstrap's on-prem static pods come from the MCO's own bootstrap render, as on a real
+// bootstrap: `machine-config-operator bootstrap` (mco/operator-bootstrap) writes, for platform
+// BareMetal, baremetal/manifests/{keepalived,coredns}.yaml and
+// baremetal/static-pod-resources/{keepalived/keepalived.conf.tmpl,coredns/Corefile.tmpl} (MCO
+// 4.18 pkg/operator/bootstrap.go getPlatformManifests over manifests/on-prem/), and bootkube.sh
+// (installer data/data/bootstrap/files/usr/local/bin/bootkube.sh.template,
+// copy_static_resources_for) copies <platform>/manifests/* to /etc/kubernetes/manifests/ and
+// <platform>/static-pod-resources/* to /etc/kubernetes/static-pod-resources/. labbuild renders
+// none of them itself: manifests/bootstrap copies them (vipBootkubePlace) and ignition/bootstrap
+// places them.
 
-// vipTargets declares manifests/vip/bootstrap in the in-cluster mode. Outputs:
-// static-pods/keepalived.yaml, static-pods/coredns.yaml (→ /etc/kubernetes/manifests) and
-// resources/keepalived/keepalived.conf.tmpl, resources/coredns/Corefile.tmpl
-// (→ /etc/kubernetes/static-pod-resources).
-func vipTargets(c *Config) []*engine.Target {
-	if !c.InCluster() {
-		return nil
+// vipBootkubePlatforms are the platform folders bootkube.sh copies, in its order.
+var vipBootkubePlatforms = []string{"baremetal", "openstack", "ovirt", "vsphere", "kubevirt"}
+
+// vipBootkubePlace maps an output of mco/operator-bootstrap to its place in manifests/bootstrap's
+// tree as copy_static_resources_for does: <platform>/manifests/<file> → static-pods/<file> (only
+// files directly in manifests/: `cp .../manifests/*`), <platform>/static-pod-resources/<path> →
+// resources/<path> (`cp --recursive`). ok is false for every other output.
+func vipBootkubePlace(rel string) (dst string, ok bool) {
+	platform, rest, found := strings.Cut(rel, "/")
+	if !found || !slices.Contains(vipBootkubePlatforms, platform) {
+		return "", false
 	}
-	return []*engine.Target{{
-		Name:    vipBootstrapTarget,
-		Doc:     "bootstrap keepalived (API VIP, VRRP priority 70) and coredns (api-int) static pods with their boot-time templates (in-cluster VIPs)",
-		Deps:    []string{"release/image/keepalived-ipfailover", "release/image/baremetal-runtimecfg", "release/image/coredns"},
-		Reads:   []string{"network.apiVIP", "network.ingressVIP", "network.machineNetwork"},
-		Version: 1,
-		Run: func(ctx context.Context, s *engine.Step) error {
-			b := vip.Bootstrap{
-				Kubeconfig:    manifests.KubeconfigsDir + "/localhost.kubeconfig",
-				ClusterConfig: manifests.ManifestsDir + "/" + manifests.OrderObjects + "-kube-system-configmap-cluster-config-v1.yaml",
-			}
-			var err error
-			for _, x := range []struct {
-				dep  string
-				into *string
-			}{{"release/image/keepalived-ipfailover", &b.KeepalivedImage}, {"release/image/baremetal-runtimecfg", &b.RuntimeCfgImage}, {"release/image/coredns", &b.CorednsImage}} {
-				if *x.into, err = mfPullspec(s, x.dep); err != nil {
-					return err
-				}
-			}
-			if b.APIVIP, err = s.String("network.apiVIP"); err != nil {
-				return err
-			}
-			if b.IngressVIP, err = s.String("network.ingressVIP"); err != nil {
-				return err
-			}
-			if b.MachineNetwork, err = s.String("network.machineNetwork"); err != nil {
-				return err
-			}
-			files, err := vip.BootstrapFiles(b)
-			if err != nil {
-				return fmt.Errorf("%s: %w", s.Target().Name, err)
-			}
-			for _, f := range files {
-				dir := "resources/"
-				if f.StaticPod {
-					dir = "static-pods/"
-				}
-				if err := s.WriteFile(dir+f.Path, f.Data, 0o644); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-	}}
+	if f, ok := strings.CutPrefix(rest, "manifests/"); ok && f != "" && !strings.Contains(f, "/") {
+		return "static-pods/" + f, true
+	}
+	if r, ok := strings.CutPrefix(rest, "static-pod-resources/"); ok && r != "" {
+		return "resources/" + r, true
+	}
+	return "", false
 }
+
+// Node paths the MCO's bootstrap on-prem pods read (manifests/on-prem/keepalived.yaml and
+// coredns.yaml hostPath volumes and runtimecfg arguments), which bootkube.sh provides: the
+// loopback admin kubeconfig it copies to /etc/kubernetes/kubeconfig (`cp auth/kubeconfig-loopback
+// /etc/kubernetes/kubeconfig`) and the install-config ConfigMap at
+// /opt/openshift/manifests/cluster-config.yaml (the installer's manifests/cluster-config.yaml).
+const (
+	vipBootstrapKubeconfig    = "/etc/kubernetes/kubeconfig"
+	vipBootstrapClusterConfig = "cluster-config.yaml" // in ignition.BootstrapManifestDir
+)
 
 // vipInfraNamespace is where the MCO's on-prem static pods run on platform BareMetal
 // (openshift-<onPremPlatformShortName>-infra; "kni" for BareMetal, MCO

@@ -1,6 +1,7 @@
 package targets
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -19,7 +20,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/vip"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -63,8 +63,18 @@ func TestInClusterPlan(t *testing.T) {
 			if !in && (!slices.Contains(hp, "haproxy/config") || !slices.Contains(hp, "haproxy/service")) {
 				t.Errorf("host plan lacks haproxy/config or haproxy/service: %v", hp)
 			}
-			if got := slices.Contains(plan, vipBootstrapTarget); got != in {
-				t.Errorf("%s planned: %v, want %v", vipBootstrapTarget, got, in)
+			// The bootstrap's on-prem pods come from the MCO bootstrap render in-cluster only;
+			// labbuild declares no target of its own for them.
+			for _, f := range families {
+				for _, x := range f.Targets(c) {
+					if x.Name == "manifests/bootstrap" && (slices.Contains(x.Deps, "mco/operator-bootstrap") != in ||
+						slices.Contains(x.Deps, "manifests/cluster/baremetal-provisioning") != in) {
+						t.Errorf("manifests/bootstrap deps %v: mco/operator-bootstrap and manifests/cluster/baremetal-provisioning among them should be %v", x.Deps, in)
+					}
+					if strings.HasPrefix(x.Name, "manifests/vip/") {
+						t.Errorf("%s declared: labbuild renders no on-prem pods of its own", x.Name)
+					}
+				}
 			}
 			if !slices.Contains(plan, "cluster/pivot") || !slices.Contains(plan, "libvirt/network") {
 				t.Errorf("plan lacks cluster/pivot or libvirt/network: %v", plan)
@@ -86,19 +96,46 @@ func TestInClusterPlan(t *testing.T) {
 }
 
 // TestInClusterIgnition builds ignition/bootstrap and ignition/master-0 in the in-cluster
-// mode: the bootstrap config (validated by Ignition's parser, no duplicates) carries the
-// keepalived and coredns static pods with the payload's images and the lab's VIPs, the
-// keepalived template that renders at boot to priority 70, and platform BareMetal manifests;
-// master-0's config carries the MCO's on-prem keepalived, haproxy and coredns pods.
+// mode. The bootstrap config (validated by Ignition's parser, no duplicates) carries the
+// on-prem static pods and templates of the MCO bootstrap render's baremetal/ output byte for
+// byte, at the places bootkube.sh's copy_static_resources_for gives them, and nothing else
+// under /etc/kubernetes/static-pod-resources; the files those pods read (the kubeconfig, the
+// install-config) are on the node; the keepalived template renders at boot to the upstream
+// bootstrap instance (priority 70, no nopreempt, label vip). master-0's config carries the
+// MCO's on-prem keepalived, haproxy and coredns pods.
 func TestInClusterIgnition(t *testing.T) {
 	l := newMCOLab(t)
 	l.cfg.Network.LoadBalancer = LoadBalancerInCluster
 	l.build("ignition/bootstrap", "ignition/master-0")
 	boot := l.ignLoad("bootstrap")
 
+	// Byte identity with the MCO render, path by path.
+	mcoFiles, err := os.ReadDir(filepath.Join(l.out, "mco", "operator-bootstrap", "baremetal", "manifests"))
+	if err != nil || len(mcoFiles) != 2 {
+		t.Fatalf("mco/operator-bootstrap baremetal/manifests: %v %v", mcoFiles, err)
+	}
+	want := map[string]string{}
+	for _, f := range mcoFiles {
+		want["/etc/kubernetes/manifests/"+f.Name()] = "baremetal/manifests/" + f.Name()
+	}
+	for _, r := range []string{"keepalived/keepalived.conf.tmpl", "coredns/Corefile.tmpl"} {
+		want["/etc/kubernetes/static-pod-resources/"+r] = "baremetal/static-pod-resources/" + r
+	}
+	for node, rel := range want {
+		if got, mco := ignContents(t, boot, "bootstrap", node), l.file("mco/operator-bootstrap", rel); !bytes.Equal(got, mco) {
+			t.Errorf("bootstrap %s is not the MCO render's %s:\n--- ignition\n%s\n--- mco\n%s", node, rel, got, mco)
+		}
+	}
+	for _, f := range boot.Storage.Files {
+		if strings.HasPrefix(f.Path, "/etc/kubernetes/static-pod-resources/") && want[f.Path] == "" {
+			t.Errorf("bootstrap %s: not from the MCO render", f.Path)
+		}
+	}
+
 	var ka, dns corev1.Pod
-	for p, into := range map[string]*corev1.Pod{vip.StaticPodDir + "/" + vip.KeepalivedPod: &ka, vip.StaticPodDir + "/" + vip.CorednsPod: &dns} {
-		if err := yaml.UnmarshalStrict(ignContents(t, boot, "bootstrap", p), into); err != nil {
+	for p, into := range map[string]*corev1.Pod{"/etc/kubernetes/manifests/keepalived.yaml": &ka, "/etc/kubernetes/manifests/coredns.yaml": &dns} {
+		// Not strict: the upstream pods carry `empty-dir: {}`, which the kubelet ignores.
+		if err := yaml.Unmarshal(ignContents(t, boot, "bootstrap", p), into); err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
 	}
@@ -108,8 +145,23 @@ func TestInClusterIgnition(t *testing.T) {
 		images[c.Image] = true
 		args = append(args, c.Command...)
 	}
+	var is struct {
+		Spec struct {
+			Tags []struct {
+				Name string
+				From struct{ Name string }
+			}
+		}
+	}
+	if err := yaml.Unmarshal(l.file("release/image-references", "image-references"), &is); err != nil {
+		t.Fatal(err)
+	}
+	pullspec := map[string]string{}
+	for _, tg := range is.Spec.Tags {
+		pullspec[tg.Name] = tg.From.Name
+	}
 	for _, tag := range []string{"keepalived-ipfailover", "baremetal-runtimecfg", "coredns"} {
-		if !images[strings.TrimSpace(string(l.file("release/image/"+tag, "pullspec")))] {
+		if !images[pullspec[tag]] || pullspec[tag] == "" {
 			t.Errorf("no bootstrap VIP pod runs the %s image: %v", tag, images)
 		}
 	}
@@ -118,11 +170,11 @@ func TestInClusterIgnition(t *testing.T) {
 			t.Errorf("bootstrap VIP pods' commands lack %q: %v", want, args)
 		}
 	}
-	// The files the pods mount exist on the bootstrap: the kubeconfig and cluster-config-v1.
-	for _, v := range append(ka.Spec.Volumes, dns.Spec.Volumes...) {
-		if v.HostPath != nil && strings.HasSuffix(v.HostPath.Path, ".kubeconfig") {
-			ignContents(t, boot, "bootstrap", v.HostPath.Path)
-		}
+	// The files the pods read exist on the bootstrap: the kubeconfig (an admin kubeconfig
+	// for the local API) and the install-config.
+	kc := ignContents(t, boot, "bootstrap", "/etc/kubernetes/kubeconfig")
+	if !bytes.Equal(kc, ignContents(t, boot, "bootstrap", manifests.KubeconfigsDir+"/localhost.kubeconfig")) {
+		t.Error("/etc/kubernetes/kubeconfig is not the localhost admin kubeconfig")
 	}
 	for i, a := range args {
 		if a == "--cluster-config" {
@@ -132,7 +184,7 @@ func TestInClusterIgnition(t *testing.T) {
 			}
 		}
 	}
-	tmpl := ignContents(t, boot, "bootstrap", vip.ResourceDir+"/"+vip.KeepalivedTmpl)
+	tmpl := ignContents(t, boot, "bootstrap", "/etc/kubernetes/static-pod-resources/keepalived/keepalived.conf.tmpl")
 	n, err := vip.NewNode(vip.NodeData{ClusterName: "ocp4", Domain: "ocp4.example.com", APIVIP: "192.168.126.10", IngressVIP: "192.168.126.11",
 		MachineNetwork: "192.168.126.0/24", NodeIP: "192.168.126.100", Interface: "ens3", Unicast: true,
 		Backends: []string{"192.168.126.101", "192.168.126.102", "192.168.126.103"}})
@@ -143,14 +195,23 @@ func TestInClusterIgnition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"priority 70", "nopreempt", "192.168.126.10/24", "unicast_src_ip 192.168.126.100", "        192.168.126.103\n"} {
+	for _, want := range []string{"vrrp_instance ocp4_API_0 {", "priority 70", "192.168.126.10/24 label vip", "unicast_src_ip 192.168.126.100", "        192.168.126.103\n"} {
 		if !strings.Contains(string(conf), want) {
 			t.Errorf("bootstrap keepalived.conf rendered at boot lacks %q:\n%s", want, conf)
 		}
 	}
-	corefile := ignContents(t, boot, "bootstrap", vip.ResourceDir+"/"+vip.CorefileTmpl)
-	if cf, err := vip.Render(corefile, n); err != nil || !strings.Contains(string(cf), "match ^api-int.ocp4.example.com") || !strings.Contains(string(cf), "60 in a 192.168.126.10") {
+	if strings.Contains(string(conf), "nopreempt") {
+		t.Errorf("bootstrap keepalived.conf has nopreempt (upstream's has none):\n%s", conf)
+	}
+	corefile := ignContents(t, boot, "bootstrap", "/etc/kubernetes/static-pod-resources/coredns/Corefile.tmpl")
+	if cf, err := vip.Render(corefile, n); err != nil || !strings.Contains(string(cf), "match ^api-int.ocp4.example.com") ||
+		!strings.Contains(string(cf), "template IN A ocp4.example.com") || !strings.Contains(string(cf), "60 in {{ .Type }} 192.168.126.10") {
 		t.Errorf("bootstrap Corefile rendered at boot (%v):\n%s", err, cf)
+	}
+	// The Provisioning CR goes to the cluster with the other bootstrap manifests.
+	prov := ignContents(t, boot, "bootstrap", manifests.ManifestsDir+"/"+manifests.BaremetalProvisioningName)
+	if want, _ := manifests.BaremetalProvisioning(); !bytes.Equal(prov, want.Data) {
+		t.Errorf("bootstrap %s:\n%s", manifests.BaremetalProvisioningName, prov)
 	}
 	infra := ignContents(t, boot, "bootstrap", manifests.ManifestsDir+"/02-config-infrastructure.yaml")
 	if !strings.Contains(string(infra), "type: OpenShiftManagedDefault") || !strings.Contains(string(infra), "platform: BareMetal") {
@@ -166,9 +227,6 @@ func TestInClusterIgnition(t *testing.T) {
 		if b := ignContents(t, m0, "master-0", p); !strings.Contains(string(b), sub) {
 			t.Errorf("master-0 %s lacks %q", p, sub)
 		}
-	}
-	if _, err := ignition.FileContents(m0, vip.StaticPodDir+"/"+vip.KeepalivedPod); err != nil {
-		t.Error(err)
 	}
 }
 

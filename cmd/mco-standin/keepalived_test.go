@@ -28,7 +28,8 @@ import (
 // as runtimecfg renders it on the node at boot (render/vip.Render: baremetal-runtimecfg is not
 // served by the module proxy here, so its template step runs over the same data):
 //
-//   - the bootstrap: render/vip.BootstrapKeepalivedTemplate (priority 70, nopreempt, unicast);
+//   - the bootstrap: the keepalived.conf.tmpl of the stand-in MCO's bootstrap render
+//     (baremetal/static-pod-resources, MCO manifests/on-prem: priority 70, unicast);
 //   - the masters: the keepalived.conf.tmpl and check scripts the stand-in MCO rendered from the
 //     real 4.18 on-prem templates into rendered-master (priority 40 plus check weights).
 //
@@ -59,7 +60,17 @@ func TestVIPBackendHelper(t *testing.T) {
 		t.Skip("helper process of TestKeepalivedVIPFailover")
 	}
 	go http.ListenAndServe(":9444", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ready "+name) }))
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok "+name) }))
+	// The API also answers a Node list (LABBUILD_VIP_NODES, a core/v1 NodeList): what the
+	// runtimecfg stand-in reads through its kubeconfig.
+	nodes := os.Getenv("LABBUILD_VIP_NODES")
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/nodes" && nodes != "" {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, nodes)
+			return
+		}
+		io.WriteString(w, "ok "+name)
+	}))
 	ln, err := net.Listen("tcp", ":6443")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -84,57 +95,19 @@ func TestKeepalivedVIPFailover(t *testing.T) {
 		}
 	}
 
-	// The masters' templates and scripts, from the stand-in's render of the on-prem templates.
-	cfgs, _ := renderBareMetal(t)
-	master := cfgs["master"]
-	tmpl, err := ignition.FileContents(master, "/etc/kubernetes/static-pod-resources/keepalived/keepalived.conf.tmpl")
-	if err != nil {
-		t.Fatal(err)
+	tmpl, scripts := masterKeepalived(t)
+	// The bootstrap's template, from the stand-in operator's bootstrap render (the MCO's
+	// manifests/on-prem/keepalived.conf.tmpl, as bootkube.sh places it).
+	bootTmpl := bareMetalBootstrap(t)["baremetal/static-pod-resources/keepalived/keepalived.conf.tmpl"]
+	if len(bootTmpl) == 0 {
+		t.Fatal("the operator bootstrap wrote no baremetal keepalived.conf.tmpl")
 	}
-	scripts := map[string][]byte{}
-	for _, s := range []string{"chk_ocp_script.sh", "chk_ocp_script_both.sh", "chk_mcs_script.sh", "chk_default_ingress.sh"} {
-		b, err := ignition.FileContents(master, "/etc/kubernetes/static-pod-resources/keepalived/scripts/"+s+".tmpl")
-		if err != nil {
-			t.Fatal(err)
-		}
-		scripts[s] = b
-	}
-
-	run := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	tag := fmt.Sprintf("lbka%d", os.Getpid()%100000)
-	brNS := tag + "-br"
-	run("ip", "netns", "add", brNS)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", brNS).Run() })
-	run("ip", "-n", brNS, "link", "add", "br0", "type", "bridge")
-	run("ip", "-n", brNS, "link", "set", "br0", "up")
-
-	base := t.TempDir()
-	var nodes []*kaNode
-	addNode := func(name string, host int) *kaNode {
-		n := &kaNode{name: name, ns: fmt.Sprintf("%s-%d", tag, host), ip: fmt.Sprintf("%s.%d", kaNet, host), dir: filepath.Join(base, name)}
-		run("ip", "netns", "add", n.ns)
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", n.ns).Run() })
-		peer := fmt.Sprintf("v%d", host)
-		run("ip", "-n", n.ns, "link", "add", "eth0", "type", "veth", "peer", "name", peer, "netns", brNS)
-		run("ip", "-n", brNS, "link", "set", peer, "master", "br0", "up")
-		run("ip", "-n", n.ns, "addr", "add", fmt.Sprintf("%s/%d", n.ip, kaPrefix), "dev", "eth0")
-		run("ip", "-n", n.ns, "link", "set", "eth0", "up")
-		run("ip", "-n", n.ns, "link", "set", "lo", "up")
-		for _, d := range []string{"etc-keepalived", "run-keepalived"} {
-			os.MkdirAll(filepath.Join(n.dir, d), 0o755)
-		}
-		return n
-	}
+	addNode := kaBridge(t, "lbka")
 	boot := addNode("bootstrap", 100)
 	m0 := addNode("master-0", 101)
 	m1 := addNode("master-1", 102)
 	client := addNode("client", 200)
-	nodes = []*kaNode{boot, m0, m1}
+	nodes := []*kaNode{boot, m0, m1}
 
 	// What runtimecfg sees at boot on each node: the API's backends (the bootstrap and the
 	// masters while the bootstrap serves), no ingress peers (no router runs in this test).
@@ -148,23 +121,11 @@ func TestKeepalivedVIPFailover(t *testing.T) {
 		return nd
 	}
 	for _, n := range nodes {
-		var conf []byte
-		var err error
-		if n == boot {
-			conf, err = vip.Render([]byte(vip.BootstrapKeepalivedTemplate), data(n))
-		} else {
-			conf, err = vip.Render(tmpl, data(n))
-			for s, b := range scripts {
-				out, err := vip.Render(b, data(n))
-				if err != nil {
-					t.Fatalf("%s: %v", s, err)
-				}
-				os.WriteFile(filepath.Join(n.dir, "etc-keepalived", s), out, 0o755)
-			}
-			// The keepalived pod's monitor creates this once haproxy's iptables redirect is in
-			// place; chk_ocp_script.sh requires it.
-			os.WriteFile(filepath.Join(n.dir, "run-keepalived", "iptables-rule-exists"), nil, 0o644)
+		if n != boot {
+			writeMasterKeepalived(t, n, tmpl, scripts, data(n))
+			continue
 		}
+		conf, err := vip.Render(bootTmpl, data(n))
 		if err != nil {
 			t.Fatalf("%s: render keepalived.conf: %v", n.name, err)
 		}
@@ -206,16 +167,7 @@ func TestKeepalivedVIPFailover(t *testing.T) {
 		n.backend.Process.Kill()
 		n.backend.Wait()
 	}
-	holder := func() string {
-		var on []string
-		for _, n := range nodes {
-			out, _ := exec.Command("ip", "-n", n.ns, "-o", "-4", "addr", "show", "dev", "eth0").CombinedOutput()
-			if bytes.Contains(out, []byte(" "+kaVIP+"/")) {
-				on = append(on, n.name)
-			}
-		}
-		return strings.Join(on, ",")
-	}
+	holder := func() string { return kaHolder(nodes) }
 	curl := func() (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -302,4 +254,91 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// kaRun runs a command and fails the test with its output.
+func kaRun(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+	}
+}
+
+// kaBridge creates a bridge in a namespace of its own (removed at cleanup) and returns a
+// function adding a node: a network namespace with eth0 on the bridge at 198.18.0.<host>/24 and
+// the node's etc-keepalived and run-keepalived directories.
+func kaBridge(t *testing.T, prefix string) func(name string, host int) *kaNode {
+	tag := fmt.Sprintf("%s%d", prefix, os.Getpid()%100000)
+	brNS := tag + "-br"
+	kaRun(t, "ip", "netns", "add", brNS)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", brNS).Run() })
+	kaRun(t, "ip", "-n", brNS, "link", "add", "br0", "type", "bridge")
+	kaRun(t, "ip", "-n", brNS, "link", "set", "br0", "up")
+	base := t.TempDir()
+	return func(name string, host int) *kaNode {
+		n := &kaNode{name: name, ns: fmt.Sprintf("%s-%d", tag, host), ip: fmt.Sprintf("%s.%d", kaNet, host), dir: filepath.Join(base, name)}
+		kaRun(t, "ip", "netns", "add", n.ns)
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", n.ns).Run() })
+		peer := fmt.Sprintf("v%d", host)
+		kaRun(t, "ip", "-n", n.ns, "link", "add", "eth0", "type", "veth", "peer", "name", peer, "netns", brNS)
+		kaRun(t, "ip", "-n", brNS, "link", "set", peer, "master", "br0", "up")
+		kaRun(t, "ip", "-n", n.ns, "addr", "add", fmt.Sprintf("%s/%d", n.ip, kaPrefix), "dev", "eth0")
+		kaRun(t, "ip", "-n", n.ns, "link", "set", "eth0", "up")
+		kaRun(t, "ip", "-n", n.ns, "link", "set", "lo", "up")
+		for _, d := range []string{"etc-keepalived", "run-keepalived"} {
+			os.MkdirAll(filepath.Join(n.dir, d), 0o755)
+		}
+		return n
+	}
+}
+
+// masterKeepalived returns the masters' keepalived.conf.tmpl and check script templates, from
+// the stand-in's render of the real on-prem templates into rendered-master.
+func masterKeepalived(t *testing.T) ([]byte, map[string][]byte) {
+	t.Helper()
+	cfgs, _ := renderBareMetal(t)
+	const dir = "/etc/kubernetes/static-pod-resources/keepalived/"
+	tmpl, err := ignition.FileContents(cfgs["master"], dir+"keepalived.conf.tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scripts := map[string][]byte{}
+	for _, s := range []string{"chk_ocp_script.sh", "chk_ocp_script_both.sh", "chk_mcs_script.sh", "chk_default_ingress.sh"} {
+		if scripts[s], err = ignition.FileContents(cfgs["master"], dir+"scripts/"+s+".tmpl"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tmpl, scripts
+}
+
+// writeMasterKeepalived renders a master's keepalived.conf and check scripts as runtimecfg
+// would at boot into its etc-keepalived, and the iptables marker the keepalived pod's monitor
+// creates once haproxy's redirect is in place (chk_ocp_script.sh requires it).
+func writeMasterKeepalived(t *testing.T, n *kaNode, tmpl []byte, scripts map[string][]byte, data vip.Node) {
+	t.Helper()
+	conf, err := vip.Render(tmpl, data)
+	if err != nil {
+		t.Fatalf("%s: render keepalived.conf: %v", n.name, err)
+	}
+	for s, b := range scripts {
+		out, err := vip.Render(b, data)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		os.WriteFile(filepath.Join(n.dir, "etc-keepalived", s), out, 0o755)
+	}
+	os.WriteFile(filepath.Join(n.dir, "run-keepalived", "iptables-rule-exists"), nil, 0o644)
+	os.WriteFile(filepath.Join(n.dir, "etc-keepalived", "keepalived.conf"), conf, 0o644)
+}
+
+// kaHolder names the nodes whose eth0 holds the API VIP, comma-separated.
+func kaHolder(nodes []*kaNode) string {
+	var on []string
+	for _, n := range nodes {
+		out, _ := exec.Command("ip", "-n", n.ns, "-o", "-4", "addr", "show", "dev", "eth0").CombinedOutput()
+		if bytes.Contains(out, []byte(" "+kaVIP+"/")) {
+			on = append(on, n.name)
+		}
+	}
+	return strings.Join(on, ",")
 }

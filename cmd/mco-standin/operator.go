@@ -274,6 +274,16 @@ func operatorBootstrap(f operatorFlags, log io.Writer) error {
 			return err
 		}
 	}
+	// The bootstrap's on-prem static pods and their templates (platform BareMetal).
+	onPrem, err := onPremBootstrapFiles(&infra, &dns, images)
+	if err != nil {
+		return err
+	}
+	for rel, b := range onPrem {
+		if err := writeOut(f.destDir, rel, b); err != nil {
+			return err
+		}
+	}
 	// The pull secret Secret is copied verbatim (pkg/operator/bootstrap.go).
 	if err := writeOut(f.destDir, "bootstrap/manifests/machineconfigcontroller-pull-secret", pullSecret); err != nil {
 		return err

@@ -349,13 +349,37 @@ func (r *rig) staticPods(nd *Node) ([]string, []string, error) {
 			standins = append(standins, c.Pod+"/"+c.Name+" ("+c.Program+")")
 			continue
 		}
+		// CRI-O creates a missing hostPath as a directory (the MCO's keepalived pod's
+		// /etc/keepalived, which its monitor writes keepalived.conf into).
+		for _, hp := range c.HostPaths {
+			if _, err := os.Lstat(filepath.Join(nd.Root, hp)); os.IsNotExist(err) && !strings.HasPrefix(hp, "/var/lib/kubelet/pods/") {
+				if err := nd.Run(context.Background(), "mkdir", nil, "mkdir", "-p", hp); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+		argv, env := append([]string{bin}, c.Args...), c.Env
+		if c.Program == "bash" {
+			argv, env = r.containerShell(argv), append(env, "HOME=/")
+		}
 		// Kept running as the kubelet keeps a static pod's container (restartPolicy Always).
-		if err := nd.Keep(c.Pod+"-"+c.Name, c.Env, c.Binds, append([]string{bin}, c.Args...)...); err != nil {
+		if err := nd.Keep(c.Pod+"-"+c.Name, env, c.Binds, argv...); err != nil {
 			return nil, nil, err
 		}
 		started = append(started, c.Program)
 	}
 	return started, standins, nil
+}
+
+// containerShell runs a container's bash (the in-cluster mode's keepalived container: bash,
+// keepalived and socat) as in its image: in a PID namespace of its own, so its `pgrep -o
+// keepalived` finds its own keepalived and no other on this host, and with /bin/sh being bash
+// as in the RHEL-based images of the MCO's on-prem pods (socat's system: address runs `bash -c
+// msg_handler` through /bin/sh with the functions the script exported, which Debian's dash
+// would drop).
+func (r *rig) containerShell(argv []string) []string {
+	return append([]string{r.bins["unshare"], "--pid", "--fork", "--mount-proc", "--kill-child",
+		"sh", "-c", `mount --bind "$0" "$(readlink -f /bin/sh)" && exec "$@"`, argv[0]}, argv...)
 }
 
 // kubelet runs the node's kubelet-auto-node-size.service, then containerd (on the runtime

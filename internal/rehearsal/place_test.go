@@ -115,3 +115,50 @@ func TestNodeNS(t *testing.T) {
 		seen[ns] = n
 	}
 }
+
+// TestStaticPodsOnPrem parses a pod shaped like the MCO's on-prem keepalived pod
+// (manifests/on-prem/keepalived.yaml): its `empty-dir: {}` volume (a field the kubelet drops,
+// leaving a volume without a source, defaulted to an emptyDir) is one node directory that both
+// containers bind, and POD_NAMESPACE comes from the downward API.
+func TestStaticPodsOnPrem(t *testing.T) {
+	pod := `kind: Pod
+apiVersion: v1
+metadata: {name: keepalived, namespace: openshift-kni-infra}
+spec:
+  volumes:
+  - name: conf-dir
+    hostPath: {path: "/etc/keepalived"}
+  - name: run-dir
+    empty-dir: {}
+  containers:
+  - name: keepalived
+    command: [/bin/bash, -c, "exec socat"]
+    volumeMounts:
+    - {name: conf-dir, mountPath: "/etc/keepalived"}
+    - {name: run-dir, mountPath: "/var/run/keepalived"}
+  - name: keepalived-monitor
+    env:
+    - name: POD_NAMESPACE
+      valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+    command: [dynkeepalived, /etc/kubernetes/kubeconfig]
+    volumeMounts:
+    - {name: run-dir, mountPath: "/var/run/keepalived"}
+`
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, PodManifestDir), 0o755)
+	os.WriteFile(filepath.Join(root, PodManifestDir, "keepalived.yaml"), []byte(pod), 0o644)
+	cs, err := StaticPods(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := EmptyDirPath("keepalived", "run-dir")
+	want := []Container{
+		{Pod: "keepalived", Name: "keepalived", Program: "bash", Args: []string{"-c", "exec socat"},
+			Binds: [][2]string{{"/var/run/keepalived", run}}, HostPaths: []string{"/etc/keepalived", run}},
+		{Pod: "keepalived", Name: "keepalived-monitor", Program: "dynkeepalived", Args: []string{"/etc/kubernetes/kubeconfig"},
+			Env: []string{"POD_NAMESPACE=openshift-kni-infra"}, Binds: [][2]string{{"/var/run/keepalived", run}}, HostPaths: []string{run}},
+	}
+	if !reflect.DeepEqual(cs, want) {
+		t.Errorf("containers:\n got %+v\nwant %+v", cs, want)
+	}
+}

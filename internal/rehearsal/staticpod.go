@@ -34,8 +34,8 @@ type Container struct {
 }
 
 // StaticPods reads every pod manifest under root+PodManifestDir (*.yaml, *.json, name order)
-// and returns its containers. Only hostPath volumes are supported: the bootstrap's static
-// pods use no other kind.
+// and returns its containers. hostPath and emptyDir volumes are supported (EmptyDirPath): the
+// bootstrap's static pods use no other kind.
 func StaticPods(root string) ([]Container, error) {
 	dir := filepath.Join(root, PodManifestDir)
 	ents, err := os.ReadDir(dir)
@@ -55,29 +55,44 @@ func StaticPods(root string) ([]Container, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Not strict: the kubelet's file source decodes static pods without strict field
+		// checks, so an unknown field is dropped. The MCO's on-prem pods
+		// (manifests/on-prem/keepalived.yaml, coredns.yaml) write `empty-dir: {}`, a volume
+		// with no source, which the API defaults (SetDefaults_Volume) make an emptyDir.
 		var pod corev1.Pod
-		if err := yaml.UnmarshalStrict(b, &pod); err != nil {
+		if err := yaml.Unmarshal(b, &pod); err != nil {
 			return nil, fmt.Errorf("rehearsal: %s/%s: %w", PodManifestDir, n, err)
 		}
 		vols := map[string]string{}
 		for _, v := range pod.Spec.Volumes {
-			if v.HostPath == nil {
-				return nil, fmt.Errorf("rehearsal: %s/%s: volume %s is not a hostPath", PodManifestDir, n, v.Name)
+			switch {
+			case v.HostPath != nil:
+				vols[v.Name] = v.HostPath.Path
+			case v.EmptyDir != nil || v.VolumeSource == (corev1.VolumeSource{}):
+				vols[v.Name] = EmptyDirPath(pod.Name, v.Name)
+			default:
+				return nil, fmt.Errorf("rehearsal: %s/%s: volume %s is neither a hostPath nor an emptyDir", PodManifestDir, n, v.Name)
 			}
-			vols[v.Name] = v.HostPath.Path
 		}
 		for _, c := range pod.Spec.Containers {
-			words := append(append([]string{}, c.Command...), c.Args...)
-			if len(words) == 0 {
-				return nil, fmt.Errorf("rehearsal: %s/%s: container %s has no command (the image's entrypoint is not known here)", PodManifestDir, n, c.Name)
+			if len(c.Command) == 0 {
+				// The image's entrypoint runs (the MCO's coredns container: args only); it is
+				// not known here, so the container is one no host program plays.
+				out = append(out, Container{Pod: pod.Name, Name: c.Name, Program: EntrypointProgram, Args: c.Args, Image: c.Image})
+				continue
 			}
+			words := append(append([]string{}, c.Command...), c.Args...)
 			prog, args := path.Base(words[0]), words[1:]
 			if prog == "hyperkube" && len(args) > 0 {
 				prog, args = args[0], args[1:]
 			}
 			ct := Container{Pod: pod.Name, Name: c.Name, Program: prog, Args: args, Image: c.Image}
 			for _, e := range c.Env {
-				ct.Env = append(ct.Env, e.Name+"="+e.Value)
+				v := e.Value
+				if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace" {
+					v = pod.Namespace // the downward API (keepalived-monitor's POD_NAMESPACE)
+				}
+				ct.Env = append(ct.Env, e.Name+"="+v)
 			}
 			for _, m := range c.VolumeMounts {
 				hp, ok := vols[m.Name]
@@ -95,3 +110,14 @@ func StaticPods(root string) ([]Container, error) {
 	}
 	return out, nil
 }
+
+// EmptyDirPath is the node path of emptyDir volume vol of pod, where the kubelet keeps it
+// (/var/lib/kubelet/pods/<pod>/volumes/kubernetes.io~empty-dir/<vol>; the pod's name stands
+// for its UID): the containers of one pod that mount it share it.
+func EmptyDirPath(pod, vol string) string {
+	return "/var/lib/kubelet/pods/" + pod + "/volumes/kubernetes.io~empty-dir/" + vol
+}
+
+// EntrypointProgram is the Program of a container without a command: its image's entrypoint,
+// which the rehearsal does not know.
+const EntrypointProgram = "(entrypoint)"

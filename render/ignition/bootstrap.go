@@ -18,6 +18,10 @@ const (
 	PathBootkube          = "/usr/local/bin/bootkube.sh"
 	PathBootkubeDone      = "/opt/openshift/.bootkube.done"
 	PathBootstrapManifest = "/etc/kubernetes/manifests/.keep"
+	// BootstrapStaticPodResources holds the static pods' resources (in-cluster VIPs: the
+	// keepalived and coredns templates of the MCO bootstrap render, placed as bootkube.sh's
+	// copy_static_resources_for places them).
+	BootstrapStaticPodResources = "/etc/kubernetes/static-pod-resources"
 )
 
 // BootstrapInput is everything the bootstrap node's config is made of. Files are placed where

@@ -102,3 +102,35 @@ func TestBareMetalRefusesBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestBaremetalProvisioningGolden: the Provisioning CR of the in-cluster mode is the
+// installer's baremetal-provisioning-config.yaml.template for an install-config with
+// provisioningNetwork Disabled: every template field present, the network Disabled, the
+// provisioning addresses empty, one cluster-scoped provisioning-configuration.
+func TestBaremetalProvisioningGolden(t *testing.T) {
+	f, err := BaremetalProvisioning()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Name != "99_baremetal-provisioning-config.yaml" || f.Secret {
+		t.Errorf("file %q secret=%v", f.Name, f.Secret)
+	}
+	golden(t, "baremetal/"+f.Name, f.Data)
+	var o struct {
+		APIVersion string         `json:"apiVersion"`
+		Kind       string         `json:"kind"`
+		Metadata   map[string]any `json:"metadata"`
+		Spec       map[string]any `json:"spec"`
+	}
+	if err := yaml.UnmarshalStrict(f.Data, &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.APIVersion != "metal3.io/v1alpha1" || o.Kind != "Provisioning" || !reflect.DeepEqual(o.Metadata, map[string]any{"name": "provisioning-configuration"}) {
+		t.Errorf("object %s %s %v", o.APIVersion, o.Kind, o.Metadata)
+	}
+	want := map[string]any{"provisioningInterface": "", "provisioningIP": "", "provisioningNetworkCIDR": "", "provisioningNetwork": "Disabled",
+		"provisioningDHCPRange": "", "provisioningOSDownloadURL": "", "watchAllNamespaces": false}
+	if !reflect.DeepEqual(o.Spec, want) {
+		t.Errorf("spec = %v\nwant %v", o.Spec, want)
+	}
+}

@@ -1,11 +1,9 @@
 package vip
 
 import (
+	"fmt"
 	"strings"
 	"testing"
-
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/yaml"
 )
 
 // TestFletcherChecksum8 checks the router ids against the installer's fletcher8 algorithm
@@ -21,67 +19,29 @@ func TestFletcherChecksum8(t *testing.T) {
 	}
 }
 
-func testBootstrap() Bootstrap {
-	return Bootstrap{APIVIP: "192.168.126.10", IngressVIP: "192.168.126.11", MachineNetwork: "192.168.126.0/24",
-		KeepalivedImage: "quay.io/x/keepalived@sha256:1", RuntimeCfgImage: "quay.io/x/runtimecfg@sha256:2", CorednsImage: "quay.io/x/coredns@sha256:3",
-		Kubeconfig: "/etc/kubernetes/kubeconfigs/localhost.kubeconfig", ClusterConfig: "/opt/openshift/manifests/cc.yaml"}
-}
-
-func TestBootstrapFiles(t *testing.T) {
-	fs, err := BootstrapFiles(testBootstrap())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, f := range fs {
-		names = append(names, f.Path)
-		if f.StaticPod {
-			var p corev1.Pod
-			if err := yaml.UnmarshalStrict(f.Data, &p); err != nil || !p.Spec.HostNetwork || p.Namespace != "openshift-kni-infra" {
-				t.Errorf("%s: not a host-network pod in openshift-kni-infra (%v):\n%s", f.Path, err, f.Data)
-			}
-		}
-	}
-	if got := strings.Join(names, " "); got != "keepalived.yaml coredns.yaml keepalived/keepalived.conf.tmpl coredns/Corefile.tmpl" {
-		t.Errorf("files = %s", got)
-	}
-	for name, mutate := range map[string]func(*Bootstrap){
-		"VIP outside": func(b *Bootstrap) { b.APIVIP = "10.0.0.1" },
-		"bad net":     func(b *Bootstrap) { b.MachineNetwork = "192.168.126.0" },
-		"no image":    func(b *Bootstrap) { b.CorednsImage = "" },
-	} {
-		b := testBootstrap()
-		mutate(&b)
-		if _, err := BootstrapFiles(b); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
-}
-
-// TestRenderBootstrapKeepalived renders the bootstrap template as runtimecfg would: unicast
-// to every backend but itself, priority 70, the VIP with the machine network's prefix.
-func TestRenderBootstrapKeepalived(t *testing.T) {
+// TestRender renders a runtimecfg template over NewNode's data as runtimecfg would: the
+// Configs range (one per address family), unicast peers, the VIP with the machine network's
+// prefix, the router id; an unknown field is an error.
+func TestRender(t *testing.T) {
 	n, err := NewNode(NodeData{ClusterName: "ocp4", Domain: "ocp4.example.com", APIVIP: "192.168.126.10", IngressVIP: "192.168.126.11",
 		MachineNetwork: "192.168.126.0/24", NodeIP: "192.168.126.100", Interface: "ens3", Unicast: true,
 		Backends: []string{"192.168.126.100", "192.168.126.101"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Render([]byte(BootstrapKeepalivedTemplate), n)
+	const tmpl = `{{range $i, $c := .Configs}}{{.Cluster.Name}}_API_{{$i}} {{.VRRPInterface}} {{.Cluster.APIVirtualRouterID}} {{.Cluster.APIVIP}}/{{.Cluster.VIPNetmask}}` +
+		`{{if .EnableUnicast}} src {{.NonVirtualIP}}{{range .LBConfig.Backends}} {{.Address}}{{end}}{{end}}{{end}}`
+	b, err := Render([]byte(tmpl), n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf := string(b)
-	for _, want := range []string{"vrrp_instance ocp4_API {", "interface ens3", "priority 70", "nopreempt", "unicast_src_ip 192.168.126.100",
-		"unicast_peer {\n        192.168.126.101\n    }", "192.168.126.10/24", "auth_pass ocp4_api_vip"} {
-		if !strings.Contains(conf, want) {
-			t.Errorf("lacks %q:\n%s", want, conf)
-		}
+	want := fmt.Sprintf("ocp4_API_0 ens3 %d 192.168.126.10/24 src 192.168.126.100 192.168.126.100 192.168.126.101", FletcherChecksum8("ocp4-api"))
+	if string(b) != want {
+		t.Errorf("got  %q\nwant %q", b, want)
 	}
-	n.EnableUnicast = false
-	b, _ = Render([]byte(BootstrapKeepalivedTemplate), n)
-	if strings.Contains(string(b), "unicast") {
-		t.Errorf("multicast config names unicast peers:\n%s", b)
+	n.Configs[0].EnableUnicast = false
+	if b, _ := Render([]byte(tmpl), n); strings.Contains(string(b), "src") {
+		t.Errorf("multicast config names unicast peers: %s", b)
 	}
 	if _, err := Render([]byte("{{.Nope}}"), n); err == nil {
 		t.Error("unknown field rendered")

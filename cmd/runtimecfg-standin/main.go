@@ -1,0 +1,341 @@
+// Command runtimecfg-standin is a STAND-IN for baremetal-runtimecfg's `dynkeepalived` monitor
+// (openshift/baremetal-runtimecfg release-4.18, cmd/dynkeepalived and pkg/monitor/dynkeepalived.go
+// KeepalivedWatch), the keepalived-monitor container of the MCO's on-prem keepalived pod. The
+// real program is not served by the Go module proxy here, so it cannot run in tests; this one
+// follows its control flow and reads only what it reads:
+//
+//   - the command line of the pod (manifests/on-prem/keepalived.yaml): kubeconfig, template and
+//     output paths, --api-vips, --ingress-vips, --cluster-config, --check-interval; the
+//     environment IS_BOOTSTRAP and ENABLE_UNICAST;
+//   - the install-config in the --cluster-config ConfigMap (cluster name and base domain:
+//     pkg/config getClusterConfigClusterNameAndDomain);
+//   - the node's own interface and address in the VIP's subnet (pkg/config GetVRRPConfig);
+//   - the API, through the kubeconfig: the master Nodes' InternalIPs are the unicast peers
+//     (pkg/config getSortedBackends, label node-role.kubernetes.io/master=).
+//
+// Like KeepalivedWatch it dials the keepalived container's control socket
+// /var/run/keepalived/keepalived.sock BEFORE it renders anything, and exits with an error when
+// nothing listens there (the container then restarts: a crash loop, no keepalived.conf, no
+// VIP). It renders keepalived.conf when a changed configuration has been seen
+// cfgKeepalivedChangeThreshold (3) checks in a row and then writes "reload" to the socket. On
+// the bootstrap (IS_BOOTSTRAP=yes) it runs handleBootstrapStopKeepalived: once the local API
+// has answered, more than bootstrapApiFailuresThreshold (4) failed checks one second apart of
+// the API (a Node list) and of Ironic (http://localhost:6385/v1) send "stop"; the API answering
+// again sends "reload".
+//
+// Not followed, by design: the unicast/multicast mode migration (handleConfigModeUpdate), the
+// iptables-rule-exists marker (checkHAProxyFirewallRules: the masters' concern), VIP leasing
+// (handleLeasing), dual-stack Configs (one IPv4 entry) and the ingress peers (no ingress VIP on
+// the bootstrap template). The template step is render/vip.Render over runtimecfg's data shape.
+//
+// Invocation: as dynkeepalived (argv[0] basename) or `runtimecfg-standin dynkeepalived ...`.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/labbuild/labbuild/render/vip"
+)
+
+// Constants of pkg/monitor/dynkeepalived.go.
+const (
+	keepalivedControlSock         = "/var/run/keepalived/keepalived.sock"
+	cfgKeepalivedChangeThreshold  = 3
+	bootstrapAPIFailuresThreshold = 4
+	ironicURL                     = "http://localhost:6385/v1"
+	bootstrapWaitForAPI           = 30 * time.Minute
+	bootstrapAPIWaitRetry         = 3 * time.Second
+	bootstrapCheckEvery           = time.Second
+	bootstrapAfterCommand         = 5 * time.Second
+	masterSelector                = "node-role.kubernetes.io/master="
+)
+
+func main() {
+	args := os.Args[1:]
+	if filepath.Base(os.Args[0]) != "dynkeepalived" {
+		if len(args) == 0 || args[0] != "dynkeepalived" {
+			fmt.Fprintln(os.Stderr, "runtimecfg-standin: usage: runtimecfg-standin dynkeepalived <kubeconfig> <template> <config> --api-vips ... (stand-in for baremetal-runtimecfg)")
+			os.Exit(2)
+		}
+		args = args[1:]
+	}
+	if err := run(args); err != nil {
+		log.Printf("dynkeepalived (stand-in): %v", err)
+		os.Exit(1)
+	}
+}
+
+type watch struct {
+	kubeconfig, template, cfgPath, clusterConfig string
+	apiVIPs, ingressVIPs                         []string
+	interval                                     time.Duration
+	bootstrap, unicast                           bool
+}
+
+func run(args []string) error {
+	w := watch{bootstrap: os.Getenv("IS_BOOTSTRAP") == "yes", unicast: os.Getenv("ENABLE_UNICAST") == "yes"}
+	fs := pflag.NewFlagSet("dynkeepalived", pflag.ContinueOnError)
+	fs.StringSliceVar(&w.apiVIPs, "api-vips", nil, "API VIPs")
+	fs.StringSliceVar(&w.ingressVIPs, "ingress-vips", nil, "ingress VIPs")
+	fs.StringVar(&w.clusterConfig, "cluster-config", "", "cluster-config-v1 ConfigMap")
+	fs.DurationVar(&w.interval, "check-interval", 10*time.Second, "check interval")
+	fs.Uint16("api-port", 6443, "unused by the stand-in")
+	fs.Uint16("lb-port", 9445, "unused by the stand-in")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 3 {
+		return fmt.Errorf("want <kubeconfig> <template> <config>, got %q", fs.Args())
+	}
+	w.kubeconfig, w.template, w.cfgPath = fs.Arg(0), fs.Arg(1), fs.Arg(2)
+	if len(w.apiVIPs) == 0 || len(w.ingressVIPs) == 0 {
+		return errors.New("--api-vips and --ingress-vips are required")
+	}
+	return w.keepalivedWatch()
+}
+
+// keepalivedWatch follows KeepalivedWatch.
+func (w watch) keepalivedWatch() error {
+	done := make(chan os.Signal, 1)
+	signal.Notify(done, syscall.SIGTERM, syscall.SIGINT)
+	apiState := make(chan bool, 1) // false: stopped, true: started
+	if w.bootstrap {
+		go w.handleBootstrapStopKeepalived(apiState)
+	}
+	conn, err := net.Dial("unix", keepalivedControlSock)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var applied, prev *vip.Node
+	ctr := 0
+	for {
+		select {
+		case <-done:
+			return nil
+		case up := <-apiState:
+			msg := "stop\n"
+			if up {
+				msg = "reload\n"
+			}
+			for {
+				if _, err := conn.Write([]byte(msg)); err == nil {
+					log.Printf("Command message successfully sent to Keepalived container control socket: %s", msg)
+					break
+				}
+				log.Printf("Failed to write command to Keepalived container control socket %s", keepalivedControlSock)
+				time.Sleep(time.Second)
+			}
+			time.Sleep(bootstrapAfterCommand)
+		default:
+			cur, err := w.config()
+			if err != nil {
+				// No config with an incomplete unicast peer list.
+				log.Printf("config: %v", err)
+				time.Sleep(w.interval)
+				continue
+			}
+			if applied == nil || !equalNode(*applied, cur) {
+				if prev == nil || equalNode(*prev, cur) {
+					ctr++
+				} else {
+					ctr = 1
+				}
+				log.Printf("Config change detected (configChangeCtr %d): peers %v", ctr, addresses(cur))
+				if ctr >= cfgKeepalivedChangeThreshold {
+					b, err := os.ReadFile(w.template)
+					if err != nil {
+						return err
+					}
+					out, err := vip.Render(b, cur)
+					if err != nil {
+						return fmt.Errorf("failed to render Keepalived configuration: %w", err)
+					}
+					if err := os.WriteFile(w.cfgPath, out, 0o644); err != nil {
+						return err
+					}
+					if _, err := conn.Write([]byte("reload\n")); err != nil {
+						return fmt.Errorf("failed to write reload to Keepalived container control socket: %w", err)
+					}
+					log.Printf("Apply config change: rendered %s, sent reload", w.cfgPath)
+					ctr = 0
+					c := cur
+					applied = &c
+				}
+			} else {
+				ctr = 0
+			}
+			c := cur
+			prev = &c
+			time.Sleep(w.interval)
+		}
+	}
+}
+
+// handleBootstrapStopKeepalived follows the function of that name.
+func (w watch) handleBootstrapStopKeepalived(state chan<- bool) {
+	for start := time.Now(); time.Since(start) < bootstrapWaitForAPI; {
+		if _, err := w.nodes(""); err == nil {
+			log.Print("handleBootstrapStopKeepalived: local kube-apiserver is operational")
+			break
+		}
+		log.Print("handleBootstrapStopKeepalived: local kube-apiserver still not operational")
+		time.Sleep(bootstrapAPIWaitRetry)
+	}
+	failures := 0
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		if _, err := w.nodes(""); err != nil {
+			// Ironic behind the VIP keeps it too (upstream: "We have started to talk to
+			// Ironic through the API VIP as well").
+			if resp, err := client.Get(ironicURL); err != nil {
+				failures++
+				log.Printf("handleBootstrapStopKeepalived: detect failure on API and Ironic (consecutiveErr %d)", failures)
+			} else {
+				resp.Body.Close()
+			}
+		} else {
+			if failures > bootstrapAPIFailuresThreshold {
+				state <- true
+			}
+			failures = 0
+		}
+		if failures > bootstrapAPIFailuresThreshold {
+			log.Printf("handleBootstrapStopKeepalived: Num of failures exceeds threshold (%d > %d)", failures, bootstrapAPIFailuresThreshold)
+			state <- false
+		}
+		time.Sleep(bootstrapCheckEvery)
+	}
+}
+
+// nodes lists the Nodes through the kubeconfig (selector "" for all).
+func (w watch) nodes(selector string) (*corev1.NodeList, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", w.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Timeout = 5 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+}
+
+// config is GetConfig plus updateUnicastConfig: the cluster from the install-config, the VRRP
+// interface and own address from the local interface in the API VIP's subnet, and (unicast)
+// the master Nodes' addresses in that subnet, sorted.
+func (w watch) config() (vip.Node, error) {
+	name, domain, err := clusterNameAndDomain(w.clusterConfig)
+	if err != nil {
+		return vip.Node{}, err
+	}
+	iface, addr, err := vrrpConfig(w.apiVIPs[0])
+	if err != nil {
+		return vip.Node{}, err
+	}
+	d := vip.NodeData{ClusterName: name, Domain: domain, APIVIP: w.apiVIPs[0], IngressVIP: w.ingressVIPs[0],
+		MachineNetwork: addr.Masked().String(), NodeIP: addr.Addr().String(), Interface: iface, Unicast: w.unicast}
+	if w.unicast {
+		nl, err := w.nodes(masterSelector)
+		if err != nil {
+			return vip.Node{}, fmt.Errorf("could not retrieve LB config: %w", err)
+		}
+		for _, n := range nl.Items {
+			for _, a := range n.Status.Addresses {
+				if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP && addr.Masked().Contains(ip) {
+					d.Backends = append(d.Backends, a.Address)
+					break
+				}
+			}
+		}
+		sort.Strings(d.Backends)
+	}
+	return vip.NewNode(d)
+}
+
+// clusterNameAndDomain reads metadata.name and baseDomain of the install-config in the
+// cluster-config-v1 ConfigMap at path: the domain is <name>.<baseDomain>.
+func clusterNameAndDomain(path string) (string, string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", "", err
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(b, &cm); err != nil {
+		return "", "", fmt.Errorf("%s: %w", path, err)
+	}
+	var ic struct {
+		BaseDomain string `json:"baseDomain"`
+		Metadata   struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data["install-config"]), &ic); err != nil || ic.Metadata.Name == "" || ic.BaseDomain == "" {
+		return "", "", fmt.Errorf("%s: no install-config with metadata.name and baseDomain (%v)", path, err)
+	}
+	return ic.Metadata.Name, ic.Metadata.Name + "." + ic.BaseDomain, nil
+}
+
+// vrrpConfig finds the local interface whose address's subnet holds vipAddr.
+func vrrpConfig(vipAddr string) (string, netip.Prefix, error) {
+	v, err := netip.ParseAddr(vipAddr)
+	if err != nil {
+		return "", netip.Prefix{}, fmt.Errorf("VIP %q: %w", vipAddr, err)
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return "", netip.Prefix{}, err
+	}
+	for _, i := range ifs {
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			n, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			ip, _ := netip.AddrFromSlice(n.IP)
+			ones, _ := n.Mask.Size()
+			p := netip.PrefixFrom(ip.Unmap(), ones)
+			if p.Addr() != v && p.Masked().Contains(v) {
+				return i.Name, p, nil
+			}
+		}
+	}
+	return "", netip.Prefix{}, fmt.Errorf("no local interface in the subnet of VIP %s", vipAddr)
+}
+
+func equalNode(a, b vip.Node) bool {
+	return a.Cluster == b.Cluster && a.NonVirtualIP == b.NonVirtualIP && a.VRRPInterface == b.VRRPInterface &&
+		a.EnableUnicast == b.EnableUnicast && slices.Equal(addresses(a), addresses(b))
+}
+
+func addresses(n vip.Node) []string {
+	var out []string
+	for _, b := range n.LBConfig.Backends {
+		out = append(out, b.Address)
+	}
+	return out
+}
