@@ -552,6 +552,18 @@ func TestRehearsalFlow(t *testing.T) {
 		t.Fatalf("%s (the flow stops at %q): %v\n%s", what, stoppedAt(run.out), run.err, tail(run.out, 4000))
 	}
 
+	// A ServiceAccount token issued before the pivot (issue 24), presented after cluster/done.
+	type tokenBefore struct {
+		token      string
+		err        error
+		afterPivot bool
+	}
+	tokCh := make(chan tokenBefore, 1)
+	go func() {
+		tok, err := saTokenBefore(wctx, r.clients)
+		tokCh <- tokenBefore{tok, err, bootstrapOff.Load()}
+	}()
+
 	// Run 1: killed 2 s after cluster/masters starts waiting for the masters.
 	first := h.labbuildKillAt(regexp.MustCompile(`^\s*cluster/masters: waiting for`), "cluster")
 	t.Logf("run 1 (killed in cluster/masters): %v after %s, peak RSS %d KiB\n%s", first.err, first.wall, first.maxRSS, tail(first.out, 2500))
@@ -613,6 +625,41 @@ func TestRehearsalFlow(t *testing.T) {
 	// etcd is the three masters' members, the bootstrap's gone (cluster/etcd waited for it).
 	if got := etcdMembers(t, r, masters[0]); !slices.Equal(got, []string{"master-0." + labDomain, "master-1." + labDomain, "master-2." + labDomain}) {
 		t.Errorf("etcd members after cluster/done: %v, want the three masters", got)
+	}
+	// Issue 24: past the pivot, through the API VIP with the admin kubeconfig.
+	if k, err := r.clients(); err != nil {
+		t.Errorf("admin client after cluster/done: %v", err)
+	} else {
+		select {
+		case tb := <-tokCh:
+			switch {
+			case tb.err != nil:
+				t.Errorf("ServiceAccount token before the pivot: %v", tb.err)
+			case tb.afterPivot:
+				t.Errorf("the ServiceAccount token was issued only after the bootstrap stopped")
+			default:
+				if u, err := tokenUser(ctx, k, tb.token); err != nil || u != "system:serviceaccount:default:default" {
+					t.Errorf("a ServiceAccount token issued before the pivot, after it: %q, %v", u, err)
+				} else {
+					t.Logf("a ServiceAccount token issued before the pivot authenticates after it as %s", u)
+				}
+			}
+		default:
+			t.Errorf("no ServiceAccount token was issued before the pivot")
+		}
+		if ok, why, err := canI(ctx, k, "system:kube-apiserver", "get", "nodes", "proxy"); err != nil || !ok {
+			t.Errorf("auth can-i get nodes/proxy --as system:kube-apiserver: %v %q %v", ok, why, err)
+		}
+		// master-0 joined before the pivot; its etcd stand-in pod runs the pause image's shell.
+		pod := "etcd-master-0." + labDomain
+		if _, err := podLogs(ctx, k, "openshift-etcd", pod, "etcd"); err != nil {
+			t.Errorf("oc logs -n openshift-etcd %s after the pivot: %v", pod, err)
+		}
+		if out, errOut, err := podExec(ctx, k, "openshift-etcd", pod, "etcd", "/bin/sh", "-c", "echo exec-ok"); err != nil || strings.TrimSpace(out) != "exec-ok" {
+			t.Errorf("oc exec -n openshift-etcd %s -- echo exec-ok after the pivot: %q %q %v", pod, out, errOut, err)
+		} else {
+			t.Logf("logs and exec through the API VIP on %s (joined before the pivot) after cluster/done", pod)
+		}
 	}
 	third := h.labbuildKillAt(nil, "cluster")
 	t.Logf("run 3: %v after %s, peak RSS %d KiB\n%s", third.err, third.wall, third.maxRSS, tail(third.out, 800))
