@@ -30,8 +30,10 @@ func saTokenBefore(ctx context.Context, clients func() (*kube.Clients, error)) (
 	for ctx.Err() == nil {
 		k, err := clients()
 		if err == nil {
+			// The name is the ServiceAccount's: POST .../serviceaccounts/default/token.
 			tr := &kube.Unstructured{Object: map[string]any{"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-				"spec": map[string]any{"expirationSeconds": int64(3600)}}}
+				"metadata": map[string]any{"name": "default", "namespace": "default"},
+				"spec":     map[string]any{"expirationSeconds": int64(3600)}}}
 			var out *kube.Unstructured
 			out, err = k.Dynamic.Resource(serviceAccounts).Namespace("default").Create(ctx, tr, kube.CreateOptions{}, "token")
 			if err == nil {
