@@ -316,11 +316,30 @@ func rehearsalImage(t *testing.T, dir string) struct{ url, sum string } {
 	return struct{ url, sum string }{"file://" + img + ".gz", hex.EncodeToString(sum[:])}
 }
 
-// rehearsalLab turns the rehearsal's lab.yaml into the flow's: three masters and a worker,
+// flowTopology is the flow lab's shape: masters (1 or 3) and workers (0 or 1).
+type flowTopology struct{ masters, workers int }
+
+func (f flowTopology) String() string { return fmt.Sprintf("%d+%d", f.masters, f.workers) }
+
+// flowMasterIPs are master-N's lab addresses.
+var flowMasterIPs = []string{master0IP, master1IP, master2IP}
+
+// names are the topology's master and worker node names.
+func (f flowTopology) names() (masters, workers []string) {
+	for i := 0; i < f.masters; i++ {
+		masters = append(masters, fmt.Sprintf("master-%d", i))
+	}
+	for i := 0; i < f.workers; i++ {
+		workers = append(workers, fmt.Sprintf("worker-%d", i))
+	}
+	return masters, workers
+}
+
+// rehearsalLab turns the rehearsal's lab.yaml into the flow's: topo's masters and workers,
 // libvirt.memoryOvercommit (the bootstrap and masters keep OpenShift's 16 GiB minimum, the
 // worker 8 GiB; their QEMU never touches it), the pool at poolPath, 20 GiB disks, the
 // rehearsal's OS image, and waits short enough that a stuck phase fails within the test's time.
-func rehearsalLab(t *testing.T, dir, poolPath string) {
+func rehearsalLab(t *testing.T, dir, poolPath string, topo flowTopology) {
 	t.Helper()
 	img := rehearsalImage(t, dir)
 	p := filepath.Join(dir, "lab.yaml")
@@ -333,14 +352,20 @@ func rehearsalLab(t *testing.T, dir, poolPath string) {
 		t.Fatal("lab.yaml has no libvirt.domainType: qemu line to extend")
 	}
 	// Three masters, as OpenShift's control plane (an etcd of three members after the
-	// bootstrap's leaves), and one worker, so cluster/workers has a Node to approve and wait for.
+	// bootstrap's leaves), or one; one worker, so cluster/workers has a Node to approve and
+	// wait for, or none (compact).
 	m0 := "  - {name: master-0, role: master, ip: " + master0IP + "}\n"
 	if !strings.Contains(s, m0) {
 		t.Fatal("lab.yaml has no master-0 node line to extend")
 	}
-	s = strings.Replace(s, m0, m0+"  - {name: master-1, role: master, ip: "+master1IP+"}\n"+
-		"  - {name: master-2, role: master, ip: "+master2IP+"}\n"+
-		"  - {name: worker-0, role: worker, ip: "+worker0IP+"}\n", 1)
+	more := ""
+	for i := 1; i < topo.masters; i++ {
+		more += fmt.Sprintf("  - {name: master-%d, role: master, ip: %s}\n", i, flowMasterIPs[i])
+	}
+	if topo.workers > 0 {
+		more += "  - {name: worker-0, role: worker, ip: " + worker0IP + "}\n"
+	}
+	s = strings.Replace(s, m0, m0+more, 1)
 	// The pool on flowPool's filesystem (below).
 	pl := regexp.MustCompile(`(?m)^  poolPath: .*$`)
 	if !pl.MatchString(s) {
@@ -410,7 +435,19 @@ func stoppedAt(out string) string {
 // reaches cluster/done; a third run has no work to do. `labbuild destroy` then leaves no
 // domain, volume, pool, network, bridge, haproxy, VIP, DNS drop-in or firewall rule, and a
 // second destroy does nothing. Each run's wall time and peak RSS are logged.
-func TestRehearsalFlow(t *testing.T) {
+func TestRehearsalFlow(t *testing.T) { rehearsalFlow(t, flowTopology{masters: 3, workers: 1}) }
+
+// TestRehearsalCompactFlow is TestRehearsalFlow for a compact cluster: three masters, no worker.
+func TestRehearsalCompactFlow(t *testing.T) { rehearsalFlow(t, flowTopology{masters: 3, workers: 0}) }
+
+// TestRehearsalSingleMasterFlow is TestRehearsalFlow for one master and one worker (the lab of
+// ../shared/seeds/003): a SingleReplica control plane, so cluster/etcd does not wait for a
+// second API address.
+func TestRehearsalSingleMasterFlow(t *testing.T) {
+	rehearsalFlow(t, flowTopology{masters: 1, workers: 1})
+}
+
+func rehearsalFlow(t *testing.T, topo flowTopology) {
 	requireRehearsal(t)
 	start := time.Now()
 	pool := flowPool(t) // before newRig: its cleanup runs after libvirtd's
@@ -422,13 +459,13 @@ func TestRehearsalFlow(t *testing.T) {
 		testenv.Missing(t, "GNU time (/usr/bin/time) measures labbuild's peak RSS: bash .ci/install-host.sh")
 	}
 	r.bins["time"] = "/usr/bin/time"
-	rehearsalLab(t, r.lab, pool)
+	rehearsalLab(t, r.lab, pool, topo)
 	h := startFlowHost(t, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
 	defer cancel()
 	fl := &flowLog{}
 	defer func() { t.Logf("stand-ins:\n%s", fl) }()
-	masters := []string{"master-0", "master-1", "master-2"}
+	masters, workers := topo.names()
 	// Each node's kubelet gets a pod subnet of its own (the CNI stand-in's host-local range).
 	podSubnets := map[string]string{"master-0": "10.128.0.0/23", "master-1": "10.128.2.0/23", "master-2": "10.128.4.0/23", "worker-0": "10.128.6.0/23"}
 	bootRoot := filepath.Join(r.work, "nodes", "bootstrap", "root")
@@ -440,7 +477,7 @@ func TestRehearsalFlow(t *testing.T) {
 	var etcdJoin sync.Mutex
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	w := &Watch{URI: r.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: append(append([]string{"bootstrap"}, masters...), "worker-0"),
+	w := &Watch{URI: r.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: append(append([]string{"bootstrap"}, masters...), workers...),
 		Up: func(node string) {
 			fl.logf("domain %s running: node starts", node)
 			nd, err := r.boot(node)
@@ -616,15 +653,22 @@ func TestRehearsalFlow(t *testing.T) {
 		t.Errorf("after cluster/done nothing listens on %s:6443 in the host namespace", apiVIP)
 	} else {
 		for who, b := range ls {
-			if !strings.Contains(b, master0IP+":6443") || !strings.Contains(b, master1IP+":6443") || !strings.Contains(b, master2IP+":6443") ||
-				strings.Contains(b, bootstrapIP+":") {
+			all := !strings.Contains(b, bootstrapIP+":")
+			for i := range masters {
+				all = all && strings.Contains(b, flowMasterIPs[i]+":6443")
+			}
+			if !all {
 				t.Errorf("after the pivot %s listens on the API VIP with a config that does not balance to the masters only:\n%s", who, b)
 			}
 		}
 	}
 	// etcd is the three masters' members, the bootstrap's gone (cluster/etcd waited for it).
-	if got := etcdMembers(t, r, masters[0]); !slices.Equal(got, []string{"master-0." + labDomain, "master-1." + labDomain, "master-2." + labDomain}) {
-		t.Errorf("etcd members after cluster/done: %v, want the three masters", got)
+	var wantMembers []string
+	for _, m := range masters {
+		wantMembers = append(wantMembers, m+"."+labDomain)
+	}
+	if got := etcdMembers(t, r, masters[0]); !slices.Equal(got, wantMembers) {
+		t.Errorf("etcd members after cluster/done: %v, want the masters %v", got, wantMembers)
 	}
 	// Issue 24: past the pivot, through the API VIP with the admin kubeconfig.
 	if k, err := r.clients(); err != nil {
@@ -704,8 +748,8 @@ func TestRehearsalFlow(t *testing.T) {
 	if d2.err != nil || !strings.Contains(d2.out, "nothing") {
 		t.Errorf("second destroy: want nothing to do, got %v:\n%s", d2.err, d2.out)
 	}
-	fmt.Fprintf(os.Stderr, "rehearsal: test %s; run1 %s (killed), run2 %s, run3 %s, destroy %s; labbuild peak RSS %d/%d/%d/%d KiB\n",
-		time.Since(start).Round(time.Second), first.wall.Round(time.Second), second.wall.Round(time.Second), third.wall.Round(time.Second),
+	fmt.Fprintf(os.Stderr, "rehearsal %s: test %s; run1 %s (killed), run2 %s, run3 %s, destroy %s; labbuild peak RSS %d/%d/%d/%d KiB\n",
+		topo, time.Since(start).Round(time.Second), first.wall.Round(time.Second), second.wall.Round(time.Second), third.wall.Round(time.Second),
 		d1.wall.Round(time.Second), first.maxRSS, second.maxRSS, third.maxRSS, d1.maxRSS)
 }
 
