@@ -528,6 +528,19 @@ func TestHandoverPivot(t *testing.T) {
 				t.Errorf("system:kube-apiserver may not %s nodes/proxy: %s", verb, sar.Status.Reason)
 			}
 		}
+		// Withheld, the binding is what a kubelet's SubjectAccessReview misses: logs and exec
+		// would be Forbidden.
+		if err := acs.RbacV1().ClusterRoleBindings().Delete(ctx, "kube-apiserver", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sar, err := acs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			User: "system:kube-apiserver", ResourceAttributes: &authzv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: "proxy", Name: "master-0"}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed {
+			t.Error("without ClusterRoleBinding kube-apiserver, system:kube-apiserver may still get nodes/proxy: the handed-over RBAC proves nothing")
+		}
 
 		// labbuild's kubeconfigs before this change trusted the kubernetes CA alone: refused.
 		oldCfg := rest.CopyConfig(adminCfg)
