@@ -426,10 +426,13 @@ func stoppedAt(out string) string {
 // its CSRs approved by labbuild; worker-0's real kubelet from worker-0.ign, its CSRs approved by
 // cluster/workers; on each master the operators' part is stand-ins that run the real programs
 // — an etcd member with certificates from labbuild's etcd-signer Secret (members joined one at
-// a time), the bootstrap's kube-apiserver, kube-controller-manager and kube-scheduler command
-// lines, the bootstrap member's removal after cluster/etcd marks bootstrap complete — and the
-// CVO's status reports (standins.go). After cluster/done etcd's members are the three masters
-// and the API VIP balances to them only.
+// a time), kube-apiserver and kube-controller-manager with the inputs the 4.18 operators read
+// from the cluster (operators.go), kube-scheduler as the bootstrap's, the bootstrap member's
+// removal after cluster/etcd marks bootstrap complete — and the CVO's status reports
+// (standins.go). After cluster/done etcd's members are the masters and the API VIP balances to
+// them only; through the VIP a ServiceAccount token issued before the pivot authenticates,
+// system:kube-apiserver may get nodes/proxy, and master-0's pod answers logs and exec
+// (pivotcheck_test.go). rehearsalFlow runs it for a topology (3+1 here, 3+0 and 1+1 below).
 //
 // labbuild is killed (SIGKILL) while cluster/masters waits and rerun: it continues there and
 // reaches cluster/done; a third run has no work to do. `labbuild destroy` then leaves no
