@@ -11,7 +11,6 @@ import (
 
 	"github.com/labbuild/labbuild/internal/rehearsal"
 	"github.com/labbuild/labbuild/internal/testenv"
-	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 )
@@ -30,20 +29,7 @@ func TestHandoverStandinsOnRealAPI(t *testing.T) {
 	l.crds = mfFixtureCRDs(t)
 	l.now = time.Now()
 	l.build("manifests", "pki", "kubeconfig")
-	etcdURL := testenv.StartEtcd(t, testenv.EtcdTLS{
-		CA:         l.path("pki/ca/etcd-signer", "tls.crt"),
-		ServerCert: l.path("pki/cert/etcd-server", "tls.crt"), ServerKey: l.path("pki/key/etcd-server", "tls.key"),
-		PeerCert: l.path("pki/cert/etcd-peer", "tls.crt"), PeerKey: l.path("pki/key/etcd-peer", "tls.key"),
-		ClientCert: l.path("pki/cert/etcd-client", "tls.crt"), ClientKey: l.path("pki/key/etcd-client", "tls.key"),
-	})
-	args := mfPodArgs(t, l, "manifests/bootstrap", "static-pods/"+manifests.KubeAPIServerPodFile, "kube-apiserver")
-	for i, a := range args {
-		if strings.HasPrefix(a, "--etcd-servers=") {
-			args[i] = "--etcd-servers=" + etcdURL
-		}
-	}
-	adminCfg := mfRestConfig(t, l.path("kubeconfig/admin", "kubeconfig"))
-	testenv.StartKubeAPIServer(t, args, adminCfg)
+	_, adminCfg := mfStartBootstrapAPI(t, l)
 	ctx := context.Background()
 
 	// cluster/bootstrap's apply: CRDs (1.30's CEL rules removed), then every manifest.

@@ -11,17 +11,12 @@ package rehearsal
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -83,46 +78,7 @@ func SignerFromSecret(ctx context.Context, k *kube.Clients, name string) (Signer
 // (server and client: an etcd member's serving and peer certificates are both, as the
 // operator's tlshelpers issue them), valid 24 h. It returns the certificate and key, PEM.
 func (s Signer) Issue(cn string, ips []string, dns []string, serverAuth, clientAuth bool) (certPEM, keyPEM []byte, err error) {
-	cb, _ := pem.Decode(s.Cert)
-	kb, _ := pem.Decode(s.Key)
-	if cb == nil || kb == nil {
-		return nil, nil, errors.New("signer: no PEM block")
-	}
-	ca, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	caKey, err := parseKey(kb.Bytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn, Organization: []string{"system:etcd-servers"}},
-		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(24 * time.Hour), DNSNames: dns,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment}
-	for _, ip := range ips {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
-	}
-	if serverAuth {
-		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-	}
-	if clientAuth {
-		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
+	return s.issue(cn, []string{"system:etcd-servers"}, ips, dns, serverAuth, clientAuth, false)
 }
 
 func parseKey(der []byte) (any, error) {
