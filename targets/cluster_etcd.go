@@ -25,8 +25,9 @@ import (
 	"github.com/labbuild/labbuild/targets/wait"
 )
 
-// clusterEtcd is cluster/etcd's Run: wait for the cluster-etcd-operator's etcd on every master,
-// then mark the bootstrap complete so the operator removes the etcd-bootstrap member.
+// clusterEtcd is cluster/etcd's Run: wait until openshift-install would report bootstrap
+// complete (bootstrapCompleteGate), then mark it so the operator removes the etcd-bootstrap
+// member.
 func clusterEtcd(ctx context.Context, s *engine.Step, masters []string, bootstrap string) error {
 	timeout, err := clusterMinutes(s, "wait.etcdMinutes")
 	if err != nil {
@@ -41,9 +42,10 @@ func clusterEtcd(ctx context.Context, s *engine.Step, masters []string, bootstra
 		return err
 	}
 	slices.Sort(want)
+	var gate string
 	if _, err := clusterWait(ctx, s, wait.Spec{
-		What:     fmt.Sprintf("etcd running on %d masters", len(want)),
-		Inspect:  "oc get pods -n openshift-etcd -l app=etcd -o wide; oc get co etcd",
+		What:     fmt.Sprintf("etcd running on %d masters and the API served beside the bootstrap's (what openshift-install waits for before it reports bootstrap complete)", len(want)),
+		Inspect:  "oc get pods -n openshift-etcd -l app=etcd -o wide; oc get co etcd; oc get endpoints -n default kubernetes; oc get infrastructure cluster -o jsonpath='{.status.controlPlaneTopology}'",
 		Timeout:  timeout,
 		Interval: clusterPollNodes,
 	}, func(ctx context.Context) (bool, string, error) {
@@ -51,13 +53,24 @@ func clusterEtcd(ctx context.Context, s *engine.Step, masters []string, bootstra
 		if err != nil {
 			return false, "listing etcd pods", err
 		}
-		return len(on) == len(want), fmt.Sprintf("etcd Ready on %d/%d masters", len(on), len(want)), nil
+		topo, err := kube.ControlPlaneTopology(ctx, k.Dynamic)
+		if err != nil {
+			return false, "reading the control-plane topology", err
+		}
+		addrs, err := kube.APIAddresses(ctx, k.Dynamic)
+		if err != nil {
+			return false, "reading the API endpoints", err
+		}
+		ok, st := bootstrapCompleteGate(len(on), len(want), topo, addrs)
+		gate = st
+		return ok, st, nil
 	}); err != nil {
 		return err
 	}
 	if err := kube.MarkBootstrapComplete(ctx, k.Dynamic); err != nil {
 		return fmt.Errorf("%s: %w", s.Target().Name, err)
 	}
+	s.Logf("%s", gate)
 	s.Logf("created ConfigMap kube-system/bootstrap status=complete: the cluster-etcd-operator now removes the etcd-bootstrap member")
 	// The pivot stops the bootstrap VM: while it is still an etcd member, that would take a
 	// voting member away from a 2- or 4-member cluster (quorum lost with one more failure),
@@ -83,6 +96,35 @@ func clusterEtcd(ctx context.Context, s *engine.Step, masters []string, bootstra
 	}
 	s.Logf("the bootstrap is no longer an etcd member")
 	return clusterRecord(s, map[string]any{"etcdOn": want, "bootstrapComplete": true, "bootstrapMemberRemoved": true})
+}
+
+// bootstrapCompleteGate decides when cluster/etcd may create kube-system/bootstrap, the
+// signal after which the cluster-etcd-operator's BootstrapTeardownController removes the
+// bootstrap's etcd member and the bootstrap kube-apiserver (which uses only localhost:2379)
+// loses its storage. openshift-install's report-progress.sh creates it only after
+//
+//  1. /opt/openshift/.bootkube.done, which bootkube.sh writes after its wait-for-ceo stage:
+//     in labbuild's flow cluster/bootstrap has applied the manifests (a dependency), and the
+//     cluster-etcd-operator's etcd is Ready on every master (etcdOn of masters);
+//  2. wait_for_ha_api (wait-for-ha-api.sh): when Infrastructure cluster's
+//     status.controlPlaneTopology is HighlyAvailable, at least two addresses in the
+//     default/kubernetes Endpoints, that is a kube-apiserver besides the bootstrap's; with any
+//     other non-empty topology (SingleReplica) it does not wait; an empty one is an error the
+//     script retries.
+//
+// It returns whether to mark, and a status line for the wait and the log.
+func bootstrapCompleteGate(etcdOn, masters int, topology string, apiAddrs []string) (bool, string) {
+	switch {
+	case etcdOn < masters:
+		return false, fmt.Sprintf("bootkube not done: etcd Ready on %d/%d masters (wait-for-ceo)", etcdOn, masters)
+	case topology == "":
+		return false, "Infrastructure cluster has no status.controlPlaneTopology yet"
+	case topology == "HighlyAvailable" && len(apiAddrs) < 2:
+		return false, fmt.Sprintf("HighlyAvailable control plane: default/kubernetes has %d address(es) %v, want at least 2 (wait_for_ha_api)", len(apiAddrs), apiAddrs)
+	case topology == "HighlyAvailable":
+		return true, fmt.Sprintf("bootstrap complete as openshift-install reports it: etcd on %d/%d masters, API endpoints %v", etcdOn, masters, apiAddrs)
+	}
+	return true, fmt.Sprintf("bootstrap complete as openshift-install reports it: etcd on %d/%d masters, %s control plane (no wait for a second API address)", etcdOn, masters, topology)
 }
 
 // etcdClientDeps are the PKI targets cluster/etcd reads to talk to etcd as its operator does

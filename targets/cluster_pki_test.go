@@ -27,11 +27,11 @@ import (
 
 // TestClusterCSRsWithLabPKI runs the bootstrap control plane from what labbuild generated —
 // etcd with the lab's etcd certificates, kube-apiserver and kube-controller-manager with the
-// flags of the generated static pods (so kcm signs with the lab's Kubernetes CA), every client
+// flags of the generated static pods (so kcm signs with the lab's kubelet signer), every client
 // through the lab's kubeconfigs — applies the lab's RBAC manifests, and proves the node join:
 // a simulated kubelet submits its client CSR with the kubelet-bootstrap kubeconfig and its own
 // key, the approver (targets/csr, as cluster/csr-approver runs it) approves it, kcm signs it,
-// and the certificate chains to pki/ca/kubernetes and authenticates as the node; a CSR for a
+// and the certificate chains to pki/ca/kubelet-signer and authenticates as the node; a CSR for a
 // node name the lab lacks and one from a foreign requestor stay pending and unsigned.
 func TestClusterCSRsWithLabPKI(t *testing.T) {
 	kcm := testenv.Require(t, "kube-controller-manager")
@@ -154,7 +154,7 @@ func TestClusterCSRsWithLabPKI(t *testing.T) {
 		}
 	}
 
-	// kcm signs the approved CSR with the lab's Kubernetes CA.
+	// kcm signs the approved CSR with the lab's kubelet signer (issue 24), not the Kubernetes CA.
 	certPEM, err := clusterIssued(ctx, boot, good)
 	if err != nil {
 		t.Fatalf("master-0's certificate: %v", err)
@@ -164,9 +164,14 @@ func TestClusterCSRsWithLabPKI(t *testing.T) {
 		t.Fatal(err)
 	}
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(l.file("pki/ca/kubernetes", "tls.crt"))
+	roots.AppendCertsFromPEM(l.file("pki/ca/kubelet-signer", "tls.crt"))
 	if _, err := crt.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-		t.Errorf("node certificate does not chain to pki/ca/kubernetes: %v", err)
+		t.Errorf("node certificate does not chain to pki/ca/kubelet-signer: %v", err)
+	}
+	kubeRoots := x509.NewCertPool()
+	kubeRoots.AppendCertsFromPEM(l.file("pki/ca/kubernetes", "tls.crt"))
+	if _, err := crt.Verify(x509.VerifyOptions{Roots: kubeRoots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
+		t.Errorf("node certificate chains to pki/ca/kubernetes: the bootstrap kube-controller-manager still signs with it")
 	}
 	if crt.Subject.CommonName != "system:node:master-0."+domain {
 		t.Errorf("node certificate CN %q", crt.Subject.CommonName)

@@ -25,13 +25,26 @@ import (
 //	                           openshift-config/initial-kube-apiserver-server-ca (kubernetes CA)
 //	machine-config-server-tls  openshift-machine-config-operator/machine-config-server-tls
 //	ssh                        MachineConfigs 99-master-ssh and 99-worker-ssh
+//	service-account            openshift-config-managed/sa-token-signing-certs,
+//	                           openshift-config/initial-service-account-private-key and
+//	                           openshift-kube-apiserver-operator/next-bound-service-account-signing-key:
+//	                           the sticky service-account key (issue 24)
+//	kubelet-signer             openshift-kube-controller-manager-operator/csr-signer-signer and
+//	                           openshift-config-managed/csr-controller-ca (and that namespace)
+//	kube-apiserver-rbac        ClusterRole and ClusterRoleBinding kube-apiserver (nodes/proxy)
+//	install-manifests          openshift-config/openshift-install-manifests
 //
 // Each reads only the PKI outputs (or the SSH key file) it carries, so an unrelated edit
 // rebuilds none of them, and none of them issues a certificate: they copy the pki family's.
 
 // hoClusterNames are the manifests/cluster/<name> targets of this file (the collector's list
 // takes them).
-var hoClusterNames = []string{"kube-apiserver-signers", "client-cas", "mco-cas", "machine-config-server-tls", "ssh"}
+var hoClusterNames = []string{"kube-apiserver-signers", "client-cas", "mco-cas", "machine-config-server-tls", "ssh",
+	"service-account", "kubelet-signer", "kube-apiserver-rbac", "install-manifests"}
+
+// hoInvoker is the invoker labbuild writes into openshift-install-manifests (the installer's
+// OPENSHIFT_INSTALL_INVOKER, "user" when unset).
+const hoInvoker = "labbuild"
 
 // hoCA reads pki/ca/<id>'s certificate.
 func hoCA(s *engine.Step, id string) ([]byte, error) { return s.DepFile("pki/ca/"+id, "tls.crt") }
@@ -107,6 +120,40 @@ func handoverTargets() []*engine.Target {
 					return nil, err
 				}
 				return mfOne(manifests.MCSTLSSecret(crt, key))
+			}),
+		mfCluster("service-account", "the sticky service-account key as the operators read it: sa-token-signing-certs, initial-service-account-private-key, next-bound-service-account-signing-key",
+			[]string{"pki/key/service-account", "pki/sa"}, nil, func(s *engine.Step) ([]manifests.File, error) {
+				key, err := s.DepFile("pki/key/service-account", "tls.key")
+				if err != nil {
+					return nil, err
+				}
+				pub, err := s.DepFile("pki/sa", "sa.pub")
+				if err != nil {
+					return nil, err
+				}
+				return manifests.ServiceAccountFiles(key, pub)
+			}),
+		mfCluster("kubelet-signer", "the kubelet signer as the kube-controller-manager-operator's csr-signer-signer and in openshift-config-managed/csr-controller-ca",
+			[]string{"pki/ca/kubelet-signer", "pki/key/kubelet-signer"}, nil, func(s *engine.Step) ([]manifests.File, error) {
+				crt, err := hoCA(s, "kubelet-signer")
+				if err != nil {
+					return nil, err
+				}
+				key, err := s.DepFile("pki/key/kubelet-signer", "tls.key")
+				if err != nil {
+					return nil, err
+				}
+				return manifests.KubeletSignerFiles(crt, key)
+			}),
+		mfCluster("kube-apiserver-rbac", "ClusterRole and ClusterRoleBinding kube-apiserver: nodes/proxy for system:kube-apiserver (logs, exec through kubelets)",
+			nil, nil, func(s *engine.Step) ([]manifests.File, error) { return manifests.KubeAPIServerRBACFiles() }),
+		mfCluster("install-manifests", "ConfigMap openshift-config/openshift-install-manifests (invoker labbuild, version release.version), read by the CVO's metrics",
+			nil, []string{"release.version"}, func(s *engine.Step) ([]manifests.File, error) {
+				v, err := s.String("release.version")
+				if err != nil {
+					return nil, err
+				}
+				return mfOne(manifests.InstallManifests(hoInvoker, v))
 			}),
 		{
 			Name:    "manifests/cluster/ssh",

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -53,6 +55,20 @@ func hoIssue(t *testing.T, names []string, iss *pki.Issuer) (cert, key []byte) {
 		}
 	}
 	return pkiStranger(t, spec, iss)
+}
+
+// hoClient issues a client certificate for cn in groups from the issuer, with a fresh key.
+func hoClient(t *testing.T, cn string, groups []string, iss *pki.Issuer) (cert, key []byte) {
+	t.Helper()
+	key, err := pki.GenerateKey(pki.ECDSAP256, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _, err = pki.Issue(pki.Spec{CommonName: cn, Organization: groups, Client: true, Validity: 24 * time.Hour}, key, iss, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, key
 }
 
 // hoKubeconfigCA returns the CA bundle of a built kubeconfig.
@@ -138,7 +154,13 @@ func TestHandoverChain(t *testing.T) {
 }
 
 // hoNewTargets are the targets this change adds.
-var hoNewTargets = []string{"pki/key/lb-signer", "pki/key/localhost-signer", "pki/key/service-network-signer",
+var hoNewTargets = []string{
+	// Issue 24.
+	"pki/key/kubelet-signer", "pki/ca/kubelet-signer", "pki/bundle/kube-apiserver-client-ca",
+	"manifests/cluster/service-account", "manifests/cluster/kubelet-signer", "manifests/cluster/kube-apiserver-rbac",
+	"manifests/cluster/install-manifests",
+	// Issue 13.
+	"pki/key/lb-signer", "pki/key/localhost-signer", "pki/key/service-network-signer",
 	"pki/ca/lb-signer", "pki/ca/localhost-signer", "pki/ca/service-network-signer",
 	"pki/key/machine-config-server", "pki/cert/machine-config-server", "pki/key/kube-proxy", "pki/cert/kube-proxy",
 	"kubeconfig/kube-proxy", "manifests/cluster/kube-apiserver-signers", "manifests/cluster/client-cas",
@@ -166,7 +188,7 @@ func TestHandoverIncremental(t *testing.T) {
 			before[f] = b
 		}
 	}
-	r := l.build("manifests", "kubeconfig")
+	r := l.build("manifests", "kubeconfig", "pki")
 	for _, n := range r.Executed {
 		if slices.Contains(old, n) {
 			t.Errorf("%s ran again when the new targets were added", n)
@@ -211,7 +233,7 @@ func TestHandoverIncremental(t *testing.T) {
 				}
 			}
 		}, nil},
-		{"release version", func(l *mfLab) { l.cfg.Release.Version = "4.18.1" }, nil},
+		{"release version", func(l *mfLab) { l.cfg.Release.Version = "4.18.1" }, []string{"manifests/cluster/install-manifests"}},
 		{"SSH key", func(l *mfLab) {
 			os.WriteFile(l.cfg.Access.SSHKeyFile, []byte(strings.Replace(mfTestSSHKey, "lab@example", "other@example", 1)+"\n"), 0o644)
 		}, []string{"manifests/cluster/ssh"}},
@@ -221,13 +243,13 @@ func TestHandoverIncremental(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newMFLab(t)
-			l.build("manifests", "kubeconfig")
+			l.build("manifests", "kubeconfig", "pki")
 			tt.edit(l)
-			r := l.build("manifests", "kubeconfig")
+			r := l.build("manifests", "kubeconfig", "pki")
 			if got := newOnly(r.Executed); !slices.Equal(got, tt.want) {
 				t.Errorf("new targets rebuilt %v\nwant                %v", got, tt.want)
 			}
-			if r := l.build("manifests", "kubeconfig"); len(r.Executed) != 0 {
+			if r := l.build("manifests", "kubeconfig", "pki"); len(r.Executed) != 0 {
 				t.Errorf("second build after the edit ran %v", r.Executed)
 			}
 		})
@@ -284,8 +306,8 @@ func TestHandoverPivot(t *testing.T) {
 			files[filepath.Base(p)] = l.file("manifests/bootstrap", "manifests/"+filepath.Base(p))
 		}
 	}
-	if len(files) != 11 {
-		t.Errorf("%d handed-over manifests, want 11 (a namespace, 4 Secrets, 4 ConfigMaps, 2 MachineConfigs)", len(files))
+	if len(files) != 20 {
+		t.Errorf("%d handed-over manifests, want 20 (2 namespaces, 7 Secrets, 7 ConfigMaps, 2 MachineConfigs, a ClusterRole and its binding)", len(files))
 	}
 	crd := "0000_80_machine-config_01_machineconfigs.crd.yaml"
 	files[crd] = mfFor130(t, l.crds[crd])
@@ -304,7 +326,16 @@ func TestHandoverPivot(t *testing.T) {
 		{cm, "kube-system", "root-ca", "ca.crt", string(rootCA)},
 		{cm, "openshift-config", "initial-kube-apiserver-server-ca", "ca-bundle.crt", string(kubeCA)},
 		{sec, "openshift-machine-config-operator", "machine-config-server-tls", "tls.crt", string(l.file("pki/cert/machine-config-server", "tls.crt"))},
+		// Issue 24.
+		{cm, "openshift-config-managed", "sa-token-signing-certs", "service-account-001.pub", string(l.file("pki/sa", "sa.pub"))},
+		{sec, "openshift-config", "initial-service-account-private-key", "service-account.key", string(l.file("pki/key/service-account", "tls.key"))},
+		{sec, "openshift-kube-apiserver-operator", "next-bound-service-account-signing-key", "service-account.key", string(l.file("pki/key/service-account", "tls.key"))},
+		{sec, "openshift-kube-controller-manager-operator", "csr-signer-signer", "tls.key", string(l.file("pki/key/kubelet-signer", "tls.key"))},
+		{cm, "openshift-config-managed", "csr-controller-ca", "ca-bundle.crt", string(l.file("pki/ca/kubelet-signer", "tls.crt"))},
+		{cm, "openshift-config", "openshift-install-manifests", "invoker", "labbuild"},
 	}
+	// A ServiceAccount token the bootstrap kube-apiserver issues, presented after the pivot.
+	var saToken string
 	mc := kube.GroupVersionResource{Group: "machineconfiguration.openshift.io", Version: "v1", Resource: "machineconfigs"}
 
 	t.Run("bootstrap", func(t *testing.T) {
@@ -331,6 +362,16 @@ func TestHandoverPivot(t *testing.T) {
 		if strings.Contains(alog.String(), "PRIVATE KEY") {
 			t.Error("the apply log shows key material")
 		}
+		// A bound ServiceAccount token from the bootstrap (TokenRequest: signed with
+		// --service-account-signing-key-file, labbuild's sticky key).
+		if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "pivot"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := cs.CoreV1().ServiceAccounts("default").CreateToken(ctx, "pivot", &authnv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("TokenRequest on the bootstrap kube-apiserver: %v", err)
+		}
+		saToken = tr.Status.Token
 	})
 
 	t.Run("after the pivot", func(t *testing.T) {
@@ -340,10 +381,31 @@ func TestHandoverPivot(t *testing.T) {
 		crt, key := hoIssue(t, hoServingNames["lb-signer"], &pki.Issuer{CertPEM: lbCA, KeyPEM: l.file("pki/key/lb-signer", "tls.key")})
 		// The post-pivot client CA: what the operator combines, of which the lab hands over
 		// admin-kubeconfig-client-ca (read back from the applied manifest).
-		var clientCA corev1.ConfigMap
-		if err := yaml.Unmarshal(files["04-openshift-config-configmap-admin-kubeconfig-client-ca.yaml"], &clientCA); err != nil {
-			t.Fatal(err)
+		cmData := func(file, key string) []byte {
+			var c corev1.ConfigMap
+			if err := yaml.Unmarshal(files[file], &c); err != nil || c.Data[key] == "" {
+				t.Fatalf("%s: no %s (%v)", file, key, err)
+			}
+			return []byte(c.Data[key])
 		}
+		secData := func(file, key string) []byte {
+			var c corev1.Secret
+			if err := yaml.Unmarshal(files[file], &c); err != nil || len(c.Data[key]) == 0 {
+				t.Fatalf("%s: no %s (%v)", file, key, err)
+			}
+			return c.Data[key]
+		}
+		// ManageClientCABundle's inputs that labbuild hands over: admin-kubeconfig-client-ca
+		// and csr-controller-ca (the kubelet signer).
+		csrCA := cmData("04-openshift-config-managed-configmap-csr-controller-ca.yaml", "ca-bundle.crt")
+		clientCA := append(cmData("04-openshift-config-configmap-admin-kubeconfig-client-ca.yaml", "ca-bundle.crt"), csrCA...)
+		// The operator's service-account flags (bootstrap-config-overrides.yaml and
+		// config-overrides.yaml): verify with sa-token-signing-certs and
+		// bound-sa-token-signing-certs (the next-bound key's public half), sign with the
+		// next-bound key.
+		nextBound := "04-openshift-kube-apiserver-operator-secret-next-bound-service-account-signing-key.yaml"
+		saPubs := append(cmData("04-openshift-config-managed-configmap-sa-token-signing-certs.yaml", "service-account-001.pub"),
+			secData(nextBound, "service-account.pub")...)
 		write := func(name string, b []byte) string {
 			p := filepath.Join(dir, name)
 			if err := os.WriteFile(p, b, 0o600); err != nil {
@@ -359,7 +421,13 @@ func TestHandoverPivot(t *testing.T) {
 			case strings.HasPrefix(a, "--tls-private-key-file="):
 				post[i] = "--tls-private-key-file=" + write("lb-serving.key", key)
 			case strings.HasPrefix(a, "--client-ca-file="):
-				post[i] = "--client-ca-file=" + write("client-ca.crt", []byte(clientCA.Data["ca-bundle.crt"]))
+				post[i] = "--client-ca-file=" + write("client-ca.crt", clientCA)
+			case strings.HasPrefix(a, "--kubelet-certificate-authority="):
+				post[i] = "--kubelet-certificate-authority=" + write("kubelet-serving-ca.crt", csrCA)
+			case strings.HasPrefix(a, "--service-account-key-file="):
+				post[i] = "--service-account-key-file=" + write("sa.pub", saPubs)
+			case strings.HasPrefix(a, "--service-account-signing-key-file="):
+				post[i] = "--service-account-signing-key-file=" + write("sa.key", secData(nextBound, "service-account.key"))
 			}
 		}
 		adminCfg := mfRestConfig(t, l.path("kubeconfig/admin", "kubeconfig"))
@@ -429,6 +497,49 @@ func TestHandoverPivot(t *testing.T) {
 		}
 		if _, err := kcs.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); err == nil {
 			t.Error("kube-proxy may list Secrets; its identity must be narrow")
+		}
+
+		// The token the bootstrap issued is accepted after the pivot.
+		tokCfg := rest.AnonymousClientConfig(adminCfg)
+		tokCfg.BearerToken = saToken
+		pkiSelf(t, tokCfg, "system:serviceaccount:default:pivot")
+		// A kubelet client certificate from the kubelet signer (what the bootstrap
+		// kube-controller-manager issues) authenticates after the pivot through
+		// csr-controller-ca.
+		nodeCrt, nodeKey := hoClient(t, "system:node:master-0", []string{"system:nodes"},
+			&pki.Issuer{CertPEM: l.file("pki/ca/kubelet-signer", "tls.crt"), KeyPEM: l.file("pki/key/kubelet-signer", "tls.key")})
+		nodeCfg := rest.AnonymousClientConfig(adminCfg)
+		nodeCfg.TLSClientConfig.CAData = adminCfg.TLSClientConfig.CAData
+		nodeCfg.TLSClientConfig.CertData, nodeCfg.TLSClientConfig.KeyData = nodeCrt, nodeKey
+		pkiSelf(t, nodeCfg, "system:node:master-0")
+		// `oc auth can-i get nodes/proxy --as system:kube-apiserver`: yes, through the
+		// handed-over ClusterRoleBinding.
+		acs, err := kubernetes.NewForConfig(adminCfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, verb := range []string{"get", "create"} {
+			sar, err := acs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+				User: "system:kube-apiserver", ResourceAttributes: &authzv1.ResourceAttributes{Verb: verb, Resource: "nodes", Subresource: "proxy", Name: "master-0"}}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sar.Status.Allowed {
+				t.Errorf("system:kube-apiserver may not %s nodes/proxy: %s", verb, sar.Status.Reason)
+			}
+		}
+		// Withheld, the binding is what a kubelet's SubjectAccessReview misses: logs and exec
+		// would be Forbidden.
+		if err := acs.RbacV1().ClusterRoleBindings().Delete(ctx, "kube-apiserver", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		sar, err := acs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+			User: "system:kube-apiserver", ResourceAttributes: &authzv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: "proxy", Name: "master-0"}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed {
+			t.Error("without ClusterRoleBinding kube-apiserver, system:kube-apiserver may still get nodes/proxy: the handed-over RBAC proves nothing")
 		}
 
 		// labbuild's kubeconfigs before this change trusted the kubernetes CA alone: refused.

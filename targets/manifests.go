@@ -108,6 +108,12 @@ func mfCluster(name, doc string, deps, reads []string, render func(s *engine.Ste
 	}
 }
 
+// mfVersion sets t's recipe version to v (bumped when its renderer's output changes).
+func mfVersion(v int, t *engine.Target) *engine.Target {
+	t.Version = v
+	return t
+}
+
 // mfStaticPod declares one static pod target writing file.
 func mfStaticPod(name, doc, file string, deps, reads []string, render func(s *engine.Step) ([]byte, error)) *engine.Target {
 	return &engine.Target{
@@ -162,7 +168,8 @@ func manifestsTargets(c *Config) []*engine.Target {
 				}
 				return manifests.EtcdPod(img, ip)
 			}),
-		mfStaticPod("manifests/static-pods/kube-apiserver", "bootstrap kube-apiserver static pod", manifests.KubeAPIServerPodFile,
+		// Version 2: the kubelet signer's client and kubelet CAs (issue 24).
+		mfVersion(2, mfStaticPod("manifests/static-pods/kube-apiserver", "bootstrap kube-apiserver static pod", manifests.KubeAPIServerPodFile,
 			[]string{"release/image/hyperkube"}, []string{"network.serviceNetwork"}, func(s *engine.Step) ([]byte, error) {
 				img, err := mfPullspec(s, "release/image/hyperkube")
 				if err != nil {
@@ -173,8 +180,9 @@ func manifestsTargets(c *Config) []*engine.Target {
 					return nil, err
 				}
 				return manifests.KubeAPIServerPod(img, sn)
-			}),
-		mfStaticPod("manifests/static-pods/kube-controller-manager", "bootstrap kube-controller-manager static pod", manifests.KubeControllerManagerPodFile,
+			})),
+		// Version 2: signs kubelet CSRs with the kubelet signer (issue 24).
+		mfVersion(2, mfStaticPod("manifests/static-pods/kube-controller-manager", "bootstrap kube-controller-manager static pod", manifests.KubeControllerManagerPodFile,
 			[]string{"release/image/hyperkube"}, netReads, func(s *engine.Step) ([]byte, error) {
 				img, err := mfPullspec(s, "release/image/hyperkube")
 				if err != nil {
@@ -185,7 +193,7 @@ func manifestsTargets(c *Config) []*engine.Target {
 					return nil, err
 				}
 				return manifests.KubeControllerManagerPod(img, cn, hp, sn)
-			}),
+			})),
 		mfStaticPod("manifests/static-pods/kube-scheduler", "bootstrap kube-scheduler static pod", manifests.KubeSchedulerPodFile,
 			[]string{"release/image/hyperkube"}, nil, func(s *engine.Step) ([]byte, error) {
 				img, err := mfPullspec(s, "release/image/hyperkube")

@@ -62,6 +62,28 @@ var pkiCAs = []pkiCA{
 	{"lb-signer", "kube-apiserver-lb-signer", "kube-apiserver load-balancer serving signer (operator Secret loadbalancer-serving-signer): api, api-int after the pivot"},
 	{"localhost-signer", "kube-apiserver-localhost-signer", "kube-apiserver localhost serving signer (operator Secret localhost-serving-signer)"},
 	{"service-network-signer", "kube-apiserver-service-network-signer", "kube-apiserver service-network serving signer (operator Secret service-network-serving-signer)"},
+	// The kubelet signer (installer pkg/asset/tls/kubelet.go KubeletCSRSignerCertKey, CN
+	// kubelet-signer): the bootstrap kube-controller-manager signs kubelet client and serving
+	// certificates with it, and it is handed over as the kube-controller-manager-operator's
+	// csr-signer-signer and in openshift-config-managed/csr-controller-ca, which the post-pivot
+	// kube-apiserver trusts for kubelet clients and kubelet serving certificates (issue 24).
+	// The installer's lives one day (the operator rotates its CSR signer anyway); labbuild's
+	// lives pki.caDays like its other CAs, so a bootstrap rebuilt later still signs.
+	{"kubelet-signer", "kubelet-signer", "kubelet CSR signer: the bootstrap kube-controller-manager's --cluster-signing-*; handed over as csr-signer-signer and csr-controller-ca"},
+}
+
+// pkiBundle is a CA bundle file: the certificates of CAs, in order, as one PEM file.
+type pkiBundle struct {
+	id, doc string
+	cas     []string
+}
+
+// pkiBundles are the bundles a static pod flag names (pki/bundle/<id> writes ca-bundle.crt).
+var pkiBundles = []pkiBundle{
+	// The bootstrap kube-apiserver's --client-ca-file: the kubernetes CA (admin, kubelet
+	// bootstrap, control-plane clients) and the kubelet signer (kubelet client certificates),
+	// as the installer's kube-apiserver-complete-client-ca-bundle holds both.
+	{"kube-apiserver-client-ca", "bootstrap kube-apiserver --client-ca-file: kubernetes CA + kubelet signer", []string{"kubernetes", "kubelet-signer"}},
 }
 
 // pkiServingSigners are the CAs whose serving certificates a client meets on the API after
@@ -369,6 +391,27 @@ func pkiTargets(c *Config) []*engine.Target {
 					validity = time.Duration(d) * 24 * time.Hour
 				}
 				return pkiIssue(s, l.id, l.issuer, spec, validity)
+			},
+		})
+	}
+	for _, b := range pkiBundles {
+		b := b
+		var deps []string
+		for _, ca := range b.cas {
+			deps = append(deps, "pki/ca/"+ca)
+		}
+		ts = append(ts, &engine.Target{
+			Name: "pki/bundle/" + b.id, Doc: b.doc, Deps: deps, Version: 1,
+			Run: func(ctx context.Context, s *engine.Step) error {
+				var out []byte
+				for _, d := range deps {
+					crt, err := s.DepFile(d, "tls.crt")
+					if err != nil {
+						return err
+					}
+					out = append(out, crt...)
+				}
+				return s.WriteFile("ca-bundle.crt", out, 0o644)
 			},
 		})
 	}

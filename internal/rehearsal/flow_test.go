@@ -316,11 +316,30 @@ func rehearsalImage(t *testing.T, dir string) struct{ url, sum string } {
 	return struct{ url, sum string }{"file://" + img + ".gz", hex.EncodeToString(sum[:])}
 }
 
-// rehearsalLab turns the rehearsal's lab.yaml into the flow's: three masters and a worker,
+// flowTopology is the flow lab's shape: masters (1 or 3) and workers (0 or 1).
+type flowTopology struct{ masters, workers int }
+
+func (f flowTopology) String() string { return fmt.Sprintf("%d+%d", f.masters, f.workers) }
+
+// flowMasterIPs are master-N's lab addresses.
+var flowMasterIPs = []string{master0IP, master1IP, master2IP}
+
+// names are the topology's master and worker node names.
+func (f flowTopology) names() (masters, workers []string) {
+	for i := 0; i < f.masters; i++ {
+		masters = append(masters, fmt.Sprintf("master-%d", i))
+	}
+	for i := 0; i < f.workers; i++ {
+		workers = append(workers, fmt.Sprintf("worker-%d", i))
+	}
+	return masters, workers
+}
+
+// rehearsalLab turns the rehearsal's lab.yaml into the flow's: topo's masters and workers,
 // libvirt.memoryOvercommit (the bootstrap and masters keep OpenShift's 16 GiB minimum, the
 // worker 8 GiB; their QEMU never touches it), the pool at poolPath, 20 GiB disks, the
 // rehearsal's OS image, and waits short enough that a stuck phase fails within the test's time.
-func rehearsalLab(t *testing.T, dir, poolPath string) {
+func rehearsalLab(t *testing.T, dir, poolPath string, topo flowTopology) {
 	t.Helper()
 	img := rehearsalImage(t, dir)
 	p := filepath.Join(dir, "lab.yaml")
@@ -333,14 +352,20 @@ func rehearsalLab(t *testing.T, dir, poolPath string) {
 		t.Fatal("lab.yaml has no libvirt.domainType: qemu line to extend")
 	}
 	// Three masters, as OpenShift's control plane (an etcd of three members after the
-	// bootstrap's leaves), and one worker, so cluster/workers has a Node to approve and wait for.
+	// bootstrap's leaves), or one; one worker, so cluster/workers has a Node to approve and
+	// wait for, or none (compact).
 	m0 := "  - {name: master-0, role: master, ip: " + master0IP + "}\n"
 	if !strings.Contains(s, m0) {
 		t.Fatal("lab.yaml has no master-0 node line to extend")
 	}
-	s = strings.Replace(s, m0, m0+"  - {name: master-1, role: master, ip: "+master1IP+"}\n"+
-		"  - {name: master-2, role: master, ip: "+master2IP+"}\n"+
-		"  - {name: worker-0, role: worker, ip: "+worker0IP+"}\n", 1)
+	more := ""
+	for i := 1; i < topo.masters; i++ {
+		more += fmt.Sprintf("  - {name: master-%d, role: master, ip: %s}\n", i, flowMasterIPs[i])
+	}
+	if topo.workers > 0 {
+		more += "  - {name: worker-0, role: worker, ip: " + worker0IP + "}\n"
+	}
+	s = strings.Replace(s, m0, m0+more, 1)
 	// The pool on flowPool's filesystem (below).
 	pl := regexp.MustCompile(`(?m)^  poolPath: .*$`)
 	if !pl.MatchString(s) {
@@ -401,16 +426,31 @@ func stoppedAt(out string) string {
 // its CSRs approved by labbuild; worker-0's real kubelet from worker-0.ign, its CSRs approved by
 // cluster/workers; on each master the operators' part is stand-ins that run the real programs
 // — an etcd member with certificates from labbuild's etcd-signer Secret (members joined one at
-// a time), the bootstrap's kube-apiserver, kube-controller-manager and kube-scheduler command
-// lines, the bootstrap member's removal after cluster/etcd marks bootstrap complete — and the
-// CVO's status reports (standins.go). After cluster/done etcd's members are the three masters
-// and the API VIP balances to them only.
+// a time), kube-apiserver and kube-controller-manager with the inputs the 4.18 operators read
+// from the cluster (operators.go), kube-scheduler as the bootstrap's, the bootstrap member's
+// removal after cluster/etcd marks bootstrap complete — and the CVO's status reports
+// (standins.go). After cluster/done etcd's members are the masters and the API VIP balances to
+// them only; through the VIP a ServiceAccount token issued before the pivot authenticates,
+// system:kube-apiserver may get nodes/proxy, and master-0's pod answers logs and exec
+// (pivotcheck_test.go). rehearsalFlow runs it for a topology (3+1 here, 3+0 and 1+1 below).
 //
 // labbuild is killed (SIGKILL) while cluster/masters waits and rerun: it continues there and
 // reaches cluster/done; a third run has no work to do. `labbuild destroy` then leaves no
 // domain, volume, pool, network, bridge, haproxy, VIP, DNS drop-in or firewall rule, and a
 // second destroy does nothing. Each run's wall time and peak RSS are logged.
-func TestRehearsalFlow(t *testing.T) {
+func TestRehearsalFlow(t *testing.T) { rehearsalFlow(t, flowTopology{masters: 3, workers: 1}) }
+
+// TestRehearsalCompactFlow is TestRehearsalFlow for a compact cluster: three masters, no worker.
+func TestRehearsalCompactFlow(t *testing.T) { rehearsalFlow(t, flowTopology{masters: 3, workers: 0}) }
+
+// TestRehearsalSingleMasterFlow is TestRehearsalFlow for one master and one worker (the lab of
+// ../shared/seeds/003): a SingleReplica control plane, so cluster/etcd does not wait for a
+// second API address.
+func TestRehearsalSingleMasterFlow(t *testing.T) {
+	rehearsalFlow(t, flowTopology{masters: 1, workers: 1})
+}
+
+func rehearsalFlow(t *testing.T, topo flowTopology) {
 	requireRehearsal(t)
 	start := time.Now()
 	pool := flowPool(t) // before newRig: its cleanup runs after libvirtd's
@@ -422,13 +462,13 @@ func TestRehearsalFlow(t *testing.T) {
 		testenv.Missing(t, "GNU time (/usr/bin/time) measures labbuild's peak RSS: bash .ci/install-host.sh")
 	}
 	r.bins["time"] = "/usr/bin/time"
-	rehearsalLab(t, r.lab, pool)
+	rehearsalLab(t, r.lab, pool, topo)
 	h := startFlowHost(t, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
 	defer cancel()
 	fl := &flowLog{}
 	defer func() { t.Logf("stand-ins:\n%s", fl) }()
-	masters := []string{"master-0", "master-1", "master-2"}
+	masters, workers := topo.names()
 	// Each node's kubelet gets a pod subnet of its own (the CNI stand-in's host-local range).
 	podSubnets := map[string]string{"master-0": "10.128.0.0/23", "master-1": "10.128.2.0/23", "master-2": "10.128.4.0/23", "worker-0": "10.128.6.0/23"}
 	bootRoot := filepath.Join(r.work, "nodes", "bootstrap", "root")
@@ -440,7 +480,7 @@ func TestRehearsalFlow(t *testing.T) {
 	var etcdJoin sync.Mutex
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	w := &Watch{URI: r.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: append(append([]string{"bootstrap"}, masters...), "worker-0"),
+	w := &Watch{URI: r.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: append(append([]string{"bootstrap"}, masters...), workers...),
 		Up: func(node string) {
 			fl.logf("domain %s running: node starts", node)
 			nd, err := r.boot(node)
@@ -552,6 +592,18 @@ func TestRehearsalFlow(t *testing.T) {
 		t.Fatalf("%s (the flow stops at %q): %v\n%s", what, stoppedAt(run.out), run.err, tail(run.out, 4000))
 	}
 
+	// A ServiceAccount token issued before the pivot (issue 24), presented after cluster/done.
+	type tokenBefore struct {
+		token      string
+		err        error
+		afterPivot bool
+	}
+	tokCh := make(chan tokenBefore, 1)
+	go func() {
+		tok, err := saTokenBefore(wctx, r.clients)
+		tokCh <- tokenBefore{tok, err, bootstrapOff.Load()}
+	}()
+
 	// Run 1: killed 2 s after cluster/masters starts waiting for the masters.
 	first := h.labbuildKillAt(regexp.MustCompile(`^\s*cluster/masters: waiting for`), "cluster")
 	t.Logf("run 1 (killed in cluster/masters): %v after %s, peak RSS %d KiB\n%s", first.err, first.wall, first.maxRSS, tail(first.out, 2500))
@@ -604,15 +656,57 @@ func TestRehearsalFlow(t *testing.T) {
 		t.Errorf("after cluster/done nothing listens on %s:6443 in the host namespace", apiVIP)
 	} else {
 		for who, b := range ls {
-			if !strings.Contains(b, master0IP+":6443") || !strings.Contains(b, master1IP+":6443") || !strings.Contains(b, master2IP+":6443") ||
-				strings.Contains(b, bootstrapIP+":") {
+			all := !strings.Contains(b, bootstrapIP+":")
+			for i := range masters {
+				all = all && strings.Contains(b, flowMasterIPs[i]+":6443")
+			}
+			if !all {
 				t.Errorf("after the pivot %s listens on the API VIP with a config that does not balance to the masters only:\n%s", who, b)
 			}
 		}
 	}
 	// etcd is the three masters' members, the bootstrap's gone (cluster/etcd waited for it).
-	if got := etcdMembers(t, r, masters[0]); !slices.Equal(got, []string{"master-0." + labDomain, "master-1." + labDomain, "master-2." + labDomain}) {
-		t.Errorf("etcd members after cluster/done: %v, want the three masters", got)
+	var wantMembers []string
+	for _, m := range masters {
+		wantMembers = append(wantMembers, m+"."+labDomain)
+	}
+	if got := etcdMembers(t, r, masters[0]); !slices.Equal(got, wantMembers) {
+		t.Errorf("etcd members after cluster/done: %v, want the masters %v", got, wantMembers)
+	}
+	// Issue 24: past the pivot, through the API VIP with the admin kubeconfig.
+	if k, err := r.clients(); err != nil {
+		t.Errorf("admin client after cluster/done: %v", err)
+	} else {
+		select {
+		case tb := <-tokCh:
+			switch {
+			case tb.err != nil:
+				t.Errorf("ServiceAccount token before the pivot: %v", tb.err)
+			case tb.afterPivot:
+				t.Errorf("the ServiceAccount token was issued only after the bootstrap stopped")
+			default:
+				if u, err := tokenUser(ctx, k, tb.token); err != nil || u != "system:serviceaccount:default:default" {
+					t.Errorf("a ServiceAccount token issued before the pivot, after it: %q, %v", u, err)
+				} else {
+					t.Logf("a ServiceAccount token issued before the pivot authenticates after it as %s", u)
+				}
+			}
+		default:
+			t.Errorf("no ServiceAccount token was issued before the pivot")
+		}
+		if ok, why, err := canI(ctx, k, "system:kube-apiserver", "get", "nodes", "proxy"); err != nil || !ok {
+			t.Errorf("auth can-i get nodes/proxy --as system:kube-apiserver: %v %q %v", ok, why, err)
+		}
+		// master-0 joined before the pivot; its etcd stand-in pod runs the pause image's shell.
+		pod := "etcd-master-0." + labDomain
+		if _, err := podLogs(ctx, k, "openshift-etcd", pod, "etcd"); err != nil {
+			t.Errorf("oc logs -n openshift-etcd %s after the pivot: %v", pod, err)
+		}
+		if out, errOut, err := podExec(ctx, k, "openshift-etcd", pod, "etcd", "/bin/sh", "-c", "echo exec-ok"); err != nil || strings.TrimSpace(out) != "exec-ok" {
+			t.Errorf("oc exec -n openshift-etcd %s -- echo exec-ok after the pivot: %q %q %v", pod, out, errOut, err)
+		} else {
+			t.Logf("logs and exec through the API VIP on %s (joined before the pivot) after cluster/done", pod)
+		}
 	}
 	third := h.labbuildKillAt(nil, "cluster")
 	t.Logf("run 3: %v after %s, peak RSS %d KiB\n%s", third.err, third.wall, third.maxRSS, tail(third.out, 800))
@@ -657,8 +751,8 @@ func TestRehearsalFlow(t *testing.T) {
 	if d2.err != nil || !strings.Contains(d2.out, "nothing") {
 		t.Errorf("second destroy: want nothing to do, got %v:\n%s", d2.err, d2.out)
 	}
-	fmt.Fprintf(os.Stderr, "rehearsal: test %s; run1 %s (killed), run2 %s, run3 %s, destroy %s; labbuild peak RSS %d/%d/%d/%d KiB\n",
-		time.Since(start).Round(time.Second), first.wall.Round(time.Second), second.wall.Round(time.Second), third.wall.Round(time.Second),
+	fmt.Fprintf(os.Stderr, "rehearsal %s: test %s; run1 %s (killed), run2 %s, run3 %s, destroy %s; labbuild peak RSS %d/%d/%d/%d KiB\n",
+		topo, time.Since(start).Round(time.Second), first.wall.Round(time.Second), second.wall.Round(time.Second), third.wall.Round(time.Second),
 		d1.wall.Round(time.Second), first.maxRSS, second.maxRSS, third.maxRSS, d1.maxRSS)
 }
 

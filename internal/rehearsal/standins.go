@@ -1,25 +1,22 @@
 package rehearsal
 
 // Stand-ins for what OpenShift's operators do on the masters, where their images cannot run
-// here. Each acts only with what labbuild handed the cluster (the etcd-signer Secret and the
-// etcd-ca-bundle ConfigMap it applied, the bootstrap's own static pods from bootstrap.ign) and
-// starts the real programs (etcd, kube-apiserver, etcdctl): they stand in only for *who*
-// starts them. docs/rehearsal.md lists them.
+// here. Each takes its inputs from the cluster objects the operator it plays reads (the
+// etcd-signer Secret and etcd-ca-bundle ConfigMap; operators.go for the kube-apiserver- and
+// kube-controller-manager-operators' objects), and starts the real programs (etcd,
+// kube-apiserver, kube-controller-manager, etcdctl): they stand in only for *who* starts them
+// and with which files. Flags that are an operator's own configuration come from the
+// bootstrap's static pods. docs/rehearsal.md lists them and what each reads.
 
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -81,46 +78,7 @@ func SignerFromSecret(ctx context.Context, k *kube.Clients, name string) (Signer
 // (server and client: an etcd member's serving and peer certificates are both, as the
 // operator's tlshelpers issue them), valid 24 h. It returns the certificate and key, PEM.
 func (s Signer) Issue(cn string, ips []string, dns []string, serverAuth, clientAuth bool) (certPEM, keyPEM []byte, err error) {
-	cb, _ := pem.Decode(s.Cert)
-	kb, _ := pem.Decode(s.Key)
-	if cb == nil || kb == nil {
-		return nil, nil, errors.New("signer: no PEM block")
-	}
-	ca, err := x509.ParseCertificate(cb.Bytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	caKey, err := parseKey(kb.Bytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn, Organization: []string{"system:etcd-servers"}},
-		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(24 * time.Hour), DNSNames: dns,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment}
-	for _, ip := range ips {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
-	}
-	if serverAuth {
-		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
-	}
-	if clientAuth {
-		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
+	return s.issue(cn, []string{"system:etcd-servers"}, ips, dns, serverAuth, clientAuth, false)
 }
 
 func parseKey(der []byte) (any, error) {
@@ -321,17 +279,39 @@ func (m *MasterStandins) writeEtcdPod(ctx context.Context, staging string) error
 	return m.Node.Run(ctx, "standin-install", nil, "sh", "-c", "mkdir -p "+PodManifestDir+" && cp "+f+" "+PodManifestDir+"/etcd-pod.yaml")
 }
 
-// startAPIServer starts the master's control plane from the bootstrap's static pods: its
-// kube-apiserver (the kube-apiserver-operator's part), and its kube-controller-manager and
-// kube-scheduler (the kube-controller-manager- and kube-scheduler-operators' part: after the
-// pivot nothing else signs an approved CSR, so a worker joining in cluster/workers would get no
-// certificate). Each is the same program, arguments, environment and volumes as the bootstrap's,
-// the volumes' files copied from the bootstrap's node root to the same node paths on the master;
-// no flag is written here. The controller manager and scheduler are restarted when they exit,
-// as the kubelet restarts a static pod (they exit while the API is not ready yet).
+// startAPIServer starts the master's control plane: its kube-apiserver (the
+// kube-apiserver-operator's part), and its kube-controller-manager and kube-scheduler (the
+// kube-controller-manager- and kube-scheduler-operators' part: after the pivot nothing else
+// signs an approved CSR, so a worker joining in cluster/workers would get no certificate).
+//
+// What the operators hand their operands from the cluster is read from the cluster only
+// (operators.go: ReadKASInputs, EnsureCSRSigner, ReadKCMInputs): the service-account keys,
+// the client and kubelet CAs, the serving certificates minted from the handed-over signers,
+// the CSR signer and the etcd client of the etcd stand-in. A missing object fails the stand-in
+// with an error naming it, after the time an operator's retries would take to show Degraded.
+// The rest of each command line (flags that are the operators' own configuration, not cluster
+// inputs) and the files those flags name are the bootstrap's static pod's, copied to the same
+// node paths: the front-proxy client and CA, the kube-apiserver's kubelet client certificate and
+// the controller manager's root CA, which the real operators mint or assemble themselves.
+// The controller manager and scheduler are restarted when they exit, as the kubelet restarts a
+// static pod (they exit while the API is not ready yet).
 func (m *MasterStandins) startAPIServer(ctx context.Context) error {
 	pods, err := StaticPods(m.BootstrapRoot)
 	if err != nil {
+		return err
+	}
+	kasFiles, kasFlags, kasExtra, kcmFiles, kcmFlags, err := m.operatorInputs(ctx)
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{}
+	for k, v := range kasFiles {
+		files[k] = v
+	}
+	for k, v := range kcmFiles {
+		files[k] = v
+	}
+	if err := m.install(ctx, "standin-operators", files); err != nil {
 		return err
 	}
 	for _, prog := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
@@ -350,7 +330,17 @@ func (m *MasterStandins) startAPIServer(ctx context.Context) error {
 			if err := m.Node.Run(ctx, "standin-install", nil, "sh", "-c", cp.String()); err != nil {
 				return fmt.Errorf("%s stand-in on %s: %w", prog, m.Node.Name, err)
 			}
-			argv := append([]string{m.Bins[prog]}, c.Args...)
+			args := c.Args
+			switch prog {
+			case "kube-apiserver":
+				args, err = replaceFlags(args, kasFlags, kasExtra...)
+			case "kube-controller-manager":
+				args, err = replaceFlags(args, kcmFlags)
+			}
+			if err != nil {
+				return fmt.Errorf("%s stand-in on %s: %w", prog, m.Node.Name, err)
+			}
+			argv := append([]string{m.Bins[prog]}, args...)
 			if prog == "kube-apiserver" {
 				_, err = m.Node.Start(prog+"-standin", c.Env, c.Binds, argv...)
 			} else {
@@ -359,7 +349,7 @@ func (m *MasterStandins) startAPIServer(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			m.Logf("%s stand-in on %s: started from the bootstrap's %s/%s", prog, m.Node.Name, c.Pod, c.Name)
+			m.Logf("%s stand-in on %s: started with the operator's inputs read from the cluster", prog, m.Node.Name)
 			break
 		}
 		if !found {
@@ -369,10 +359,71 @@ func (m *MasterStandins) startAPIServer(ctx context.Context) error {
 	return nil
 }
 
-// EtcdTeardownStandin is the cluster-etcd-operator's bootstrap teardown: once ConfigMap
-// kube-system/bootstrap says status=complete (cluster/etcd creates it), it removes the
-// etcd-bootstrap member through master's member (real etcdctl in the master node). It returns
-// when the member is gone.
+// OperatorInputsTimeout bounds how long the masters' stand-ins wait for the objects the
+// operators read: the objects are applied by cluster/bootstrap before any master joins, so a
+// missing one after this long is missing for good.
+var OperatorInputsTimeout = 90 * time.Second
+
+// operatorInputs reads what the kube-apiserver- and kube-controller-manager-operators read,
+// retrying until OperatorInputsTimeout, and returns the files and flags of both operands.
+func (m *MasterStandins) operatorInputs(ctx context.Context) (kasFiles map[string][]byte, kasFlags map[string]string, kasExtra []string,
+	kcmFiles map[string][]byte, kcmFlags map[string]string, err error) {
+	deadline := time.Now().Add(OperatorInputsTimeout)
+	for {
+		var k *kube.Clients
+		if k, err = m.Clients(); err == nil {
+			if err = EnsureCSRSigner(ctx, k.Dynamic); err == nil {
+				var kas KASInputs
+				if kas, err = ReadKASInputs(ctx, k.Dynamic); err == nil {
+					if kasFiles, kasFlags, kasExtra, err = kas.KASFiles(); err == nil {
+						var kcm KCMInputs
+						if kcm, err = ReadKCMInputs(ctx, k.Dynamic); err == nil {
+							kcmFiles, kcmFlags = kcm.KCMFiles()
+							return
+						}
+					}
+				}
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, nil, nil, nil, nil, fmt.Errorf("control-plane stand-ins on %s: %w", m.Node.Name, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(3 * time.Second):
+		}
+	}
+}
+
+// install writes files (node path → content, 0600) into the master through its own mount
+// namespace.
+func (m *MasterStandins) install(ctx context.Context, what string, files map[string][]byte) error {
+	staging := filepath.Join(filepath.Dir(m.Node.Root), what)
+	var sh strings.Builder
+	sh.WriteString("set -e\n")
+	i := 0
+	for p, b := range files {
+		src := filepath.Join(staging, strconv.Itoa(i))
+		i++
+		if err := os.MkdirAll(staging, 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(src, b, 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(&sh, "mkdir -p %q\ncp %q %q\n", filepath.Dir(p), src, p)
+	}
+	return m.Node.Run(ctx, "standin-install", nil, "sh", "-c", sh.String())
+}
+
+// EtcdTeardownStandin is the cluster-etcd-operator's bootstrap teardown
+// (cluster-etcd-operator release-4.18 pkg/operator/bootstrapteardown/
+// bootstrap_teardown_controller.go BootstrapTeardownController: sync → removeBootstrap once
+// library-go's IsBootstrapComplete sees ConfigMap kube-system/bootstrap status=complete): it
+// reads only that ConfigMap and etcd's member list, and removes the etcd-bootstrap member
+// through master's member (real etcdctl in the master node). Like the operator it does not ask
+// whether the bootstrap's kube-apiserver still needs its member: a signal that comes too early
+// takes the bootstrap API's storage away. It returns when the member is gone.
 func EtcdTeardownStandin(ctx context.Context, master *Node, etcdctl string, clients func() (*kube.Clients, error), logf func(string, ...any)) error {
 	ca := etcdBundleDir + "/server-ca-bundle.crt"
 	run := func(args ...string) ([]byte, error) {

@@ -126,3 +126,137 @@ func SSHMachineConfig(role, sshKey string) (File, error) {
 	}
 	return newFile(OrderObjects+"-machineconfig-"+name+".yaml", o)
 }
+
+// Issue 24: what the kube-apiserver-, kube-controller-manager- and cluster-version operators
+// read at the pivot, which openshift-install hands them through the operators' bootkube renders.
+
+// KubeControllerManagerOperatorNamespace is the kube-controller-manager-operator's namespace
+// (cluster-kube-controller-manager-operator pkg/operator/operatorclient OperatorNamespace),
+// where its CSR signer's signer lives.
+const KubeControllerManagerOperatorNamespace = "openshift-kube-controller-manager-operator"
+
+// checkKey checks that keyPEM is one PEM private key.
+func checkKey(what string, keyPEM []byte) error {
+	if b, _ := pem.Decode(keyPEM); b == nil || !strings.Contains(b.Type, "PRIVATE KEY") {
+		return fmt.Errorf("%s: not a PEM private key", what)
+	}
+	return nil
+}
+
+// ServiceAccountFiles renders the three objects that carry the service-account signing key
+// across the pivot, from keyPEM (the private key, PEM) and pubPEM (its PKIX public key, PEM):
+//
+//   - ConfigMap openshift-config-managed/sa-token-signing-certs, key service-account-001.pub:
+//     cluster-kube-apiserver-operator bindata/bootkube/manifests/configmap-sa-token-signing-certs.yaml.
+//     The operator's resourcesynccontroller.go copies it to openshift-kube-apiserver, and
+//     starter.go RevisionConfigMaps lists sa-token-signing-certs, so without it library-go
+//     revision_controller.go createNewRevision fails NotFound and no revision is made.
+//   - Secret openshift-config/initial-service-account-private-key, key service-account.key:
+//     cluster-kube-controller-manager-operator
+//     bindata/bootkube/manifests/secret-initial-kube-controller-manager-service-account-private-key.yaml.
+//     Its certrotationcontroller/satokensigner_controller.go syncWorker copies it to
+//     openshift-kube-controller-manager/service-account-private-key, which starter.go
+//     deploymentSecrets requires.
+//   - Secret openshift-kube-apiserver-operator/next-bound-service-account-signing-key, keys
+//     service-account.key and service-account.pub: cluster-kube-apiserver-operator
+//     bindata/bootkube/manifests/secret-bound-sa-token-signing-key.yaml, read by
+//     boundsatokensignercontroller/controller.go ensureNextOperatorSigningSecret, which mints a
+//     new key pair when it is missing. labbuild's bootstrap kube-apiserver signs bound tokens
+//     with the same sticky key (--service-account-signing-key-file), so tokens it issued keep
+//     verifying after the pivot.
+//
+// Both Secrets are Secret files (0600).
+func ServiceAccountFiles(keyPEM, pubPEM []byte) ([]File, error) {
+	if err := checkKey("service-account key", keyPEM); err != nil {
+		return nil, err
+	}
+	if b, _ := pem.Decode(pubPEM); b == nil || b.Type != "PUBLIC KEY" {
+		return nil, errors.New("service-account public key: not a PEM PUBLIC KEY")
+	}
+	cm := newConfigMap("openshift-config-managed", "sa-token-signing-certs", map[string]string{"service-account-001.pub": string(pubPEM)})
+	a, err := newFile(OrderObjects+"-openshift-config-managed-configmap-sa-token-signing-certs.yaml", cm)
+	if err != nil {
+		return nil, err
+	}
+	b, err := newFile(OrderObjects+"-openshift-config-secret-initial-service-account-private-key.yaml",
+		newSecret("openshift-config", "initial-service-account-private-key", "", map[string][]byte{"service-account.key": keyPEM}))
+	if err != nil {
+		return nil, err
+	}
+	c, err := newFile(OrderObjects+"-"+KubeAPIServerOperatorNamespace+"-secret-next-bound-service-account-signing-key.yaml",
+		newSecret(KubeAPIServerOperatorNamespace, "next-bound-service-account-signing-key", "",
+			map[string][]byte{"service-account.key": keyPEM, "service-account.pub": pubPEM}))
+	b.Secret, c.Secret = true, true
+	return []File{a, b, c}, err
+}
+
+// KubeletSignerFiles renders the kubelet signer's handover from its CA certificate and key:
+//
+//   - Namespace openshift-kube-controller-manager-operator, which the Secret needs before the
+//     operator's own manifests exist;
+//   - Secret openshift-kube-controller-manager-operator/csr-signer-signer (kubernetes.io/tls,
+//     certrotation annotations): cluster-kube-controller-manager-operator
+//     bindata/bootkube/manifests/secret-csr-signer-signer.yaml, the installer's kubelet-signer.
+//     certrotationcontroller.go's "CSRSigningCert" rotation (RotatedSigningCASecret
+//     csr-signer-signer) keeps it in csr-controller-signer-ca, which
+//     targetconfigcontroller.go ManageCSRCABundle merges into csr-controller-ca;
+//   - ConfigMap openshift-config-managed/csr-controller-ca, key ca-bundle.crt: the
+//     kube-apiserver-operator's bindata/bootkube/manifests/configmap-csr-controller-ca.yaml (the
+//     installer's kubelet-client-ca-bundle.crt, which is the kubelet signer alone, installer
+//     pkg/asset/tls/kubelet.go KubeletClientCABundle). The kube-apiserver-operator's
+//     ManageClientCABundle (client CA) and its kubelet-serving-ca (kubelet-certificate-authority)
+//     read it, so kubelets whose certificates the bootstrap signed stay trusted after the pivot.
+func KubeletSignerFiles(caPEM, keyPEM []byte) ([]File, error) {
+	ns, err := Namespace(KubeControllerManagerOperatorNamespace)
+	if err != nil {
+		return nil, err
+	}
+	sec, err := TLSSecret(KubeControllerManagerOperatorNamespace, "csr-signer-signer", caPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	cm, err := CAConfigMap("openshift-config-managed", "csr-controller-ca", "ca-bundle.crt", "kube-controller-manager", caPEM)
+	return []File{ns, sec, cm}, err
+}
+
+// KubeAPIServerRBACFiles renders ClusterRole and ClusterRoleBinding kube-apiserver as
+// cluster-kube-apiserver-operator bindata/bootkube/manifests/cluster-role-kube-apiserver.yaml
+// and cluster-role-binding-kube-apiserver.yaml: get and create on nodes/proxy for users
+// kube-apiserver and system:kube-apiserver, the identity the post-pivot kube-apiserver presents
+// to kubelets (kubelet-client, CN system:kube-apiserver). The kubelet authorizes logs, exec and
+// port-forward with a SubjectAccessReview on nodes/proxy; nothing else in 4.18 creates them.
+func KubeAPIServerRBACFiles() ([]File, error) {
+	role := &clusterRole{
+		typeMeta: typeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		Metadata: meta("kube-apiserver", ""),
+		Rules:    []policyRule{{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get", "create"}}},
+	}
+	a, err := newFile(OrderRBAC+"-clusterrole-kube-apiserver.yaml", role)
+	if err != nil {
+		return nil, err
+	}
+	b, err := newFile(OrderRBAC+"-clusterrolebinding-kube-apiserver.yaml", &clusterRoleBinding{
+		typeMeta: typeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+		Metadata: meta("kube-apiserver", ""),
+		RoleRef:  roleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "kube-apiserver"},
+		Subjects: []subject{
+			{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "kube-apiserver"},
+			{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "system:kube-apiserver"},
+		},
+	})
+	return []File{a, b}, err
+}
+
+// InstallManifests renders ConfigMap openshift-config/openshift-install-manifests with data keys
+// invoker and version, as installer pkg/asset/openshiftinstall/openshiftinstall.go
+// CreateInstallConfigMap writes it (invoker from OPENSHIFT_INSTALL_INVOKER, "user" by default;
+// version the installer's). The cluster-version-operator's cluster_installer metric reads it.
+// labbuild is the invoker; version is what it installs (release.version), since labbuild has no
+// release of its own in the payload's numbering.
+func InstallManifests(invoker, version string) (File, error) {
+	if invoker == "" || version == "" {
+		return File{}, errors.New("openshift-config/openshift-install-manifests: empty invoker or version")
+	}
+	return newFile(OrderObjects+"-openshift-config-configmap-openshift-install-manifests.yaml",
+		newConfigMap("openshift-config", "openshift-install-manifests", map[string]string{"invoker": invoker, "version": version}))
+}

@@ -74,6 +74,16 @@ func testSigner(t *testing.T) (crt, key []byte) {
 	return crt, key
 }
 
+// testPub is key's PKIX public key, PEM.
+func testPub(t *testing.T, key []byte) []byte {
+	t.Helper()
+	pub, err := pki.PublicKeyPEM(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub
+}
+
 var (
 	pemBlock    = regexp.MustCompile(`(?s)-----BEGIN [A-Z ]+-----.*?-----END [A-Z ]+-----`)
 	base64PEM   = regexp.MustCompile(`LS0tLS1CRUdJTi[A-Za-z0-9+/=]+`)
@@ -203,6 +213,11 @@ func TestGolden(t *testing.T) {
 			return []File{a, b}, err
 		}},
 		{"machine-config-server-tls", func() ([]File, error) { return one(MCSTLSSecret(crt, key)) }},
+		// Issue 24's handover; the golden files mask key and certificate bytes alike.
+		{"service-account", func() ([]File, error) { return ServiceAccountFiles(key, testPub(t, key)) }},
+		{"kubelet-signer", func() ([]File, error) { return KubeletSignerFiles(crt, key) }},
+		{"kube-apiserver-rbac", KubeAPIServerRBACFiles},
+		{"install-manifests", func() ([]File, error) { return one(InstallManifests("labbuild", "4.18.0")) }},
 		{"ssh", func() ([]File, error) {
 			m, err := SSHMachineConfig("master", testSSHKey)
 			if err != nil {
@@ -466,6 +481,11 @@ func TestHandoverErrors(t *testing.T) {
 		{"MCS key is a cert", func() error { _, err := MCSTLSSecret(crt, crt); return err }(), "machine-config-server-tls"},
 		{"ssh role", func() error { _, err := SSHMachineConfig("infra", testSSHKey); return err }(), "infra"},
 		{"two ssh keys", func() error { _, err := SSHMachineConfig("master", testSSHKey+"\n"+testSSHKey); return err }(), "one authorized key"},
+		{"SA key is a cert", func() error { _, err := ServiceAccountFiles(crt, testPub(t, key)); return err }(), "service-account key"},
+		{"SA public key is a cert", func() error { _, err := ServiceAccountFiles(key, crt); return err }(), "service-account public key"},
+		{"kubelet signer key is a cert", func() error { _, err := KubeletSignerFiles(crt, crt); return err }(), "csr-signer-signer"},
+		{"kubelet signer is a key", func() error { _, err := KubeletSignerFiles(key, key); return err }(), "csr-signer-signer"},
+		{"no invoker", func() error { _, err := InstallManifests("", "4.18.0"); return err }(), "openshift-install-manifests"},
 	}
 	for _, tt := range tests {
 		if tt.err == nil || !strings.Contains(tt.err.Error(), tt.want) {

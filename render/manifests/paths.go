@@ -59,7 +59,9 @@ func secret(name, target, file string, mode fs.FileMode) NodeFile {
 var BootstrapTLSPaths = []NodeFile{
 	secret("etcd-ca.crt", "pki/ca/etcd-signer", "tls.crt", 0o644),
 	secret("kubernetes-ca.crt", "pki/ca/kubernetes", "tls.crt", 0o644),
-	secret("kubernetes-ca.key", "pki/key/kubernetes", "tls.key", 0o600),
+	secret("kubelet-signer.crt", "pki/ca/kubelet-signer", "tls.crt", 0o644),
+	secret("kubelet-signer.key", "pki/key/kubelet-signer", "tls.key", 0o600),
+	secret("kube-apiserver-client-ca-bundle.crt", "pki/bundle/kube-apiserver-client-ca", "ca-bundle.crt", 0o644),
 	secret("front-proxy-ca.crt", "pki/ca/front-proxy", "tls.crt", 0o644),
 	secret("etcd-peer.crt", "pki/cert/etcd-peer", "tls.crt", 0o644),
 	secret("etcd-peer.key", "pki/key/etcd-peer", "tls.key", 0o600),

@@ -170,7 +170,11 @@ func EtcdPod(image, bootstrapIP string) ([]byte, error) {
 //
 // Fixed against OTHW: --requestheader-allowed-names lists the front-proxy client's CN
 // system:openshift-aggregator together with the kube-apiserver-proxy names openshift's
-// operator uses; OTHW's "front-proxy-client" CN would be refused.
+// operator uses; OTHW's "front-proxy-client" CN would be refused. Kubelets' client and serving
+// certificates come from the kubelet signer (the kube-controller-manager's), so the client CA
+// is the bundle of the kubernetes CA and the kubelet signer, and the kubelet CA is the kubelet
+// signer, as the kube-apiserver-operator's bootstrap-config-overrides.yaml
+// (kube-apiserver-complete-client-ca-bundle.crt, kubelet-client-ca-bundle.crt) has them.
 func KubeAPIServerPod(image, serviceNetwork string) ([]byte, error) {
 	if err := checkImage("kube-apiserver pod", image); err != nil {
 		return nil, err
@@ -188,7 +192,7 @@ func KubeAPIServerPod(image, serviceNetwork string) ([]byte, error) {
 			"--etcd-keyfile=" + inPod("etcd-client.key"),
 			"--tls-cert-file=" + inPod("kube-apiserver.crt"),
 			"--tls-private-key-file=" + inPod("kube-apiserver.key"),
-			"--client-ca-file=" + inPod("kubernetes-ca.crt"),
+			"--client-ca-file=" + inPod("kube-apiserver-client-ca-bundle.crt"),
 			"--service-account-key-file=" + inPod("service-account.pub"),
 			"--service-account-signing-key-file=" + inPod("service-account.key"),
 			"--service-account-issuer=https://kubernetes.default.svc",
@@ -205,7 +209,7 @@ func KubeAPIServerPod(image, serviceNetwork string) ([]byte, error) {
 			"--proxy-client-key-file=" + inPod("front-proxy-client.key"),
 			"--kubelet-client-certificate=" + inPod("kube-apiserver-kubelet-client.crt"),
 			"--kubelet-client-key=" + inPod("kube-apiserver-kubelet-client.key"),
-			"--kubelet-certificate-authority=" + inPod("kubernetes-ca.crt"),
+			"--kubelet-certificate-authority=" + inPod("kubelet-signer.crt"),
 			"--enable-bootstrap-token-auth=true",
 			"--allow-privileged=true",
 			"--v=2",
@@ -229,8 +233,9 @@ var leaderElection = []string{"--leader-elect=true", "--leader-elect-retry-perio
 
 // KubeControllerManagerPod renders kube-controller-manager-bootstrap.yaml (spec §7.1) for the
 // `hyperkube` image, the cluster network (CIDR and per-node prefix length) and the service
-// network. It signs kubelet CSRs with the Kubernetes CA, whose key is therefore on the
-// bootstrap node.
+// network. It signs kubelet CSRs with the kubelet signer (--cluster-signing-*), whose key is
+// therefore on the bootstrap node, as cluster-kube-controller-manager-operator
+// bindata/bootkube/config/bootstrap-config-overrides.yaml names kubelet-signer.crt/.key.
 //
 // Fixed against OTHW: --node-cidr-mask-size is the install's hostPrefix (23 by default); OTHW
 // leaves the controller's default /24, so node podCIDRs disagree with OVN-Kubernetes' subnets.
@@ -255,8 +260,8 @@ func KubeControllerManagerPod(image, clusterNetwork string, hostPrefix int, serv
 		"--service-account-private-key-file="+inPod("service-account.key"),
 		"--root-ca-file="+inPod("kubernetes-ca.crt"),
 		"--use-service-account-credentials=true",
-		"--cluster-signing-cert-file="+inPod("kubernetes-ca.crt"),
-		"--cluster-signing-key-file="+inPod("kubernetes-ca.key"),
+		"--cluster-signing-cert-file="+inPod("kubelet-signer.crt"),
+		"--cluster-signing-key-file="+inPod("kubelet-signer.key"),
 		"--controllers=*,bootstrapsigner,tokencleaner",
 	)
 	args = append(append(args, leaderElection...), "--v=2")

@@ -96,6 +96,20 @@ type clusterRoleBinding struct {
 	RoleRef  roleRef   `json:"roleRef"`
 }
 
+// clusterRole mirrors rbac/v1 ClusterRole (rules only).
+type clusterRole struct {
+	typeMeta
+	Metadata kubeMeta     `json:"metadata"`
+	Rules    []policyRule `json:"rules"`
+}
+
+// policyRule mirrors rbac/v1 PolicyRule (the fields labbuild sets).
+type policyRule struct {
+	Verbs     []string `json:"verbs"`
+	APIGroups []string `json:"apiGroups,omitempty"`
+	Resources []string `json:"resources,omitempty"`
+}
+
 // subject mirrors rbac/v1 Subject.
 type subject struct {
 	Kind     string `json:"kind"`

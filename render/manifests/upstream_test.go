@@ -29,6 +29,8 @@ func upstreamType(apiVersion, kind string) (any, bool) {
 		return &corev1.Secret{}, true
 	case "v1 Pod":
 		return &corev1.Pod{}, true
+	case "rbac.authorization.k8s.io/v1 ClusterRole":
+		return &rbacv1.ClusterRole{}, true
 	case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
 		return &rbacv1.ClusterRoleBinding{}, true
 	case "config.openshift.io/v1 Infrastructure":
@@ -171,6 +173,10 @@ func renderVariants(t *testing.T) []File {
 	add(CAConfigMap("kube-system", "root-ca", "ca.crt", "", crt))
 	add(CAConfigMap("openshift-config", "admin-kubeconfig-client-ca", "ca-bundle.crt", "kube-apiserver", crt))
 	add(MCSTLSSecret(crt, key))
+	addAll(ServiceAccountFiles(key, testPub(t, key)))
+	addAll(KubeletSignerFiles(crt, key))
+	addAll(KubeAPIServerRBACFiles())
+	add(InstallManifests("labbuild", "4.18.0"))
 	add(SSHMachineConfig("master", testSSHKey))
 	add(SSHMachineConfig("worker", testSSHKey))
 	return out
@@ -216,8 +222,8 @@ func TestUpstreamTypes(t *testing.T) {
 			t.Errorf("%s: differs from the typed %T encoding\n--- rendered:\n%s\n--- typed:\n%s", name, o, f.Data, want)
 		}
 	}
-	if len(kinds) != 15 {
-		t.Errorf("checked %d kinds, want all 15 of upstreamType: %v", len(kinds), kinds)
+	if len(kinds) != 16 {
+		t.Errorf("checked %d kinds, want all 16 of upstreamType: %v", len(kinds), kinds)
 	}
 }
 

@@ -113,6 +113,52 @@ func MarkBootstrapComplete(ctx context.Context, dyn Interface) error {
 	return nil
 }
 
+// Infrastructures and Endpoints are the resources the installer's wait-for-ha-api.sh reads
+// before it reports bootstrap complete.
+var (
+	Infrastructures = GroupVersionResource{Group: "config.openshift.io", Version: "v1", Resource: "infrastructures"}
+	Endpoints       = GroupVersionResource{Version: "v1", Resource: "endpoints"}
+)
+
+// ControlPlaneTopology returns Infrastructure cluster's status.controlPlaneTopology
+// (HighlyAvailable, SingleReplica, ...; "" when unset), as is_topology_ha in the installer's
+// data/data/bootstrap/files/usr/local/bin/wait-for-ha-api.sh reads it.
+func ControlPlaneTopology(ctx context.Context, dyn Interface) (string, error) {
+	o, err := dyn.Resource(Infrastructures).Get(ctx, "cluster", GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("get infrastructure cluster: %w", err)
+	}
+	t, _, _ := NestedString(o.Object, "status", "controlPlaneTopology")
+	return t, nil
+}
+
+// APIAddresses returns the addresses of the default/kubernetes Endpoints (every subset's
+// addresses: each kube-apiserver that serves registers its own), as is_api_available in
+// wait-for-ha-api.sh counts them. A missing Endpoints object is no addresses.
+func APIAddresses(ctx context.Context, dyn Interface) ([]string, error) {
+	o, err := dyn.Resource(Endpoints).Namespace("default").Get(ctx, "kubernetes", GetOptions{})
+	if IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get endpoints default/kubernetes: %w", err)
+	}
+	var out []string
+	subsets, _, _ := NestedSlice(o.Object, "subsets")
+	for _, ss := range subsets {
+		m, _ := ss.(map[string]any)
+		addrs, _, _ := NestedSlice(m, "addresses")
+		for _, a := range addrs {
+			am, _ := a.(map[string]any)
+			if ip, _, _ := NestedString(am, "ip"); ip != "" && !slices.Contains(out, ip) {
+				out = append(out, ip)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
 // CVOProgress reports whether the cluster-version-operator has started reporting: the
 // ClusterVersion "version" exists and has a Progressing, Available or Failing condition
 // (the CVO writes them on its first sync; the installer's ClusterVersion has no status).

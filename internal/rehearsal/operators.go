@@ -1,0 +1,476 @@
+package rehearsal
+
+// What the kube-apiserver-operator and the kube-controller-manager-operator read from the
+// cluster for the masters' control plane (issue 24). The masters' stand-ins take these inputs
+// only from the cluster objects those operators read at release-4.18, never from labbuild's
+// files or the bootstrap node, and fail naming the object that is missing, so a handover gap
+// that would stop the real operator stops the rehearsal at the same step. docs/rehearsal.md
+// has the table.
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/netip"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/labbuild/labbuild/targets/kube"
+)
+
+var (
+	infrastructures = kube.GroupVersionResource{Group: "config.openshift.io", Version: "v1", Resource: "infrastructures"}
+	networkConfigs  = kube.GroupVersionResource{Group: "config.openshift.io", Version: "v1", Resource: "networks"}
+)
+
+// MissingObjectError is a stand-in's refusal: the object an operator reads is not in the
+// cluster (or lacks the key it reads).
+type MissingObjectError struct {
+	// Object is "<resource> <namespace>/<name>", or with "[key]" when the key is missing.
+	Object string
+	// Operator names the upstream code that reads it.
+	Operator string
+	Err      error
+}
+
+func (e *MissingObjectError) Error() string {
+	return fmt.Sprintf("%s: %s is missing: %v", e.Operator, e.Object, e.Err)
+}
+
+func (e *MissingObjectError) Unwrap() error { return e.Err }
+
+// objectData reads the data map of ConfigMap or Secret ns/name (Secret values base64-decoded).
+// keys, when given, must each be present and non-empty.
+func objectData(ctx context.Context, dyn kube.Interface, gvr kube.GroupVersionResource, ns, name, reader string, keys ...string) (map[string][]byte, error) {
+	kind := strings.TrimSuffix(gvr.Resource, "s")
+	o, err := dyn.Resource(gvr).Namespace(ns).Get(ctx, name, kube.GetOptions{})
+	if err != nil {
+		return nil, &MissingObjectError{Object: kind + " " + ns + "/" + name, Operator: reader, Err: err}
+	}
+	raw, _, _ := kube.NestedMap(o.Object, "data")
+	out := map[string][]byte{}
+	for k, v := range raw {
+		s, _ := v.(string)
+		if gvr == secrets {
+			b, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s/%s[%s]: %w", kind, ns, name, k, err)
+			}
+			out[k] = b
+		} else {
+			out[k] = []byte(s)
+		}
+	}
+	for _, k := range keys {
+		if len(out[k]) == 0 {
+			return nil, &MissingObjectError{Object: kind + " " + ns + "/" + name + "[" + k + "]", Operator: reader, Err: errors.New("no such key")}
+		}
+	}
+	return out, nil
+}
+
+// sortedValues concatenates m's values in key order.
+func sortedValues(m map[string][]byte) []byte {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []byte
+	for _, k := range keys {
+		v := m[k]
+		out = append(out, v...)
+		if len(v) > 0 && v[len(v)-1] != '\n' {
+			out = append(out, '\n')
+		}
+	}
+	return out
+}
+
+// KASInputs are what the kube-apiserver-operator gives a master's kube-apiserver, read from the
+// cluster objects it reads (cluster-kube-apiserver-operator release-4.18).
+type KASInputs struct {
+	// SAPublicKeys is --service-account-key-file: every key of
+	// openshift-config-managed/sa-token-signing-certs (resourcesynccontroller.go copies it;
+	// starter.go RevisionConfigMaps requires it, so without it no revision is made) and the
+	// public half of openshift-kube-apiserver-operator/next-bound-service-account-signing-key
+	// (boundsatokensignercontroller/controller.go ensurePublicKeyConfigMap →
+	// bound-sa-token-signing-certs), PEM.
+	SAPublicKeys []byte
+	// SASigningKey is --service-account-signing-key-file: next-bound-service-account-signing-key's
+	// service-account.key (ensureOperandSigningSecret copies it to
+	// bound-service-account-signing-key).
+	SASigningKey []byte
+	// ClientCA is --client-ca-file: targetconfigcontroller.go ManageClientCABundle's sources
+	// that an install hands over: openshift-config/admin-kubeconfig-client-ca,
+	// openshift-config-managed/csr-controller-ca and
+	// openshift-config-managed/kubelet-bootstrap-kubeconfig (the operator's own signers, minted
+	// after the pivot, sign no client the rehearsal has).
+	ClientCA []byte
+	// KubeletCA is --kubelet-certificate-authority: kubelet-serving-ca, which
+	// resourcesynccontroller.go syncs from openshift-config-managed/csr-controller-ca.
+	KubeletCA []byte
+	// Signers are the serving signers certrotationcontroller.go NewCertRotationController reads
+	// (Secrets loadbalancer-serving-signer, localhost-serving-signer,
+	// service-network-serving-signer in openshift-kube-apiserver-operator), by Secret name.
+	Signers map[string]Signer
+	// LBNames are the load-balancer serving names: the hosts of Infrastructure cluster's
+	// status.apiServerURL and apiServerInternalURI (certrotationcontroller.go
+	// syncLoadBalancerHostnames).
+	LBNames []string
+	// ServiceIP is the kubernetes Service's ClusterIP: the first address of Network cluster's
+	// spec.serviceNetwork (syncServiceHostnames).
+	ServiceIP string
+}
+
+// kaoReader names the upstream code a missing object stops.
+const kaoReader = "kube-apiserver-operator (cluster-kube-apiserver-operator release-4.18)"
+
+// ReadKASInputs reads KASInputs from the cluster. The first missing object is returned as a
+// *MissingObjectError naming it.
+func ReadKASInputs(ctx context.Context, dyn kube.Interface) (KASInputs, error) {
+	var in KASInputs
+	sa, err := objectData(ctx, dyn, configMaps, "openshift-config-managed", "sa-token-signing-certs", kaoReader+" starter.go RevisionConfigMaps / revision_controller.go createNewRevision")
+	if err != nil {
+		return in, err
+	}
+	if len(sa) == 0 {
+		return in, &MissingObjectError{Object: "configmap openshift-config-managed/sa-token-signing-certs[*.pub]", Operator: kaoReader, Err: errors.New("no keys")}
+	}
+	nb, err := objectData(ctx, dyn, secrets, "openshift-kube-apiserver-operator", "next-bound-service-account-signing-key",
+		kaoReader+" boundsatokensignercontroller ensureNextOperatorSigningSecret (would mint a key the bootstrap's tokens do not verify with)",
+		"service-account.key", "service-account.pub")
+	if err != nil {
+		return in, err
+	}
+	in.SAPublicKeys = append(sortedValues(sa), nb["service-account.pub"]...)
+	in.SASigningKey = nb["service-account.key"]
+	for _, src := range []struct{ ns, name string }{
+		{"openshift-config", "admin-kubeconfig-client-ca"},
+		{"openshift-config-managed", "csr-controller-ca"},
+		{"openshift-config-managed", "kubelet-bootstrap-kubeconfig"},
+	} {
+		d, err := objectData(ctx, dyn, configMaps, src.ns, src.name, kaoReader+" targetconfigcontroller.go ManageClientCABundle", "ca-bundle.crt")
+		if err != nil {
+			return in, err
+		}
+		in.ClientCA = append(in.ClientCA, d["ca-bundle.crt"]...)
+		if src.name == "csr-controller-ca" {
+			in.KubeletCA = d["ca-bundle.crt"]
+		}
+	}
+	in.Signers = map[string]Signer{}
+	for _, name := range []string{"loadbalancer-serving-signer", "localhost-serving-signer", "service-network-serving-signer"} {
+		d, err := objectData(ctx, dyn, secrets, "openshift-kube-apiserver-operator", name,
+			kaoReader+" certrotationcontroller.go NewCertRotationController (would mint a signer no kubeconfig trusts)", "tls.crt", "tls.key")
+		if err != nil {
+			return in, err
+		}
+		in.Signers[name] = Signer{Cert: d["tls.crt"], Key: d["tls.key"]}
+	}
+	infra, err := dyn.Resource(infrastructures).Get(ctx, "cluster", kube.GetOptions{})
+	if err != nil {
+		return in, &MissingObjectError{Object: "infrastructure cluster", Operator: kaoReader + " certrotationcontroller.go", Err: err}
+	}
+	for _, f := range []string{"apiServerURL", "apiServerInternalURI"} {
+		s, _, _ := kube.NestedString(infra.Object, "status", f)
+		u, err := url.Parse(s)
+		if s == "" || err != nil || u.Hostname() == "" {
+			return in, &MissingObjectError{Object: "infrastructure cluster[status." + f + "]", Operator: kaoReader + " certrotationcontroller.go", Err: fmt.Errorf("%q", s)}
+		}
+		in.LBNames = append(in.LBNames, u.Hostname())
+	}
+	nw, err := dyn.Resource(networkConfigs).Get(ctx, "cluster", kube.GetOptions{})
+	if err != nil {
+		return in, &MissingObjectError{Object: "network.config.openshift.io cluster", Operator: kaoReader + " certrotationcontroller.go", Err: err}
+	}
+	svc, _, _ := kube.NestedSlice(nw.Object, "spec", "serviceNetwork")
+	if len(svc) == 0 {
+		return in, &MissingObjectError{Object: "network.config.openshift.io cluster[spec.serviceNetwork]", Operator: kaoReader, Err: errors.New("empty")}
+	}
+	p, err := netip.ParsePrefix(fmt.Sprint(svc[0]))
+	if err != nil {
+		return in, fmt.Errorf("network cluster spec.serviceNetwork: %w", err)
+	}
+	in.ServiceIP = p.Masked().Addr().Next().String()
+	return in, nil
+}
+
+// ServingCert is a certificate and key, PEM, with the names it serves.
+type ServingCert struct {
+	Cert, Key []byte
+	Names     []string
+}
+
+// ServingCerts mints the kube-apiserver's three serving certificates as the operator's
+// certrotation does (RotatedSelfSignedCertKeySecret with ServingRotation): load balancer
+// (LBNames), localhost and service network, each from its handed-over signer. Keys are by
+// the operator's Secret names (loadbalancer-serving-certkey, localhost-serving-cert-certkey,
+// service-network-serving-certkey).
+func (in KASInputs) ServingCerts() (map[string]ServingCert, error) {
+	names := map[string][]string{
+		"loadbalancer-serving-certkey":    in.LBNames,
+		"localhost-serving-cert-certkey":  {"localhost", "127.0.0.1", "::1"},
+		"service-network-serving-certkey": {"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "openshift", "openshift.default", "openshift.default.svc", "openshift.default.svc.cluster.local", in.ServiceIP},
+	}
+	signer := map[string]string{"loadbalancer-serving-certkey": "loadbalancer-serving-signer", "localhost-serving-cert-certkey": "localhost-serving-signer",
+		"service-network-serving-certkey": "service-network-serving-signer"}
+	out := map[string]ServingCert{}
+	for sec, ns := range names {
+		var dns, ips []string
+		for _, n := range ns {
+			if net.ParseIP(n) != nil {
+				ips = append(ips, n)
+			} else {
+				dns = append(dns, n)
+			}
+		}
+		crt, key, err := in.Signers[signer[sec]].issue(ns[0], nil, ips, dns, true, false, false)
+		if err != nil {
+			return nil, fmt.Errorf("%s from %s: %w", sec, signer[sec], err)
+		}
+		out[sec] = ServingCert{Cert: crt, Key: key, Names: ns}
+	}
+	return out, nil
+}
+
+// KCMInputs are what the kube-controller-manager-operator gives a master's
+// kube-controller-manager (cluster-kube-controller-manager-operator release-4.18).
+type KCMInputs struct {
+	// SAPrivateKey is --service-account-private-key-file: openshift-config/
+	// initial-service-account-private-key's service-account.key, which
+	// satokensigner_controller.go syncWorker copies to service-account-private-key
+	// (starter.go deploymentSecrets requires it).
+	SAPrivateKey []byte
+	// CSRSigner is --cluster-signing-cert-file/-key-file: Secret
+	// openshift-kube-controller-manager/csr-signer, which targetconfigcontroller.go
+	// ManageCSRSigner copies from the operator's csr-signer, itself signed by csr-signer-signer
+	// (certrotationcontroller.go "CSRSigningCert").
+	CSRSigner Signer
+}
+
+const kcmoReader = "kube-controller-manager-operator (cluster-kube-controller-manager-operator release-4.18)"
+
+// EnsureCSRSigner is the kube-controller-manager-operator's CSR signer chain, once for the
+// cluster: from Secret openshift-kube-controller-manager-operator/csr-signer-signer (the
+// handed-over kubelet signer) it mints csr-signer (a CA, 30 days, as
+// certrotationcontroller.go's RotatedSelfSignedCertKeySecret with SignerRotation
+// "kube-csr-signer"), stores it as openshift-kube-controller-manager/csr-signer (ManageCSRSigner's
+// output), and adds it with its signer to openshift-config-managed/csr-controller-ca
+// (ManageCSRCABundle: csr-signer-ca + csr-controller-signer-ca; resourcesynccontroller.go copies
+// the operator namespace's bundle there). A csr-signer already stored is kept, so each master's
+// stand-in calls it. Without csr-signer-signer the real operator mints its own signer-signer,
+// whose certificates nothing handed over trusts; the stand-in refuses instead, naming it.
+func EnsureCSRSigner(ctx context.Context, dyn kube.Interface) error {
+	ss, err := objectData(ctx, dyn, secrets, "openshift-kube-controller-manager-operator", "csr-signer-signer",
+		kcmoReader+` certrotationcontroller.go "CSRSigningCert" (would mint a signer the kube-apiserver's csr-controller-ca lacks)`, "tls.crt", "tls.key")
+	if err != nil {
+		return err
+	}
+	signerSigner := Signer{Cert: ss["tls.crt"], Key: ss["tls.key"]}
+	var cur Signer
+	if d, err := objectData(ctx, dyn, secrets, "openshift-kube-controller-manager", "csr-signer", kcmoReader, "tls.crt", "tls.key"); err == nil {
+		cur = Signer{Cert: d["tls.crt"], Key: d["tls.key"]}
+	} else {
+		crt, key, err := signerSigner.issue(fmt.Sprintf("openshift-kube-controller-manager-operator_csr-signer@%d", time.Now().Unix()), nil, nil, nil, false, false, true)
+		if err != nil {
+			return fmt.Errorf("csr-signer from csr-signer-signer: %w", err)
+		}
+		cur = Signer{Cert: crt, Key: key}
+		sec := &kube.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+			"metadata": map[string]any{"name": "csr-signer", "namespace": "openshift-kube-controller-manager"},
+			"data":     map[string]any{"tls.crt": base64.StdEncoding.EncodeToString(crt), "tls.key": base64.StdEncoding.EncodeToString(key)}}}
+		_, cerr := dyn.Resource(secrets).Namespace("openshift-kube-controller-manager").Create(ctx, sec, kube.CreateOptions{})
+		if kube.IsAlreadyExists(cerr) {
+			return EnsureCSRSigner(ctx, dyn) // another master's stand-in won: use its signer
+		}
+		if cerr != nil {
+			return fmt.Errorf("create secret openshift-kube-controller-manager/csr-signer: %w", cerr)
+		}
+	}
+	cm, err := objectData(ctx, dyn, configMaps, "openshift-config-managed", "csr-controller-ca", kcmoReader+" targetconfigcontroller.go ManageCSRCABundle")
+	if err != nil {
+		return err
+	}
+	bundle := string(cm["ca-bundle.crt"])
+	changed := false
+	for _, c := range [][]byte{cur.Cert, signerSigner.Cert} {
+		if !strings.Contains(bundle, strings.TrimSpace(string(c))) {
+			bundle += string(c)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	patch := fmt.Sprintf(`{"data":{"ca-bundle.crt":%q}}`, bundle)
+	_, err = dyn.Resource(configMaps).Namespace("openshift-config-managed").Patch(ctx, "csr-controller-ca", kube.MergePatchType, []byte(patch), kube.PatchOptions{})
+	return err
+}
+
+// ReadKCMInputs reads KCMInputs from the cluster (after EnsureCSRSigner).
+func ReadKCMInputs(ctx context.Context, dyn kube.Interface) (KCMInputs, error) {
+	var in KCMInputs
+	sa, err := objectData(ctx, dyn, secrets, "openshift-config", "initial-service-account-private-key",
+		kcmoReader+" satokensigner_controller.go syncWorker → service-account-private-key (starter.go deploymentSecrets)", "service-account.key")
+	if err != nil {
+		return in, err
+	}
+	in.SAPrivateKey = sa["service-account.key"]
+	cs, err := objectData(ctx, dyn, secrets, "openshift-kube-controller-manager", "csr-signer", kcmoReader+" targetconfigcontroller.go ManageCSRSigner", "tls.crt", "tls.key")
+	if err != nil {
+		return in, err
+	}
+	in.CSRSigner = Signer{Cert: cs["tls.crt"], Key: cs["tls.key"]}
+	return in, nil
+}
+
+// issue signs a leaf (or, with ca, an intermediate CA) for cn with the given organization, IPs
+// and DNS names, ECDSA P-256, valid 30 days (a CA) or 24 h.
+func (s Signer) issue(cn string, org []string, ips []string, dns []string, serverAuth, clientAuth, ca bool) (certPEM, keyPEM []byte, err error) {
+	cb, _ := pem.Decode(s.Cert)
+	kb, _ := pem.Decode(s.Key)
+	if cb == nil || kb == nil {
+		return nil, nil, errors.New("signer: no PEM block")
+	}
+	parent, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	parentKey, err := parseKey(kb.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	now := time.Now()
+	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn, Organization: org},
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(24 * time.Hour), DNSNames: dns,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment}
+	if ca {
+		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+		tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign
+		tmpl.NotAfter = now.Add(30 * 24 * time.Hour)
+	}
+	for _, ip := range ips {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	}
+	if serverAuth {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+	}
+	if clientAuth {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
+}
+
+// Node paths where the operators' installer pods put a revision's files on a master
+// (/etc/kubernetes/static-pod-resources/<operand>-certs), used by the stand-ins.
+const (
+	kasCertDir = "/etc/kubernetes/static-pod-resources/kube-apiserver-certs"
+	kcmCertDir = "/etc/kubernetes/static-pod-resources/kube-controller-manager-certs"
+)
+
+// replaceFlags returns args with each --flag=value in set replaced (value set[flag]) and adds
+// appended at the end. A flag of set that args lack is an error: the stand-in would otherwise
+// run on a default nobody chose.
+func replaceFlags(args []string, set map[string]string, appended ...string) ([]string, error) {
+	out := make([]string, 0, len(args)+len(appended))
+	seen := map[string]bool{}
+	for _, a := range args {
+		name, _, ok := strings.Cut(a, "=")
+		if v, in := set[name]; ok && in {
+			out = append(out, name+"="+v)
+			seen[name] = true
+			continue
+		}
+		out = append(out, a)
+	}
+	for f := range set {
+		if !seen[f] {
+			return nil, fmt.Errorf("the bootstrap's command line has no %s", f)
+		}
+	}
+	return append(out, appended...), nil
+}
+
+// KASFiles are the files a master's kube-apiserver stand-in reads (node path → content) and the
+// flags that name them, from in.
+func (in KASInputs) KASFiles() (files map[string][]byte, flags map[string]string, extra []string, err error) {
+	sc, err := in.ServingCerts()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p := func(n string) string { return kasCertDir + "/" + n }
+	files = map[string][]byte{
+		p("configmaps/sa-token-signing-certs/service-account.pub"):         in.SAPublicKeys,
+		p("secrets/bound-service-account-signing-key/service-account.key"): in.SASigningKey,
+		p("configmaps/client-ca/ca-bundle.crt"):                            in.ClientCA,
+		p("configmaps/kubelet-serving-ca/ca-bundle.crt"):                   in.KubeletCA,
+		p("secrets/service-network-serving-certkey/tls.crt"):               sc["service-network-serving-certkey"].Cert,
+		p("secrets/service-network-serving-certkey/tls.key"):               sc["service-network-serving-certkey"].Key,
+		p("secrets/loadbalancer-serving-certkey/tls.crt"):                  sc["loadbalancer-serving-certkey"].Cert,
+		p("secrets/loadbalancer-serving-certkey/tls.key"):                  sc["loadbalancer-serving-certkey"].Key,
+		p("secrets/localhost-serving-cert-certkey/tls.crt"):                sc["localhost-serving-cert-certkey"].Cert,
+		p("secrets/localhost-serving-cert-certkey/tls.key"):                sc["localhost-serving-cert-certkey"].Key,
+	}
+	flags = map[string]string{
+		"--service-account-key-file":         p("configmaps/sa-token-signing-certs/service-account.pub"),
+		"--service-account-signing-key-file": p("secrets/bound-service-account-signing-key/service-account.key"),
+		"--client-ca-file":                   p("configmaps/client-ca/ca-bundle.crt"),
+		"--kubelet-certificate-authority":    p("configmaps/kubelet-serving-ca/ca-bundle.crt"),
+		"--tls-cert-file":                    p("secrets/service-network-serving-certkey/tls.crt"),
+		"--tls-private-key-file":             p("secrets/service-network-serving-certkey/tls.key"),
+		// The cluster-etcd-operator's etcd client certificate and bundle (MasterStandins' etcd
+		// part issues them from the handed-over etcd-signer).
+		"--etcd-cafile":   etcdBundleDir + "/server-ca-bundle.crt",
+		"--etcd-certfile": etcdCertDir + "/etcd-client.crt",
+		"--etcd-keyfile":  etcdCertDir + "/etcd-client.key",
+	}
+	// The operator's config serves the load-balancer and localhost certificates by SNI
+	// (servingInfo.namedCertificates).
+	extra = []string{
+		"--tls-sni-cert-key=" + p("secrets/loadbalancer-serving-certkey/tls.crt") + "," + p("secrets/loadbalancer-serving-certkey/tls.key"),
+		"--tls-sni-cert-key=" + p("secrets/localhost-serving-cert-certkey/tls.crt") + "," + p("secrets/localhost-serving-cert-certkey/tls.key"),
+	}
+	return files, flags, extra, nil
+}
+
+// KCMFiles are the files a master's kube-controller-manager stand-in reads and the flags that
+// name them, from in.
+func (in KCMInputs) KCMFiles() (files map[string][]byte, flags map[string]string) {
+	p := func(n string) string { return kcmCertDir + "/" + n }
+	files = map[string][]byte{
+		p("secrets/service-account-private-key/service-account.key"): in.SAPrivateKey,
+		p("secrets/csr-signer/tls.crt"):                              in.CSRSigner.Cert,
+		p("secrets/csr-signer/tls.key"):                              in.CSRSigner.Key,
+	}
+	flags = map[string]string{
+		"--service-account-private-key-file": p("secrets/service-account-private-key/service-account.key"),
+		"--cluster-signing-cert-file":        p("secrets/csr-signer/tls.crt"),
+		"--cluster-signing-key-file":         p("secrets/csr-signer/tls.key"),
+	}
+	return files, flags
+}
