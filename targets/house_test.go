@@ -67,19 +67,20 @@ var rooms = map[string][]string{
 	"targets": {"engine", "render/", "targets/", "internal/nearest"},
 	// Adapters to the outside world (a registry, libvirt, the Kubernetes API, polling): no
 	// engine, no families, so each is usable and testable alone.
-	"targets/":            {"render/", "targets/"},
-	"render/":             {"render/"}, // pure: values in, bytes out
-	"internal/front":      {"cache"},   // TestFrontImports: the standard library and cache only
-	"internal/nearest":    {},
-	"internal/synthcli":   {"engine"},
-	"internal/payload":    {},
-	"internal/testenv":    {"internal/payload", "render/"},
-	"internal/rehearsal":  {"render/", "targets/"},
-	"internal/tools":      {},
-	"cmd/labbuild":        {"engine", "graph", "cache", "targets", "internal/front", "internal/synthcli", "internal/nearest"},
-	"cmd/labbuild-front":  {"internal/front"},
-	"cmd/labbuild-sample": {"internal/testenv", "internal/payload"},
-	"cmd/mco-standin":     {"render/"},
+	"targets/":               {"render/", "targets/"},
+	"render/":                {"render/"}, // pure: values in, bytes out
+	"internal/front":         {"cache"},   // TestFrontImports: the standard library and cache only
+	"internal/nearest":       {},
+	"internal/synthcli":      {"engine"},
+	"internal/payload":       {},
+	"internal/testenv":       {"internal/payload", "render/"},
+	"internal/rehearsal":     {"render/", "targets/"},
+	"internal/tools":         {},
+	"cmd/labbuild":           {"engine", "graph", "cache", "targets", "internal/front", "internal/synthcli", "internal/nearest"},
+	"cmd/labbuild-front":     {"internal/front"},
+	"cmd/labbuild-sample":    {"internal/testenv", "internal/payload"},
+	"cmd/mco-standin":        {"render/"},
+	"cmd/runtimecfg-standin": {"render/"},
 }
 
 // TestRoomImports checks every package's module imports (`go list`, non-test code) against
