@@ -24,6 +24,7 @@ var verbFlags = map[string][]string{
 	"config":     {},
 	"certs":      {},
 	"status":     {},
+	"ssh":        {},
 	"completion": {},
 	"version":    {},
 	"help":       {},

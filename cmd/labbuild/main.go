@@ -240,10 +240,14 @@ func report(stderr io.Writer, err error) int {
 		return exitOK
 	}
 	var be *engine.BuildError
+	var es exitStatus
 	var ue *engine.UsageError
 	var ce *targets.ConfigError
 	var ces targets.ConfigErrors
 	switch {
+	case errors.As(err, &es):
+		// A remote command's own status (labbuild ssh NODE -- COMMAND), passed on silently.
+		return int(es)
 	case errors.As(err, &be):
 		// Each failure was printed as it happened; the summary line names the count.
 		return exitFailed

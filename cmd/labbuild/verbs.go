@@ -143,6 +143,22 @@ The schema is in docs/usage.md.`,
 			examples: []string{"labbuild status", "labbuild -f lab.yaml status"},
 			run:      runStatus,
 		},
+		"ssh": {
+			usage: "labbuild ssh NODE [-- COMMAND ...]",
+			short: "log in to a node as core (or run COMMAND there), as kcli ssh",
+			long: `Opens an SSH session to NODE's address as user core, the login Ignition configures on every
+RHCOS node, with your SSH agent (SSH_AUTH_SOCK) or the private half of access.sshKeyFile (its name
+without .pub) or ~/.ssh/id_ed25519, id_ecdsa, id_rsa. Without COMMAND it is an interactive login
+(a pty of your terminal's size); with one it runs it and exits with its status. The node's host
+key is recorded on first use in OUT/.labbuild/known_hosts (0600); a node that later offers
+another key is refused with the line to remove (a reinstalled node has new keys).`,
+			examples: []string{
+				"labbuild ssh master-0",
+				"labbuild ssh bootstrap -- journalctl -b -f -u bootkube.service",
+				"labbuild ssh master-0 -- sudo crictl ps -a",
+			},
+			run: runSSH,
+		},
 		"version": {
 			usage:    "labbuild version",
 			short:    "print the version",

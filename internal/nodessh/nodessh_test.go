@@ -1,0 +1,180 @@
+package nodessh_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"github.com/labbuild/labbuild/internal/nodessh"
+	"github.com/labbuild/labbuild/internal/rehearsal"
+	"github.com/labbuild/labbuild/internal/testenv"
+)
+
+// keyPair writes an ed25519 private key (OpenSSH format, 0600) to path and returns its
+// authorized_keys line.
+func keyPair(t *testing.T, path string) string {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(blk), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sp, _ := ssh.NewPublicKey(pub)
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp)))
+}
+
+// sshNode starts a rehearsal node at ip on a bridge in a new namespace, with core's keys from a
+// minimal Ignition config holding authorized, and Debian's sshd; it returns the lab namespace
+// and the node's host key.
+func sshNode(t *testing.T, ip, authorized string) (string, ssh.PublicKey) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "network and mount namespaces need root")
+	}
+	for _, p := range []string{"ip", "nsenter", "unshare", "sudo"} {
+		testenv.Require(t, p)
+	}
+	sshd := "/usr/sbin/sshd"
+	if _, err := os.Stat(sshd); err != nil {
+		testenv.Missing(t, "sshd missing (Debian openssh-server: bash .ci/install-ssh.sh)")
+	}
+	seq := os.Getpid() % 10000
+	labNS := fmt.Sprintf("lbs%d-lab", seq)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", labNS).Run() })
+	for _, s := range [][]string{
+		{"ip", "netns", "add", labNS},
+		{"ip", "-n", labNS, "link", "set", "lo", "up"},
+		{"ip", "-n", labNS, "link", "add", "br-lab", "type", "bridge"},
+		{"ip", "-n", labNS, "addr", "add", "198.18.7.1/24", "dev", "br-lab"},
+		{"ip", "-n", labNS, "link", "set", "br-lab", "up"},
+	} {
+		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", s, err, out)
+		}
+	}
+	ign, _ := json.Marshal(map[string]any{
+		"ignition": map[string]any{"version": "3.4.0"},
+		"passwd":   map[string]any{"users": []any{map[string]any{"name": "core", "sshAuthorizedKeys": []string{authorized}}}},
+	})
+	work := t.TempDir()
+	root := filepath.Join(work, "root")
+	if err := rehearsal.CoreUser(ign, root); err != nil {
+		t.Fatal(err)
+	}
+	hk, err := rehearsal.SSHD(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "etc", "hostname"), []byte("master-0\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "etc", "hosts"), []byte("127.0.0.1 localhost\n"+ip+" master-0\n"), 0o644)
+	nd, err := rehearsal.StartNode("master-0", fmt.Sprintf("lbs%d-m0", seq), root, filepath.Join(work, "logs"),
+		rehearsal.NodeNet{IP: ip, Prefix: 24, Gateway: "198.18.7.1", LabNS: labNS, Bridge: "br-lab"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nd.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(work, "logs", "sshd.log"))
+			t.Logf("sshd.log:\n%s", b)
+		}
+	})
+	if err := rehearsal.StartSSHD(nd, sshd, ip, labNS); err != nil {
+		t.Fatal(err)
+	}
+	return labNS, hk
+}
+
+// TestDialRealSSHD logs in to Debian's sshd as core with the key whose public half the node's
+// Ignition carries, records the host key on first use (0600, OpenSSH format), accepts it next
+// time without a word, and refuses a node whose key differs from the recorded one, naming the
+// line and the command that removes it; a key the node does not authorize is refused.
+func TestDialRealSSHD(t *testing.T) {
+	dir := t.TempDir()
+	priv := filepath.Join(dir, "id")
+	const ip = "198.18.7.10"
+	labNS, hostKey := sshNode(t, ip, keyPair(t, priv))
+	t.Setenv("SSH_AUTH_SOCK", "")
+	kh := filepath.Join(dir, "out", ".labbuild", "known_hosts")
+	var notes []string
+	cfg := nodessh.Config{Node: "master-0", Addr: ip + ":22", KeyFiles: []string{filepath.Join(dir, "missing"), priv},
+		KnownHosts: kh, Dial: rehearsal.DialIn(labNS), Notify: func(m string) { notes = append(notes, m) }}
+	ctx := context.Background()
+
+	cl, err := nodessh.Dial(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := nodessh.Output(ctx, cl, "hostname; id -un; sudo -n id -u", nil)
+	cl.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(string(out)); strings.Join(got, " ") != "master-0 core 0" {
+		t.Errorf("hostname; id -un; sudo -n id -u = %q, want master-0 core 0", out)
+	}
+	b, err := os.ReadFile(kh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "198.18.7.10 " + strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostKey))) + "\n"; string(b) != want {
+		t.Errorf("known_hosts = %q, want %q", b, want)
+	}
+	if st, _ := os.Stat(kh); st.Mode().Perm() != 0o600 {
+		t.Errorf("known_hosts mode %v, want 0600", st.Mode().Perm())
+	}
+	if len(notes) != 1 || !strings.Contains(notes[0], ssh.FingerprintSHA256(hostKey)) {
+		t.Errorf("first use: notes %q, want one naming %s", notes, ssh.FingerprintSHA256(hostKey))
+	}
+
+	notes = nil
+	cl, err = nodessh.Dial(ctx, cfg)
+	if err != nil {
+		t.Fatalf("second dial: %v", err)
+	}
+	cl.Close()
+	if len(notes) != 0 {
+		t.Errorf("second dial recorded again: %q", notes)
+	}
+
+	// Another key recorded for the address: the node is refused.
+	other, _, _ := ed25519.GenerateKey(rand.Reader)
+	op, _ := ssh.NewPublicKey(other)
+	os.WriteFile(kh, []byte("198.18.7.10 "+string(ssh.MarshalAuthorizedKey(op))), 0o600)
+	_, err = nodessh.Dial(ctx, cfg)
+	var hc *nodessh.HostKeyChangedError
+	if !errors.As(err, &hc) {
+		t.Fatalf("changed host key: err = %v, want HostKeyChangedError", err)
+	}
+	for _, w := range []string{"host key changed", kh + ":1", ssh.FingerprintSHA256(op), ssh.FingerprintSHA256(hostKey), "ssh-keygen -R 198.18.7.10 -f " + kh} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("changed host key: %q does not say %q", err, w)
+		}
+	}
+
+	// A key the node's Ignition does not carry.
+	os.Remove(kh)
+	stranger := filepath.Join(dir, "stranger")
+	keyPair(t, stranger)
+	cfg.KeyFiles = []string{stranger}
+	if _, err := nodessh.Dial(ctx, cfg); err == nil || !strings.Contains(err.Error(), "unable to authenticate") {
+		t.Errorf("an unauthorized key: err = %v, want unable to authenticate", err)
+	}
+}
