@@ -6,7 +6,7 @@ require (
 	github.com/charmbracelet/x/vt v0.1.0
 	github.com/coreos/ignition/v2 v2.24.0
 	github.com/creack/pty v1.1.24
-	github.com/digitalocean/go-libvirt v0.0.0-20250417173424-a6a66ef779d6
+	github.com/digitalocean/go-libvirt v0.0.0-20261013170128-efbbdf578ac8
 	github.com/dominikbraun/graph v0.23.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/klauspost/compress v1.19.2

@@ -25,6 +25,8 @@ var verbFlags = map[string][]string{
 	"certs":      {},
 	"status":     {},
 	"ssh":        {},
+	"gather":     {},
+	"console":    {},
 	"completion": {},
 	"version":    {},
 	"help":       {},

@@ -2,6 +2,9 @@ package rehearsal
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/labbuild/labbuild/internal/payload"
@@ -78,7 +82,7 @@ func requireHost(t *testing.T) map[string]string {
 	}
 	bins := map[string]string{}
 	for _, p := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet",
-		"containerd", "containerd-shim-runc-v2", "runc", "ctr", "busybox", "ip", "nsenter", "unshare"} {
+		"containerd", "containerd-shim-runc-v2", "runc", "ctr", "busybox", "ip", "nsenter", "unshare", "sshd", "sudo"} {
 		bins[p] = testenv.Require(t, p)
 	}
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
@@ -125,7 +129,19 @@ func newLab(t *testing.T, uri, poolPath string) string {
 		}
 	}
 	write("pull-secret.json", `{"auths":{"registry.labbuild.invalid":{"auth":"c2FtcGxlOm5vdC1hLXNlY3JldA=="}}}`+"\n", 0o600)
-	write("id.pub", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOaBFaMdLlvY8tD1Y5fM6a0m5kpB7JYIt3JfPpY3JrF4 rehearsal\n", 0o644)
+	// The user's key pair: id.pub goes into every node's Ignition (core's authorized keys),
+	// id is what labbuild ssh and gather log in with (access.sshKeyFile's private half).
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, _ := ssh.NewPublicKey(pub)
+	write("id", string(pem.EncodeToMemory(blk)), 0o600)
+	write("id.pub", strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp)))+" rehearsal\n", 0o644)
 	write("lab.yaml", labYAML(p, layout, uri, poolPath), 0o644)
 	return dir
 }
@@ -286,6 +302,16 @@ func (r *rig) boot(node string) (*Node, error) {
 	if err := BootStandins(root, k, r.hosts); err != nil {
 		return nil, err
 	}
+	// core and sshd, as RHCOS and the node's Ignition make them: labbuild ssh and gather.
+	if err := CoreUser(raw, root); err != nil {
+		return nil, err
+	}
+	if _, err := SSHD(root); err != nil {
+		return nil, err
+	}
+	if err := ResolveOwnName(root); err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if old := r.nodes[node]; old != nil {
@@ -302,6 +328,9 @@ func (r *rig) boot(node string) (*Node, error) {
 	}
 	r.nodes[node] = nd
 	r.celDropped[node] = dropped
+	if err := StartSSHD(nd, r.bins["sshd"], k.IP, r.labNS); err != nil {
+		return nil, err
+	}
 	return nd, nil
 }
 
@@ -583,6 +612,8 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 	if _, ok := n.Labels["node.openshift.io/os_id"]; !ok {
 		t.Errorf("Node %s labels %v: no node.openshift.io/os_id (from the kubelet unit's --node-labels)", name, n.Labels)
 	}
+	// A way into the lab (issue 27): labbuild ssh and gather against each node's real sshd.
+	checkSSHAndGather(t, r)
 }
 
 // waitFor polls cond every 2 s until it holds, or fails the test after limit with the last

@@ -2,6 +2,7 @@ package rehearsal
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -200,4 +201,28 @@ func StartSSHD(nd *Node, sshd, ip, labNS string) error {
 
 func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), d)
+}
+
+// ResolveOwnName makes the node at root resolve its own host name (root/etc/hostname) without
+// DNS, as RHCOS does through nss-myhostname: a line for it in root/etc/hosts (the host's
+// /etc/hosts when the node has none yet). sudo looks the name up on every call, and the
+// rehearsal's lab DNS may not answer. Call it before StartNode.
+func ResolveOwnName(root string) error {
+	hn, err := os.ReadFile(filepath.Join(root, "etc", "hostname"))
+	if err != nil || len(strings.TrimSpace(string(hn))) == 0 {
+		return nil
+	}
+	name := strings.TrimSpace(string(hn))
+	p := filepath.Join(root, "etc", "hosts")
+	b, err := os.ReadFile(p)
+	if os.IsNotExist(err) {
+		b, _ = os.ReadFile("/etc/hosts")
+	} else if err != nil {
+		return err
+	}
+	line := "127.0.1.1 " + name
+	if short, _, ok := strings.Cut(name, "."); ok {
+		line += " " + short
+	}
+	return os.WriteFile(p, append(bytes.TrimRight(b, "\n"), []byte("\n"+line+"\n")...), 0o644)
 }
