@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,51 +54,24 @@ func sshNode(t *testing.T, ip, authorized string) (string, ssh.PublicKey) {
 	if _, err := os.Stat(sshd); err != nil {
 		testenv.Missing(t, "sshd missing (Debian openssh-server: bash .ci/install-ssh.sh)")
 	}
-	seq := os.Getpid() % 10000
-	labNS := fmt.Sprintf("lbs%d-lab", seq)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", labNS).Run() })
-	for _, s := range [][]string{
-		{"ip", "netns", "add", labNS},
-		{"ip", "-n", labNS, "link", "set", "lo", "up"},
-		{"ip", "-n", labNS, "link", "add", "br-lab", "type", "bridge"},
-		{"ip", "-n", labNS, "addr", "add", "198.18.7.1/24", "dev", "br-lab"},
-		{"ip", "-n", labNS, "link", "set", "br-lab", "up"},
-	} {
-		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%v: %v: %s", s, err, out)
-		}
-	}
 	ign, _ := json.Marshal(map[string]any{
 		"ignition": map[string]any{"version": "3.4.0"},
 		"passwd":   map[string]any{"users": []any{map[string]any{"name": "core", "sshAuthorizedKeys": []string{authorized}}}},
 	})
+	seq := os.Getpid() % 10000
 	work := t.TempDir()
-	root := filepath.Join(work, "root")
-	if err := rehearsal.CoreUser(ign, root); err != nil {
-		t.Fatal(err)
-	}
-	hk, err := rehearsal.SSHD(root)
+	sn, err := rehearsal.StartSSHNode("master-0", fmt.Sprintf("lbs%d-lab", seq), fmt.Sprintf("lbs%d-m0", seq), ip, "198.18.7.1", work, sshd, ign, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(root, "etc", "hostname"), []byte("master-0\n"), 0o644)
-	os.WriteFile(filepath.Join(root, "etc", "hosts"), []byte("127.0.0.1 localhost\n"+ip+" master-0\n"), 0o644)
-	nd, err := rehearsal.StartNode("master-0", fmt.Sprintf("lbs%d-m0", seq), root, filepath.Join(work, "logs"),
-		rehearsal.NodeNet{IP: ip, Prefix: 24, Gateway: "198.18.7.1", LabNS: labNS, Bridge: "br-lab"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nd.Stop)
+	t.Cleanup(sn.Stop)
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(work, "logs", "sshd.log"))
 			t.Logf("sshd.log:\n%s", b)
 		}
 	})
-	if err := rehearsal.StartSSHD(nd, sshd, ip, labNS); err != nil {
-		t.Fatal(err)
-	}
-	return labNS, hk
+	return sn.LabNS, sn.HostKey
 }
 
 // TestDialRealSSHD logs in to Debian's sshd as core with the key whose public half the node's

@@ -226,3 +226,75 @@ func ResolveOwnName(root string) error {
 	}
 	return os.WriteFile(p, append(bytes.TrimRight(b, "\n"), []byte("\n"+line+"\n")...), 0o644)
 }
+
+// SSHNode is one node with sshd on a bridge of its own, for the tests of labbuild ssh and
+// gather that need no control plane: LabNS holds the bridge (dial the node from there).
+type SSHNode struct {
+	*Node
+	LabNS   string
+	IP      string
+	HostKey ssh.PublicKey
+}
+
+// StartSSHNode makes network namespace labNS with a bridge at gateway/24, and on it node name
+// at ip (its namespace netns), its root under work holding core (keys from the Ignition config
+// ign), sshd and extra files (node path → content, written before the node starts), then starts
+// sshd (Debian's, at sshdPath). Stop removes the node and the lab namespace.
+func StartSSHNode(name, labNS, netns, ip, gateway, work, sshdPath string, ign []byte, extra map[string][]byte) (*SSHNode, error) {
+	for _, s := range [][]string{
+		{"ip", "netns", "add", labNS},
+		{"ip", "-n", labNS, "link", "set", "lo", "up"},
+		{"ip", "-n", labNS, "link", "add", "br-lab", "type", "bridge"},
+		{"ip", "-n", labNS, "addr", "add", gateway + "/24", "dev", "br-lab"},
+		{"ip", "-n", labNS, "link", "set", "br-lab", "up"},
+	} {
+		if err := run(s[0], s[1:]...); err != nil {
+			run("ip", "netns", "del", labNS)
+			return nil, err
+		}
+	}
+	fail := func(err error) (*SSHNode, error) {
+		run("ip", "netns", "del", labNS)
+		return nil, err
+	}
+	root := filepath.Join(work, "root")
+	if err := CoreUser(ign, root); err != nil {
+		return fail(err)
+	}
+	hk, err := SSHD(root)
+	if err != nil {
+		return fail(err)
+	}
+	extra2 := map[string][]byte{"/etc/hostname": []byte(name + "\n")}
+	for p, b := range extra {
+		extra2[p] = b
+	}
+	for p, b := range extra2 {
+		f := filepath.Join(root, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			return fail(err)
+		}
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			return fail(err)
+		}
+	}
+	if err := ResolveOwnName(root); err != nil {
+		return fail(err)
+	}
+	nd, err := StartNode(name, netns, root, filepath.Join(work, "logs"), NodeNet{IP: ip, Prefix: 24, Gateway: gateway, LabNS: labNS, Bridge: "br-lab"})
+	if err != nil {
+		return fail(err)
+	}
+	sn := &SSHNode{Node: nd, LabNS: labNS, IP: ip, HostKey: hk}
+	if err := StartSSHD(nd, sshdPath, ip, labNS); err != nil {
+		sn.Stop()
+		return nil, err
+	}
+	return sn, nil
+}
+
+// Stop ends the node and deletes the lab namespace.
+func (s *SSHNode) Stop() {
+	s.Node.Stop()
+	run("ip", "netns", "del", s.LabNS)
+}
