@@ -107,7 +107,7 @@ done
 		}
 	}
 	start := time.Now()
-	wait("LABBUILD-CONSOLE-TICK", 120*time.Second)
+	wait("LABBUILD-CONSOLE-TICK", 240*time.Second) // a loaded 2-core machine under TCG: 9 s to over a minute
 	t.Logf("first console line %s after the start", time.Since(start).Round(time.Second))
 	io.WriteString(inW, "hello-from-labbuild\r")
 	wait("GOT:hello-from-labbuild", 30*time.Second)
