@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -29,22 +27,9 @@ import (
 // command it is an interactive login on a pty of the user's terminal's size; a node whose host
 // key changed is refused, naming the known_hosts line and how to remove it.
 func TestSSHVerb(t *testing.T) {
-	if os.Geteuid() != 0 {
-		testenv.Missing(t, "network and mount namespaces need root")
-	}
-	for _, p := range []string{"ip", "nsenter", "unshare", "sudo"} {
-		testenv.Require(t, p)
-	}
-	sshd := "/usr/sbin/sshd"
-	if _, err := os.Stat(sshd); err != nil {
-		testenv.Missing(t, "sshd missing (Debian openssh-server: bash .ci/install-ssh.sh)")
-	}
+	sshd := testenv.RequireSSHD(t)
 	dir := t.TempDir()
-	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-	blk, _ := ssh.MarshalPrivateKey(priv, "")
-	os.WriteFile(filepath.Join(dir, "id"), pem.EncodeToMemory(blk), 0o600)
-	sp, _ := ssh.NewPublicKey(pub)
-	authorized := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp)))
+	authorized := testenv.SSHKeyPair(t, filepath.Join(dir, "id"))
 	os.WriteFile(filepath.Join(dir, "id.pub"), []byte(authorized+" user@lab\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "lab.yaml"), []byte(`network:
   machineNetwork: 198.18.9.0/24
@@ -60,10 +45,7 @@ nodes:
 access:
   sshKeyFile: id.pub
 `), 0o644)
-	ign, _ := json.Marshal(map[string]any{
-		"ignition": map[string]any{"version": "3.4.0"},
-		"passwd":   map[string]any{"users": []any{map[string]any{"name": "core", "sshAuthorizedKeys": []string{authorized}}}},
-	})
+	ign := rehearsal.CoreIgnition(authorized)
 	seq := os.Getpid() % 10000
 	sn, err := rehearsal.StartSSHNode("master-0", fmt.Sprintf("lbv%d-lab", seq), fmt.Sprintf("lbv%d-m0", seq), "198.18.9.10", "198.18.9.1",
 		filepath.Join(dir, "node"), sshd, ign, nil)

@@ -5,10 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -33,30 +29,15 @@ import (
 // every secret (listed in summary.txt), and names a second node that does not answer as not
 // gathered without failing the bundle.
 func TestGatherWithholdsSecretsAndNamesUnreachable(t *testing.T) {
-	if os.Geteuid() != 0 {
-		testenv.Missing(t, "network and mount namespaces need root")
-	}
-	for _, p := range []string{"ip", "nsenter", "unshare", "sudo", "tar"} {
-		testenv.Require(t, p)
-	}
-	sshd := "/usr/sbin/sshd"
-	if _, err := os.Stat(sshd); err != nil {
-		testenv.Missing(t, "sshd missing (Debian openssh-server: bash .ci/install-ssh.sh)")
-	}
+	sshd := testenv.RequireSSHD(t)
+	testenv.Require(t, "tar")
 	dir := t.TempDir()
-	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-	blk, _ := ssh.MarshalPrivateKey(priv, "")
-	privPEM := pem.EncodeToMemory(blk)
 	keyFile := filepath.Join(dir, "id")
-	os.WriteFile(keyFile, privPEM, 0o600)
-	sp, _ := ssh.NewPublicKey(pub)
-	ign, _ := json.Marshal(map[string]any{
-		"ignition": map[string]any{"version": "3.4.0"},
-		"passwd":   map[string]any{"users": []any{map[string]any{"name": "core", "sshAuthorizedKeys": []string{string(bytes.TrimSpace(ssh.MarshalAuthorizedKey(sp)))}}}},
-	})
+	ign := rehearsal.CoreIgnition(testenv.SSHKeyPair(t, keyFile))
+	privPEM, _ := os.ReadFile(keyFile)
 	const auth = "c2FtcGxlOm5vdC1hLXNlY3JldA=="
 	const kubeadmin = "Xq7eR-kP2mZ-aa9Tt-Lw3Yb"
-	otherKey, _ := os.ReadFile(keyFile) // any private key armour is withheld, not only the user's
+	otherKey := []byte("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEI...\n-----END EC PRIVATE KEY-----\n") // any private key, not only the user's
 	seq := os.Getpid() % 10000
 	sn, err := rehearsal.StartSSHNode("bootstrap", fmt.Sprintf("lbg%d-lab", seq), fmt.Sprintf("lbg%d-b", seq), "198.18.8.10", "198.18.8.1",
 		filepath.Join(dir, "node"), sshd, ign, map[string][]byte{

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"os"
@@ -20,44 +18,13 @@ import (
 	"github.com/labbuild/labbuild/internal/testenv"
 )
 
-// keyPair writes an ed25519 private key (OpenSSH format, 0600) to path and returns its
-// authorized_keys line.
-func keyPair(t *testing.T, path string) string {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(blk), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sp, _ := ssh.NewPublicKey(pub)
-	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp)))
-}
-
 // sshNode starts a rehearsal node at ip on a bridge in a new namespace, with core's keys from a
 // minimal Ignition config holding authorized, and Debian's sshd; it returns the lab namespace
 // and the node's host key.
 func sshNode(t *testing.T, ip, authorized string) (string, ssh.PublicKey) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		testenv.Missing(t, "network and mount namespaces need root")
-	}
-	for _, p := range []string{"ip", "nsenter", "unshare", "sudo"} {
-		testenv.Require(t, p)
-	}
-	sshd := "/usr/sbin/sshd"
-	if _, err := os.Stat(sshd); err != nil {
-		testenv.Missing(t, "sshd missing (Debian openssh-server: bash .ci/install-ssh.sh)")
-	}
-	ign, _ := json.Marshal(map[string]any{
-		"ignition": map[string]any{"version": "3.4.0"},
-		"passwd":   map[string]any{"users": []any{map[string]any{"name": "core", "sshAuthorizedKeys": []string{authorized}}}},
-	})
+	sshd := testenv.RequireSSHD(t)
+	ign := rehearsal.CoreIgnition(authorized)
 	seq := os.Getpid() % 10000
 	work := t.TempDir()
 	sn, err := rehearsal.StartSSHNode("master-0", fmt.Sprintf("lbs%d-lab", seq), fmt.Sprintf("lbs%d-m0", seq), ip, "198.18.7.1", work, sshd, ign, nil)
@@ -82,7 +49,7 @@ func TestDialRealSSHD(t *testing.T) {
 	dir := t.TempDir()
 	priv := filepath.Join(dir, "id")
 	const ip = "198.18.7.10"
-	labNS, hostKey := sshNode(t, ip, keyPair(t, priv))
+	labNS, hostKey := sshNode(t, ip, testenv.SSHKeyPair(t, priv))
 	t.Setenv("SSH_AUTH_SOCK", "")
 	kh := filepath.Join(dir, "out", ".labbuild", "known_hosts")
 	var notes []string
@@ -144,7 +111,7 @@ func TestDialRealSSHD(t *testing.T) {
 	// A key the node's Ignition does not carry.
 	os.Remove(kh)
 	stranger := filepath.Join(dir, "stranger")
-	keyPair(t, stranger)
+	testenv.SSHKeyPair(t, stranger)
 	cfg.KeyFiles = []string{stranger}
 	if _, err := nodessh.Dial(ctx, cfg); err == nil || !strings.Contains(err.Error(), "unable to authenticate") {
 		t.Errorf("an unauthorized key: err = %v, want unable to authenticate", err)

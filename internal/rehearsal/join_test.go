@@ -2,9 +2,6 @@ package rehearsal
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"os"
@@ -16,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/ssh"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/labbuild/labbuild/internal/payload"
@@ -131,17 +127,7 @@ func newLab(t *testing.T, uri, poolPath string) string {
 	write("pull-secret.json", `{"auths":{"registry.labbuild.invalid":{"auth":"c2FtcGxlOm5vdC1hLXNlY3JldA=="}}}`+"\n", 0o600)
 	// The user's key pair: id.pub goes into every node's Ignition (core's authorized keys),
 	// id is what labbuild ssh and gather log in with (access.sshKeyFile's private half).
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blk, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, _ := ssh.NewPublicKey(pub)
-	write("id", string(pem.EncodeToMemory(blk)), 0o600)
-	write("id.pub", strings.TrimSpace(string(ssh.MarshalAuthorizedKey(sp)))+" rehearsal\n", 0o644)
+	write("id.pub", testenv.SSHKeyPair(t, filepath.Join(dir, "id"))+" rehearsal\n", 0o644)
 	write("lab.yaml", labYAML(p, layout, uri, poolPath), 0o644)
 	return dir
 }
@@ -150,17 +136,9 @@ func newLab(t *testing.T, uri, poolPath string) string {
 // first slice's stand-in for libvirt's network (see TestKubeletJoinsBootstrapControlPlane).
 func labNet(t *testing.T, name, gateway string) {
 	t.Helper()
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	for _, s := range [][]string{
-		{"ip", "netns", "add", name},
-		{"ip", "-n", name, "link", "set", "lo", "up"},
-		{"ip", "-n", name, "link", "add", "br-lab", "type", "bridge"},
-		{"ip", "-n", name, "addr", "add", gateway + "/24", "dev", "br-lab"},
-		{"ip", "-n", name, "link", "set", "br-lab", "up"},
-	} {
-		if err := run(s[0], s[1:]...); err != nil {
-			t.Fatal(err)
-		}
+	t.Cleanup(func() { DeleteLabNet(name) })
+	if err := LabNet(name, gateway); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net"
@@ -241,20 +242,11 @@ type SSHNode struct {
 // ign), sshd and extra files (node path → content, written before the node starts), then starts
 // sshd (Debian's, at sshdPath). Stop removes the node and the lab namespace.
 func StartSSHNode(name, labNS, netns, ip, gateway, work, sshdPath string, ign []byte, extra map[string][]byte) (*SSHNode, error) {
-	for _, s := range [][]string{
-		{"ip", "netns", "add", labNS},
-		{"ip", "-n", labNS, "link", "set", "lo", "up"},
-		{"ip", "-n", labNS, "link", "add", "br-lab", "type", "bridge"},
-		{"ip", "-n", labNS, "addr", "add", gateway + "/24", "dev", "br-lab"},
-		{"ip", "-n", labNS, "link", "set", "br-lab", "up"},
-	} {
-		if err := run(s[0], s[1:]...); err != nil {
-			run("ip", "netns", "del", labNS)
-			return nil, err
-		}
+	if err := LabNet(labNS, gateway); err != nil {
+		return nil, err
 	}
 	fail := func(err error) (*SSHNode, error) {
-		run("ip", "netns", "del", labNS)
+		DeleteLabNet(labNS)
 		return nil, err
 	}
 	root := filepath.Join(work, "root")
@@ -296,5 +288,36 @@ func StartSSHNode(name, labNS, netns, ip, gateway, work, sshdPath string, ign []
 // Stop ends the node and deletes the lab namespace.
 func (s *SSHNode) Stop() {
 	s.Node.Stop()
-	run("ip", "netns", "del", s.LabNS)
+	DeleteLabNet(s.LabNS)
 }
+
+// CoreIgnition is the smallest Ignition config (spec 3.4.0) that gives core one authorized
+// key: what the tests of labbuild ssh and gather boot a node from when no lab is built.
+func CoreIgnition(authorized string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"ignition": map[string]any{"version": "3.4.0"},
+		"passwd":   map[string]any{"users": []any{map[string]any{"name": "core", "sshAuthorizedKeys": []string{authorized}}}},
+	})
+	return b
+}
+
+// LabNet makes network namespace name with a bridge br-lab at gateway/24: the lab network the
+// nodes' veths join when no libvirt network is there. Delete it with DeleteLabNet.
+func LabNet(name, gateway string) error {
+	for _, s := range [][]string{
+		{"ip", "netns", "add", name},
+		{"ip", "-n", name, "link", "set", "lo", "up"},
+		{"ip", "-n", name, "link", "add", "br-lab", "type", "bridge"},
+		{"ip", "-n", name, "addr", "add", gateway + "/24", "dev", "br-lab"},
+		{"ip", "-n", name, "link", "set", "br-lab", "up"},
+	} {
+		if err := run(s[0], s[1:]...); err != nil {
+			DeleteLabNet(name)
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteLabNet deletes LabNet's namespace (and the bridge with it).
+func DeleteLabNet(name string) { run("ip", "netns", "del", name) }

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/labbuild/labbuild/internal/testenv"
-	rl "github.com/labbuild/labbuild/render/libvirt"
 )
 
 // syncBuffer is a bytes.Buffer safe for the console's writer and the test's reads.
@@ -51,28 +49,8 @@ done
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	net, _ := rl.Network(benchSpec("connet", "con"))
-	if err := c.CreateNetwork(net); err != nil {
-		t.Fatal(err)
-	}
-	defer c.DeleteNetwork("connet")
-	pool, _ := rl.Pool(rl.PoolSpec{Name: "con", Path: filepath.Join(d.Dir, "conpool")})
-	if err := c.CreatePool(pool); err != nil {
-		t.Fatal(err)
-	}
-	defer c.DeletePool("con")
-	vol, _ := rl.Volume(rl.VolumeSpec{Name: rl.VolumeName("con", "master-0"), CapacityGiB: 1})
-	disk, err := c.CreateVolume("con", vol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.DeleteVolume("con", vol.Name)
-	dom, err := rl.Domain(rl.DomainSpec{Name: "con-master-0", Type: "qemu", VCPUs: 1, MemoryMiB: 256, Disk: disk,
-		Network: "connet", MAC: rl.MAC("con", "master-0"), Kernel: kernel, Initrd: initrd, Cmdline: "console=ttyS0 panic=-1 quiet"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { c.Close() }) // after kernelDomain's removals (cleanups run last first)
+	dom := kernelDomain(t, c, d, "con", "master-0", kernel, initrd)
 	if len(dom.Devices.Serials) == 0 || dom.Devices.Serials[0].Source == nil || dom.Devices.Serials[0].Source.Pty == nil {
 		t.Fatalf("render/libvirt's domain has no pty serial console: %+v", dom.Devices.Serials)
 	}
