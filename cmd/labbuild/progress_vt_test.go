@@ -33,6 +33,8 @@ type vtRun struct {
 	raw     string
 	screens []string // the emulated screen after each read, deduplicated
 	final   []string // scrollback lines, then the screen's, right-trimmed
+	// topLeftErases counts erase-below sequences sent with the cursor at the top-left corner.
+	topLeftErases int
 }
 
 // runOnVT runs `labbuild --synthetic 40` with the download and the wait on a pty of cols×rows,
@@ -67,7 +69,23 @@ func runOnVT(t *testing.T, cols, rows int, term string, jobs int, resize *[2]int
 			if n > 0 {
 				mu.Lock()
 				raw.Write(b[:n])
-				emu.Write(b[:n])
+				// Every erase-below must leave the top-left corner alone: tmux (scroll-on-clear)
+				// and others take an erase from there for a screen clear and push the screen into
+				// the scrollback, where the frame would stay.
+				chunk := b[:n]
+				for {
+					i := bytes.Index(chunk, []byte("\x1b[J"))
+					if i < 0 {
+						break
+					}
+					emu.Write(chunk[:i])
+					if p := emu.CursorPosition(); p.X == 0 && p.Y == 0 {
+						run.topLeftErases++
+					}
+					emu.Write(chunk[i : i+3])
+					chunk = chunk[i+3:]
+				}
+				emu.Write(chunk)
 				s := emu.String()
 				if len(run.screens) == 0 || run.screens[len(run.screens)-1] != s {
 					run.screens = append(run.screens, s)
@@ -210,6 +228,9 @@ func TestStatusAreaOnVT(t *testing.T) {
 			}
 			if !strings.Contains(r.raw, "\x1b[J") {
 				t.Errorf("no erase sequence in the output: the area is not redrawn in place")
+			}
+			if r.topLeftErases > 0 {
+				t.Errorf("%d erase-below sequences at the top-left corner: tmux would push each frame into the scrollback", r.topLeftErases)
 			}
 			if tc.wide {
 				var dl, wait bool

@@ -2,14 +2,15 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/vbauerster/cupwriter"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,17 +18,27 @@ import (
 // writer finds the terminal only when its output is an *os.File; the CLI's stdout is wrapped
 // (the front's stamp captures what is printed, stamp.go), so mpb saw no terminal: no cursor
 // movement, every frame appended to the scrollback, rows wrapped at its default 80 columns
-// (issue 27). Here cupwriter (mpb's own writer) draws into the wrapped stdout and learns the
-// terminal from the real file descriptor.
+// (issue 27). termWriter draws into the wrapped stdout and learns the terminal from the real
+// file descriptor.
+//
+// It also draws each frame differently from mpb's writer (vbauerster/cupwriter: cursor up,
+// erase to the end of the screen, the rows). When the area sits at the top of the screen, that
+// erase runs with the cursor at the top-left corner, which tmux (scroll-on-clear, on by default)
+// and some other terminals take for a screen clear and push the whole screen into the
+// scrollback: every frame then stays in the scrollback. Here the rows overwrite the old ones in
+// place, each line ended by erase-to-end-of-line, and the erase below comes after the first row;
+// an empty frame (the area closing) erases its old lines one by one.
 //
 // The size is read at start and again on SIGWINCH, which also redraws at once; frames are
 // otherwise drawn every refreshEvery. mpb truncates each row to the width reported here
 // (decorators end in "…"), so a narrow terminal never wraps a row: a wrapped row would put the
 // cursor-up count of the next frame off by one per wrap and leave rows behind.
 type termWriter struct {
-	*cupwriter.Writer
-	fd    int
-	lines int // newlines in the frame being drawn
+	bytes.Buffer // what is to be drawn: lines printed above the area, then the frame's rows
+	out          io.Writer
+	fd           int
+	lines        int // rows of the frame being drawn
+	prev         int // rows of the frame on the screen
 
 	mu   sync.Mutex
 	w, h int
@@ -44,13 +55,12 @@ const refreshEvery = 150 * time.Millisecond
 
 func newTermWriter(out io.Writer, tty *os.File) *termWriter {
 	t := &termWriter{
-		Writer:  cupwriter.New(out, false),
+		out:     out,
 		fd:      int(tty.Fd()),
 		refresh: make(chan any, 1),
 		winch:   make(chan os.Signal, 1),
 		done:    make(chan struct{}),
 	}
-	t.SetTermFd(t.fd)
 	t.readSize()
 	signal.Notify(t.winch, syscall.SIGWINCH)
 	go t.loop()
@@ -95,15 +105,28 @@ func (t *termWriter) ReadFrom(r io.Reader) (int64, error) {
 	return n, err
 }
 
-// Flush writes the frame and queues the cursor-up-and-erase that the next frame starts with,
-// over as many lines as the frame really has. mpb's own count (the argument) is short by one
-// for each row it leaves out when the area is taller than the terminal (mpb v8.16.2
-// pState.render: a discarded row reads as empty and is subtracted again), which scrolled rows
-// into the scrollback on a 10-row terminal.
+// Flush draws what was buffered over the frame on the screen. The row count is counted here:
+// mpb's own (the argument) is short by one for each row it leaves out when the area is taller
+// than the terminal (mpb v8.16.2 pState.render: a discarded row reads as empty and is
+// subtracted again), which scrolled rows into the scrollback on a 10-row terminal.
 func (t *termWriter) Flush(int) error {
-	n := t.lines
-	t.lines = 0
-	return t.Writer.Flush(n)
+	var b bytes.Buffer
+	if t.prev > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA\r", t.prev) // to the first row of the frame on the screen
+	}
+	body := t.Bytes()
+	b.Write(bytes.ReplaceAll(body, []byte{'\n'}, []byte("\x1b[K\n")))
+	switch {
+	case bytes.IndexByte(body, '\n') >= 0:
+		b.WriteString("\x1b[J") // what the old frame had below: the cursor is past one line
+	case t.prev > 0:
+		b.WriteString(strings.Repeat("\x1b[2K\n", t.prev))
+		fmt.Fprintf(&b, "\x1b[%dA", t.prev)
+	}
+	t.Reset()
+	t.prev, t.lines = t.lines, 0
+	_, err := t.out.Write(b.Bytes())
+	return err
 }
 
 // IsTerminal is true: a termWriter is made only for a terminal.
