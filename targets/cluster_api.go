@@ -175,6 +175,9 @@ func clusterWait(ctx context.Context, s *engine.Step, spec wait.Spec, cond wait.
 	spec.Clock = clusterEnv.clock
 	spec.Interval = clusterEnv.interval(spec.Interval)
 	spec.Log = s.Log()
+	// openshift-install's failed wait says "openshift-install gather bootstrap"; labbuild's
+	// names its own (cmd/labbuild gather.go).
+	spec.Gather = "labbuild gather"
 	name := s.Target().Name
 	// The status display shows "waiting for WHAT (status) — 4m10s of 30m", ticking between polls.
 	s.Progress(engine.Progress{Phase: "waiting for " + spec.What, Limit: spec.Timeout})

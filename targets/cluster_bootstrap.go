@@ -74,7 +74,7 @@ func clusterBootstrap(ctx context.Context, s *engine.Step, bootstrap string, mas
 	}
 	if _, err := clusterWait(ctx, s, wait.Spec{
 		What:     "the bootstrap API to answer /readyz through the API VIP",
-		Inspect:  fmt.Sprintf("curl -k https://%s:6443/readyz; ssh core@<bootstrap ip> journalctl -u bootkube -u kubelet", vip),
+		Inspect:  fmt.Sprintf("curl -k https://%s:6443/readyz; labbuild ssh bootstrap -- journalctl -u bootkube -u kubelet", vip),
 		Timeout:  timeout,
 		Interval: clusterPollAPI,
 	}, apiReady); err != nil {

@@ -226,7 +226,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 		t.Errorf("timeout run: cluster/bootstrap not kept up to date: %+v", r)
 	}
 	log := clusterLog(t, out, "cluster/masters")
-	for _, want := range []string{"timed out after 2m0s", "0/1 master nodes Ready", "oc get csr", "rerun to continue"} {
+	for _, want := range []string{"timed out after 2m0s", "0/1 master nodes Ready", "oc get csr", "collect the nodes' logs with: labbuild gather", "rerun to continue"} {
 		if !strings.Contains(log+err.Error(), want) {
 			t.Errorf("timeout report lacks %q:\n%s\n%v", want, log, err)
 		}

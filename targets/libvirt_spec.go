@@ -151,13 +151,17 @@ func lvVolumeSpec(s *engine.Step, node string) (pool string, sp rl.VolumeSpec, e
 	return
 }
 
+// DomainName is node's libvirt domain: <cluster.name>-<node> (rehearsal-master-0), as kcli and
+// dev-scripts name theirs, so two labs on one host do not collide.
+func DomainName(cluster, node string) string { return cluster + "-" + node }
+
 func lvDomainSpec(s *engine.Step, node string) (rl.DomainSpec, error) {
 	var sp rl.DomainSpec
 	cluster, err := s.String("cluster.name")
 	if err != nil {
 		return sp, err
 	}
-	sp.Name = cluster + "-" + node
+	sp.Name = DomainName(cluster, node)
 	if sp.Type, err = s.String("libvirt.domainType"); err != nil {
 		return sp, err
 	}

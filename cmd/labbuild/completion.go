@@ -75,6 +75,10 @@ _labbuild() {
         completion) COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur")); return ;;
         help) COMPREPLY=($(compgen -W "%s" -- "$cur")); return ;;
         init|config|certs|status|version) return ;;
+        ssh|console|gather)
+            # Node names: the lab's VMs (libvirt/vm/NODE).
+            COMPREPLY=($(compgen -W "$(labbuild "${ctx[@]}" list libvirt/vm 2>/dev/null | awk '{sub("^libvirt/vm/", "", $1); print $1}')" -- "$cur"))
+            return ;;
     esac
     local names fams verbs=""
     names=$(labbuild "${ctx[@]}" list 2>/dev/null | awk '{print $1}')
@@ -97,7 +101,8 @@ complete -F _labbuild labbuild
 		for _, v := range vs {
 			fmt.Fprintf(c.stdout, "complete -c labbuild -n __fish_use_subcommand -a %s -d %q\n", v, verbs[v].short)
 		}
-		fmt.Fprintf(c.stdout, "complete -c labbuild -n 'not __fish_seen_subcommand_from completion help init config certs status version' -a '(labbuild (__labbuild_ctx) list 2>/dev/null | string split -f1 \" \")'\n")
+		fmt.Fprintf(c.stdout, "complete -c labbuild -n 'not __fish_seen_subcommand_from completion help init config certs status version ssh console gather' -a '(labbuild (__labbuild_ctx) list 2>/dev/null | string split -f1 \" \")'\n")
+		fmt.Fprintf(c.stdout, "complete -c labbuild -n '__fish_seen_subcommand_from ssh console gather' -a '(labbuild (__labbuild_ctx) list libvirt/vm 2>/dev/null | string split -f1 \" \" | string replace libvirt/vm/ \"\")'\n")
 		fmt.Fprintf(c.stdout, "complete -c labbuild -n '__fish_seen_subcommand_from completion' -a 'bash zsh fish'\n")
 		fmt.Fprintf(c.stdout, "complete -c labbuild -n '__fish_seen_subcommand_from help' -a '%s'\n", strings.Join(vs, " "))
 		fs.VisitAll(func(f *pflag.Flag) {

@@ -70,6 +70,7 @@ type cli struct {
 	stdout, stderr io.Writer
 	terminal       bool         // stdout is a terminal and not -q: the live status area
 	stdoutTTY      bool         // stdout is a terminal (graph images go to a file)
+	tty            *os.File     // stdout's terminal, when it is one: the status area's size
 	dryErr         bytes.Buffer // what status's dry run printed to stderr (why targets are blocked)
 
 	stamp *stamper // records a null build for the front (stamp.go); nil unless it asked
@@ -83,6 +84,10 @@ type cli struct {
 // --synthetic-ninja; package synthcli). The benchmark build (bench.go, -tags bench) and the
 // tests set it; the production binary has no such flags.
 var withSynthetic bool
+
+// syntheticExtra are targets the tests add to the synthetic graph (a download and a wait for
+// the status area's terminal test, progress_vt_test.go); nil in every other build.
+var syntheticExtra []*engine.Target
 
 // atExit runs before the process exits (the benchmark build's profiles).
 var atExit []func()
@@ -168,6 +173,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if f, ok := stdout.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		c.stdoutTTY = true
 		c.terminal = !c.quiet
+		c.tty = f
 	}
 	c.stdout, c.stderr = c.stamp.wrap(1, stdout), c.stamp.wrap(2, stderr)
 	stderr = c.stderr
@@ -243,10 +249,14 @@ func report(stderr io.Writer, err error) int {
 		return exitOK
 	}
 	var be *engine.BuildError
+	var es exitStatus
 	var ue *engine.UsageError
 	var ce *targets.ConfigError
 	var ces targets.ConfigErrors
 	switch {
+	case errors.As(err, &es):
+		// A remote command's own status (labbuild ssh NODE -- COMMAND), passed on silently.
+		return int(es)
 	case errors.As(err, &be):
 		// Each failure was printed as it happened; the summary line names the count.
 		return exitFailed
@@ -298,6 +308,7 @@ func (c *cli) options(goals []string) (engine.Options, error) {
 		if err := c.synth.Apply(&o); err != nil {
 			return o, &targets.ConfigError{File: "synthetic.yaml", Msg: err.Error()}
 		}
+		o.Targets = append(o.Targets, syntheticExtra...)
 		return o, nil
 	}
 	path := c.file

@@ -36,16 +36,23 @@ func newProgress(c *cli) progressDisplay {
 	switch {
 	case c.quiet:
 		return nil
-	case c.terminal:
-		return &statusArea{out: c.stdout, color: c.color(), rows: map[string]*statusRow{}, now: time.Now}
+	case c.terminal && c.tty != nil && !dumbTerminal():
+		return &statusArea{out: c.stdout, tty: c.tty, color: c.color(), rows: map[string]*statusRow{}, now: time.Now}
 	}
 	return &progressLines{w: c.stdout, now: time.Now, st: map[string]*lineState{}}
+}
+
+// dumbTerminal reports TERM=dumb (or unset): a terminal that cannot move the cursor (Emacs
+// shell buffers, some CI consoles), which gets the plain lines, as ninja and git do.
+func dumbTerminal() bool {
+	t := os.Getenv("TERM")
+	return t == "" || t == "dumb"
 }
 
 // color reports whether output may be coloured: on a terminal, unless NO_COLOR is set
 // (no-color.org).
 func (c *cli) color() bool {
-	return c.stdoutTTY && os.Getenv("NO_COLOR") == ""
+	return c.stdoutTTY && os.Getenv("NO_COLOR") == "" && !dumbTerminal()
 }
 
 // SGR sequences for the few coloured words (FAILED, plan actions).
@@ -67,12 +74,14 @@ func paint(on bool, sgr, s string) string {
 
 // statusArea draws the running targets with mpb.
 type statusArea struct {
-	out   io.Writer
+	out   io.Writer // stdout as the CLI writes it (captured for the front's stamp)
+	tty   *os.File  // the terminal under out: its size, and SIGWINCH
 	color bool
 	now   func() time.Time
 
 	mu   sync.Mutex
 	p    *mpb.Progress
+	cw   *termWriter
 	rows map[string]*statusRow
 }
 
@@ -91,7 +100,8 @@ func (a *statusArea) Start(name string, n, m int, restore bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.p == nil {
-		a.p = mpb.New(mpb.WithOutput(a.out), mpb.WithRefreshRate(150*time.Millisecond), mpb.WithAutoRefresh())
+		a.cw = newTermWriter(a.out, a.tty)
+		a.p = mpb.New(mpb.WithConsoleWriter(a.cw), mpb.WithManualRefresh(a.cw.refresh))
 	}
 	verb := ""
 	if restore {
@@ -178,9 +188,11 @@ func (a *statusArea) Close() {
 		r.bar.Abort(true)
 		delete(a.rows, n)
 	}
+	cw := a.cw
 	a.mu.Unlock()
 	if p != nil {
 		p.Wait()
+		cw.stop()
 	}
 }
 

@@ -120,7 +120,8 @@ func TestStatusAreaOnPTY(t *testing.T) {
 		}
 	}()
 	srv := throttled(t, 256<<10)
-	c := &cli{stdout: slave, stderr: slave, stdoutTTY: true, terminal: true}
+	t.Setenv("TERM", "xterm")
+	c := &cli{stdout: slave, stderr: slave, stdoutTTY: true, terminal: true, tty: slave}
 	pd := newProgress(c)
 	if _, ok := pd.(*statusArea); !ok {
 		t.Fatalf("newProgress on a terminal = %T, want *statusArea", pd)

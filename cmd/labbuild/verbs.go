@@ -143,6 +143,50 @@ The schema is in docs/usage.md.`,
 			examples: []string{"labbuild status", "labbuild -f lab.yaml status"},
 			run:      runStatus,
 		},
+		"ssh": {
+			usage: "labbuild ssh NODE [-- COMMAND ...]",
+			short: "log in to a node as core (or run COMMAND there), as kcli ssh",
+			long: `Opens an SSH session to NODE's address as user core, the login Ignition configures on every
+RHCOS node, with your SSH agent (SSH_AUTH_SOCK) or the private half of access.sshKeyFile (its name
+without .pub) or ~/.ssh/id_ed25519, id_ecdsa, id_rsa. Without COMMAND it is an interactive login
+(a pty of your terminal's size); with one it runs it and exits with its status. The node's host
+key is recorded on first use in OUT/.labbuild/known_hosts (0600); a node that later offers
+another key is refused with the line to remove (a reinstalled node has new keys).`,
+			examples: []string{
+				"labbuild ssh master-0",
+				"labbuild ssh bootstrap -- journalctl -b -f -u bootkube.service",
+				"labbuild ssh master-0 -- sudo crictl ps -a",
+			},
+			run: runSSH,
+		},
+		"console": {
+			usage: "labbuild console NODE",
+			short: "attach to a node VM's serial console (Ctrl-] leaves), as virsh console",
+			long: `Attaches to NODE's VM serial console over the libvirt connection (libvirt.uri; a remote
+qemu+ssh:// URI works as well): the firmware, GRUB, kernel and Ignition messages and a login
+prompt, and your keys to the guest. Ctrl-] leaves, as in virsh console. Only one client may hold a
+console: close another virsh console first.`,
+			examples: []string{"labbuild console bootstrap", "labbuild console master-1"},
+			run:      runConsole,
+		},
+		"gather": {
+			usage: "labbuild gather [NODE ...]",
+			short: "collect a lab's logs into OUT/gather/<time>.tar.gz, as openshift-install gather bootstrap",
+			long: `Logs in to each node as core (as labbuild ssh does; default: the bootstrap and every master) and
+collects what openshift-install gather bootstrap collects: the journals of bootkube, the kubelet
+and CRI-O, every container's log (the static pods' among them), /var/log, the rendered assets
+(/opt/openshift, the static pod manifests), etcd's member list and the network facts (addresses,
+routes, listening sockets), plus labbuild status --json. A progress line per node; a node that
+cannot be reached is named in the bundle's summary.txt and the others are still gathered.
+Secrets never enter the bundle: a file holding a private key, the pull secret or the kubeadmin
+password is withheld and listed in summary.txt. The bundle is 0600.`,
+			examples: []string{
+				"labbuild gather                       # bootstrap and masters",
+				"labbuild gather master-1 worker-0",
+				"tar tzf out/gather/*.tar.gz | head",
+			},
+			run: runGather,
+		},
 		"version": {
 			usage:    "labbuild version",
 			short:    "print the version",

@@ -78,7 +78,7 @@ func requireHost(t *testing.T) map[string]string {
 	}
 	bins := map[string]string{}
 	for _, p := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet",
-		"containerd", "containerd-shim-runc-v2", "runc", "ctr", "busybox", "ip", "nsenter", "unshare"} {
+		"containerd", "containerd-shim-runc-v2", "runc", "ctr", "busybox", "ip", "nsenter", "unshare", "sshd", "sudo"} {
 		bins[p] = testenv.Require(t, p)
 	}
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
@@ -125,7 +125,9 @@ func newLab(t *testing.T, uri, poolPath string) string {
 		}
 	}
 	write("pull-secret.json", `{"auths":{"registry.labbuild.invalid":{"auth":"c2FtcGxlOm5vdC1hLXNlY3JldA=="}}}`+"\n", 0o600)
-	write("id.pub", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOaBFaMdLlvY8tD1Y5fM6a0m5kpB7JYIt3JfPpY3JrF4 rehearsal\n", 0o644)
+	// The user's key pair: id.pub goes into every node's Ignition (core's authorized keys),
+	// id is what labbuild ssh and gather log in with (access.sshKeyFile's private half).
+	write("id.pub", testenv.SSHKeyPair(t, filepath.Join(dir, "id"))+" rehearsal\n", 0o644)
 	write("lab.yaml", labYAML(p, layout, uri, poolPath), 0o644)
 	return dir
 }
@@ -134,17 +136,9 @@ func newLab(t *testing.T, uri, poolPath string) string {
 // first slice's stand-in for libvirt's network (see TestKubeletJoinsBootstrapControlPlane).
 func labNet(t *testing.T, name, gateway string) {
 	t.Helper()
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	for _, s := range [][]string{
-		{"ip", "netns", "add", name},
-		{"ip", "-n", name, "link", "set", "lo", "up"},
-		{"ip", "-n", name, "link", "add", "br-lab", "type", "bridge"},
-		{"ip", "-n", name, "addr", "add", gateway + "/24", "dev", "br-lab"},
-		{"ip", "-n", name, "link", "set", "br-lab", "up"},
-	} {
-		if err := run(s[0], s[1:]...); err != nil {
-			t.Fatal(err)
-		}
+	t.Cleanup(func() { DeleteLabNet(name) })
+	if err := LabNet(name, gateway); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -286,6 +280,16 @@ func (r *rig) boot(node string) (*Node, error) {
 	if err := BootStandins(root, k, r.hosts); err != nil {
 		return nil, err
 	}
+	// core and sshd, as RHCOS and the node's Ignition make them: labbuild ssh and gather.
+	if err := CoreUser(raw, root); err != nil {
+		return nil, err
+	}
+	if _, err := SSHD(root); err != nil {
+		return nil, err
+	}
+	if err := ResolveOwnName(root); err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if old := r.nodes[node]; old != nil {
@@ -302,6 +306,9 @@ func (r *rig) boot(node string) (*Node, error) {
 	}
 	r.nodes[node] = nd
 	r.celDropped[node] = dropped
+	if err := StartSSHD(nd, r.bins["sshd"], k.IP, r.labNS); err != nil {
+		return nil, err
+	}
 	return nd, nil
 }
 
@@ -607,6 +614,8 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 	if _, ok := n.Labels["node.openshift.io/os_id"]; !ok {
 		t.Errorf("Node %s labels %v: no node.openshift.io/os_id (from the kubelet unit's --node-labels)", name, n.Labels)
 	}
+	// A way into the lab (issue 27): labbuild ssh and gather against each node's real sshd.
+	checkSSHAndGather(t, r)
 }
 
 // waitFor polls cond every 2 s until it holds, or fails the test after limit with the last

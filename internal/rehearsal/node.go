@@ -34,6 +34,9 @@ type Node struct {
 	stopped chan struct{} // closed by Stop: Keep's loops end
 }
 
+// RehearsalLogDir is where a node sees its LogDir.
+const RehearsalLogDir = "/var/log/rehearsal"
+
 // NodeNet is how a node is wired: its address and prefix on the lab bridge, the gateway
 // (default route), and where the bridge is (network namespace LabNS, device Bridge).
 type NodeNet struct {
@@ -103,6 +106,10 @@ func StartNode(name, netns, root, logDir string, n NodeNet) (*Node, error) {
 		fmt.Fprintf(&sc, "mount -t overlay overlay -o lowerdir=%s,upperdir=%s,workdir=%s %s\n", d, up, wk, d)
 	}
 	sc.WriteString("mount -t tmpfs tmpfs /run\nmkdir -p /run/lock\n")
+	// The node's programs' output (LogDir: static pods, kubelet, sshd) shows on the node at
+	// /var/log/rehearsal, where labbuild gather finds it: the rehearsal has no journald and no
+	// CRI log directory (/var/log/pods) of a kubelet-run static pod.
+	fmt.Fprintf(&sc, "mkdir -p %s && mount --bind %s %s\n", RehearsalLogDir, logDir, RehearsalLogDir)
 	fmt.Fprintf(&sc, "hostname %s\n", hostname)
 	sc.WriteString("exec sleep 2147483647\n")
 	log, err := os.Create(filepath.Join(logDir, "holder.log"))

@@ -25,29 +25,8 @@ func TestBootKernel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	net, _ := rl.Network(benchSpec("bootnet", "boot"))
-	if err := c.CreateNetwork(net); err != nil {
-		t.Fatal(err)
-	}
-	defer c.DeleteNetwork("bootnet")
-	pool, _ := rl.Pool(rl.PoolSpec{Name: "boot", Path: filepath.Join(d.Dir, "bootpool")})
-	if err := c.CreatePool(pool); err != nil {
-		t.Fatal(err)
-	}
-	defer c.DeletePool("boot")
-	vol, _ := rl.Volume(rl.VolumeSpec{Name: rl.VolumeName("boot", "worker-0"), CapacityGiB: 1})
-	disk, err := c.CreateVolume("boot", vol)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.DeleteVolume("boot", vol.Name)
-
-	dom, err := rl.Domain(rl.DomainSpec{Name: "boot-worker-0", Type: "qemu", VCPUs: 1, MemoryMiB: 256, Disk: disk,
-		Network: "bootnet", MAC: rl.MAC("boot", "worker-0"), Kernel: kernel, Initrd: initrd, Cmdline: "console=ttyS0 panic=-1 quiet"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { c.Close() }) // after kernelDomain's removals (cleanups run last first)
+	dom := kernelDomain(t, c, d, "boot", "worker-0", kernel, initrd)
 	// The test reads the console from a file instead of the rendered pty.
 	console := filepath.Join(d.Dir, "console.log")
 	dom.Devices.Serials = []libvirtxml.DomainSerial{{
@@ -76,4 +55,33 @@ func TestBootKernel(t *testing.T) {
 	if !strings.Contains(string(b), "LABBUILD-BOOT-OK") {
 		t.Errorf("console lacks the init's marker; last bytes:\n%s", b[max(0, len(b)-2000):])
 	}
+}
+
+// kernelDomain creates network <prefix>net, pool <prefix> and node's volume in it (removed when
+// the test ends) and returns node's domain as render/libvirt renders it (software emulation,
+// direct boot of kernel and initrd, console=ttyS0), not yet defined.
+func kernelDomain(t *testing.T, c *Conn, d *testenv.Libvirtd, prefix, node, kernel, initrd string) *libvirtxml.Domain {
+	t.Helper()
+	net, _ := rl.Network(benchSpec(prefix+"net", prefix))
+	if err := c.CreateNetwork(net); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.DeleteNetwork(prefix + "net") })
+	pool, _ := rl.Pool(rl.PoolSpec{Name: prefix, Path: filepath.Join(d.Dir, prefix+"pool")})
+	if err := c.CreatePool(pool); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.DeletePool(prefix) })
+	vol, _ := rl.Volume(rl.VolumeSpec{Name: rl.VolumeName(prefix, node), CapacityGiB: 1})
+	disk, err := c.CreateVolume(prefix, vol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.DeleteVolume(prefix, vol.Name) })
+	dom, err := rl.Domain(rl.DomainSpec{Name: prefix + "-" + node, Type: "qemu", VCPUs: 1, MemoryMiB: 256, Disk: disk,
+		Network: prefix + "net", MAC: rl.MAC(prefix, node), Kernel: kernel, Initrd: initrd, Cmdline: "console=ttyS0 panic=-1 quiet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dom
 }

@@ -83,6 +83,9 @@ type Spec struct {
 	What string
 	// Inspect is the command a user runs to look closer: "oc get nodes", "oc get csr".
 	Inspect string
+	// Gather, when set, is the command that collects the nodes' logs for a failed wait
+	// ("labbuild gather", as openshift-install names "openshift-install gather bootstrap").
+	Gather string
 	// Timeout bounds the wait; 0 means no bound other than ctx.
 	Timeout time.Duration
 	// Interval is the time between polls; 0 means 5 s (openshift-the-hard-way's helper
@@ -124,6 +127,7 @@ type TimeoutError struct {
 	LastStatus string
 	LastErr    error
 	Inspect    string
+	Gather     string
 }
 
 func (e *TimeoutError) Error() string {
@@ -137,6 +141,9 @@ func (e *TimeoutError) Error() string {
 	}
 	if e.Inspect != "" {
 		fmt.Fprintf(&b, "; look closer with: %s", e.Inspect)
+	}
+	if e.Gather != "" {
+		fmt.Fprintf(&b, "; collect the nodes' logs with: %s", e.Gather)
 	}
 	b.WriteString("; everything built so far is kept: rerun to continue")
 	return b.String()
@@ -207,7 +214,7 @@ func Until(ctx context.Context, s Spec, cond Condition) (Result, error) {
 		}
 		if s.Timeout > 0 && res.Elapsed >= s.Timeout {
 			res.Ended = now
-			return res, &TimeoutError{What: s.What, Timeout: s.Timeout, Polls: res.Polls, LastStatus: res.Status, LastErr: lastErr, Inspect: s.Inspect}
+			return res, &TimeoutError{What: s.What, Timeout: s.Timeout, Polls: res.Polls, LastStatus: res.Status, LastErr: lastErr, Inspect: s.Inspect, Gather: s.Gather}
 		}
 		wait := interval
 		if s.Timeout > 0 && s.Timeout-res.Elapsed < wait {

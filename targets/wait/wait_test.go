@@ -42,10 +42,10 @@ func TestUntil(t *testing.T) {
 		},
 		{
 			name:      "timeout names what, last status, last error and the command",
-			spec:      Spec{What: "3 master nodes Ready", Inspect: "oc get nodes; oc get csr", Timeout: 30 * time.Second, Interval: 10 * time.Second},
+			spec:      Spec{What: "3 master nodes Ready", Inspect: "oc get nodes; oc get csr", Gather: "labbuild gather", Timeout: 30 * time.Second, Interval: 10 * time.Second},
 			errUntil:  100,
 			wantPolls: 4, // at 0, 10, 20 and exactly 30 s
-			wantErr:   []string{"timed out after 30s waiting for 3 master nodes Ready (4 checks)", "last seen: poll 4", "last error: get nodes: dial tcp", "look closer with: oc get nodes; oc get csr", "rerun to continue"},
+			wantErr:   []string{"timed out after 30s waiting for 3 master nodes Ready (4 checks)", "last seen: poll 4", "last error: get nodes: dial tcp", "look closer with: oc get nodes; oc get csr", "collect the nodes' logs with: labbuild gather", "rerun to continue"},
 			wantIs:    transient,
 		},
 		{
