@@ -71,12 +71,14 @@ var rooms = map[string][]string{
 	"render/":                {"render/"}, // pure: values in, bytes out
 	"internal/front":         {"cache"},   // TestFrontImports: the standard library and cache only
 	"internal/nearest":       {},
+	"internal/gather":        {},
+	"internal/nodessh":       {},
 	"internal/synthcli":      {"engine"},
 	"internal/payload":       {},
 	"internal/testenv":       {"internal/payload", "render/"},
 	"internal/rehearsal":     {"render/", "targets/"},
 	"internal/tools":         {},
-	"cmd/labbuild":           {"engine", "graph", "cache", "targets", "internal/front", "internal/synthcli", "internal/nearest"},
+	"cmd/labbuild":           {"engine", "graph", "cache", "targets", "internal/front", "internal/synthcli", "internal/nearest", "internal/gather", "internal/nodessh", "targets/virt"},
 	"cmd/labbuild-front":     {"internal/front"},
 	"cmd/labbuild-sample":    {"internal/testenv", "internal/payload"},
 	"cmd/mco-standin":        {"render/"},
