@@ -229,33 +229,25 @@ func mirrorSpecOf(s *engine.Step) (mirrorSpec, error) {
 	return sp, nil
 }
 
-// MirrorRegistryEnv names the registry program explicitly (a path); otherwise
-// $LABBUILD_TOOLS/registry (distribution v3, .ci/install-mirror.sh) and then Debian's
-// docker-registry (distribution v2.8) are used.
+// MirrorRegistryEnv names the registry program explicitly (a path). Otherwise Debian's
+// docker-registry (distribution v2.8, .ci/install-mirror.sh) is used, or a `registry` (a
+// distribution v3 build) found in PATH. docs/mirror.md says why Debian's by default.
 const MirrorRegistryEnv = "LABBUILD_REGISTRY"
 
 // mirrorProgram finds the distribution registry binary.
 func mirrorProgram() (string, error) {
 	if p := os.Getenv(MirrorRegistryEnv); p != "" {
+		if !isExecutable(p) {
+			return "", fmt.Errorf("$%s=%s is not an executable file", MirrorRegistryEnv, p)
+		}
 		return p, nil
 	}
-	if d := os.Getenv("LABBUILD_TOOLS"); d != "" {
-		if p := filepath.Join(d, "registry"); isExecutable(p) {
+	for _, n := range []string{"docker-registry", "registry"} {
+		if p, err := exec.LookPath(n); err == nil {
 			return p, nil
 		}
 	}
-	if home, err := os.UserHomeDir(); err == nil {
-		if p := filepath.Join(home, ".cache", "labbuild", "tools", "registry"); isExecutable(p) {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("registry"); err == nil {
-		return p, nil
-	}
-	if p, err := exec.LookPath("docker-registry"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("no distribution registry program: run `bash .ci/install-mirror.sh` (builds distribution v3 into ~/.cache/labbuild/tools), or set " + MirrorRegistryEnv)
+	return "", errors.New("no distribution registry program: install Debian's docker-registry (bash .ci/install-mirror.sh), or set $" + MirrorRegistryEnv + " to a distribution v3 `registry`")
 }
 
 func isExecutable(p string) bool {
