@@ -35,9 +35,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/pki"
 )
 
@@ -509,4 +511,126 @@ func mirrorLeaves(c *Config) []pkiLeaf {
 			return pki.Spec{CommonName: "labbuild-mirror", Server: true, DNSNames: []string{"localhost"}, IPs: []string{gw, "127.0.0.1"}}, nil
 		},
 	}}
+}
+
+// mirrorHost is the mirror as the nodes reach it: network.gateway:mirror.port.
+func mirrorHost(s *engine.Step) (string, error) {
+	gw, err := s.String("network.gateway")
+	if err != nil {
+		return "", err
+	}
+	var port int
+	if err := s.Value("mirror.port", &port); err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(gw, strconv.Itoa(port)), nil
+}
+
+// mirrorClusterDeps and mirrorClusterReads are what a cluster manifest that names the mirror
+// declares (nil when the lab has none, so its key is as before).
+func mirrorClusterDeps(c *Config, deps ...string) []string {
+	if !c.MirrorOn() {
+		return nil
+	}
+	return deps
+}
+
+func mirrorClusterReads(c *Config) []string {
+	if !c.MirrorOn() {
+		return nil
+	}
+	return []string{"mirror.port", "network.gateway"}
+}
+
+// mirrorSourceDeps are the targets whose pull specs name the repositories the mirror serves:
+// the release image's repository and the components' (art-dev) one.
+var mirrorSourceDeps = []string{"release/resolve", "release/image/pod", "pki/ca/mirror-ca"}
+
+// mirrorSources is the lab's imageDigestSources: the release repository and the component
+// repository, each mirrored at network.gateway:mirror.port under the same path (MirrorRepo).
+func mirrorSources(s *engine.Step) ([]manifests.MirrorSource, error) {
+	host, err := mirrorHost(s)
+	if err != nil {
+		return nil, err
+	}
+	var out []manifests.MirrorSource
+	for _, dep := range []string{"release/resolve", "release/image/pod"} {
+		p, err := mfPullspec(s, dep)
+		if err != nil {
+			return nil, err
+		}
+		d, err := name.NewDigest(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", dep, err)
+		}
+		src := d.Context().Name()
+		if len(out) > 0 && out[0].Source == src {
+			continue
+		}
+		out = append(out, manifests.MirrorSource{Source: src, Mirrors: []string{MirrorRepo(host, d.Context())}})
+	}
+	return out, nil
+}
+
+// mirrorManifestTargets are the cluster manifests of the mirror, in the manifests family's
+// collector: the ImageDigestMirrorSet and the user-ca-bundle ConfigMap with the mirror CA.
+func mirrorManifestTargets(c *Config) []*engine.Target {
+	if !c.MirrorOn() {
+		return nil
+	}
+	return []*engine.Target{mfCluster("mirror", "the release mirror: ImageDigestMirrorSet image-digest-mirror (release and art-dev repositories) and ConfigMap openshift-config/user-ca-bundle (the mirror CA)",
+		mirrorSourceDeps, mirrorClusterReads(c), func(s *engine.Step) ([]manifests.File, error) {
+			srcs, err := mirrorSources(s)
+			if err != nil {
+				return nil, err
+			}
+			idms, err := manifests.ImageDigestMirrorSet(srcs)
+			if err != nil {
+				return nil, err
+			}
+			ca, err := s.DepFile("pki/ca/mirror-ca", "tls.crt")
+			if err != nil {
+				return nil, err
+			}
+			cm, err := manifests.UserCABundle(ca)
+			if err != nil {
+				return nil, err
+			}
+			return []manifests.File{idms, cm}, nil
+		})}
+}
+
+// mirrorInstallConfig fills the install-config's imageDigestSources and additionalTrustBundle
+// (cluster-config-v1) when the lab has a mirror.
+func mirrorInstallConfig(c *Config, s *engine.Step, ic *manifests.InstallConfig) error {
+	if !c.MirrorOn() {
+		return nil
+	}
+	srcs, err := mirrorSources(s)
+	if err != nil {
+		return err
+	}
+	ca, err := s.DepFile("pki/ca/mirror-ca", "tls.crt")
+	if err != nil {
+		return err
+	}
+	ic.ImageDigestSources, ic.AdditionalTrustBundle = srcs, string(ca)
+	return nil
+}
+
+// mirrorPullSecret returns the pull secret with the mirror's credentials merged in, for the
+// host the nodes reach (network.gateway:mirror.port); ps unchanged without a mirror.
+func mirrorPullSecret(c *Config, s *engine.Step, ps []byte) ([]byte, error) {
+	if !c.MirrorOn() {
+		return ps, nil
+	}
+	host, err := mirrorHost(s)
+	if err != nil {
+		return nil, err
+	}
+	pw, err := s.DepFile("mirror/credentials", "password")
+	if err != nil {
+		return nil, err
+	}
+	return manifests.MergePullSecret(ps, host, MirrorUser, string(pw))
 }

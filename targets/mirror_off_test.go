@@ -74,7 +74,8 @@ func TestMirrorOffUnchanged(t *testing.T) {
 			mirrorTargets = append(mirrorTargets, strings.Fields(l)[0])
 		}
 	}
-	wantNew := []string{"mirror/credentials", "mirror/registry", "mirror/release", "pki/ca/mirror-ca", "pki/cert/mirror", "pki/key/mirror", "pki/key/mirror-ca"}
+	wantNew := []string{"manifests/bootstrap", "manifests/cluster/cluster-config-v1", "manifests/cluster/mirror", "manifests/cluster/proxy", "manifests/cluster/pull-secret",
+		"mirror/credentials", "mirror/registry", "mirror/release", "pki/ca/mirror-ca", "pki/cert/mirror", "pki/key/mirror", "pki/key/mirror-ca"}
 	if !slices.Equal(mirrorTargets, wantNew) {
 		t.Errorf("targets new or changed with mirror.enabled: %v, want %v", mirrorTargets, wantNew)
 	}
