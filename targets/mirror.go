@@ -39,7 +39,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/render/mco"
 	"github.com/labbuild/labbuild/render/pki"
 )
 
@@ -634,3 +636,56 @@ func mirrorPullSecret(c *Config, s *engine.Step, ps []byte) ([]byte, error) {
 	}
 	return manifests.MergePullSecret(ps, host, MirrorUser, string(pw))
 }
+
+// Node paths of the mirror's files on the bootstrap (containers-registries.conf.d(5): a
+// drop-in, so RHCOS's own registries.conf stays; update-ca-trust reads the anchors at boot).
+const (
+	MirrorRegistriesDropIn = "/etc/containers/registries.conf.d/99-labbuild-mirror.conf"
+	MirrorCAAnchor         = "/etc/pki/ca-trust/source/anchors/labbuild-mirror-ca.crt"
+)
+
+// mirrorBootstrapInput adds the mirror to the bootstrap's Ignition when the lab has one: the
+// registries.conf drop-in (the installer's bootstrap registries.conf, from imageDigestSources),
+// the mirror CA as a trust anchor (the installer's anchors/ca.crt = additionalTrustBundle) and
+// the pull secret with the mirror's auth.
+func mirrorBootstrapInput(c *Config, s *engine.Step, in *ignition.BootstrapInput) error {
+	if !c.MirrorOn() {
+		return nil
+	}
+	srcs, err := mirrorSources(s)
+	if err != nil {
+		return err
+	}
+	ca, err := s.DepFile("pki/ca/mirror-ca", "tls.crt")
+	if err != nil {
+		return err
+	}
+	if in.PullSecret, err = mirrorPullSecret(c, s, in.PullSecret); err != nil {
+		return err
+	}
+	in.Files = append(in.Files,
+		ignition.File{Path: MirrorRegistriesDropIn, Mode: ignition.ModeFile, Contents: manifests.RegistriesConf(srcs)},
+		ignition.File{Path: MirrorCAAnchor, Mode: ignition.ModeFile, Contents: ca})
+	return nil
+}
+
+// mirrorMCOInputs gives the MCO bootstrap the mirror when the lab has one: the pull secret
+// with its auth (the nodes' /var/lib/kubelet/config.json), imageDigestSources and the CA
+// bundle (cluster-config-v1, user-ca-bundle, Proxy trustedCA).
+func mirrorMCOInputs(c *Config, s *engine.Step, in *mco.Inputs) error {
+	if !c.MirrorOn() {
+		return nil
+	}
+	var err error
+	if in.PullSecret, err = mirrorPullSecret(c, s, bytes.TrimSpace(in.PullSecret)); err != nil {
+		return err
+	}
+	if in.ImageDigestSources, err = mirrorSources(s); err != nil {
+		return err
+	}
+	in.AdditionalTrustBundle, err = s.DepFile("pki/ca/mirror-ca", "tls.crt")
+	return err
+}
+
+// mirrorIDMSFile is manifests/cluster/mirror's ImageDigestMirrorSet file.
+var mirrorIDMSFile = manifests.ImageDigestMirrorSetFile
