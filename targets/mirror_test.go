@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -335,6 +336,22 @@ func TestMirrorResume(t *testing.T) {
 		t.Fatalf("the mirror held none of the %d blobs begun before the kill: the kill came too early to test resuming\n%s", len(begun1), out.String())
 	}
 
+	// `labbuild -n` asks the mirror what is left (the Probe): some images, some bytes.
+	l.cfg.Refresh()
+	dry, err := engine.Build(context.Background(), engine.Options{Config: l.cfg, OutDir: l.out, Goals: []string{"mirror/release"}, DryRun: true,
+		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }, Stdout: io.Discard, Stderr: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reason string
+	for _, p := range dry.Plan {
+		if p.Target == "mirror/release" {
+			reason = strings.Join(p.Reasons, "; ")
+		}
+	}
+	if !regexp.MustCompile(`^[1-9][0-9]* of 26 images, [0-9.]+ [KM]iB left to copy$`).MatchString(reason) {
+		t.Errorf("the plan of mirror/release after the kill says %q, want the images and bytes left", reason)
+	}
 	if _, err := l.build(t, false, "mirror/release"); err != nil {
 		t.Fatal(err)
 	}
