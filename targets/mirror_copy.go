@@ -50,6 +50,15 @@ type mirrorCopier struct {
 	Progress func(done, total int64)
 
 	sent atomic.Int64 // blob bytes read from the sources in this copy
+
+	// One puller for every read of the mirror (HEADs, manifests, verification): it keeps the
+	// connection and the auth handshake, which ggcr otherwise redoes per call (a /v2/ ping).
+	pullOnce sync.Once
+	puller   *remote.Puller
+	pullErr  error
+
+	srcMu  sync.Mutex
+	opened map[string]remote.Taggable // sources the plan opened, by digest pull spec
 }
 
 // mirrorJob is one image to copy: its source by digest and its repository in the mirror (the
@@ -78,6 +87,15 @@ func (c *mirrorCopier) dstOpts(ctx context.Context) []remote.Option {
 		remote.WithJobs(c.jobs()), remote.WithUserAgent("labbuild-mirror")}
 }
 
+// readOpts are dstOpts for reads, sharing one Puller.
+func (c *mirrorCopier) readOpts(ctx context.Context) []remote.Option {
+	c.pullOnce.Do(func() { c.puller, c.pullErr = remote.NewPuller(c.dstOpts(context.Background())...) })
+	if c.pullErr != nil {
+		return c.dstOpts(ctx)
+	}
+	return append(c.dstOpts(ctx), remote.Reuse(c.puller))
+}
+
 func (c *mirrorCopier) srcOpts(ctx context.Context) []remote.Option {
 	o := []remote.Option{remote.WithContext(ctx), remote.WithUserAgent("labbuild-mirror")}
 	if c.Keychain != nil {
@@ -96,6 +114,25 @@ func (c *mirrorCopier) dst(j mirrorJob) (name.Digest, error) {
 // source opens the image (or index) of j from the first place that serves it: a
 // release.mirrors entry (longest prefix first), then the source repository.
 func (c *mirrorCopier) source(ctx context.Context, j mirrorJob) (remote.Taggable, error) {
+	c.srcMu.Lock()
+	t, ok := c.opened[j.Src.String()]
+	c.srcMu.Unlock()
+	if ok {
+		return t, nil
+	}
+	t, err := c.open(ctx, j)
+	if err == nil {
+		c.srcMu.Lock()
+		if c.opened == nil {
+			c.opened = map[string]remote.Taggable{}
+		}
+		c.opened[j.Src.String()] = t
+		c.srcMu.Unlock()
+	}
+	return t, err
+}
+
+func (c *mirrorCopier) open(ctx context.Context, j mirrorJob) (remote.Taggable, error) {
 	full := j.Src.Context().Name()
 	var keys []string
 	for k := range c.Mirrors {
@@ -273,7 +310,7 @@ func (c *mirrorCopier) plan(ctx context.Context, jobs []mirrorJob) (mirrorPlan, 
 			defer func() { <-sem; wg.Done() }()
 			d, err := c.dst(j)
 			if err == nil {
-				if _, herr := remote.Head(d, c.dstOpts(ctx)...); herr == nil {
+				if _, herr := remote.Head(d, c.readOpts(ctx)...); herr == nil {
 					return
 				}
 			}
@@ -322,7 +359,7 @@ func (c *mirrorCopier) blobInMirror(ctx context.Context, repos map[string]bool, 
 		if err != nil {
 			continue
 		}
-		l, err := remote.Layer(ref, c.dstOpts(ctx)...)
+		l, err := remote.Layer(ref, c.readOpts(ctx)...)
 		if err != nil {
 			continue
 		}
@@ -536,7 +573,7 @@ func (c *mirrorCopier) verifyOne(ctx context.Context, j mirrorJob) error {
 	if err != nil {
 		return err
 	}
-	desc, err := remote.Get(d, c.dstOpts(ctx)...)
+	desc, err := remote.Get(d, c.readOpts(ctx)...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", d, err)
 	}
@@ -554,7 +591,7 @@ func (c *mirrorCopier) verifyOne(ctx context.Context, j mirrorJob) error {
 		return fmt.Errorf("%s: %w", d, err)
 	}
 	for _, b := range bs {
-		l, err := remote.Layer(d.Context().Digest(b.digest.String()), c.dstOpts(ctx)...)
+		l, err := remote.Layer(d.Context().Digest(b.digest.String()), c.readOpts(ctx)...)
 		if err != nil {
 			return fmt.Errorf("%s: blob %s: %w", d, b.digest, err)
 		}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/oci"
 )
 
@@ -370,4 +371,9 @@ func TestMirrorResume(t *testing.T) {
 		t.Errorf("the rerun read %d blobs again that the killed copy had begun, want at most %d (the blobs in flight): %v", len(again), jobs*jobs, again)
 	}
 	t.Logf("%d blobs held at the kill; the rerun re-read %d in-flight blobs", nHeld, len(again))
+}
+
+// mirrorMerge is manifests.MergePullSecret for tests.
+func mirrorMerge(ps []byte, host, pw string) ([]byte, error) {
+	return manifests.MergePullSecret(ps, host, MirrorUser, pw)
 }
