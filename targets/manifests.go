@@ -329,7 +329,7 @@ func manifestsTargets(c *Config) []*engine.Target {
 			}
 			return mfOne(manifests.Ingress(dom))
 		}),
-		mfCluster("proxy", "Proxy cluster (no proxy; trustedCA user-ca-bundle with the mirror)", nil, mirrorClusterReads(c), func(*engine.Step) ([]manifests.File, error) {
+		mfCluster("proxy", "Proxy cluster (no proxy)", nil, mirrorClusterReads(c), func(*engine.Step) ([]manifests.File, error) {
 			if c.MirrorOn() {
 				return mfOne(manifests.ProxyTrustedCA())
 			}
@@ -440,7 +440,7 @@ func manifestsTargets(c *Config) []*engine.Target {
 			}),
 		{
 			Name:    "manifests/cluster/pull-secret",
-			Doc:     "Secret openshift-config/pull-secret (0600; with the mirror's auth merged in when the lab has one)",
+			Doc:     "Secret openshift-config/pull-secret (0600)",
 			Deps:    mirrorClusterDeps(c, "mirror/credentials"),
 			Reads:   mirrorClusterReads(c),
 			Files:   []string{"access.pullSecretFile"},

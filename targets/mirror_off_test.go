@@ -21,8 +21,8 @@ func mirrorOffDefs(t *testing.T, c *Config) []string {
 			v, _ := c.Lookup(r)
 			reads = append(reads, r+"="+string(v))
 		}
-		out = append(out, fmt.Sprintf("%s v%d deps=%s reads=%s files=%s sticky=%v gate=%v external=%v", tg.Name, tg.Version,
-			strings.Join(tg.Deps, ","), strings.Join(reads, ","), strings.Join(tg.Files, ","), tg.Sticky, tg.Gate, tg.External))
+		out = append(out, fmt.Sprintf("%s v%d deps=%s reads=%s files=%s sticky=%v gate=%v external=%v doc=%q", tg.Name, tg.Version,
+			strings.Join(tg.Deps, ","), strings.Join(reads, ","), strings.Join(tg.Files, ","), tg.Sticky, tg.Gate, tg.External, tg.Doc))
 	}
 	slices.Sort(out)
 	return out
