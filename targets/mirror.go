@@ -582,15 +582,11 @@ func mirrorManifestTargets(c *Config) []*engine.Target {
 	}
 	return []*engine.Target{mfCluster("mirror", "the release mirror: ImageDigestMirrorSet image-digest-mirror (release and art-dev repositories) and ConfigMap openshift-config/user-ca-bundle (the mirror CA)",
 		mirrorSourceDeps, mirrorClusterReads(c), func(s *engine.Step) ([]manifests.File, error) {
-			srcs, err := mirrorSources(s)
+			srcs, ca, err := mirrorTrust(s)
 			if err != nil {
 				return nil, err
 			}
 			idms, err := manifests.ImageDigestMirrorSet(srcs)
-			if err != nil {
-				return nil, err
-			}
-			ca, err := s.DepFile("pki/ca/mirror-ca", "tls.crt")
 			if err != nil {
 				return nil, err
 			}
@@ -608,16 +604,26 @@ func mirrorInstallConfig(c *Config, s *engine.Step, ic *manifests.InstallConfig)
 	if !c.MirrorOn() {
 		return nil
 	}
-	srcs, err := mirrorSources(s)
-	if err != nil {
-		return err
-	}
-	ca, err := s.DepFile("pki/ca/mirror-ca", "tls.crt")
+	srcs, ca, err := mirrorTrust(s)
 	if err != nil {
 		return err
 	}
 	ic.ImageDigestSources, ic.AdditionalTrustBundle = srcs, string(ca)
 	return nil
+}
+
+// mirrorTrust reads the lab's imageDigestSources and the mirror CA (PEM), what every object
+// that points the cluster at the mirror is made of.
+func mirrorTrust(s *engine.Step) ([]manifests.MirrorSource, []byte, error) {
+	srcs, err := mirrorSources(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	ca, err := s.DepFile("pki/ca/mirror-ca", "tls.crt")
+	if err != nil {
+		return nil, nil, err
+	}
+	return srcs, ca, nil
 }
 
 // mirrorPullSecret returns the pull secret with the mirror's credentials merged in, for the
@@ -652,11 +658,7 @@ func mirrorBootstrapInput(c *Config, s *engine.Step, in *ignition.BootstrapInput
 	if !c.MirrorOn() {
 		return nil
 	}
-	srcs, err := mirrorSources(s)
-	if err != nil {
-		return err
-	}
-	ca, err := s.DepFile("pki/ca/mirror-ca", "tls.crt")
+	srcs, ca, err := mirrorTrust(s)
 	if err != nil {
 		return err
 	}
@@ -680,10 +682,7 @@ func mirrorMCOInputs(c *Config, s *engine.Step, in *mco.Inputs) error {
 	if in.PullSecret, err = mirrorPullSecret(c, s, bytes.TrimSpace(in.PullSecret)); err != nil {
 		return err
 	}
-	if in.ImageDigestSources, err = mirrorSources(s); err != nil {
-		return err
-	}
-	in.AdditionalTrustBundle, err = s.DepFile("pki/ca/mirror-ca", "tls.crt")
+	in.ImageDigestSources, in.AdditionalTrustBundle, err = mirrorTrust(s)
 	return err
 }
 
