@@ -1,11 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -32,6 +35,9 @@ func TestMirrorScripts(t *testing.T) {
 		UpdateScripts: *update,
 		Setup: func(e *testscript.Env) error {
 			e.Setenv("HOME", e.WorkDir)
+			// A script that fails before its destroy leaves the registry running: stop the
+			// processes its record names (only registries serving this script's storage).
+			e.Defer(func() { stopScriptRegistries(e.WorkDir) })
 			// Addresses in 198.18.0.0/24: nothing is sent to them (the bridge is not up, so
 			// the registry serves 127.0.0.1 only).
 			lab := fmt.Sprintf(`network:
@@ -55,6 +61,29 @@ mirror:
 			return os.WriteFile(filepath.Join(e.WorkDir, "lab.yaml"), []byte(lab), 0o644)
 		},
 	})
+}
+
+// stopScriptRegistries kills the registry processes of the record under workDir whose
+// command line names workDir.
+func stopScriptRegistries(workDir string) {
+	b, err := os.ReadFile(filepath.Join(workDir, "out", "mirror", "registry", "record.json"))
+	if err != nil {
+		return
+	}
+	var rec struct {
+		Serving map[string]struct {
+			PID int `json:"pid"`
+		} `json:"serving"`
+	}
+	if json.Unmarshal(b, &rec) != nil {
+		return
+	}
+	for _, d := range rec.Serving {
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", d.PID))
+		if err == nil && strings.Contains(string(cmd), workDir) {
+			syscall.Kill(d.PID, syscall.SIGTERM)
+		}
+	}
 }
 
 func lookRegistry() (string, error) {
