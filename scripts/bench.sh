@@ -14,6 +14,7 @@ LABBUILD=$root/labbuild bash scripts/bench-startup.sh
 LABBUILD=$root/labbuild-bench bash scripts/bench-ninja.sh
 LABBUILD=$root/labbuild bash scripts/bench-lab-ninja.sh
 LABBUILD=$root/labbuild bash scripts/bench-cold.sh | tee -a "$BENCH_OUT"
+bash scripts/bench-mirror.sh # appends its own line
 echo
 echo "## labbuild benchmarks, $(date -u +%Y-%m-%d), $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo

@@ -33,6 +33,9 @@ type Config struct {
 	RHCOS RHCOSConfig `json:"rhcos"`
 	// Wait bounds the cluster/* waits (labbuild cluster).
 	Wait WaitConfig `json:"wait"`
+	// Mirror is the local release mirror (targets/mirror.go); nil (absent) is off, and the
+	// config then reads exactly as before the field existed.
+	Mirror *MirrorConfig `json:"mirror,omitempty"`
 
 	lk   *lookupCache   // the config as generic JSON, for Lookup; built on first use
 	pos  map[string]int // field path → line in the file it was read from (messages)

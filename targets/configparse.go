@@ -108,6 +108,9 @@ func (w *yamlWalker) walk(n *yaml3.Node, t reflect.Type, path string, line int) 
 	if where == "" {
 		where = "the lab config"
 	}
+	for t.Kind() == reflect.Pointer { // an optional section (mirror:)
+		t = t.Elem()
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml3.MappingNode {

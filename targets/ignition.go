@@ -106,7 +106,7 @@ func ignWrite(s *engine.Step, node string, raw []byte, files, units int) error {
 }
 
 // ignNodeTarget declares ignition/<node> for a master or worker.
-func ignNodeTarget(n Node) *engine.Target {
+func ignNodeTarget(c *Config, n Node) *engine.Target {
 	name, role := n.Name, n.Role
 	base := "mco/base/" + role
 	deps := []string{base, "kubeconfig/kubelet-bootstrap", "pki/ca/kubernetes"}
@@ -116,8 +116,8 @@ func ignNodeTarget(n Node) *engine.Target {
 	return &engine.Target{
 		Name:    "ignition/" + name,
 		Doc:     "the " + role + " " + name + "'s Ignition: rendered " + role + " pool config + MCS files, network, hostname, SSH key" + map[bool]string{true: ", kube-proxy", false: ""}[role == RoleMaster],
-		Deps:    deps,
-		Reads:   ignNodeReads(name),
+		Deps:    append(deps, mirrorClusterDeps(c, "mirror/credentials")...),
+		Reads:   addReads(ignNodeReads(name), mirrorClusterReads(c)...),
 		Files:   []string{"access.pullSecretFile", "access.sshKeyFile"},
 		Version: 1,
 		OutDir:  ignOutDir,
@@ -129,6 +129,9 @@ func ignNodeTarget(n Node) *engine.Target {
 			}
 			if in.PullSecret, in.SSHKey, err = ignAccess(s); err != nil {
 				return err
+			}
+			if in.PullSecret, err = mirrorPullSecret(c, s, in.PullSecret); err != nil { // targets/mirror.go
+				return fmt.Errorf("%s: %w", s.Target().Name, err)
 			}
 			if in.RenderedMachineConfig, err = s.DepFile(base, "machineconfig.yaml"); err != nil {
 				return err
@@ -167,7 +170,8 @@ func ignNodeTarget(n Node) *engine.Target {
 // ignBootstrapTarget declares ignition/bootstrap for bootstrap node boot. In the in-cluster
 // mode it also places the localhost admin kubeconfig at /etc/kubernetes/kubeconfig, where the
 // MCO's on-prem pods read it (bootkube.sh: `cp auth/kubeconfig-loopback /etc/kubernetes/kubeconfig`).
-func ignBootstrapTarget(boot string, inCluster bool) *engine.Target {
+func ignBootstrapTarget(c *Config, boot string) *engine.Target {
+	inCluster := c.InCluster()
 	deps := []string{"manifests/bootstrap"}
 	seen := map[string]bool{"manifests/bootstrap": true}
 	for _, f := range append(append([]manifests.NodeFile{}, manifests.BootstrapTLSPaths...), manifests.BootstrapKubeconfigPaths...) {
@@ -183,8 +187,8 @@ func ignBootstrapTarget(boot string, inCluster bool) *engine.Target {
 		Name: "ignition/bootstrap",
 		Doc: "the bootstrap node's Ignition: standalone kubelet, static pods, TLS files, kubeconfigs, CRDs and cluster manifests, " +
 			"CRI-O pause drop-in, pull secret, SSH key, hostname, network",
-		Deps:    deps,
-		Reads:   ignNodeReads(boot),
+		Deps:    append(deps, mirrorClusterDeps(c, append(mirrorSourceDeps, "mirror/credentials")...)...),
+		Reads:   addReads(ignNodeReads(boot), mirrorClusterReads(c)...),
 		Files:   []string{"access.pullSecretFile", "access.sshKeyFile"},
 		Version: 1,
 		OutDir:  ignOutDir,
@@ -235,6 +239,9 @@ func ignBootstrapTarget(boot string, inCluster bool) *engine.Target {
 					in.Files = append(in.Files, ignition.File{Path: vipBootstrapKubeconfig, Mode: ignition.ModeSecret, Contents: b})
 				}
 			}
+			if err := mirrorBootstrapInput(c, s, &in); err != nil { // targets/mirror.go
+				return fmt.Errorf("%s: %w", s.Target().Name, err)
+			}
 			res, err := ignition.Bootstrap(in)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.Target().Name, err)
@@ -266,9 +273,9 @@ func ignitionTargets(c *Config) []*engine.Target {
 	for _, n := range c.Nodes {
 		switch n.Role {
 		case RoleBootstrap:
-			ts = append(ts, ignBootstrapTarget(n.Name, c.InCluster()))
+			ts = append(ts, ignBootstrapTarget(c, n.Name))
 		case RoleMaster, RoleWorker:
-			ts = append(ts, ignNodeTarget(n))
+			ts = append(ts, ignNodeTarget(c, n))
 		}
 	}
 	return ts

@@ -337,7 +337,12 @@ func manifestsTargets(c *Config) []*engine.Target {
 			}
 			return mfOne(manifests.Ingress(dom))
 		}),
-		mfCluster("proxy", "Proxy cluster (no proxy)", nil, nil, func(*engine.Step) ([]manifests.File, error) { return mfOne(manifests.Proxy()) }),
+		mfCluster("proxy", "Proxy cluster (no proxy)", nil, mirrorClusterReads(c), func(*engine.Step) ([]manifests.File, error) {
+			if c.MirrorOn() {
+				return mfOne(manifests.ProxyTrustedCA())
+			}
+			return mfOne(manifests.Proxy())
+		}),
 		mfCluster("scheduler", "Scheduler cluster (masters schedulable without workers)", nil, roleReads, func(s *engine.Step) ([]manifests.File, error) {
 			_, w, err := mfCounts(s, nodeNames)
 			if err != nil {
@@ -373,9 +378,12 @@ func manifestsTargets(c *Config) []*engine.Target {
 				}
 				return mfOne(manifests.ClusterVersion(v, strings.TrimSpace(string(id))))
 			}),
-		mfCluster("cluster-config-v1", "ConfigMap kube-system/cluster-config-v1 (the install-config, no pull secret)", nil,
-			addReads(append(append(append(domainReads[:2:2], netReads...), "network.machineNetwork"), roleReads...), vipPlatformReads(c)...), func(s *engine.Step) ([]manifests.File, error) {
+		mfCluster("cluster-config-v1", "ConfigMap kube-system/cluster-config-v1 (the install-config, no pull secret)", mirrorClusterDeps(c, mirrorSourceDeps...),
+			addReads(append(append(append(append(domainReads[:2:2], netReads...), "network.machineNetwork"), roleReads...), vipPlatformReads(c)...), mirrorClusterReads(c)...), func(s *engine.Step) ([]manifests.File, error) {
 				ic := manifests.InstallConfig{}
+				if err := mirrorInstallConfig(c, s, &ic); err != nil {
+					return nil, err
+				}
 				var err error
 				if ic.Name, err = s.String("cluster.name"); err != nil {
 					return nil, err
@@ -441,6 +449,8 @@ func manifestsTargets(c *Config) []*engine.Target {
 		{
 			Name:    "manifests/cluster/pull-secret",
 			Doc:     "Secret openshift-config/pull-secret (0600)",
+			Deps:    mirrorClusterDeps(c, "mirror/credentials"),
+			Reads:   mirrorClusterReads(c),
 			Files:   []string{"access.pullSecretFile"},
 			Version: 1,
 			Run: func(ctx context.Context, s *engine.Step) error {
@@ -450,6 +460,9 @@ func manifestsTargets(c *Config) []*engine.Target {
 				}
 				if err := CheckPullSecret(b, "access.pullSecretFile"); err != nil {
 					return err
+				}
+				if b, err = mirrorPullSecret(c, s, bytes.TrimSpace(b)); err != nil {
+					return fmt.Errorf("%s: %w", s.Target().Name, err)
 				}
 				f, err := manifests.PullSecret(bytes.TrimSpace(b))
 				if err != nil {
@@ -477,6 +490,10 @@ func manifestsTargets(c *Config) []*engine.Target {
 		ts = append(ts, mfCluster("baremetal-provisioning", "Provisioning provisioning-configuration (metal3.io): provisioning network Disabled, virtual media (in-cluster VIPs, platform BareMetal)", nil, nil,
 			func(*engine.Step) ([]manifests.File, error) { return mfOne(manifests.BaremetalProvisioning()) }))
 		collectorDeps = append(collectorDeps, "mco/operator-bootstrap", "manifests/cluster/baremetal-provisioning")
+	}
+	if c.MirrorOn() { // targets/mirror.go
+		ts = append(ts, mirrorManifestTargets(c)...)
+		collectorDeps = append(collectorDeps, "manifests/cluster/mirror")
 	}
 	ts = append(ts, &engine.Target{
 		Name:    "manifests/bootstrap",

@@ -127,8 +127,8 @@ func mcoTargets(c *Config) []*engine.Target {
 		{
 			Name:    "mco/inputs",
 			Doc:     "the MCO bootstrap work dir: root and kube-apiserver CAs, cluster-config-v1, pull-secret Secret, Infrastructure, Network, DNS, Proxy, FeatureGate, image-references",
-			Deps:    []string{"pki/ca/root", "pki/ca/kubernetes", "manifests/ids", "release/image-references"},
-			Reads:   reads,
+			Deps:    append([]string{"pki/ca/root", "pki/ca/kubernetes", "manifests/ids", "release/image-references"}, mirrorClusterDeps(c, append(mirrorSourceDeps, "mirror/credentials")...)...),
+			Reads:   addReads(reads, mirrorClusterReads(c)...),
 			Files:   []string{"access.pullSecretFile"},
 			Version: 1,
 			Run: func(ctx context.Context, s *engine.Step) error {
@@ -161,6 +161,9 @@ func mcoTargets(c *Config) []*engine.Target {
 				}
 				if err := CheckPullSecret(in.PullSecret, "access.pullSecretFile"); err != nil {
 					return err
+				}
+				if err := mirrorMCOInputs(c, s, &in); err != nil { // targets/mirror.go
+					return fmt.Errorf("%s: %w", s.Target().Name, err)
 				}
 				id, err := s.DepFile("manifests/ids", "infrastructure-name")
 				if err != nil {
@@ -234,7 +237,7 @@ func mcoTargets(c *Config) []*engine.Target {
 		{
 			Name:    "mco/controller-bootstrap",
 			Doc:     "runs the release's `machine-config-controller bootstrap` over the templates: rendered-<pool>-<hash> MachineConfigs, pools, ControllerConfig",
-			Deps:    []string{"mco/operator-bootstrap", "mco/inputs", "release/mco", "manifests/cluster/ssh"},
+			Deps:    append([]string{"mco/operator-bootstrap", "mco/inputs", "release/mco", "manifests/cluster/ssh"}, mirrorClusterDeps(c, "manifests/cluster/mirror")...),
 			Reads:   []string{"release.version"},
 			Version: 1,
 			Run: func(ctx context.Context, s *engine.Step) error {
@@ -290,6 +293,14 @@ func mcoTargets(c *Config) []*engine.Target {
 				}
 				for _, rel := range ssh {
 					if err := copyIn("manifests/cluster/ssh", rel); err != nil {
+						return err
+					}
+				}
+				// The mirror's ImageDigestMirrorSet, as bootkube.sh's `cp manifests/*
+				// /etc/mcc/bootstrap/`: the controller renders 99-<pool>-generated-registries
+				// (registries.conf) from it.
+				if c.MirrorOn() {
+					if err := copyIn("manifests/cluster/mirror", mirrorIDMSFile); err != nil {
 						return err
 					}
 				}

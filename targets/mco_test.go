@@ -215,6 +215,7 @@ func (l *mcoLab) tryBuildForce(force bool, goals ...string) (*engine.Result, err
 	}
 	ts := append(append(append(append(append(pkiTargets(cfg), kubeconfigTargets(cfg)...), manifestsTargets(cfg)...),
 		mcoTargets(cfg)...), ignitionTargets(cfg)...), l.standinRelease()...)
+	ts = append(ts, mirrorCredentialsOnly(cfg)...) // with mirror.enabled (mirror_ignition_test.go)
 	l.log.Reset()
 	return engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts, Force: force,
 		Now: func() time.Time { return pkiT0 }, Stdout: &l.log, Stderr: &l.log})

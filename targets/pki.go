@@ -86,6 +86,14 @@ var pkiBundles = []pkiBundle{
 	{"kube-apiserver-client-ca", "bootstrap kube-apiserver --client-ca-file: kubernetes CA + kubelet signer", []string{"kubernetes", "kubelet-signer"}},
 }
 
+// pkiCAsOf returns the lab's signers: pkiCAs, and the mirror CA when the lab has a mirror.
+func pkiCAsOf(c *Config) []pkiCA {
+	if c == nil || !c.MirrorOn() {
+		return pkiCAs
+	}
+	return append(pkiCAs[:len(pkiCAs):len(pkiCAs)], pkiCA{"mirror-ca", "labbuild-mirror-ca", "the release mirror's CA (sticky key): the cluster trusts it through additionalTrustBundle"})
+}
+
 // pkiServingSigners are the CAs whose serving certificates a client meets on the API after
 // the pivot, besides the bootstrap's kubernetes CA: every kubeconfig's bundle holds all four
 // (the installer's kube-apiserver-complete-server-ca-bundle plus the bootstrap CA).
@@ -122,7 +130,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 		}
 	}
 	none := func(*Config) []string { return nil }
-	return []pkiLeaf{
+	return append([]pkiLeaf{
 		{
 			id: "etcd-server", issuer: "etcd-signer",
 			doc: "bootstrap etcd serving cert (server+client: etcd and its probes present it as a client)",
@@ -237,7 +245,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 		// authenticating after the bootstrap is gone (docs/past-the-pivot.md).
 		{id: "kube-proxy", issuer: "kubernetes", doc: "masters' kube-proxy client cert (system:kube-proxy, long-lived)", reads: none, spec: client("system:kube-proxy")},
 		{id: "kubelet-bootstrap", issuer: "kubernetes", short: true, doc: "kubelet bootstrap client cert (short-lived; renewed while a boot is ahead)", reads: none, spec: client("system:bootstrapper", "system:bootstrappers")},
-	}
+	}, mirrorLeaves(c)...)
 }
 
 func pkiNodeIPs(s *engine.Step, names []string) ([]string, error) {
@@ -269,7 +277,7 @@ func pkiServiceIP(s *engine.Step) (string, error) {
 // pkiKeyIDs lists every key: one per CA and leaf, plus the service-account signing key.
 func pkiKeyIDs(c *Config) []string {
 	var ids []string
-	for _, ca := range pkiCAs {
+	for _, ca := range pkiCAsOf(c) {
 		ids = append(ids, ca.id)
 	}
 	for _, l := range pkiLeaves(c) {
@@ -339,7 +347,7 @@ func pkiTargets(c *Config) []*engine.Target {
 			},
 		})
 	}
-	for _, ca := range pkiCAs {
+	for _, ca := range pkiCAsOf(c) {
 		ca := ca
 		ts = append(ts, &engine.Target{
 			Name:    "pki/ca/" + ca.id,

@@ -318,6 +318,7 @@ func (c *Config) Validate(file string) error {
 		// (22623) frontends bind; 80 and 443 are the ingress frontends' ports.
 		bad("haproxy.statsPort", fmt.Sprintf("%d is a port a load-balancer frontend binds (api 6443, machine-config 22623, ingress 80/443)", sp), "use another port, e.g. 9000")
 	}
+	c.validateMirror(bad)
 	for _, w := range []struct {
 		field string
 		v     int

@@ -56,6 +56,7 @@ type cli struct {
 	output      string
 	all         bool
 	cacheToo    bool
+	mirror      bool // destroy --mirror: delete the release mirror's storage too
 	trim        bool
 	regenerate  []string
 	now         string
@@ -133,6 +134,7 @@ func newFlags(c *cli) *pflag.FlagSet {
 	fs.StringVar(&c.by, "by", "target", "graph view: `view` target (a node per target) or family (a node per family)")
 	fs.BoolVar(&c.all, "all", false, "graph/list: include every target, not only the default goal")
 	fs.BoolVar(&c.cacheToo, "cache", false, "clean: also remove the content store (sticky keys are lost)")
+	fs.BoolVar(&c.mirror, "mirror", false, "destroy: also delete the release mirror's storage (mirror.storage, shared by every lab of the host)")
 	fs.BoolVar(&c.trim, "trim", false, "clean: only trim the content store (old entries; keys are kept)")
 	fs.BoolVar(&c.restart, "restart", false, "power-cycle running VMs whose size changed, draining each node through the Kubernetes API first when the cluster answers")
 	fs.StringSliceVar(&c.regenerate, "regenerate", nil, "make sticky `target`s anew (a new CA key, a new password)")
@@ -292,6 +294,7 @@ func (c *cli) options(goals []string) (engine.Options, error) {
 		Stdout: c.stdout, Stderr: c.stderr, Stats: c.stats,
 	}
 	targets.RestartResized = c.restart
+	targets.DestroyMirror = c.mirror
 	if c.quiet {
 		o.Stdout = io.Discard
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -93,10 +94,10 @@ does once a day. libvirt objects are left alone: use labbuild destroy.`,
 			run:      runClean,
 		},
 		"destroy": {
-			usage:    "labbuild destroy [-n] [--json] [target|family ...]",
+			usage:    "labbuild destroy [-n] [--json] [--mirror] [target|family ...]",
 			short:    "remove what labbuild created in libvirt and on the host, from its records",
-			long:     "Removes exactly what labbuild's records name (VMs, volumes, pool, network, haproxy) in reverse dependency order. Each line says what happened: destroyed (it existed and is gone), already absent (removed outside labbuild; the record goes), forgot (nothing of its own outside the output directory), NOT destroyed (unreachable or refused: it stays recorded, exit 1), kept (what a NOT destroyed target sits on stays recorded too). Safe to rerun. --json prints the same lists.",
-			examples: []string{"labbuild destroy", "labbuild destroy -n", "labbuild destroy libvirt/vm/worker-1"},
+			long:     "Removes exactly what labbuild's records name (VMs, volumes, pool, network, haproxy) in reverse dependency order. Each line says what happened: destroyed (it existed and is gone), already absent (removed outside labbuild; the record goes), forgot (nothing of its own outside the output directory), NOT destroyed (unreachable or refused: it stays recorded, exit 1), kept (what a NOT destroyed target sits on stays recorded too). Safe to rerun. --json prints the same lists. The release mirror's storage (mirror.storage, shared by every lab of the host) is kept unless --mirror is given; the plan says which.",
+			examples: []string{"labbuild destroy", "labbuild destroy -n", "labbuild destroy libvirt/vm/worker-1", "labbuild destroy --mirror"},
 			run:      runDestroy,
 		},
 		"init": {
@@ -455,6 +456,11 @@ func runDestroy(ctx context.Context, c *cli, args []string) error {
 	}
 	for _, n := range rep.Kept {
 		fmt.Fprintf(c.stdout, "kept %s (still recorded: %s uses it)\n", n, rep.KeptFor[n])
+	}
+	if slices.Contains(rep.Planned, "mirror/registry") || slices.Contains(rep.Destroyed, "mirror/registry") || slices.Contains(rep.Absent, "mirror/registry") {
+		if note := targets.MirrorDestroyNote(c.cfg, c.dryRun); note != "" {
+			fmt.Fprintln(c.stdout, note)
+		}
 	}
 	if len(rep.Planned)+len(rep.Destroyed)+len(rep.Absent)+len(rep.Forgotten)+len(rep.Failed)+len(rep.Kept) == 0 {
 		if err == nil {

@@ -11,11 +11,13 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,9 +40,47 @@ type Registry struct {
 	// User and Password are the only credentials it accepts (test values, not secrets).
 	User, Password string
 
-	requests atomic.Int64
-	mu       sync.Mutex
-	faults   []*fault
+	requests  atomic.Int64
+	blobBytes atomic.Int64 // bytes of blob bodies sent (GET /v2/<repo>/blobs/<digest>)
+	mu        sync.Mutex
+	faults    []*fault
+	// blobGets counts, per blob digest, the GETs begun and the GETs whose body was sent in full.
+	begun, whole map[string]int
+	// Delay, when set, sleeps before each chunk of a blob body (a slow upstream, for a copy
+	// that is killed while blobs are in flight).
+	Delay atomic.Int64 // nanoseconds per 32 KiB
+}
+
+// countingWriter counts the bytes of a blob body and paces them (Registry.Delay).
+type countingWriter struct {
+	http.ResponseWriter
+	r *Registry
+	n int64
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	total := 0
+	for len(p) > 0 {
+		chunk := p
+		if len(chunk) > 32<<10 {
+			chunk = chunk[:32<<10]
+		}
+		if d := w.r.Delay.Load(); d > 0 {
+			time.Sleep(time.Duration(d))
+		}
+		n, err := w.ResponseWriter.Write(chunk)
+		total += n
+		w.n += int64(n)
+		w.r.blobBytes.Add(int64(n))
+		if f, ok := w.ResponseWriter.(http.Flusher); ok {
+			f.Flush()
+		}
+		if err != nil {
+			return total, err
+		}
+		p = p[n:]
+	}
+	return total, nil
 }
 
 type fault struct {
@@ -53,7 +93,7 @@ type fault struct {
 // StartRegistry starts a registry for the test; it stops when the test ends.
 func StartRegistry(t testing.TB) *Registry {
 	t.Helper()
-	r := &Registry{User: "labbuild-test", Password: "test-password-not-a-secret"}
+	r := &Registry{User: "labbuild-test", Password: "test-password-not-a-secret", begun: map[string]int{}, whole: map[string]int{}}
 	inner := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.requests.Add(1)
@@ -81,6 +121,20 @@ func StartRegistry(t testing.TB) *Registry {
 			w.Write(body)
 			return
 		}
+		if i := strings.Index(req.URL.Path, "/blobs/sha256:"); i >= 0 && req.Method == http.MethodGet {
+			dg := req.URL.Path[i+len("/blobs/"):]
+			r.mu.Lock()
+			r.begun[dg]++
+			r.mu.Unlock()
+			cw := &countingWriter{ResponseWriter: w, r: r}
+			inner.ServeHTTP(cw, req)
+			if cl := cw.Header().Get("Content-Length"); cl == strconv.FormatInt(cw.n, 10) {
+				r.mu.Lock()
+				r.whole[dg]++
+				r.mu.Unlock()
+			}
+			return
+		}
 		inner.ServeHTTP(w, req)
 	}))
 	t.Cleanup(srv.Close)
@@ -105,6 +159,17 @@ func (r *Registry) take(p string) *fault {
 // Requests returns how many HTTP requests the registry has served (all of them, refused ones
 // included).
 func (r *Registry) Requests() int64 { return r.requests.Load() }
+
+// BlobBytes returns the bytes of blob bodies the registry has sent: what a client pulled.
+func (r *Registry) BlobBytes() int64 { return r.blobBytes.Load() }
+
+// BlobGets returns, per blob digest ("sha256:..."), how many GETs began and how many sent the
+// whole body.
+func (r *Registry) BlobGets() (begun, whole map[string]int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.begun), maps.Clone(r.whole)
+}
 
 // FailNext answers the next n requests whose path contains match with status (500, 502, ...).
 func (r *Registry) FailNext(match string, n, status int) {

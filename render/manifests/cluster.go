@@ -359,6 +359,11 @@ type InstallConfig struct {
 	Masters int
 	// BareMetal, when set, makes the platform baremetal (see BareMetal); nil is platform none.
 	BareMetal *BareMetal
+	// ImageDigestSources and AdditionalTrustBundle (PEM) are the release mirror's
+	// (targets/mirror.go): with them additionalTrustBundlePolicy is Always, so the Proxy
+	// names the bundle (installer proxy.go). Empty: the fields are absent, as before.
+	ImageDigestSources    []MirrorSource
+	AdditionalTrustBundle string
 }
 
 // installConfig mirrors the YAML shape of openshift-install's install-config after defaulting
@@ -366,10 +371,12 @@ type InstallConfig struct {
 // the output, as sigs.k8s.io/yaml writes it.
 type installConfig struct {
 	APIVersion                  string            `json:"apiVersion"`
+	AdditionalTrustBundle       string            `json:"additionalTrustBundle,omitempty"`
 	AdditionalTrustBundlePolicy string            `json:"additionalTrustBundlePolicy"`
 	BaseDomain                  string            `json:"baseDomain"`
 	Compute                     []machinePool     `json:"compute"`
 	ControlPlane                machinePool       `json:"controlPlane"`
+	ImageDigestSources          []MirrorSource    `json:"imageDigestSources,omitempty"`
 	Metadata                    map[string]string `json:"metadata"`
 	Networking                  icNetworking      `json:"networking"`
 	Platform                    map[string]any    `json:"platform"`
@@ -428,6 +435,11 @@ func ClusterConfigV1(ic InstallConfig) (File, error) {
 		},
 		Platform: map[string]any{"none": map[string]any{}},
 		Publish:  "External",
+	}
+	if len(ic.ImageDigestSources) > 0 {
+		cfg.ImageDigestSources = ic.ImageDigestSources
+		cfg.AdditionalTrustBundle = ic.AdditionalTrustBundle
+		cfg.AdditionalTrustBundlePolicy = "Always"
 	}
 	if bm := ic.BareMetal; bm != nil {
 		if err := bm.check("cluster-config-v1"); err != nil {

@@ -85,7 +85,16 @@ type Inputs struct {
 	// BareMetal, when set, makes Infrastructure and cluster-config-v1 platform BareMetal with
 	// the lab's VIPs (in-cluster VIP mode), so the MCO renders its on-prem templates.
 	BareMetal *manifests.BareMetal
+	// ImageDigestSources and AdditionalTrustBundle (PEM) are the release mirror's, when the lab
+	// has one: cluster-config-v1 carries them, the Proxy names user-ca-bundle, and the
+	// user-ca-bundle ConfigMap is the operator's --additional-trust-bundle-config-file.
+	ImageDigestSources    []manifests.MirrorSource
+	AdditionalTrustBundle []byte
 }
+
+// UserCABundleFile is the work-dir path of the user-ca-bundle ConfigMap, the operator's
+// --additional-trust-bundle-config-file (present only with a mirror).
+const UserCABundleFile = "manifests/user-ca-bundle-config.yaml"
 
 // File is one work-dir file; Secret marks files holding the pull secret (mode 0600).
 type File struct {
@@ -118,7 +127,8 @@ func WorkDir(in Inputs) ([]File, error) {
 	}
 	cc, err := manifests.ClusterConfigV1(manifests.InstallConfig{Name: in.ClusterName, BaseDomain: in.BaseDomain,
 		ClusterNetwork: in.ClusterNetwork, HostPrefix: in.HostPrefix, ServiceNetwork: in.ServiceNetwork,
-		MachineNetwork: in.MachineNetwork, Masters: in.Masters, BareMetal: in.BareMetal})
+		MachineNetwork: in.MachineNetwork, Masters: in.Masters, BareMetal: in.BareMetal,
+		ImageDigestSources: in.ImageDigestSources, AdditionalTrustBundle: string(in.AdditionalTrustBundle)})
 	if err := add(ClusterConfigFile, cc, err); err != nil {
 		return nil, err
 	}
@@ -139,6 +149,13 @@ func WorkDir(in Inputs) ([]File, error) {
 		return nil, err
 	}
 	px, err := manifests.Proxy()
+	if len(in.AdditionalTrustBundle) > 0 {
+		px, err = manifests.ProxyTrustedCA()
+		ub, uerr := manifests.UserCABundle(in.AdditionalTrustBundle)
+		if err := add(UserCABundleFile, ub, uerr); err != nil {
+			return nil, err
+		}
+	}
 	if err := add(ProxyFile, px, err); err != nil {
 		return nil, err
 	}
@@ -195,9 +212,10 @@ func OperatorArgs(workDir, destDir, releaseImage, payloadVersion string) []strin
 		"--network-config-file=" + p(NetworkFile),
 		"--proxy-config-file=" + p(ProxyFile),
 		"--dns-config-file=" + p(DNSFile),
-		// No user-ca-bundle: point the optional flag at a file that does not exist in workDir
-		// rather than at the /assets default, which might exist on the host.
-		"--additional-trust-bundle-config-file=" + p("manifests/user-ca-bundle-config.yaml"),
+		// Without a mirror there is no user-ca-bundle: the optional flag names a file that
+		// does not exist in workDir rather than the /assets default, which might exist on
+		// the host.
+		"--additional-trust-bundle-config-file=" + p(UserCABundleFile),
 		"--release-image=" + releaseImage,
 		"--image-references=" + p(ImageReferencesFile),
 	}

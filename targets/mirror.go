@@ -1,0 +1,690 @@
+package targets
+
+// The mirror family is the lab's local release mirror (docs/mirror.md): a real CNCF
+// distribution registry run by labbuild, holding every image of the release payload by digest,
+// so that a reinstall downloads nothing and a lab can run disconnected.
+//
+//	mirror/credentials  the registry's user and generated password (password, htpasswd; 0600,
+//	                    sticky, never printed)
+//	mirror/registry     the registry processes on 127.0.0.1 and the lab bridge address
+//	                    (network.gateway), TLS from pki/cert/mirror, htpasswd auth; its
+//	                    storage (mirror.storage) is shared by every lab of the host and outlives
+//	                    `labbuild destroy` (External)
+//	mirror/release      every image of release/image-references, and the release image, copied
+//	                    into the mirror by digest (External: its Probe tells the bytes left)
+//
+// The family exists only with mirror.enabled: a lab without `mirror:` has none of its targets,
+// and every other target keeps its key.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/render/ignition"
+	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/render/mco"
+	"github.com/labbuild/labbuild/render/pki"
+)
+
+// MirrorConfig is lab.yaml's `mirror:` section: the local release mirror. Absent or
+// enabled: false, labbuild pulls from the release's own registries as before.
+type MirrorConfig struct {
+	// Enabled turns the mirror on: the mirror/* targets exist and the cluster pulls through it.
+	Enabled bool `json:"enabled"`
+	// Storage is the registry's storage directory (the distribution filesystem driver's
+	// rootdirectory), "~/..." or absolute; DefaultMirrorStorage when unset. Every lab of the
+	// host that names the same directory shares its blobs.
+	Storage string `json:"storage"`
+	// Port is the TCP port the registry listens on, on 127.0.0.1 and on network.gateway (the
+	// host's address on the lab bridge); DefaultMirrorPort when unset. Labs that run at once
+	// need distinct ports.
+	Port int `json:"port"`
+}
+
+// Defaults of the mirror section.
+const (
+	DefaultMirrorStorage = "~/.cache/labbuild/mirror"
+	DefaultMirrorPort    = 5000
+	// MirrorUser is the registry's only user (htpasswd); its password is generated.
+	MirrorUser = "labbuild"
+)
+
+// UnmarshalJSON decodes the section over its defaults, rejecting unknown fields.
+func (m *MirrorConfig) UnmarshalJSON(b []byte) error {
+	type plain MirrorConfig
+	p := plain{Storage: DefaultMirrorStorage, Port: DefaultMirrorPort}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&p); err != nil {
+		return fmt.Errorf("mirror: %w", err)
+	}
+	*m = MirrorConfig(p)
+	return nil
+}
+
+// MirrorOn reports whether the lab runs the local release mirror (mirror.enabled).
+func (c *Config) MirrorOn() bool { return c.Mirror != nil && c.Mirror.Enabled }
+
+// validateMirror checks the mirror section when it is enabled.
+func (c *Config) validateMirror(bad func(field, msg, fix string)) {
+	if !c.MirrorOn() {
+		return
+	}
+	m := c.Mirror
+	switch {
+	case m.Storage == "":
+		bad("mirror.storage", "is empty", "an absolute directory or ~/..., e.g. "+DefaultMirrorStorage)
+	case !filepath.IsAbs(m.Storage) && !strings.HasPrefix(m.Storage, "~/"):
+		bad("mirror.storage", fmt.Sprintf("%q is a relative path", m.Storage), "an absolute directory or ~/... (it is shared by every lab of the host), e.g. "+DefaultMirrorStorage)
+	}
+	switch p := m.Port; {
+	case p < 1 || p > 65535:
+		bad("mirror.port", fmt.Sprintf("%d is not a port", p), "1-65535 (default 5000)")
+	case p == 6443 || p == 22623 || p == 80 || p == 443 || p == c.HAProxy.StatsPort:
+		bad("mirror.port", fmt.Sprintf("%d is a port the load balancer binds (api 6443, machine-config 22623, ingress 80/443, haproxy.statsPort)", p), "use another port, e.g. 5000")
+	}
+	if net.ParseIP(c.Network.Gateway).To4() == nil {
+		bad("network.gateway", fmt.Sprintf("%q is not an IPv4 address; the mirror listens on it for the nodes", c.Network.Gateway), "the host's address on the lab bridge, e.g. the first address of network.machineNetwork")
+	}
+}
+
+// mirrorReads are the config fields that say where the mirror is: the nodes reach it at
+// network.gateway:mirror.port, labbuild at 127.0.0.1:mirror.port.
+var mirrorReads = []string{"mirror.storage", "mirror.port", "network.gateway"}
+
+// mirrorPKIDeps are the mirror's CA and serving certificate (pki/ca/mirror, pki/cert/mirror).
+var mirrorPKIDeps = []string{"pki/ca/mirror-ca", "pki/cert/mirror", "pki/key/mirror"}
+
+func mirrorTargets(c *Config) []*engine.Target {
+	if !c.MirrorOn() {
+		return nil
+	}
+	withMirrors := func(reads ...string) []string {
+		if len(c.Release.Mirrors) > 0 {
+			return append(reads, "release.mirrors")
+		}
+		return reads
+	}
+	return []*engine.Target{
+		{
+			Name:    "mirror/credentials",
+			Doc:     "the mirror registry's password (password, 0600) and its bcrypt htpasswd (sticky, never printed)",
+			Version: 1, Sticky: true,
+			Run: mirrorCredentialsRun,
+		},
+		{
+			Name: "mirror/registry",
+			Doc:  "the CNCF distribution registry on 127.0.0.1 and network.gateway at mirror.port: TLS (mirror CA), htpasswd; storage outlives destroy (--mirror deletes it)",
+			Deps: append([]string{"mirror/credentials"}, mirrorPKIDeps...),
+			// Reads "release.image" nowhere: the registry does not depend on the release.
+			Reads:   mirrorReads,
+			Version: 1, External: true,
+			Run: mirrorRegistryRun, Probe: mirrorRegistryProbe, Destroy: mirrorRegistryDestroy,
+		},
+		{
+			Name: "mirror/release",
+			Doc:  "every image of the payload's image-references and the release image, by digest, copied into the mirror (existing blobs skipped, verified); -n tells the bytes left",
+			Deps: append([]string{"release/resolve", "release/image-references", "mirror/registry", "mirror/credentials"}, mirrorPKIDeps...),
+			// The key is the release digest (release/resolve, image-references) plus the
+			// mirror's identity (its storage and port): a second lab with the same release
+			// and storage finds every image there and copies 0 bytes.
+			Reads:   withMirrors(mirrorReads...),
+			Files:   []string{"access.pullSecretFile"},
+			Version: 1, External: true,
+			Run: mirrorReleaseRun, Probe: mirrorReleaseProbe,
+		},
+	}
+}
+
+func init() {
+	Register(Family{Name: "mirror", Doc: "the local release mirror: a distribution registry holding the payload by digest (mirror.enabled)", Targets: mirrorTargets})
+}
+
+// mirrorPasswordBytes is the entropy of the generated password: 24 random bytes, 32 base64url
+// characters.
+const mirrorPasswordBytes = 24
+
+func mirrorCredentialsRun(ctx context.Context, s *engine.Step) error {
+	raw := make([]byte, mirrorPasswordBytes)
+	if _, err := rand.Read(raw); err != nil {
+		return err
+	}
+	pw := base64.RawURLEncoding.EncodeToString(raw)
+	// distribution's htpasswd access controller runs bcrypt on every request, and a copy
+	// makes thousands: at the default cost (10, ~70 ms here) that serializes a copy on the
+	// CPU. The password is 192 random bits, which no cost factor protects further, so the
+	// hash uses bcrypt's minimum cost (4, ~1 ms).
+	hash, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+	if err != nil {
+		return fmt.Errorf("%s: bcrypt: %w", s.Target().Name, err)
+	}
+	if err := s.WriteFile("password", []byte(pw), 0o600); err != nil {
+		return err
+	}
+	// The htpasswd format distribution's auth/htpasswd reads: user:bcrypt-hash per line.
+	return s.WriteFile("htpasswd", []byte(MirrorUser+":"+string(hash)+"\n"), 0o600)
+}
+
+// mirrorRecord is what mirror/registry made: one registry process per address, all on the
+// same storage.
+type mirrorRecord struct {
+	Storage string `json:"storage"`
+	Port    int    `json:"port"`
+	// Serving maps each listen address ("127.0.0.1", the bridge address) to its process.
+	Serving map[string]daemonRecord `json:"serving"`
+	// Bridge is the bridge address the registry should also listen on; when it was not on
+	// the host at start, Serving lacks it and the Probe starts it once it appears.
+	Bridge string `json:"bridge"`
+}
+
+// mirrorSpec is the registry as the config and its upstream targets declare it.
+type mirrorSpec struct {
+	storage, bridge string
+	port            int
+	cert, key, ca   string // paths
+	htpasswd        string // path
+	password        []byte
+}
+
+func mirrorSpecOf(s *engine.Step) (mirrorSpec, error) {
+	var sp mirrorSpec
+	st, err := s.String("mirror.storage")
+	if err != nil {
+		return sp, err
+	}
+	sp.storage = ExpandPath(st, "/")
+	if err := s.Value("mirror.port", &sp.port); err != nil {
+		return sp, err
+	}
+	if sp.bridge, err = s.String("network.gateway"); err != nil {
+		return sp, err
+	}
+	for _, x := range []struct {
+		dst       *string
+		dep, file string
+	}{{&sp.cert, "pki/cert/mirror", "tls.crt"}, {&sp.key, "pki/key/mirror", "tls.key"}, {&sp.ca, "pki/ca/mirror-ca", "tls.crt"},
+		{&sp.htpasswd, "mirror/credentials", "htpasswd"}} {
+		if *x.dst, err = s.DepPath(x.dep, x.file); err != nil {
+			return sp, err
+		}
+	}
+	if sp.password, err = s.DepFile("mirror/credentials", "password"); err != nil {
+		return sp, err
+	}
+	return sp, nil
+}
+
+// MirrorRegistryEnv names the registry program explicitly (a path). Otherwise Debian's
+// docker-registry (distribution v2.8, .ci/install-mirror.sh) is used, or a `registry` (a
+// distribution v3 build) found in PATH. docs/mirror.md says why Debian's by default.
+const MirrorRegistryEnv = "LABBUILD_REGISTRY"
+
+// mirrorProgram finds the distribution registry binary.
+func mirrorProgram() (string, error) {
+	if p := os.Getenv(MirrorRegistryEnv); p != "" {
+		if !isExecutable(p) {
+			return "", fmt.Errorf("$%s=%s is not an executable file", MirrorRegistryEnv, p)
+		}
+		return p, nil
+	}
+	for _, n := range []string{"docker-registry", "registry"} {
+		if p, err := exec.LookPath(n); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("no distribution registry program: install Debian's docker-registry (bash .ci/install-mirror.sh), or set $" + MirrorRegistryEnv + " to a distribution v3 `registry`")
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+// mirrorRegistryConfig renders the registry's config.yml (distribution's configuration
+// reference, version 0.1) for one listen address. Only the fields labbuild sets: filesystem
+// storage, TLS, htpasswd, no delete.
+func mirrorRegistryConfig(sp mirrorSpec, addr string) []byte {
+	q := strconv.Quote
+	return []byte(`version: 0.1
+log:
+  level: info
+  formatter: text
+storage:
+  filesystem:
+    rootdirectory: ` + q(sp.storage) + `
+  delete:
+    enabled: false
+  cache:
+    blobdescriptor: inmemory
+http:
+  addr: ` + q(net.JoinHostPort(addr, strconv.Itoa(sp.port))) + `
+  tls:
+    certificate: ` + q(sp.cert) + `
+    key: ` + q(sp.key) + `
+  headers:
+    X-Content-Type-Options: [nosniff]
+auth:
+  htpasswd:
+    realm: labbuild-mirror
+    path: ` + q(sp.htpasswd) + `
+`)
+}
+
+// mirrorLogPath is the log of the registry serving addr:port on storage.
+func mirrorLogPath(storage, addr string, port int) string {
+	return filepath.Join(storage, "logs", "registry-"+addr+"-"+strconv.Itoa(port)+".log")
+}
+
+// mirrorTLS is the client TLS config that trusts only the mirror CA.
+func mirrorTLS(caFile string) (*tls.Config, error) {
+	b, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s: no certificate", caFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// mirrorPing checks that a registry answers its API base (/v2/) over TLS with the mirror's
+// credentials: 200, as distribution answers an authenticated client.
+func mirrorPing(ctx context.Context, tc *tls.Config, hostport string, password []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+hostport+"/v2/", nil)
+	if err != nil {
+		return err
+	}
+	req.SetBasicAuth(MirrorUser, string(password))
+	cl := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}, Timeout: 2 * time.Second}
+	resp, err := cl.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET https://%s/v2/: %s", hostport, resp.Status)
+	}
+	return nil
+}
+
+// hostHasAddr reports whether ip is an address of one of the host's interfaces (the lab
+// bridge is up), so that the registry can bind it.
+var hostHasAddr = func(ip string) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.String() == ip {
+			return true
+		}
+	}
+	return false
+}
+
+// mirrorAddrs are the addresses the registry should serve now: loopback, and the bridge
+// address when the host has it.
+func mirrorAddrs(bridge string) []string {
+	addrs := []string{"127.0.0.1"}
+	if bridge != "" && bridge != "127.0.0.1" && hostHasAddr(bridge) {
+		addrs = append(addrs, bridge)
+	}
+	return addrs
+}
+
+func mirrorRegistryRun(ctx context.Context, s *engine.Step) error {
+	sp, err := mirrorSpecOf(s)
+	if err != nil {
+		return err
+	}
+	prog, err := mirrorProgram()
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	prev, hadPrev, err := readRecord[mirrorRecord](s, recordFile)
+	if err != nil {
+		return err
+	}
+	// What ran before (another port, certificate or storage) stops first: the ports are the
+	// same, and distribution reads its config and certificate only at start.
+	if hadPrev {
+		for _, d := range prev.Serving {
+			if _, err := d.stop(5 * time.Second); err != nil {
+				return fmt.Errorf("%s: %w", s.Target().Name, err)
+			}
+		}
+	}
+	if err := os.MkdirAll(sp.storage, 0o755); err != nil {
+		return fmt.Errorf("%s: mirror.storage: %w", s.Target().Name, err)
+	}
+	tc, err := mirrorTLS(sp.ca)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	scratch, err := s.Scratch()
+	if err != nil {
+		return err
+	}
+	rec := mirrorRecord{Storage: sp.storage, Port: sp.port, Bridge: sp.bridge, Serving: map[string]daemonRecord{}}
+	for _, addr := range mirrorAddrs(sp.bridge) {
+		// distribution reads its config once, at start: the file need not outlive this run
+		// (the certificate, key and htpasswd it names are upstream outputs and stay).
+		cfg := filepath.Join(scratch, "config-"+addr+".yml")
+		if err := os.WriteFile(cfg, mirrorRegistryConfig(sp, addr), 0o644); err != nil {
+			return err
+		}
+		hostport := net.JoinHostPort(addr, strconv.Itoa(sp.port))
+		d, err := daemonStart(ctx, daemonSpec{
+			Argv: []string{prog, "serve", cfg},
+			// Its log (a pull shows there) lives in the storage, per address and port.
+			Log: mirrorLogPath(sp.storage, addr, sp.port),
+			// OTEL exporters of distribution v3 are off: no collector runs here.
+			Env:     []string{"OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none", "OTEL_LOGS_EXPORTER=none"},
+			Ready:   func(ctx context.Context) error { return mirrorPing(ctx, tc, hostport, sp.password) },
+			Timeout: 20 * time.Second,
+		})
+		if err != nil {
+			for _, r := range rec.Serving {
+				r.stop(2 * time.Second)
+			}
+			return fmt.Errorf("%s: registry on %s: %w", s.Target().Name, hostport, err)
+		}
+		rec.Serving[addr] = d
+		s.Logf("registry %s pid %d serves https://%s (storage %s)", filepath.Base(prog), d.PID, hostport, sp.storage)
+	}
+	if _, ok := rec.Serving[sp.bridge]; !ok {
+		s.Logf("the bridge address %s is not on this host yet (libvirt/network): serving on 127.0.0.1 only; the next build starts the bridge listener", sp.bridge)
+	}
+	b, _ := json.MarshalIndent(rec, "", "  ")
+	return s.WriteFile("record.json", append(b, '\n'), 0o644)
+}
+
+func mirrorRegistryProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
+	prev, ok, err := readRecord[mirrorRecord](s, recordFile)
+	if err != nil {
+		return engine.ProbeResult{}, err
+	}
+	if !ok || len(prev.Serving) == 0 {
+		return engine.ProbeResult{Action: engine.Create, Reason: "the mirror registry is not running"}, nil
+	}
+	for addr, d := range prev.Serving {
+		if !d.alive() {
+			return engine.ProbeResult{Action: engine.Update, Reason: fmt.Sprintf("the registry on %s:%d is not running (pid %d)", addr, prev.Port, d.PID)}, nil
+		}
+	}
+	if _, ok := prev.Serving[prev.Bridge]; !ok && prev.Bridge != "" && hostHasAddr(prev.Bridge) {
+		return engine.ProbeResult{Action: engine.Update, Reason: fmt.Sprintf("the bridge address %s is up: listen there too", prev.Bridge)}, nil
+	}
+	if _, err := os.Stat(prev.Storage); err != nil {
+		return engine.ProbeResult{Action: engine.Update, Reason: fmt.Sprintf("its storage %s is gone", prev.Storage)}, nil
+	}
+	return engine.ProbeResult{Action: engine.Keep}, nil
+}
+
+// DestroyMirror makes mirror/registry's Destroy delete the mirror's storage too (`labbuild
+// destroy --mirror`). Without it the storage, shared by every lab of the host, is kept.
+var DestroyMirror bool
+
+func mirrorRegistryDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) {
+	prev, ok, err := readRecord[mirrorRecord](s, recordFile)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return engine.AlreadyAbsent, nil
+	}
+	existed := false
+	for _, d := range prev.Serving {
+		e, err := d.stop(5 * time.Second)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", s.Target().Name, err)
+		}
+		existed = existed || e
+	}
+	if DestroyMirror && prev.Storage != "" {
+		if _, err := os.Stat(prev.Storage); err == nil {
+			existed = true
+			if err := os.RemoveAll(prev.Storage); err != nil {
+				return 0, fmt.Errorf("%s: delete the mirror storage: %w", s.Target().Name, err)
+			}
+		}
+	}
+	if !existed {
+		return engine.AlreadyAbsent, nil
+	}
+	return engine.Destroyed, nil
+}
+
+// MirrorDestroyNote is the line `labbuild destroy` prints about the mirror's storage when
+// mirror/registry is among what it destroys (or would: dryRun): kept unless --mirror. Empty
+// when the lab has no mirror.
+func MirrorDestroyNote(c *Config, dryRun bool) string {
+	if c == nil || !c.MirrorOn() {
+		return ""
+	}
+	st := ExpandPath(c.Mirror.Storage, "/")
+	switch {
+	case DestroyMirror && dryRun:
+		return "would delete the mirror storage " + st + " (--mirror; shared by every lab of this host)"
+	case DestroyMirror:
+		return "deleted the mirror storage " + st + " (--mirror)"
+	case dryRun:
+		return "would keep the mirror storage " + st + " (labbuild destroy --mirror deletes it)"
+	}
+	return "kept the mirror storage " + st + " (labbuild destroy --mirror deletes it)"
+}
+
+// mirrorLeaves is the mirror's serving certificate, a pkiLeaves row when the lab has a mirror:
+// the bridge address (what the nodes dial, network.gateway), 127.0.0.1 and localhost (what
+// labbuild dials).
+func mirrorLeaves(c *Config) []pkiLeaf {
+	if c == nil || !c.MirrorOn() {
+		return nil
+	}
+	return []pkiLeaf{{
+		id: "mirror", issuer: "mirror-ca",
+		doc:   "the release mirror registry's serving cert: network.gateway, 127.0.0.1, localhost",
+		reads: func(*Config) []string { return []string{"network.gateway"} },
+		spec: func(s *engine.Step) (pki.Spec, error) {
+			gw, err := s.String("network.gateway")
+			if err != nil {
+				return pki.Spec{}, err
+			}
+			return pki.Spec{CommonName: "labbuild-mirror", Server: true, DNSNames: []string{"localhost"}, IPs: []string{gw, "127.0.0.1"}}, nil
+		},
+	}}
+}
+
+// mirrorHost is the mirror as the nodes reach it: network.gateway:mirror.port.
+func mirrorHost(s *engine.Step) (string, error) {
+	gw, err := s.String("network.gateway")
+	if err != nil {
+		return "", err
+	}
+	var port int
+	if err := s.Value("mirror.port", &port); err != nil {
+		return "", err
+	}
+	return net.JoinHostPort(gw, strconv.Itoa(port)), nil
+}
+
+// mirrorClusterDeps and mirrorClusterReads are what a cluster manifest that names the mirror
+// declares (nil when the lab has none, so its key is as before).
+func mirrorClusterDeps(c *Config, deps ...string) []string {
+	if !c.MirrorOn() {
+		return nil
+	}
+	return deps
+}
+
+func mirrorClusterReads(c *Config) []string {
+	if !c.MirrorOn() {
+		return nil
+	}
+	return []string{"mirror.port", "network.gateway"}
+}
+
+// mirrorSourceDeps are the targets whose pull specs name the repositories the mirror serves:
+// the release image's repository and the components' (art-dev) one.
+var mirrorSourceDeps = []string{"release/resolve", "release/image/pod", "pki/ca/mirror-ca"}
+
+// mirrorSources is the lab's imageDigestSources: the release repository and the component
+// repository, each mirrored at network.gateway:mirror.port under the same path (MirrorRepo).
+func mirrorSources(s *engine.Step) ([]manifests.MirrorSource, error) {
+	host, err := mirrorHost(s)
+	if err != nil {
+		return nil, err
+	}
+	var out []manifests.MirrorSource
+	for _, dep := range []string{"release/resolve", "release/image/pod"} {
+		p, err := mfPullspec(s, dep)
+		if err != nil {
+			return nil, err
+		}
+		d, err := name.NewDigest(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", dep, err)
+		}
+		src := d.Context().Name()
+		if len(out) > 0 && out[0].Source == src {
+			continue
+		}
+		out = append(out, manifests.MirrorSource{Source: src, Mirrors: []string{MirrorRepo(host, d.Context())}})
+	}
+	return out, nil
+}
+
+// mirrorManifestTargets are the cluster manifests of the mirror, in the manifests family's
+// collector: the ImageDigestMirrorSet and the user-ca-bundle ConfigMap with the mirror CA.
+func mirrorManifestTargets(c *Config) []*engine.Target {
+	if !c.MirrorOn() {
+		return nil
+	}
+	return []*engine.Target{mfCluster("mirror", "the release mirror: ImageDigestMirrorSet image-digest-mirror (release and art-dev repositories) and ConfigMap openshift-config/user-ca-bundle (the mirror CA)",
+		mirrorSourceDeps, mirrorClusterReads(c), func(s *engine.Step) ([]manifests.File, error) {
+			srcs, ca, err := mirrorTrust(s)
+			if err != nil {
+				return nil, err
+			}
+			idms, err := manifests.ImageDigestMirrorSet(srcs)
+			if err != nil {
+				return nil, err
+			}
+			cm, err := manifests.UserCABundle(ca)
+			if err != nil {
+				return nil, err
+			}
+			return []manifests.File{idms, cm}, nil
+		})}
+}
+
+// mirrorInstallConfig fills the install-config's imageDigestSources and additionalTrustBundle
+// (cluster-config-v1) when the lab has a mirror.
+func mirrorInstallConfig(c *Config, s *engine.Step, ic *manifests.InstallConfig) error {
+	if !c.MirrorOn() {
+		return nil
+	}
+	srcs, ca, err := mirrorTrust(s)
+	if err != nil {
+		return err
+	}
+	ic.ImageDigestSources, ic.AdditionalTrustBundle = srcs, string(ca)
+	return nil
+}
+
+// mirrorTrust reads the lab's imageDigestSources and the mirror CA (PEM), what every object
+// that points the cluster at the mirror is made of.
+func mirrorTrust(s *engine.Step) ([]manifests.MirrorSource, []byte, error) {
+	srcs, err := mirrorSources(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	ca, err := s.DepFile("pki/ca/mirror-ca", "tls.crt")
+	if err != nil {
+		return nil, nil, err
+	}
+	return srcs, ca, nil
+}
+
+// mirrorPullSecret returns the pull secret with the mirror's credentials merged in, for the
+// host the nodes reach (network.gateway:mirror.port); ps unchanged without a mirror.
+func mirrorPullSecret(c *Config, s *engine.Step, ps []byte) ([]byte, error) {
+	if !c.MirrorOn() {
+		return ps, nil
+	}
+	host, err := mirrorHost(s)
+	if err != nil {
+		return nil, err
+	}
+	pw, err := s.DepFile("mirror/credentials", "password")
+	if err != nil {
+		return nil, err
+	}
+	return manifests.MergePullSecret(ps, host, MirrorUser, string(pw))
+}
+
+// Node paths of the mirror's files on the bootstrap (containers-registries.conf.d(5): a
+// drop-in, so RHCOS's own registries.conf stays; update-ca-trust reads the anchors at boot).
+const (
+	MirrorRegistriesDropIn = "/etc/containers/registries.conf.d/99-labbuild-mirror.conf"
+	MirrorCAAnchor         = "/etc/pki/ca-trust/source/anchors/labbuild-mirror-ca.crt"
+)
+
+// mirrorBootstrapInput adds the mirror to the bootstrap's Ignition when the lab has one: the
+// registries.conf drop-in (the installer's bootstrap registries.conf, from imageDigestSources),
+// the mirror CA as a trust anchor (the installer's anchors/ca.crt = additionalTrustBundle) and
+// the pull secret with the mirror's auth.
+func mirrorBootstrapInput(c *Config, s *engine.Step, in *ignition.BootstrapInput) error {
+	if !c.MirrorOn() {
+		return nil
+	}
+	srcs, ca, err := mirrorTrust(s)
+	if err != nil {
+		return err
+	}
+	if in.PullSecret, err = mirrorPullSecret(c, s, in.PullSecret); err != nil {
+		return err
+	}
+	in.Files = append(in.Files,
+		ignition.File{Path: MirrorRegistriesDropIn, Mode: ignition.ModeFile, Contents: manifests.RegistriesConf(srcs)},
+		ignition.File{Path: MirrorCAAnchor, Mode: ignition.ModeFile, Contents: ca})
+	return nil
+}
+
+// mirrorMCOInputs gives the MCO bootstrap the mirror when the lab has one: the pull secret
+// with its auth (the nodes' /var/lib/kubelet/config.json), imageDigestSources and the CA
+// bundle (cluster-config-v1, user-ca-bundle, Proxy trustedCA).
+func mirrorMCOInputs(c *Config, s *engine.Step, in *mco.Inputs) error {
+	if !c.MirrorOn() {
+		return nil
+	}
+	var err error
+	if in.PullSecret, err = mirrorPullSecret(c, s, bytes.TrimSpace(in.PullSecret)); err != nil {
+		return err
+	}
+	in.ImageDigestSources, in.AdditionalTrustBundle, err = mirrorTrust(s)
+	return err
+}
+
+// mirrorIDMSFile is manifests/cluster/mirror's ImageDigestMirrorSet file.
+var mirrorIDMSFile = manifests.ImageDigestMirrorSetFile

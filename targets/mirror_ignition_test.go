@@ -1,0 +1,56 @@
+package targets
+
+import (
+	"bytes"
+	"encoding/base64"
+	"testing"
+
+	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/render/ignition"
+	"github.com/labbuild/labbuild/render/manifests"
+)
+
+// mirrorCredentialsOnly is mirror/credentials when cfg has a mirror (labs of tests that
+// declare the families they need, without the registry and the copy).
+func mirrorCredentialsOnly(cfg *Config) []*engine.Target {
+	var out []*engine.Target
+	for _, m := range mirrorTargets(cfg) {
+		if m.Name == "mirror/credentials" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestMirrorIgnition: with mirror.enabled the bootstrap's Ignition has the registries.conf
+// drop-in (the installer's template, from the release and art-dev repositories), the mirror
+// CA as a trust anchor and the pull secret with the mirror's auth; the MCO bootstrap (the
+// stand-in, on the work dir the real operator reads) gets the IDMS in its manifest dir and
+// the user-ca-bundle, and the nodes' Ignition carries the merged pull secret.
+func TestMirrorIgnition(t *testing.T) {
+	l := newMCOLab(t)
+	l.cfg.Mirror = &MirrorConfig{Enabled: true, Storage: t.TempDir(), Port: 5000}
+	l.build("ignition/bootstrap", "ignition/master-0")
+	cfg := l.ignLoad("bootstrap")
+	host := "192.168.126.1:5000"
+	want := manifests.RegistriesConf([]manifests.MirrorSource{
+		{Source: "quay.io/openshift-release-dev/ocp-release", Mirrors: []string{host + "/openshift-release-dev/ocp-release"}},
+		{Source: "quay.io/openshift-release-dev/ocp-v4.0-art-dev", Mirrors: []string{host + "/openshift-release-dev/ocp-v4.0-art-dev"}},
+	})
+	if got := ignContents(t, cfg, "bootstrap", MirrorRegistriesDropIn); !bytes.Equal(got, want) {
+		t.Errorf("bootstrap %s:\n%s\nwant\n%s", MirrorRegistriesDropIn, got, want)
+	}
+	if got := ignContents(t, cfg, "bootstrap", MirrorCAAnchor); !bytes.Equal(got, l.file("pki/ca/mirror-ca", "tls.crt")) {
+		t.Error("the bootstrap's CA anchor is not the mirror CA")
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte(MirrorUser + ":" + string(l.file("mirror/credentials", "password"))))
+	for _, node := range []string{"bootstrap", "master-0"} {
+		ps := ignContents(t, l.ignLoad(node), node, ignition.PathPullSecret)
+		if !bytes.Contains(ps, []byte(`"`+host+`":{"auth":"`+auth+`"}`)) {
+			t.Errorf("%s: %s lacks the mirror's auth", node, ignition.PathPullSecret)
+		}
+	}
+	if !bytes.Contains(l.file("mco/inputs", "manifests/user-ca-bundle-config.yaml"), []byte("BEGIN CERTIFICATE")) {
+		t.Error("mco/inputs has no user-ca-bundle")
+	}
+}
