@@ -415,8 +415,7 @@ func mirrorRegistryRun(ctx context.Context, s *engine.Step) error {
 	if _, ok := rec.Serving[sp.bridge]; !ok {
 		s.Logf("the bridge address %s is not on this host yet (libvirt/network): serving on 127.0.0.1 only; the next build starts the bridge listener", sp.bridge)
 	}
-	b, _ := json.MarshalIndent(rec, "", "  ")
-	return s.WriteFile("record.json", append(b, '\n'), 0o644)
+	return writeRecord(s, recordFile, rec)
 }
 
 func mirrorRegistryProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
