@@ -64,6 +64,19 @@ var pkiCAs = []pkiCA{
 	{"service-network-signer", "kube-apiserver-service-network-signer", "kube-apiserver service-network serving signer (operator Secret service-network-serving-signer)"},
 }
 
+// pkiBMCCA is platform baremetal's signer of the virtual BMC's serving certificate (bmc/service):
+// its own CA, so that trusting the BMC (install-config hosts[].bmc, a BareMetalHost's Ironic)
+// trusts nothing of the cluster's.
+var pkiBMCCA = pkiCA{"bmc", "labbuild-bmc-ca", "virtual BMC CA (platform baremetal): signs the Redfish BMC's serving cert"}
+
+// pkiCAsOf returns the lab's signers: pkiCAs, and pkiBMCCA on platform baremetal.
+func pkiCAsOf(c *Config) []pkiCA {
+	if c.Baremetal() {
+		return append(pkiCAs[:len(pkiCAs):len(pkiCAs)], pkiBMCCA)
+	}
+	return pkiCAs
+}
+
 // pkiServingSigners are the CAs whose serving certificates a client meets on the API after
 // the pivot, besides the bootstrap's kubernetes CA: every kubeconfig's bundle holds all four
 // (the installer's kube-apiserver-complete-server-ca-bundle plus the bootstrap CA).
@@ -100,7 +113,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 		}
 	}
 	none := func(*Config) []string { return nil }
-	return []pkiLeaf{
+	leaves := []pkiLeaf{
 		{
 			id: "etcd-server", issuer: "etcd-signer",
 			doc: "bootstrap etcd serving cert (server+client: etcd and its probes present it as a client)",
@@ -203,6 +216,21 @@ func pkiLeaves(c *Config) []pkiLeaf {
 		{id: "kube-proxy", issuer: "kubernetes", doc: "masters' kube-proxy client cert (system:kube-proxy, long-lived)", reads: none, spec: client("system:kube-proxy")},
 		{id: "kubelet-bootstrap", issuer: "kubernetes", short: true, doc: "kubelet bootstrap client cert (short-lived; renewed while a boot is ahead)", reads: none, spec: client("system:bootstrapper", "system:bootstrappers")},
 	}
+	if c.Baremetal() {
+		leaves = append(leaves, pkiLeaf{
+			id: "bmc-server", issuer: "bmc",
+			doc:   "virtual BMC serving cert (platform baremetal): the lab bridge's address, network.gateway, where bmc/service listens",
+			reads: func(*Config) []string { return []string{"network.gateway"} },
+			spec: func(s *engine.Step) (pki.Spec, error) {
+				gw, err := s.String("network.gateway")
+				if err != nil {
+					return pki.Spec{}, err
+				}
+				return pki.Spec{CommonName: "labbuild-bmc", Server: true, IPs: []string{gw}}, nil
+			},
+		})
+	}
+	return leaves
 }
 
 func pkiNodeIPs(s *engine.Step, names []string) ([]string, error) {
@@ -234,7 +262,7 @@ func pkiServiceIP(s *engine.Step) (string, error) {
 // pkiKeyIDs lists every key: one per CA and leaf, plus the service-account signing key.
 func pkiKeyIDs(c *Config) []string {
 	var ids []string
-	for _, ca := range pkiCAs {
+	for _, ca := range pkiCAsOf(c) {
 		ids = append(ids, ca.id)
 	}
 	for _, l := range pkiLeaves(c) {
@@ -304,7 +332,7 @@ func pkiTargets(c *Config) []*engine.Target {
 			},
 		})
 	}
-	for _, ca := range pkiCAs {
+	for _, ca := range pkiCAsOf(c) {
 		ca := ca
 		ts = append(ts, &engine.Target{
 			Name:    "pki/ca/" + ca.id,

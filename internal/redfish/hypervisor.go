@@ -1,7 +1,5 @@
 package redfish
 
-import "errors"
-
 // Hypervisor is what the BMC needs from libvirt, one call per libvirt API it uses, so that the
 // server's logic (boot overrides, virtual media, the reset types) is tested against a fake and
 // run against go-libvirt (Libvirt) unchanged. Domains are named by their libvirt UUID in the
@@ -38,8 +36,13 @@ type DomainRef struct {
 	Name string
 }
 
-// ErrNoDomain is the Hypervisor's answer for a UUID libvirt does not know.
-var ErrNoDomain = errors.New("no such domain")
+// ErrNoDomain is the Hypervisor's answer for a UUID libvirt does not know. (A typed value,
+// not errors.New: no package initializer in labbuild's binary.)
+var ErrNoDomain error = noDomain{}
+
+type noDomain struct{}
+
+func (noDomain) Error() string { return "no such domain" }
 
 // MetadataNS is the XML namespace of the BMC's state kept in each domain's <metadata>
 // (boot override, inserted image), so that the state survives a restart of the BMC and two

@@ -585,7 +585,7 @@ func checkWhole(t *testing.T, b *bmc, uuid, pers, live string, on bool, media st
 	boot := s["Boot"].(map[string]any)
 	want := []string{"hd"}
 	if boot["BootSourceOverrideEnabled"] != "Disabled" {
-		want = BootDevs[boot["BootSourceOverrideTarget"].(string)]
+		want = BootDevs(boot["BootSourceOverrideTarget"].(string))
 	}
 	if got := bootOrder(p); !slices.Equal(got, want) {
 		t.Errorf("%s: persistent boot order %v, but Boot reads %v (want %v)", uuid, got, boot, want)

@@ -30,14 +30,18 @@ var (
 	ResetTypes = []string{"On", "ForceOff", "GracefulShutdown", "GracefulRestart", "ForceRestart", "PushPowerButton"}
 )
 
-// BootDevs maps a BootSourceOverrideTarget to the libvirt boot order it sets: the target's
-// device class first, then the disk, as sushy-tools' libvirt driver does
-// (libvirtdriver.py BOOT_DEVICE_MAP: Pxe→network, Cd→cdrom, Hdd→hd).
-var BootDevs = map[string][]string{
-	"None": {"hd"},
-	"Pxe":  {"network", "hd"},
-	"Cd":   {"cdrom", "hd"},
-	"Hdd":  {"hd"},
+// BootDevs returns the libvirt boot order a BootSourceOverrideTarget sets: the target's device
+// class first, then the disk, as sushy-tools' libvirt driver maps them (libvirtdriver.py
+// BOOT_DEVICE_MAP: Pxe→network, Cd→cdrom, Hdd→hd). (A function, not a map: no package
+// initializer in labbuild's binary.)
+func BootDevs(target string) []string {
+	switch target {
+	case "Pxe":
+		return []string{"network", "hd"}
+	case "Cd":
+		return []string{"cdrom", "hd"}
+	}
+	return []string{"hd"}
 }
 
 // state is the BMC's per-domain state, kept in the domain's persistent <metadata> (MetadataNS):
@@ -201,7 +205,7 @@ func (sys *system) setBoot(target, enabled, mode string) {
 		setBootOrder(sys.persistent, strings.Fields(sys.st.BaseBoot))
 	} else {
 		sys.st.BootEnabled, sys.st.BootTarget = enabled, target
-		setBootOrder(sys.persistent, BootDevs[target])
+		setBootOrder(sys.persistent, BootDevs(target))
 	}
 	if mode != "" {
 		if sys.persistent.OS == nil {
