@@ -16,6 +16,8 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/redfish"
+	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/render/manifests"
 )
 
 // The bmc family is platform: baremetal's virtual BMC (seed 001: sushy-tools' dynamic Redfish
@@ -24,6 +26,8 @@ import (
 //	bmc/credentials  the BMC's basic-auth user and generated password (sticky, 0600)
 //	bmc/service      labbuild's Redfish BMC for this lab's VMs, on network.gateway:8000 over
 //	                 TLS (pki/cert/bmc-server, issued by the lab's pki/ca/bmc) (External)
+//	bmc/manifests    the workers as BareMetalHosts with their BMC Secrets, and the worker
+//	                 MachineSet (openshift-machine-api), as openshift-install writes them
 //
 // The BMC runs as `labbuild-full __bmc-serve CONFIG`, a daemon of targets/daemon.go: its
 // record keeps the pid, start time and program, so Probe and Destroy find it in a later run.
@@ -73,6 +77,11 @@ func bmcTargets(c *Config) []*engine.Target {
 				j, _ := json.MarshalIndent(redfish.Credentials{Username: BMCUser, Password: base64.RawURLEncoding.EncodeToString(b)}, "", "  ")
 				return s.WriteFile("credentials.json", append(j, '\n'), 0o600)
 			},
+		},
+		{
+			Name: "bmc/manifests", Doc: "the workers' BareMetalHosts (BMC address, boot MAC, credentials Secret) and the worker MachineSet, as openshift-install writes them",
+			Deps: []string{"bmc/credentials", "manifests/ids"}, Reads: bmcManifestReads(c), Version: 1,
+			Run: bmcManifestsRun,
 		},
 		{
 			Name: "bmc/service", Doc: "labbuild's Redfish BMC (virtual media) for the lab's VMs on network.gateway:8000, TLS + basic auth",
@@ -238,4 +247,68 @@ func bmcServiceDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutco
 		return engine.AlreadyAbsent, nil
 	}
 	return engine.Destroyed, nil
+}
+
+// bmcManifestReads: the BMC address (network.gateway), the domains' UUIDs (cluster.name and
+// the node names) and each worker's boot MAC.
+func bmcManifestReads(c *Config) []string {
+	reads := []string{"network.gateway", "cluster.name"}
+	for _, n := range c.NodesByRole(RoleWorker) {
+		reads = append(reads, "nodes."+n.Name+".name", "nodes."+n.Name+".role")
+		if n.MAC != "" {
+			reads = append(reads, "nodes."+n.Name+".mac")
+		}
+	}
+	return reads
+}
+
+// bmcManifestsRun writes, for every worker, its BMC Secret and BareMetalHost (the Redfish
+// virtual-media address of its domain on the lab's BMC), and the worker MachineSet with one
+// replica per worker. Ironic cannot verify the BMC's certificate (the lab's BMC CA is not in
+// its trust bundle), so the hosts set disableCertificateVerification, as an install-config
+// for sushy-tools' emulator does.
+func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
+	name := s.Target().Name
+	gw, err := s.String("network.gateway")
+	if err != nil {
+		return err
+	}
+	cluster, err := s.String("cluster.name")
+	if err != nil {
+		return err
+	}
+	b, err := s.DepFile("bmc/credentials", "credentials.json")
+	if err != nil {
+		return err
+	}
+	var creds redfish.Credentials
+	if err := json.Unmarshal(b, &creds); err != nil {
+		return fmt.Errorf("%s: bmc/credentials: %w", name, err)
+	}
+	infra, err := s.DepFile("manifests/ids", "infrastructure-name")
+	if err != nil {
+		return err
+	}
+	var hosts []manifests.BMCHost
+	for _, r := range s.Target().Reads {
+		node, ok := cutNodeField(r, "name")
+		if !ok {
+			continue
+		}
+		mac, err := lvMAC(s, cluster, node)
+		if err != nil {
+			return err
+		}
+		hosts = append(hosts, manifests.BMCHost{Name: node, BMCAddress: BMCAddress(gw, rl.UUID(cluster, node)), BootMAC: mac,
+			Username: creds.Username, Password: creds.Password, DisableCertificateVerification: true})
+	}
+	fs, err := manifests.BareMetalHosts(hosts)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	ms, err := manifests.WorkerMachineSet(strings.TrimSpace(string(infra)), len(hosts))
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return mfWrite(s, append(fs, ms)...)
 }
