@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,12 +17,16 @@ import (
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
+	"sigs.k8s.io/yaml"
 )
 
 // bmcManifestsLab builds bmc/manifests for the default lab as platform: baremetal (two
 // workers) and returns its output directory and the files it wrote.
-func bmcManifestsLab(t *testing.T) (string, map[string][]byte) {
+func bmcManifestsLab(t *testing.T, goals ...string) (string, map[string][]byte) {
 	t.Helper()
+	if len(goals) == 0 {
+		goals = []string{"bmc/manifests"}
+	}
 	l := newMFLab(t)
 	l.cfg.Platform, l.cfg.Network.LoadBalancer = PlatformBaremetal, LoadBalancerInCluster
 	js, _ := json.Marshal(l.cfg)
@@ -29,14 +34,14 @@ func bmcManifestsLab(t *testing.T) (string, map[string][]byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := append(append(append(pkiTargets(cfg), kubeconfigTargets(cfg)...), manifestsTargets(cfg)...), mfStandinRelease(l.crds)...)
+	ts := append(append(append(append(pkiTargets(cfg), kubeconfigTargets(cfg)...), manifestsTargets(cfg)...), mfStandinRelease(l.crds)...), ipiTargets(cfg)...)
 	for _, bt := range bmcTargets(cfg) {
 		if bt.Name != "bmc/service" { // its libvirt network is not part of this test
 			ts = append(ts, bt)
 		}
 	}
 	var log bytes.Buffer
-	if _, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: []string{"bmc/manifests"}, Jobs: 2, Targets: ts,
+	if _, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts,
 		Now: func() time.Time { return l.now }, Stdout: &log, Stderr: &log}); err != nil {
 		t.Fatalf("build: %v\n%s", err, log.String())
 	}
@@ -127,5 +132,50 @@ func TestBMCManifestsAPIServer(t *testing.T) {
 	if name := msObj["metadata"].(map[string]any)["name"].(string); !strings.HasPrefix(name, "ocp4-") || !strings.HasSuffix(name, "-worker-0") ||
 		msObj["spec"].(map[string]any)["replicas"] != int64(2) && msObj["spec"].(map[string]any)["replicas"] != float64(2) {
 		t.Errorf("MachineSet %s replicas %v", name, msObj["spec"].(map[string]any)["replicas"])
+	}
+}
+
+// TestIPIInstallConfig builds ipi/install-config for the default lab as platform baremetal:
+// 0600, the 3 masters and 2 workers (no bootstrap: the installer makes its own) as hosts with
+// their domains' BMC addresses, derived boot MACs and bmc/credentials, the lab bridge as
+// externalBridge, the pull secret and SSH key from access.*; the pull secret and the BMC
+// password reach no log.
+func TestIPIInstallConfig(t *testing.T) {
+	out, _ := bmcManifestsLab(t, "ipi/install-config")
+	p := filepath.Join(out, "ipi", "install-config", "install-config.yaml")
+	st, err := os.Stat(p)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("%s: %v %v, want 0600", p, err, st)
+	}
+	b, _ := os.ReadFile(p)
+	var ic struct {
+		PullSecret string `json:"pullSecret"`
+		SSHKey     string `json:"sshKey"`
+		Platform   struct {
+			BareMetal struct {
+				ExternalBridge string `json:"externalBridge"`
+				Hosts          []struct {
+					Name, Role     string
+					BootMACAddress string `json:"bootMACAddress"`
+					BMC            struct{ Address, Username, Password string }
+				}
+			} `json:"baremetal"`
+		}
+	}
+	if err := yaml.Unmarshal(b, &ic); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, h := range ic.Platform.BareMetal.Hosts {
+		got = append(got, h.Name+" "+h.Role)
+		if h.BMC.Address != BMCAddress("192.168.126.1", rl.UUID("ocp4", h.Name)) || h.BootMACAddress != rl.MAC("ocp4", h.Name) || h.BMC.Username != BMCUser || h.BMC.Password == "" {
+			t.Errorf("host %+v", h)
+		}
+	}
+	if want := []string{"master-0 master", "master-1 master", "master-2 master", "worker-0 worker", "worker-1 worker"}; !slices.Equal(got, want) {
+		t.Errorf("hosts %v, want %v", got, want)
+	}
+	if ic.Platform.BareMetal.ExternalBridge != "virbr-ocp4" || ic.PullSecret != strings.TrimSpace(mfTestPullSecret) || !strings.HasPrefix(ic.SSHKey, "ssh-") {
+		t.Errorf("externalBridge %q, pullSecret %q, sshKey %q", ic.Platform.BareMetal.ExternalBridge, ic.PullSecret, ic.SSHKey)
 	}
 }

@@ -91,3 +91,56 @@ func TestMetal3Golden(t *testing.T) {
 		}
 	}
 }
+
+// TestIPIInstallConfigGolden renders the install-config for openshift-install's bare-metal
+// IPI (golden testdata/golden/baremetal/install-config.yaml) and checks the fields the
+// installer's types read (pkg/types/baremetal/platform.go Platform and Host).
+func TestIPIInstallConfigGolden(t *testing.T) {
+	c := IPIConfig{Name: "ocp4", BaseDomain: "example.com", MachineNetwork: "192.168.126.0/24", ClusterNetwork: "10.128.0.0/14", HostPrefix: 23,
+		ServiceNetwork: "172.30.0.0/16", APIVIP: "192.168.126.10", IngressVIP: "192.168.126.11", LibvirtURI: "qemu:///system", ExternalBridge: "virbr-ocp4",
+		PullSecret: `{"auths":{"example.com":{"auth":"dGVzdDp0ZXN0"}}}`, SSHKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITEST test"}
+	for i, n := range []string{"master-0", "master-1", "master-2", "worker-0"} {
+		role := "master"
+		if i == 3 {
+			role = "worker"
+		}
+		c.Hosts = append(c.Hosts, IPIHost{Name: n, Role: role, BMCAddress: "redfish-virtualmedia+https://192.168.126.1:8000/redfish/v1/Systems/0f6e2d9e-3d2b-8c1e-9a41-5b7d8e2f1a0" + string(rune('0'+i)),
+			BootMAC: "52:54:00:aa:bb:0" + string(rune('0'+i)), Username: "labbuild", Password: "not-a-real-password", DisableCertificateVerification: true})
+	}
+	b, err := IPIInstallConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "baremetal/install-config.yaml", b)
+	var o struct {
+		ControlPlane struct{ Replicas int }
+		Compute      []struct{ Replicas int }
+		Platform     struct {
+			BareMetal struct {
+				ProvisioningNetwork string `json:"provisioningNetwork"`
+				ExternalBridge      string `json:"externalBridge"`
+				Hosts               []struct {
+					Name, Role     string
+					BootMACAddress string `json:"bootMACAddress"`
+					BMC            struct{ Address, Username, Password string }
+				}
+			} `json:"baremetal"`
+		}
+	}
+	if err := yaml.Unmarshal(b, &o); err != nil {
+		t.Fatal(err)
+	}
+	bm := o.Platform.BareMetal
+	if o.ControlPlane.Replicas != 3 || o.Compute[0].Replicas != 1 || bm.ProvisioningNetwork != "Disabled" || bm.ExternalBridge != "virbr-ocp4" || len(bm.Hosts) != 4 {
+		t.Errorf("install-config: %+v", o)
+	}
+	for _, h := range bm.Hosts {
+		if !strings.HasPrefix(h.BMC.Address, "redfish-virtualmedia+https://") || h.BMC.Password == "" || h.BootMACAddress == "" {
+			t.Errorf("host %+v", h)
+		}
+	}
+	c.Hosts[0].Role = "bootstrap"
+	if _, err := IPIInstallConfig(c); err == nil || !strings.Contains(err.Error(), "master-0") {
+		t.Errorf("a bootstrap host: %v", err)
+	}
+}
