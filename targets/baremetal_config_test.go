@@ -22,6 +22,9 @@ func TestPlatformBaremetalConfig(t *testing.T) {
 		{name: "baremetal default balancer", yaml: "platform: baremetal\n", errField: "network.loadBalancer"},
 		{name: "baremetal master too small", yaml: "platform: baremetal\nnetwork: {loadBalancer: in-cluster}\nsizes:\n  master: {memoryMiB: 8192}\n", errField: "sizes.master.memoryMiB"},
 		{name: "unknown platform", yaml: "platform: vsphere\n", errField: "platform"},
+		{name: "external bridge", yaml: "network: {externalBridge: baremetal}\n", master: Size{4, 16384, 100}, worker: Size{2, 8192, 100}},
+		{name: "external bridge name too long", yaml: "network: {externalBridge: baremetal-bridge-0}\n", errField: "network.externalBridge"},
+		{name: "external bridge is the lab bridge", yaml: "network: {externalBridge: virbr-ocp4}\n", errField: "network.externalBridge"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := ParseConfig([]byte(tc.yaml), "lab.yaml")

@@ -94,6 +94,11 @@ type NetworkConfig struct {
 	// the agent-based and assisted installers: keepalived moves the VIPs between the nodes,
 	// haproxy and coredns run as static pods, platform BareMetal). See docs/in-cluster-vips.md.
 	LoadBalancer string `json:"loadBalancer"`
+	// ExternalBridge, when set, names a host bridge that bridge/external creates and joins to
+	// the lab network's bridge with a veth pair (seed 001's "baremetal" bridge, for tools
+	// that attach to a bridge by name, as openshift-install's bare-metal IPI does with
+	// platform.baremetal.externalBridge). It carries no address of its own.
+	ExternalBridge string `json:"externalBridge,omitempty"`
 }
 
 // Values of network.loadBalancer.

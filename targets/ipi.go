@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/labbuild/labbuild/engine"
@@ -40,6 +41,9 @@ func ipiTargets(c *Config) []*engine.Target {
 		if n.MAC != "" {
 			reads = append(reads, "nodes."+n.Name+".mac")
 		}
+	}
+	if c.Network.ExternalBridge != "" {
+		reads = append(reads, "network.externalBridge")
 	}
 	return []*engine.Target{{
 		Name: "ipi/install-config", Doc: "install-config.yaml for openshift-install's bare-metal IPI: hosts behind labbuild's BMC, provisioningNetwork Disabled (0600)",
@@ -80,6 +84,11 @@ func ipiInstallConfigRun(ctx context.Context, s *engine.Step) error {
 	// network keeps up, with the network's DHCP and DNS (the seed's veth pair joined a second
 	// bridge to it only because its installer looked for one by name).
 	c.ExternalBridge = rl.Bridge(network)
+	if slices.Contains(s.Target().Reads, "network.externalBridge") {
+		if c.ExternalBridge, err = s.String("network.externalBridge"); err != nil { // bridge/external's
+			return err
+		}
+	}
 	b, err := s.DepFile("bmc/credentials", "credentials.json")
 	if err != nil {
 		return err

@@ -23,6 +23,9 @@ import (
 // requirements (bootstrap and control plane 16 GB, compute 8 GB).
 var minMemoryMiB = map[string]int{RoleBootstrap: 16384, RoleMaster: 16384, RoleWorker: 8192}
 
+// ifNameRE matches a Linux network interface name (IFNAMSIZ 16 with the NUL; no '/', ':' or space).
+var ifNameRE = lazyRegexp(`^[A-Za-z0-9_.-]{1,15}$`)
+
 // ConfigErrors is every problem Validate found, in field order.
 type ConfigErrors []*ConfigError
 
@@ -194,6 +197,13 @@ func (c *Config) Validate(file string) error {
 			"host (labbuild's haproxy on the lab bridge) or in-cluster (keepalived VIPs and haproxy/coredns static pods, platform baremetal)")
 	}
 
+	if b := n.ExternalBridge; b != "" {
+		if !ifNameRE.MatchString(b) {
+			bad("network.externalBridge", fmt.Sprintf("%q is not a Linux interface name", b), "use at most 15 letters, digits, '-', '_' or '.', such as baremetal")
+		} else if b == "virbr-"+c.Libvirt.Network {
+			bad("network.externalBridge", fmt.Sprintf("%q is the lab network's own bridge", b), "name another bridge (baremetal), or leave it unset")
+		}
+	}
 	switch c.Platform {
 	case "", PlatformNone:
 	case PlatformBaremetal:
