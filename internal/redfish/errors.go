@@ -15,19 +15,6 @@ import (
 // (common.ConstructError) read.
 const baseRegistry = "Base.1.8."
 
-// httpError is an error a handler returns to answer with a Redfish error.
-type httpError struct {
-	status                  int
-	id, message, resolution string
-	args                    []string
-}
-
-func (e *httpError) Error() string { return e.message }
-
-func (e *httpError) write(w http.ResponseWriter) {
-	writeError(w, e.status, e.id, e.message, e.resolution, e.args...)
-}
-
 func writeError(w http.ResponseWriter, status int, id, message, resolution string, args ...string) {
 	if args == nil {
 		args = []string{}

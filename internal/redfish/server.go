@@ -263,7 +263,8 @@ func (s *Server) collection(base, typ, name string) (obj, error) {
 	}, nil
 }
 
-// withSystem finds id, locks it and loads it, or answers 404/500 and returns false.
+// withSystem finds id, locks it, loads it and runs f under the lock; it answers 404 for a
+// system it does not serve and 500 (GeneralError) when f or libvirt fails.
 func (s *Server) withSystem(w http.ResponseWriter, r *http.Request, id string, f func(*system) error) {
 	ref, ok, err := s.find(id)
 	if err != nil {
@@ -286,11 +287,6 @@ func (s *Server) withSystem(w http.ResponseWriter, r *http.Request, id string, f
 		return
 	}
 	if err := f(sys); err != nil {
-		var he *httpError
-		if errors.As(err, &he) {
-			he.write(w)
-			return
-		}
 		s.internal(w, err)
 	}
 }
