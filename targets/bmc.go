@@ -269,38 +269,21 @@ func bmcManifestReads(c *Config) []string {
 // for sushy-tools' emulator does.
 func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
 	name := s.Target().Name
-	gw, err := s.String("network.gateway")
-	if err != nil {
-		return err
-	}
 	cluster, err := s.String("cluster.name")
 	if err != nil {
 		return err
-	}
-	b, err := s.DepFile("bmc/credentials", "credentials.json")
-	if err != nil {
-		return err
-	}
-	var creds redfish.Credentials
-	if err := json.Unmarshal(b, &creds); err != nil {
-		return fmt.Errorf("%s: bmc/credentials: %w", name, err)
 	}
 	infra, err := s.DepFile("manifests/ids", "infrastructure-name")
 	if err != nil {
 		return err
 	}
 	var hosts []manifests.BMCHost
-	for _, r := range s.Target().Reads {
-		node, ok := cutNodeField(r, "name")
-		if !ok {
-			continue
-		}
-		mac, err := lvMAC(s, cluster, node)
-		if err != nil {
-			return err
-		}
-		hosts = append(hosts, manifests.BMCHost{Name: node, BMCAddress: BMCAddress(gw, rl.UUID(cluster, node)), BootMAC: mac,
-			Username: creds.Username, Password: creds.Password, DisableCertificateVerification: true})
+	err = bmcEachHost(s, cluster, func(node string, h manifests.BMCHost) error {
+		hosts = append(hosts, h)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	fs, err := manifests.BareMetalHosts(hosts)
 	if err != nil {
@@ -311,4 +294,39 @@ func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return mfWrite(s, append(fs, ms)...)
+}
+
+// bmcEachHost calls f, for each node whose name the target reads (nodes.<node>.name), with
+// the node's host behind the lab's BMC: its BMC address (network.gateway and the domain's
+// derived UUID), boot MAC and bmc/credentials. Ironic cannot verify the BMC's certificate (the
+// lab's BMC CA is not in its trust bundle), so certificate verification is off, as an
+// install-config for sushy-tools' emulator has it.
+func bmcEachHost(s *engine.Step, cluster string, f func(node string, h manifests.BMCHost) error) error {
+	gw, err := s.String("network.gateway")
+	if err != nil {
+		return err
+	}
+	b, err := s.DepFile("bmc/credentials", "credentials.json")
+	if err != nil {
+		return err
+	}
+	var creds redfish.Credentials
+	if err := json.Unmarshal(b, &creds); err != nil {
+		return fmt.Errorf("%s: bmc/credentials: %w", s.Target().Name, err)
+	}
+	for _, r := range s.Target().Reads {
+		node, ok := cutNodeField(r, "name")
+		if !ok {
+			continue
+		}
+		mac, err := lvMAC(s, cluster, node)
+		if err != nil {
+			return err
+		}
+		if err := f(node, manifests.BMCHost{Name: node, BMCAddress: BMCAddress(gw, rl.UUID(cluster, node)), BootMAC: mac,
+			Username: creds.Username, Password: creds.Password, DisableCertificateVerification: true}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -2,13 +2,11 @@ package targets
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/redfish"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/render/manifests"
 )
@@ -72,10 +70,6 @@ func ipiInstallConfigRun(ctx context.Context, s *engine.Step) error {
 	if err := s.Value("network.hostPrefix", &c.HostPrefix); err != nil {
 		return err
 	}
-	gw, err := s.String("network.gateway")
-	if err != nil {
-		return err
-	}
 	network, err := s.String("libvirt.network")
 	if err != nil {
 		return err
@@ -89,29 +83,17 @@ func ipiInstallConfigRun(ctx context.Context, s *engine.Step) error {
 			return err
 		}
 	}
-	b, err := s.DepFile("bmc/credentials", "credentials.json")
-	if err != nil {
-		return err
-	}
-	var creds redfish.Credentials
-	if err := json.Unmarshal(b, &creds); err != nil {
-		return fmt.Errorf("%s: bmc/credentials: %w", name, err)
-	}
-	for _, r := range s.Target().Reads {
-		node, ok := cutNodeField(r, "name")
-		if !ok {
-			continue
-		}
+	err = bmcEachHost(s, c.Name, func(node string, h manifests.BMCHost) error {
 		role, err := s.String("nodes." + node + ".role")
 		if err != nil {
 			return err
 		}
-		mac, err := lvMAC(s, c.Name, node)
-		if err != nil {
-			return err
-		}
-		c.Hosts = append(c.Hosts, manifests.IPIHost{Name: node, Role: role, BMCAddress: BMCAddress(gw, rl.UUID(c.Name, node)), BootMAC: mac,
-			Username: creds.Username, Password: creds.Password, DisableCertificateVerification: true})
+		c.Hosts = append(c.Hosts, manifests.IPIHost{Name: node, Role: role, BMCAddress: h.BMCAddress, BootMAC: h.BootMAC,
+			Username: h.Username, Password: h.Password, DisableCertificateVerification: h.DisableCertificateVerification})
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	ps, err := s.File("access.pullSecretFile")
 	if err != nil {

@@ -624,7 +624,14 @@ func (s *Server) download(r *http.Request, ref DomainRef, u *url.URL) (string, e
 	return f.Name(), nil
 }
 
-func (s *Server) insert(sys *system, image, file string) error {
+// insert attaches file (downloaded from image) as the system's CD-ROM; eject empties it.
+func (s *Server) insert(sys *system, image, file string) error { return s.setMedia(sys, image, file) }
+
+func (s *Server) eject(sys *system) error { return s.setMedia(sys, "", "") }
+
+// setMedia points the CD-ROM at file ("" to eject) in the persistent definition and the
+// metadata, then in the running domain, and deletes the image it replaces.
+func (s *Server) setMedia(sys *system, image, file string) error {
 	old := sys.st.File
 	live := sys.attach(file)
 	sys.st.Image, sys.st.File = image, file
@@ -643,26 +650,6 @@ func (s *Server) insert(sys *system, image, file string) error {
 	if old != file {
 		s.removeMedia(old)
 	}
-	return nil
-}
-
-func (s *Server) eject(sys *system) error {
-	old := sys.st.File
-	live := sys.attach("")
-	sys.st.Image, sys.st.File = "", ""
-	if err := s.save(sys, true); err != nil {
-		return err
-	}
-	if live != nil {
-		x, err := live.Marshal()
-		if err != nil {
-			return err
-		}
-		if err := s.hv.ChangeMedia(sys.ref.UUID, x); err != nil {
-			return fmt.Errorf("domain %s: eject the live CD-ROM: %w", sys.ref.Name, err)
-		}
-	}
-	s.removeMedia(old)
 	return nil
 }
 
