@@ -13,6 +13,7 @@ require (
 	github.com/openshift/api v0.0.0-20260105154426-319dc2e49203
 	github.com/rogpeppe/go-internal v1.16.0
 	github.com/spf13/pflag v1.0.10
+	github.com/stmcginnis/gofish v0.20.0
 	golang.org/x/crypto v0.58.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.47.0

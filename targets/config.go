@@ -36,6 +36,11 @@ type Config struct {
 	// Mirror is the local release mirror (targets/mirror.go); nil (absent) is off, and the
 	// config then reads exactly as before the field existed.
 	Mirror *MirrorConfig `json:"mirror,omitempty"`
+	// Platform is the cluster's platform: PlatformNone (default; the VMs are provisioned by
+	// labbuild, the hard way) or PlatformBaremetal (seed 001: every VM is a bare-metal host
+	// behind labbuild's virtual Redfish BMC, the workers are handed to the cluster's Metal3 as
+	// BareMetalHosts; needs network.loadBalancer: in-cluster). docs/baremetal.md.
+	Platform string `json:"platform,omitempty"`
 
 	lk   *lookupCache   // the config as generic JSON, for Lookup; built on first use
 	pos  map[string]int // field path → line in the file it was read from (messages)
@@ -91,6 +96,11 @@ type NetworkConfig struct {
 	// the agent-based and assisted installers: keepalived moves the VIPs between the nodes,
 	// haproxy and coredns run as static pods, platform BareMetal). See docs/in-cluster-vips.md.
 	LoadBalancer string `json:"loadBalancer"`
+	// ExternalBridge, when set, names a host bridge that bridge/external creates and joins to
+	// the lab network's bridge with a veth pair (seed 001's "baremetal" bridge, for tools
+	// that attach to a bridge by name, as openshift-install's bare-metal IPI does with
+	// platform.baremetal.externalBridge). It carries no address of its own.
+	ExternalBridge string `json:"externalBridge,omitempty"`
 }
 
 // Values of network.loadBalancer.
@@ -102,6 +112,40 @@ const (
 // InCluster reports whether the lab runs the in-cluster VIP mode (network.loadBalancer:
 // in-cluster): no host haproxy, platform BareMetal.
 func (c *Config) InCluster() bool { return c.Network.LoadBalancer == LoadBalancerInCluster }
+
+// Values of platform.
+const (
+	PlatformNone      = "none"
+	PlatformBaremetal = "baremetal"
+)
+
+// Baremetal reports whether the lab is platform: baremetal.
+func (c *Config) Baremetal() bool { return c.Platform == PlatformBaremetal }
+
+// baremetalSizes are seed 001's sizes ("OCP will not install if your control plane nodes don't
+// have 12GB of RAM ... and 4 CPU cores. Workers need as much as 8GB and 2 Cores"): the
+// defaults of platform: baremetal for the sizes a lab.yaml does not set.
+var baremetalSizes = map[string]Size{RoleMaster: {VCPUs: 4, MemoryMiB: 12288}, RoleWorker: {VCPUs: 2, MemoryMiB: 8192}}
+
+// applyPlatformDefaults sets the platform's size defaults where the file (whose field lines are
+// pos) does not set the field.
+func (c *Config) applyPlatformDefaults(pos map[string]int) {
+	if !c.Baremetal() {
+		return
+	}
+	for role, sz := range baremetalSizes {
+		dst := &c.Sizes.Master
+		if role == RoleWorker {
+			dst = &c.Sizes.Worker
+		}
+		if _, set := pos["sizes."+role+".vcpus"]; !set {
+			dst.VCPUs = sz.VCPUs
+		}
+		if _, set := pos["sizes."+role+".memoryMiB"]; !set {
+			dst.MemoryMiB = sz.MemoryMiB
+		}
+	}
+}
 
 // Node roles.
 const (
@@ -264,6 +308,7 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 				return nil, errs
 			}
 			c.name = name
+			c.applyPlatformDefaults(c.pos)
 			return c, errs
 		}
 	}
@@ -271,6 +316,7 @@ func ParseConfig(data []byte, name string) (*Config, error) {
 		return nil, &ConfigError{File: name, Msg: strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: "), Fix: "see `labbuild init` for every field"}
 	}
 	c.name = name
+	c.applyPlatformDefaults(c.pos)
 	return c, nil
 }
 

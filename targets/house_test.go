@@ -64,7 +64,7 @@ var rooms = map[string][]string{
 	"cache":  {},
 	"engine": {"graph", "cache"},
 	// The families: the engine's names, the renderers, the adapters.
-	"targets": {"engine", "render/", "targets/", "internal/nearest"},
+	"targets": {"engine", "render/", "targets/", "internal/nearest", "internal/redfish"},
 	// Adapters to the outside world (a registry, libvirt, the Kubernetes API, polling): no
 	// engine, no families, so each is usable and testable alone.
 	"targets/":               {"render/", "targets/"},
@@ -73,12 +73,13 @@ var rooms = map[string][]string{
 	"internal/nearest":       {},
 	"internal/gather":        {},
 	"internal/nodessh":       {},
+	"internal/redfish":       {},
 	"internal/synthcli":      {"engine"},
 	"internal/payload":       {},
 	"internal/testenv":       {"internal/payload", "render/"},
 	"internal/rehearsal":     {"render/", "targets/"},
 	"internal/tools":         {},
-	"cmd/labbuild":           {"engine", "graph", "cache", "targets", "internal/front", "internal/synthcli", "internal/nearest", "internal/gather", "internal/nodessh", "targets/virt"},
+	"cmd/labbuild":           {"engine", "graph", "cache", "targets", "internal/front", "internal/synthcli", "internal/nearest", "internal/gather", "internal/nodessh", "internal/redfish", "targets/virt"},
 	"cmd/labbuild-front":     {"internal/front"},
 	"cmd/labbuild-sample":    {"internal/testenv", "internal/payload"},
 	"cmd/mco-standin":        {"render/"},

@@ -110,6 +110,9 @@ func libvirtTargets(c *Config) []*engine.Target {
 		if n.MAC != "" {
 			vmReads = append(vmReads, "nodes."+node+".mac")
 		}
+		if c.Baremetal() {
+			vmReads = append(vmReads, "platform") // the domain's UUID (rl.UUID)
+		}
 		deps := []string{"libvirt/network", "libvirt/volume/" + node}
 		if ignition["ignition/"+node] {
 			deps = append(deps, "ignition/"+node)

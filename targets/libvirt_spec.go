@@ -162,6 +162,13 @@ func lvDomainSpec(s *engine.Step, node string) (rl.DomainSpec, error) {
 		return sp, err
 	}
 	sp.Name = DomainName(cluster, node)
+	if slices.Contains(s.Target().Reads, "platform") {
+		if p, err := s.String("platform"); err != nil {
+			return sp, err
+		} else if p == PlatformBaremetal {
+			sp.UUID = rl.UUID(cluster, node) // the BMC's System id, known before the domain exists
+		}
+	}
 	if sp.Type, err = s.String("libvirt.domainType"); err != nil {
 		return sp, err
 	}

@@ -86,12 +86,26 @@ var pkiBundles = []pkiBundle{
 	{"kube-apiserver-client-ca", "bootstrap kube-apiserver --client-ca-file: kubernetes CA + kubelet signer", []string{"kubernetes", "kubelet-signer"}},
 }
 
-// pkiCAsOf returns the lab's signers: pkiCAs, and the mirror CA when the lab has a mirror.
+// pkiMirrorCA signs the release mirror's serving certificate (mirror/registry): the cluster
+// trusts it through additionalTrustBundle.
+var pkiMirrorCA = pkiCA{"mirror-ca", "labbuild-mirror-ca", "the release mirror's CA (sticky key): the cluster trusts it through additionalTrustBundle"}
+
+// pkiBMCCA is platform baremetal's signer of the virtual BMC's serving certificate (bmc/service):
+// its own CA, so that trusting the BMC (install-config hosts[].bmc, a BareMetalHost's Ironic)
+// trusts nothing of the cluster's.
+var pkiBMCCA = pkiCA{"bmc", "labbuild-bmc-ca", "virtual BMC CA (platform baremetal): signs the Redfish BMC's serving cert"}
+
+// pkiCAsOf returns the lab's signers: pkiCAs, pkiMirrorCA when the lab has a mirror, and
+// pkiBMCCA on platform baremetal. A lab with neither has exactly pkiCAs.
 func pkiCAsOf(c *Config) []pkiCA {
-	if c == nil || !c.MirrorOn() {
-		return pkiCAs
+	cas := pkiCAs[:len(pkiCAs):len(pkiCAs)]
+	if c != nil && c.MirrorOn() {
+		cas = append(cas, pkiMirrorCA)
 	}
-	return append(pkiCAs[:len(pkiCAs):len(pkiCAs)], pkiCA{"mirror-ca", "labbuild-mirror-ca", "the release mirror's CA (sticky key): the cluster trusts it through additionalTrustBundle"})
+	if c != nil && c.Baremetal() {
+		cas = append(cas, pkiBMCCA)
+	}
+	return cas
 }
 
 // pkiServingSigners are the CAs whose serving certificates a client meets on the API after
@@ -130,7 +144,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 		}
 	}
 	none := func(*Config) []string { return nil }
-	return append([]pkiLeaf{
+	leaves := []pkiLeaf{
 		{
 			id: "etcd-server", issuer: "etcd-signer",
 			doc: "bootstrap etcd serving cert (server+client: etcd and its probes present it as a client)",
@@ -245,7 +259,23 @@ func pkiLeaves(c *Config) []pkiLeaf {
 		// authenticating after the bootstrap is gone (docs/past-the-pivot.md).
 		{id: "kube-proxy", issuer: "kubernetes", doc: "masters' kube-proxy client cert (system:kube-proxy, long-lived)", reads: none, spec: client("system:kube-proxy")},
 		{id: "kubelet-bootstrap", issuer: "kubernetes", short: true, doc: "kubelet bootstrap client cert (short-lived; renewed while a boot is ahead)", reads: none, spec: client("system:bootstrapper", "system:bootstrappers")},
-	}, mirrorLeaves(c)...)
+	}
+	leaves = append(leaves, mirrorLeaves(c)...)
+	if c.Baremetal() {
+		leaves = append(leaves, pkiLeaf{
+			id: "bmc-server", issuer: "bmc",
+			doc:   "virtual BMC serving cert (platform baremetal): the lab bridge's address, network.gateway, where bmc/service listens",
+			reads: func(*Config) []string { return []string{"network.gateway"} },
+			spec: func(s *engine.Step) (pki.Spec, error) {
+				gw, err := s.String("network.gateway")
+				if err != nil {
+					return pki.Spec{}, err
+				}
+				return pki.Spec{CommonName: "labbuild-bmc", Server: true, IPs: []string{gw}}, nil
+			},
+		})
+	}
+	return leaves
 }
 
 func pkiNodeIPs(s *engine.Step, names []string) ([]string, error) {

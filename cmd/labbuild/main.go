@@ -107,6 +107,9 @@ func main() {
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(1 << 30)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if len(os.Args) == 3 && os.Args[1] == bmcServeVerb {
+		os.Exit(bmcServe(ctx, os.Args[2])) // bmc/service's daemon (bmcserve.go), not a user verb
+	}
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	for _, f := range atExit {

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -303,4 +304,11 @@ func BusyboxInitramfs(t testing.TB, dir, init string) string {
 func (l *Libvirtd) Pids() ([]string, error) {
 	out, err := exec.Command("ip", "netns", "pids", l.NetNS).Output()
 	return strings.Fields(string(out)), err
+}
+
+// DialContext opens a TCP connection from inside the daemon's network namespace, with the
+// signature of net.Dialer.DialContext (an http.Transport's dialer): a test's client reaches a
+// server bound to an address of that namespace (the lab bridge's).
+func (l *Libvirtd) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return l.dialInNS(addr)
 }

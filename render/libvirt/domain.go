@@ -113,6 +113,9 @@ type DomainSpec struct {
 	ISO string
 	// Kernel, Initrd and Cmdline, when Kernel is set, boot the guest directly (tests).
 	Kernel, Initrd, Cmdline string
+	// UUID, when set, is the domain's libvirt UUID (UUID(cluster, node) on platform
+	// baremetal: the BMC's System id); libvirt picks a random one otherwise.
+	UUID string
 }
 
 // Domain returns the libvirt domain of s: x86_64 hvm with ACPI (a guest needs it to power off),
@@ -137,6 +140,7 @@ func Domain(s DomainSpec) (*libvirtxml.Domain, error) {
 	d := &libvirtxml.Domain{
 		Type:   s.Type,
 		Name:   s.Name,
+		UUID:   s.UUID,
 		Memory: &libvirtxml.DomainMemory{Value: uint(s.MemoryMiB), Unit: "MiB"},
 		VCPU:   &libvirtxml.DomainVCPU{Value: uint(s.VCPUs)},
 		OS: &libvirtxml.DomainOS{

@@ -70,6 +70,16 @@ func MAC(cluster, node string) string {
 	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", h[0], h[1], h[2])
 }
 
+// UUID returns a node's libvirt domain UUID derived from the cluster and node names (an RFC
+// 9562 version 8, name-based UUID over SHA-256), so that platform: baremetal's BMC addresses
+// (…/redfish/v1/Systems/<uuid>) are known before the domain exists and stay across rebuilds.
+func UUID(cluster, node string) string {
+	h := sha256.Sum256([]byte("labbuild-domain/" + cluster + "/" + node))
+	h[6] = h[6]&0x0f | 0x80 // version 8
+	h[8] = h[8]&0x3f | 0x80 // variant 10
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
 // EtcdSRVService and EtcdSRVPort are the legacy etcd discovery record
 // _etcd-server-ssl._tcp.<domain> → etcd-<i>.<domain>:2380 that create-network.sh adds (4.18's
 // etcd no longer reads it; kept because the stage-02 verify script checks it).

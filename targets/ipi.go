@@ -1,0 +1,112 @@
+package targets
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/labbuild/labbuild/engine"
+	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/render/manifests"
+)
+
+// The ipi family (platform baremetal) hands this host to the real installer: seed 001's flow.
+//
+//	ipi/install-config  install-config.yaml for `openshift-install create cluster` (bare-metal
+//	                    IPI): the masters and workers as hosts behind labbuild's BMC, their
+//	                    boot MACs and BMC credentials, provisioningNetwork Disabled, the VIPs,
+//	                    the lab bridge as externalBridge (0600: it holds the pull secret and
+//	                    the BMC password)
+//
+// Build bmc/service and the VMs (libvirt), then copy the file into an empty directory and run
+// openshift-install there; see docs/baremetal.md.
+func init() {
+	Register(Family{Name: "ipi", Doc: "platform baremetal: install-config.yaml for openshift-install's bare-metal IPI on this host (seed 001)", Targets: ipiTargets})
+}
+
+func ipiTargets(c *Config) []*engine.Target {
+	if !c.Baremetal() {
+		return nil
+	}
+	reads := []string{"cluster.name", "cluster.baseDomain", "network.machineNetwork", "network.clusterNetwork", "network.hostPrefix",
+		"network.serviceNetwork", "network.apiVIP", "network.ingressVIP", "network.gateway", "libvirt.uri", "libvirt.network"}
+	for _, n := range c.Nodes {
+		if n.Role == RoleBootstrap {
+			continue // the installer makes its own bootstrap VM
+		}
+		reads = append(reads, "nodes."+n.Name+".name", "nodes."+n.Name+".role")
+		if n.MAC != "" {
+			reads = append(reads, "nodes."+n.Name+".mac")
+		}
+	}
+	if c.Network.ExternalBridge != "" {
+		reads = append(reads, "network.externalBridge")
+	}
+	return []*engine.Target{{
+		Name: "ipi/install-config", Doc: "install-config.yaml for openshift-install's bare-metal IPI: hosts behind labbuild's BMC, provisioningNetwork Disabled (0600)",
+		Deps: []string{"bmc/credentials"}, Reads: reads, Files: []string{"access.pullSecretFile", "access.sshKeyFile"}, Version: 1,
+		Run: ipiInstallConfigRun,
+	}}
+}
+
+func ipiInstallConfigRun(ctx context.Context, s *engine.Step) error {
+	name := s.Target().Name
+	var c manifests.IPIConfig
+	for _, f := range []struct {
+		p string
+		v *string
+	}{
+		{"cluster.name", &c.Name}, {"cluster.baseDomain", &c.BaseDomain}, {"network.machineNetwork", &c.MachineNetwork},
+		{"network.clusterNetwork", &c.ClusterNetwork}, {"network.serviceNetwork", &c.ServiceNetwork},
+		{"network.apiVIP", &c.APIVIP}, {"network.ingressVIP", &c.IngressVIP}, {"libvirt.uri", &c.LibvirtURI},
+	} {
+		v, err := s.String(f.p)
+		if err != nil {
+			return err
+		}
+		*f.v = v
+	}
+	if err := s.Value("network.hostPrefix", &c.HostPrefix); err != nil {
+		return err
+	}
+	network, err := s.String("libvirt.network")
+	if err != nil {
+		return err
+	}
+	// The bootstrap VM joins the lab network's own bridge: a plain Linux bridge that libvirt's
+	// network keeps up, with the network's DHCP and DNS (the seed's veth pair joined a second
+	// bridge to it only because its installer looked for one by name).
+	c.ExternalBridge = rl.Bridge(network)
+	if slices.Contains(s.Target().Reads, "network.externalBridge") {
+		if c.ExternalBridge, err = s.String("network.externalBridge"); err != nil { // bridge/external's
+			return err
+		}
+	}
+	err = bmcEachHost(s, c.Name, func(node string, h manifests.BMCHost) error {
+		role, err := s.String("nodes." + node + ".role")
+		if err != nil {
+			return err
+		}
+		c.Hosts = append(c.Hosts, manifests.IPIHost{Name: node, Role: role, BMCAddress: h.BMCAddress, BootMAC: h.BootMAC,
+			Username: h.Username, Password: h.Password, DisableCertificateVerification: h.DisableCertificateVerification})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	ps, err := s.File("access.pullSecretFile")
+	if err != nil {
+		return err
+	}
+	key, err := s.File("access.sshKeyFile")
+	if err != nil {
+		return err
+	}
+	c.PullSecret, c.SSHKey = strings.TrimSpace(string(ps)), strings.TrimSpace(string(key))
+	out, err := manifests.IPIInstallConfig(c)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return s.WriteFile("install-config.yaml", out, 0o600)
+}
