@@ -72,13 +72,13 @@ type Env struct {
 func Main(e Env) int {
 	start := e.Now()
 	args := e.Args[1:]
-	if out, ok := versionOutput(args, e.Version); ok {
-		io.WriteString(e.Stdout, out)
-		return 0
-	}
 	why := "LABBUILD_FRONT=off"
 	mode := getenv(e.Environ, "LABBUILD_FRONT")
 	if mode != "off" {
+		if out, ok := versionOutput(args, e.Version); ok {
+			io.WriteString(e.Stdout, out)
+			return 0
+		}
 		var s *cache.Stamp
 		var unlock func()
 		s, unlock, why = replayable(e, args, start)
@@ -239,24 +239,22 @@ func replayable(e Env, args []string, start time.Time) (*cache.Stamp, func(), st
 
 // check is replayable; it returns the lock's descriptor (held shared) or -1.
 func check(e Env, args []string, start time.Time) (*cache.Stamp, int, string) {
-	cwd, err := os.Getwd()
-	if err != nil {
-		return nil, -1, "no working directory: " + err.Error()
-	}
 	dir, out, ok := outDir(args)
 	if !ok {
 		return nil, -1, "a flag the front does not parse"
 	}
-	if dir != "" && !filepath.IsAbs(dir) {
-		dir = filepath.Join(cwd, dir)
+	// The directory the full binary works in: the kernel's working directory (never $PWD),
+	// then -C as os.Chdir takes it, every symlink followed (what getcwd returns after it).
+	cwd, err := cache.Getwd()
+	if err != nil {
+		return nil, -1, "no working directory: " + err.Error()
 	}
-	if !filepath.IsAbs(out) {
-		base := dir
-		if base == "" {
-			base = cwd
+	if dir != "" {
+		if cwd, err = filepath.EvalSymlinks(cache.AbsIn(cwd, dir)); err != nil {
+			return nil, -1, "-C: " + err.Error()
 		}
-		out = filepath.Join(base, out)
 	}
+	out = cache.AbsIn(cwd, out) // as the engine takes -o in that directory
 	meta := filepath.Join(out, ".labbuild")
 	data, err := os.ReadFile(filepath.Join(meta, cache.StampDir, cache.StampKey(cwd, args)))
 	if err != nil {
@@ -322,7 +320,7 @@ func checkFiles(s *cache.Stamp) string {
 	for _, part := range parts {
 		check := func() {
 			var pathz []byte
-			ok := cache.StampFiles(part, func(base byte, path []byte, fp cache.Fingerprint) bool {
+			ok := cache.StampFiles(part, func(base byte, path []byte, fp cache.Fingerprint, digest []byte) bool {
 				if failed.Load() != nil {
 					return false
 				}
@@ -345,8 +343,8 @@ func checkFiles(s *cache.Stamp) string {
 					why = "is gone"
 				case got != fp:
 					why = "changed"
-				case fp.Mtime >= s.Start-cache.RacyWindow:
-					why = "changed less than 20 ms before the stamp (racy)"
+				case digest != nil && !sameDigest(pathz, digest):
+					why = "changed (its bytes; its fingerprint was racy)"
 				}
 				if why != "" {
 					msg := unsafe.String(&pathz[0], len(pathz)-1) + " " + why
@@ -432,4 +430,16 @@ func replay(e Env, s *cache.Stamp, start time.Time) {
 			e.Stderr.Write(c.Data)
 		}
 	}
+}
+
+// sameDigest reports whether the file at pathz holds bytes of the SHA-256 digest: a racily
+// clean entry, whose fingerprint cannot vouch for them (cache.RacyWindow). Only absolute
+// entries carry a digest (cache.Recorder.Stat); any other reads as changed.
+func sameDigest(pathz []byte, digest []byte) bool {
+	p := unsafe.String(&pathz[0], len(pathz)-1)
+	if !filepath.IsAbs(p) {
+		return false
+	}
+	d, _, err := cache.HashFile(p)
+	return err == nil && string(d[:]) == string(digest)
 }
