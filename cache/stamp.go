@@ -149,7 +149,6 @@ func AppendStampFile(b []byte, base byte, path []byte, fp Fingerprint) []byte {
 	return b
 }
 
-
 func appendStampFP(b []byte, fp Fingerprint) []byte {
 	b = binary.AppendVarint(b, fp.Size)
 	b = binary.AppendVarint(b, fp.Mtime)
@@ -357,10 +356,10 @@ type Recorder struct {
 	start    int64 // ns: the run's start (SetStart), for the racy rule
 	files    []byte
 	n        int
-	until    int64    // ns; 0: no limit yet
-	bad      string   // why no stamp may be written ("" if one may)
-	out      string   // absolute output directory
-	base     string   // absolute base directory of StampBase entries
+	until    int64  // ns; 0: no limit yet
+	bad      string // why no stamp may be written ("" if one may)
+	out      string // absolute output directory
+	base     string // absolute base directory of StampBase entries
 	stateFP  Fingerprint
 	statePth string
 }

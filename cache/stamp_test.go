@@ -30,7 +30,10 @@ func TestStampRoundTrip(t *testing.T) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, s)
 	}
 	var paths []string
-	StampFiles(got.Files, func(base byte, path []byte, fp Fingerprint, _ []byte) bool { paths = append(paths, string(path)); return true })
+	StampFiles(got.Files, func(base byte, path []byte, fp Fingerprint, _ []byte) bool {
+		paths = append(paths, string(path))
+		return true
+	})
 	if !reflect.DeepEqual(paths, []string{"pki/ca/root/ca.crt", "/lab/lab.yaml"}) {
 		t.Fatalf("entries: %q", paths)
 	}

@@ -229,6 +229,7 @@ func (s *State) applyRecord(rec []byte) {
 //	F: 'F' u16 len, path, fingerprint, digest[32]
 //
 // A fingerprint is size i64, mtime i64, ctime i64, ino u64, dev u64, mode u32.
+//
 //	D: 'D' u16 len, name
 const (
 	fpSize       = 44
