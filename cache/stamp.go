@@ -360,7 +360,6 @@ type Recorder struct {
 	bad      string // why no stamp may be written ("" if one may)
 	out      string // absolute output directory
 	base     string // absolute base directory of StampBase entries
-	stateFP  Fingerprint
 	statePth string
 }
 
@@ -468,16 +467,15 @@ func (r *Recorder) SetDirs(out, base string) {
 	r.mu.Unlock()
 }
 
-// StateLoaded records the state file's fingerprint as the build read it, under the lock;
-// StateClosing, called before the lock is released, fails the recording when the build wrote
-// it since (then the verdict rested on a state that is no longer on disk).
+// StateLoaded notes the state file the build reads under the lock; StateClosing, called
+// after the build closed it and before the lock is released, records it as it is then. A null
+// build may have written it (an input file hashed again, recorded with its new fingerprint);
+// it wrote no target, or recordVerdict failed the recording, so the state on disk then is one
+// whose verdict is this run's.
 func (r *Recorder) StateLoaded(path string) {
-	if r == nil {
-		return
+	if r != nil {
+		r.statePth = path
 	}
-	r.statePth = path
-	r.Stat(path)
-	r.stateFP, _ = Stat(path)
 }
 
 // StateClosing: see StateLoaded.
@@ -485,9 +483,20 @@ func (r *Recorder) StateClosing() {
 	if r == nil || r.statePth == "" {
 		return
 	}
-	if fp, _ := Stat(r.statePth); fp != r.stateFP {
-		r.Fail("the build wrote its state")
+	r.Stat(r.statePth)
+}
+
+// File records an input file or output the engine compared outside its fast path: its
+// fingerprint, and with digest the bytes it hashed (a file the state does not vouch for).
+func (r *Recorder) File(path string, fp Fingerprint, digest *Digest) {
+	if r == nil {
+		return
 	}
+	if digest == nil {
+		r.Add(AppendStampFile(nil, StampAbs, []byte(path), fp), 1)
+		return
+	}
+	r.Add(append(AppendStampFile(nil, StampAbs|StampDigest, []byte(path), fp), digest[:]...), 1)
 }
 
 // Fill copies what was recorded into s (Files, NFiles, ValidUntil, OutDir, BaseDir). It

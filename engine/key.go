@@ -111,10 +111,10 @@ func epochKey(base cache.Digest, epoch int64, inputs map[string]cache.Digest) ca
 	return h.Sum()
 }
 
-// racyWindow is the file system's timestamp granularity with a margin: ext4 and tmpfs stamp
-// mtimes from the kernel's coarse clock (one jiffy, up to 10 ms), so a file modified again
-// within one tick of being read can keep its mtime.
-const racyWindow = 20 * time.Millisecond
+// racyWindow is the file system's timestamp granularity with a margin (cache.RacyWindow, 2 s:
+// whole seconds on ext4 with 128-byte inodes), so a file modified again within one tick of
+// being read can keep its fingerprint: such a file is hashed again next time.
+const racyWindow = cache.RacyWindow * time.Nanosecond
 
 // fileDigest returns the digest of the file named by config field f, trusting the recorded
 // digest when the stat fingerprint matches (so a null build reads no input file). A file whose
@@ -130,14 +130,18 @@ func (b *builder) fileDigest(f string) (cache.Digest, error) {
 		return cache.Digest{}, &InputError{Field: f, Where: where(b.p.values, f), Path: path, Err: err}
 	}
 	if st, ok := b.state.File(path); ok && st.FP == fp {
+		b.o.Record.File(path, fp, nil) // the state vouches for it, as on the fast path
 		return st.Digest, nil
 	}
 	d, _, err := cache.HashFile(path)
 	if err != nil {
 		return cache.Digest{}, &InputError{Field: f, Where: where(b.p.values, f), Path: path, Err: err}
 	}
-	if !b.o.DryRun && fp.Mtime < b.wall.Add(-racyWindow).UnixNano() {
+	if !b.o.DryRun && fp.Changed() < b.wall.Add(-racyWindow).UnixNano() {
 		b.state.SetFile(path, cache.FileState{FP: fp, Digest: d})
+		b.o.Record.File(path, fp, nil)
+	} else {
+		b.o.Record.File(path, fp, &d) // hashed again next time: the front compares bytes
 	}
 	return d, nil
 }
@@ -169,6 +173,14 @@ func (b *builder) check(n *node, key cache.Digest, prev *cache.TargetState, rene
 		}
 		if fp != o.FP {
 			return []string{"output " + filepath.ToSlash(filepath.Join(t.Dir(), o.Rel)) + " modified"}, false
+		}
+	}
+	if r := b.o.Record; r != nil {
+		if prev.StaleAt != 0 {
+			r.Until(prev.StaleAt)
+		}
+		for _, o := range prev.Outputs {
+			r.File(filepath.Join(dir, filepath.FromSlash(o.Rel)), o.FP, nil)
 		}
 	}
 	return nil, true

@@ -256,7 +256,8 @@ func check(e Env, args []string, start time.Time) (*cache.Stamp, int, string) {
 	}
 	out = cache.AbsIn(cwd, out) // as the engine takes -o in that directory
 	meta := filepath.Join(out, ".labbuild")
-	data, err := os.ReadFile(filepath.Join(meta, cache.StampDir, cache.StampKey(cwd, args)))
+	key := cache.StampKey(cwd, args)
+	data, err := os.ReadFile(filepath.Join(meta, cache.StampDir, key))
 	if err != nil {
 		return nil, -1, "no stamp for this command line here (it was never a null build)"
 	}
@@ -290,21 +291,49 @@ func check(e Env, args []string, start time.Time) (*cache.Stamp, int, string) {
 		syscall.Close(lock)
 		return nil, -1, "another labbuild holds the lock on " + out
 	}
-	return s, lock, checkFiles(s)
+	why, digests := checkFiles(s)
+	if why == "" && digests > 0 {
+		settle(s, meta, key, start)
+	}
+	return s, lock, why
 }
 
-// checkFiles stats every recorded file and returns the first that changed, or "". Large stamps
-// are checked on every CPU, in contiguous parts (as the full binary's fast path does).
-func checkFiles(s *cache.Stamp) string {
+// settle rewrites the stamp without the digests of its racy entries once they are older than
+// cache.RacyWindow: their bytes were just found as stamped, and from now on any write moves
+// their ctime, so the fingerprint alone vouches for them and later replays hash nothing.
+func settle(s *cache.Stamp, meta, key string, now time.Time) {
+	var files []byte
+	n, settled := 0, 0
+	cache.StampFiles(s.Files, func(base byte, path []byte, fp cache.Fingerprint, digest []byte) bool {
+		if digest != nil && fp.Changed() < now.UnixNano()-cache.RacyWindow {
+			base, digest = base&^cache.StampDigest, nil
+			settled++
+		}
+		files = append(cache.AppendStampFile(files, base, path, fp), digest...)
+		n++
+		return true
+	})
+	if settled == 0 {
+		return
+	}
+	t := *s
+	t.Files, t.NFiles = files, n
+	cache.WriteStamp(meta, key, &t)
+}
+
+// checkFiles stats every recorded file and returns the first that changed, or "", and how many
+// entries it compared by their bytes (a digest). Large stamps are checked on every CPU, in
+// contiguous parts (as the full binary's fast path does).
+func checkFiles(s *cache.Stamp) (string, int) {
 	outfd, err := syscall.Open(s.OutDir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return "no output directory"
+		return "no output directory", 0
 	}
 	defer syscall.Close(outfd)
 	basefd := -1
 	if s.BaseDir != "" {
 		if basefd, err = syscall.Open(s.BaseDir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err != nil {
-			return "no base directory " + s.BaseDir
+			return "no base directory " + s.BaseDir, 0
 		}
 		defer syscall.Close(basefd)
 	}
@@ -314,8 +343,9 @@ func checkFiles(s *cache.Stamp) string {
 		parts = cache.SplitStampFiles(s.Files, (s.NFiles+workers-1)/workers)
 	}
 	var (
-		wg     sync.WaitGroup
-		failed atomic.Pointer[string]
+		wg      sync.WaitGroup
+		failed  atomic.Pointer[string]
+		digests atomic.Int32
 	)
 	for _, part := range parts {
 		check := func() {
@@ -346,6 +376,9 @@ func checkFiles(s *cache.Stamp) string {
 				case digest != nil && !sameDigest(pathz, digest):
 					why = "changed (its bytes; its fingerprint was racy)"
 				}
+				if digest != nil {
+					digests.Add(1)
+				}
 				if why != "" {
 					msg := unsafe.String(&pathz[0], len(pathz)-1) + " " + why
 					msg = strings.Clone(msg)
@@ -368,9 +401,9 @@ func checkFiles(s *cache.Stamp) string {
 	}
 	wg.Wait()
 	if p := failed.Load(); p != nil {
-		return *p
+		return *p, 0
 	}
-	return ""
+	return "", int(digests.Load())
 }
 
 // envDiff names the variables that differ between two StampEnv lists.

@@ -122,6 +122,32 @@ func TestDigestEntry(t *testing.T) {
 		if !tc.replay && !strings.Contains(stderr.String(), "its bytes") {
 			t.Errorf("%s: the explanation %q does not say its bytes changed", tc.name, stderr.String())
 		}
+		if tc.digest == nil || !tc.replay {
+			continue
+		}
+		// Past the racy window, a replay settles the stamp: the digest goes, the entry stays.
+		later := func() time.Time { return time.Now().Add(cache.RacyWindow + time.Second) }
+		if code := Main(Env{Args: []string{"labbuild", "x"}, Stdout: &stdout, Stderr: &stderr, Self: filepath.Join(dir, "labbuild"), Now: later,
+			Environ: []string{"LABBUILD_FRONT=explain"},
+			Exec:    func(string, []string, []string) error { execed = true; return os.ErrPermission }}); code != 0 || execed {
+			t.Fatalf("%s: a later replay: exit %d, %q", tc.name, code, stderr.String())
+		}
+		b, _ := os.ReadFile(filepath.Join(out, ".labbuild", cache.StampDir, cache.StampKey(wd, s.Argv)))
+		settled, err := cache.DecodeStamp(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		cache.StampFiles(settled.Files, func(_ byte, p []byte, _ cache.Fingerprint, d []byte) bool {
+			if d != nil || string(p) != f {
+				t.Errorf("%s: settled stamp has %s with digest %x", tc.name, p, d)
+			}
+			n++
+			return true
+		})
+		if n != 1 || settled.NFiles != 1 {
+			t.Errorf("%s: settled stamp has %d entries", tc.name, n)
+		}
 	}
 }
 
@@ -161,7 +187,7 @@ func TestCheckFilesParts(t *testing.T) {
 				t.Fatal("a part does not decode on its own")
 			}
 		}
-		why := checkFiles(&cache.Stamp{OutDir: dir, Files: files, NFiles: n})
+		why, _ := checkFiles(&cache.Stamp{OutDir: dir, Files: files, NFiles: n})
 		if (why == "") != (bad < 0) {
 			t.Errorf("entry %d changed: checkFiles says %q", bad, why)
 		}
