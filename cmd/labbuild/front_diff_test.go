@@ -49,10 +49,10 @@ var (
 
 // diffLab is the world of the differential and property tests.
 type diffLab struct {
-	t          *testing.T
-	root       string
-	w          *frontWorld
-	keys       [2][]byte // two SSH public keys of the same length
+	t        *testing.T
+	root     string
+	w        *frontWorld
+	keys     [2][]byte // two SSH public keys of the same length
 	replays  int
 	compared int
 	full     int
