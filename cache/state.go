@@ -183,6 +183,11 @@ func (s *State) open(data []byte) bool {
 		j = j[8+n:]
 		s.jBytes += int64(8 + n)
 	}
+	if len(j) > 0 {
+		// A torn or damaged frame: frames appended after it would never be read (the journal
+		// ends there), so the first write rewrites the file (what was read, then the new).
+		s.rewrite = true
+	}
 	s.over.Store(len(s.targets)+len(s.files) > 0)
 	return true
 }
