@@ -111,10 +111,14 @@ func epochKey(base cache.Digest, epoch int64, inputs map[string]cache.Digest) ca
 	return h.Sum()
 }
 
-// racyWindow is the file system's timestamp granularity with a margin (cache.RacyWindow, 2 s:
-// whole seconds on ext4 with 128-byte inodes), so a file modified again within one tick of
-// being read can keep its fingerprint: such a file is hashed again next time.
-const racyWindow = cache.RacyWindow * time.Nanosecond
+// racyWindow is the file system's timestamp granularity with a margin: ext4 and tmpfs stamp
+// times from the kernel's coarse clock (one jiffy, up to 10 ms), so a file modified again
+// within one tick of being read can keep its fingerprint: such a file is hashed again next
+// time. It is not cache.RacyWindow (2 s, for whole-second file systems): a null build right
+// after writing inputs (a benchmark, a script) would hash them all again for 2 s. The front
+// does not lean on this rule: it compares a file's bytes where the state does not vouch for
+// it, and the full binary's verdict, which it replays, is the one this rule gives.
+const racyWindow = 20 * time.Millisecond
 
 // fileDigest returns the digest of the file named by config field f, trusting the recorded
 // digest when the stat fingerprint matches (so a null build reads no input file). A file whose
