@@ -40,8 +40,12 @@ type execDone struct{ code int }
 func (w *frontWorld) front(args ...string) (r frontRun) {
 	w.t.Helper()
 	var stdout, stderr bytes.Buffer
+	environ := append(os.Environ(), "LABBUILD_FULL="+w.full)
+	if os.Getenv("LABBUILD_FRONT") == "" {
+		environ = append(environ, "LABBUILD_FRONT=explain")
+	}
 	e := front.Env{
-		Args: append([]string{"labbuild"}, args...), Environ: append(os.Environ(), "LABBUILD_FULL="+w.full, "LABBUILD_FRONT=explain"),
+		Args: append([]string{"labbuild"}, args...), Environ: environ,
 		Stdout: &stdout, Stderr: &stderr, Self: "/nonexistent/labbuild",
 		Now: func() time.Time {
 			if !w.now.IsZero() {
@@ -371,5 +375,9 @@ func TestFrontVersion(t *testing.T) {
 	}
 	if r := w.front("version", "-C", "x"); !r.deferred {
 		t.Errorf("version with another flag: the front answered %+v; only the full binary knows", r)
+	}
+	t.Setenv("LABBUILD_FRONT", "off") // always the full binary, version included
+	if r := w.front("version"); !r.deferred || r.code != 0 || !strings.HasPrefix(r.stdout, "labbuild ") {
+		t.Errorf("LABBUILD_FRONT=off labbuild version: %+v, want the full binary's", r)
 	}
 }
