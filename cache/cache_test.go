@@ -135,7 +135,7 @@ func TestStateSnapshotAndJournal(t *testing.T) {
 }
 
 // A version-2 (text) state is migrated, not lost: its records read back, and the first write
-// rewrites the file as version 3.
+// rewrites the file as version 4.
 func TestStateMigratesV2(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "state")
 	k, o, d := Sum([]byte("k")), Sum([]byte("o")), Sum([]byte("f"))
@@ -161,7 +161,7 @@ func TestStateMigratesV2(t *testing.T) {
 	s.Close()
 	data, _ := os.ReadFile(p)
 	if !bytes.HasPrefix(data, []byte(stateHeader)) {
-		t.Fatalf("state after a write starts %q, want version 3", data[:20])
+		t.Fatalf("state after a write starts %q, want version 4", data[:20])
 	}
 	s, _ = LoadState(p)
 	defer s.Close()

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // A null-build stamp is what lets the small `labbuild` front (cmd/labbuild-front, package
@@ -26,7 +28,7 @@ import (
 
 // Stamp is one command line's recorded null build.
 type Stamp struct {
-	Cwd        string   // the working directory the command started in (before -C)
+	Cwd        string   // the working directory after -C, as the kernel has it (Getwd)
 	Argv       []string // the arguments after the program name, verbatim
 	OutDir     string   // the absolute output directory
 	BaseDir    string   // the absolute directory StampBase entries are relative to
@@ -55,26 +57,36 @@ const (
 )
 
 // Bases of a stamp file entry: what its path is relative to. StampAbsent marks an entry whose
-// file did not exist (lab.yaml absent: the embedded default was used).
+// file did not exist (lab.yaml absent: the embedded default was used); StampDigest one whose
+// fingerprint is followed by the SHA-256 of its bytes, which the front compares too (a racy
+// file, see RacyWindow).
 const (
 	StampAbs    = 0 // an absolute path
 	StampOut    = 1 // relative to Stamp.OutDir
 	StampBase   = 2 // relative to Stamp.BaseDir
+	StampDigest = 0x40
 	StampAbsent = 0x80
 )
 
-// RacyWindow is how close to Stamp.Start a recorded mtime may be before the file counts as
-// changed: ext4 and tmpfs take mtimes from the kernel's coarse clock (one jiffy, up to 10 ms),
-// so a file written again within one tick of being statted can keep its fingerprint (git's
-// "racily clean" rule; the engine's racyWindow is the same figure).
-const RacyWindow = 20e6 // ns
+// RacyWindow is how close to Stamp.Start a file's last change (Fingerprint.Changed) may be
+// before its fingerprint alone cannot vouch for its bytes: a file system keeps timestamps in
+// its own granularity (ext4 with 128-byte inodes, and others, in whole seconds; ext4 and tmpfs
+// otherwise from the kernel's coarse clock), so a file written again within the same tick as
+// the stat keeps its fingerprint when its size does not change. This is cmd/go's test-cache
+// rule (modTimeCutoff, 2 s, in cmd/go/internal/test: a file modified within it makes a test
+// run uncacheable), where git instead compares the contents of such "racily clean" entries.
+// labbuild does as git: the stamp keeps the digest of such a file, and the front hashes it
+// (only files the full binary reads whole: the lab config, pull secret, SSH key, state).
+const RacyWindow = 2e9 // ns
 
 // StampDir is the directory, under the output directory's metadata directory (out/.labbuild),
 // that holds the stamps.
 const StampDir = "stamps"
 
-// StampKey names the stamp of a command line: a hash of the starting working directory and
-// the arguments (not the program name), so two command lines share a stamp only when equal.
+// StampKey names the stamp of a command line: a hash of the working directory after -C (as
+// the kernel resolved it: Getwd) and the arguments (not the program name), so two command lines
+// share a stamp only when they run in the same directory with the same words. Every relative
+// path in the arguments (-f, -o) is taken from that directory.
 func StampKey(cwd string, argv []string) string {
 	h := sha256.New()
 	h.Write([]byte(cwd))
@@ -125,7 +137,8 @@ func StampEnv(environ []string) []string {
 }
 
 // AppendStampFile appends one file entry: base (StampAbs, StampOut, StampBase, optionally |
-// StampAbsent), the path, and unless absent its fingerprint.
+// StampAbsent or | StampDigest), the path, and unless absent its fingerprint. With StampDigest
+// the caller appends the file's digest (32 bytes) next.
 func AppendStampFile(b []byte, base byte, path []byte, fp Fingerprint) []byte {
 	b = append(b, base)
 	b = binary.AppendUvarint(b, uint64(len(path)))
@@ -139,26 +152,41 @@ func AppendStampFile(b []byte, base byte, path []byte, fp Fingerprint) []byte {
 func appendStampFP(b []byte, fp Fingerprint) []byte {
 	b = binary.AppendVarint(b, fp.Size)
 	b = binary.AppendVarint(b, fp.Mtime)
+	b = binary.AppendVarint(b, fp.Ctime)
 	b = binary.AppendUvarint(b, fp.Ino)
+	b = binary.AppendUvarint(b, fp.Dev)
 	return binary.AppendUvarint(b, uint64(fp.Mode))
 }
 
-// StampFiles iterates over the entries of files (Stamp.Files); fn returning false stops it. It
-// reports false when an entry does not decode or fn stopped.
-func StampFiles(files []byte, fn func(base byte, path []byte, fp Fingerprint) bool) bool {
+// StampFiles iterates over the entries of files (Stamp.Files); fn returning false stops it.
+// digest is the entry's content digest (StampDigest), or nil. It reports false when an entry
+// does not decode or fn stopped.
+func StampFiles(files []byte, fn func(base byte, path []byte, fp Fingerprint, digest []byte) bool) bool {
 	d := stampDec{b: files, ok: true}
 	for len(d.b) > 0 && d.ok {
-		base := d.byte()
-		path := d.bytes()
-		var fp Fingerprint
-		if base&StampAbsent == 0 {
-			fp = d.fp()
-		}
-		if !d.ok || !fn(base, path, fp) {
+		base, path, fp, dig := d.entry()
+		if !d.ok || !fn(base, path, fp, dig) {
 			return false
 		}
 	}
 	return d.ok
+}
+
+// entry reads one file entry.
+func (d *stampDec) entry() (base byte, path []byte, fp Fingerprint, digest []byte) {
+	base = d.byte()
+	path = d.bytes()
+	if base&StampAbsent == 0 {
+		fp = d.fp()
+	}
+	if base&StampDigest != 0 {
+		if len(d.b) < len(Digest{}) {
+			d.ok, d.b = false, nil
+			return
+		}
+		digest, d.b = d.b[:len(Digest{})], d.b[len(Digest{}):]
+	}
+	return
 }
 
 // SplitStampFiles cuts files (Stamp.Files) at entry boundaries into parts of per entries each
@@ -169,11 +197,7 @@ func SplitStampFiles(files []byte, per int) [][]byte {
 	d := stampDec{b: files, ok: true}
 	from, n := 0, 0
 	for len(d.b) > 0 {
-		base := d.byte()
-		d.bytes()
-		if base&StampAbsent == 0 {
-			d.fp()
-		}
+		d.entry()
 		if !d.ok {
 			return [][]byte{files}
 		}
@@ -188,7 +212,7 @@ func SplitStampFiles(files []byte, per int) [][]byte {
 	return parts
 }
 
-const stampMagic = "labbuild stamp 1\n"
+const stampMagic = "labbuild stamp 2\n"
 
 // Encode returns the stamp's bytes, checksummed (CRC-32C at the end).
 func (s *Stamp) Encode() []byte {
@@ -319,22 +343,31 @@ func (d *stampDec) bytes() []byte {
 }
 
 func (d *stampDec) fp() Fingerprint {
-	return Fingerprint{Size: d.varint(), Mtime: d.varint(), Ino: d.uvarint(), Mode: uint32(d.uvarint())}
+	return Fingerprint{Size: d.varint(), Mtime: d.varint(), Ctime: d.varint(), Ino: d.uvarint(), Dev: d.uvarint(), Mode: uint32(d.uvarint())}
 }
 
 // Recorder collects, during one build, what its null-build verdict rested on (see Stamp).
 // The engine's fast path adds each fingerprint it compared; the CLI adds the files it read
-// before the build (the lab config). A nil *Recorder records nothing. Safe for concurrent use.
+// whole before the build (the lab config, pull secret, SSH key) and the engine the state file,
+// with their digests when racy (see RacyWindow). A nil *Recorder records nothing. Safe for
+// concurrent use.
 type Recorder struct {
 	mu       sync.Mutex
+	start    int64 // ns: the run's start (SetStart), for the racy rule
 	files    []byte
 	n        int
 	until    int64  // ns; 0: no limit yet
 	bad      string // why no stamp may be written ("" if one may)
 	out      string // absolute output directory
 	base     string // absolute base directory of StampBase entries
-	stateFP  Fingerprint
 	statePth string
+}
+
+// SetStart records when the run started (ns since the epoch), before it consulted any file.
+func (r *Recorder) SetStart(ns int64) {
+	if r != nil {
+		r.start = ns
+	}
 }
 
 // Add appends n entries encoded by AppendStampFile (one fast-path worker's share).
@@ -348,13 +381,14 @@ func (r *Recorder) Add(entries []byte, n int) {
 	r.mu.Unlock()
 }
 
-// Stat records path's fingerprint as it is now, or its absence. A relative path is taken from
-// the working directory.
+// Stat records, before the run reads it whole, path's fingerprint as it is now, or its absence.
+// A relative path is taken from the working directory as the kernel has it (Abs). A regular
+// file changed within RacyWindow of the run's start is recorded with the digest of its bytes.
 func (r *Recorder) Stat(path string) {
 	if r == nil {
 		return
 	}
-	abs, err := filepath.Abs(path)
+	abs, err := Abs(path)
 	if err != nil {
 		r.Fail("cannot make " + path + " absolute")
 		return
@@ -363,12 +397,33 @@ func (r *Recorder) Stat(path string) {
 	base := byte(StampAbs)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		base |= StampAbsent
+		r.Add(AppendStampFile(nil, base|StampAbsent, []byte(abs), fp), 1)
+		return
 	case err != nil:
 		r.Fail(err.Error())
 		return
 	}
-	r.Add(AppendStampFile(nil, base, []byte(abs), fp), 1)
+	if fp.Changed() < r.start-RacyWindow || !regular(abs) {
+		r.Add(AppendStampFile(nil, base, []byte(abs), fp), 1)
+		return
+	}
+	d, _, err := HashFile(abs)
+	if err != nil {
+		r.Fail(err.Error())
+		return
+	}
+	if fp2, _ := Stat(abs); fp2 != fp {
+		r.Fail(path + " changed while read")
+		return
+	}
+	r.Add(append(AppendStampFile(nil, base|StampDigest, []byte(abs), fp), d[:]...), 1)
+}
+
+// regular reports whether path is a regular file (only those get a digest: a directory or a
+// device is consulted for its existence, which its fingerprint records).
+func regular(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
 }
 
 // Until lowers the stamp's validity limit to ns (since the epoch).
@@ -412,16 +467,15 @@ func (r *Recorder) SetDirs(out, base string) {
 	r.mu.Unlock()
 }
 
-// StateLoaded records the state file's fingerprint as the build read it, under the lock;
-// StateClosing, called before the lock is released, fails the recording when the build wrote
-// it since (then the verdict rested on a state that is no longer on disk).
+// StateLoaded notes the state file the build reads under the lock; StateClosing, called
+// after the build closed it and before the lock is released, records it as it is then. A null
+// build may have written it (an input file hashed again, recorded with its new fingerprint);
+// it wrote no target, or recordVerdict failed the recording, so the state on disk then is one
+// whose verdict is this run's.
 func (r *Recorder) StateLoaded(path string) {
-	if r == nil {
-		return
+	if r != nil {
+		r.statePth = path
 	}
-	r.statePth = path
-	r.Stat(path)
-	r.stateFP, _ = Stat(path)
 }
 
 // StateClosing: see StateLoaded.
@@ -429,14 +483,30 @@ func (r *Recorder) StateClosing() {
 	if r == nil || r.statePth == "" {
 		return
 	}
-	if fp, _ := Stat(r.statePth); fp != r.stateFP {
-		r.Fail("the build wrote its state")
+	r.Stat(r.statePth)
+}
+
+// File records an input file or output the engine compared outside its fast path: its
+// fingerprint, and with digest the bytes it hashed (a file the state does not vouch for).
+func (r *Recorder) File(path string, fp Fingerprint, digest *Digest) {
+	if r == nil {
+		return
 	}
+	if digest == nil {
+		r.Add(AppendStampFile(nil, StampAbs, []byte(path), fp), 1)
+		return
+	}
+	r.Add(append(AppendStampFile(nil, StampAbs|StampDigest, []byte(path), fp), digest[:]...), 1)
 }
 
 // Fill copies what was recorded into s (Files, NFiles, ValidUntil, OutDir, BaseDir). It
-// returns the reason no stamp may be written, or "". A recorded mtime within RacyWindow of
-// s.Start is such a reason: that file could change again without its fingerprint changing.
+// returns the reason no stamp may be written, or "": a file recorded with its digest whose
+// fingerprint changed since is such a reason (the run may have read other bytes).
+//
+// The entries the engine's fast path added need no racy rule: each is a fingerprint equal to
+// the one the state holds, so while it stays equal the full binary's own comparison finds the
+// same, and the front can no more be fooled than the full binary. Files read whole (Stat) and
+// the state are different: the full binary sees their bytes, so those bytes are checked.
 func (r *Recorder) Fill(s *Stamp) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -448,9 +518,12 @@ func (r *Recorder) Fill(s *Stamp) string {
 		s.ValidUntil = r.until
 	}
 	why := ""
-	StampFiles(s.Files, func(base byte, path []byte, fp Fingerprint) bool {
-		if base&StampAbsent == 0 && fp.Mtime >= s.Start-RacyWindow {
-			why = "racy: " + string(path) + " changed less than 20 ms before the build started"
+	StampFiles(s.Files, func(base byte, path []byte, fp Fingerprint, digest []byte) bool {
+		if digest == nil {
+			return true
+		}
+		if got, err := Stat(string(path)); err != nil || got != fp {
+			why = string(path) + " changed during the run"
 			return false
 		}
 		return true
@@ -458,7 +531,18 @@ func (r *Recorder) Fill(s *Stamp) string {
 	return why
 }
 
-// WriteStamp writes s atomically (temp file and rename) as dir/StampDir/key, 0600.
+// Stamps kept per output directory: WriteStamp removes the oldest past StampKeep, and any
+// unused for StampMaxAge (a stamp is rewritten each time its command line is a null build of
+// the full binary, and its mtime is then new).
+const (
+	StampKeep   = 64
+	StampMaxAge = 30 * 24 * time.Hour // the content store's TrimAge
+	stampTmpAge = time.Minute         // a temporary file this old belongs to a killed write
+)
+
+// WriteStamp writes s atomically (temp file and rename) as dir/StampDir/key, 0600, then prunes
+// the directory: stamps past StampKeep or older than StampMaxAge, and temporary files a killed
+// write left (older than a minute: a younger one may be another run's write in progress).
 func WriteStamp(meta, key string, s *Stamp) error {
 	dir := filepath.Join(meta, StampDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -478,5 +562,94 @@ func WriteStamp(meta, key string, s *Stamp) error {
 	if werr != nil {
 		os.Remove(f.Name())
 	}
+	pruneStamps(dir, time.Now())
 	return werr
+}
+
+// pruneStamps removes from dir what WriteStamp's comment says.
+func pruneStamps(dir string, now time.Time) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	type stamp struct {
+		name string
+		mod  time.Time
+	}
+	var keep []stamp
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		age := now.Sub(info.ModTime())
+		switch {
+		case strings.HasPrefix(e.Name(), ".tmp-"):
+			if age > stampTmpAge {
+				os.Remove(filepath.Join(dir, e.Name()))
+			}
+		case age > StampMaxAge:
+			os.Remove(filepath.Join(dir, e.Name()))
+		default:
+			keep = append(keep, stamp{e.Name(), info.ModTime()})
+		}
+	}
+	if len(keep) <= StampKeep {
+		return
+	}
+	sort.Slice(keep, func(i, j int) bool { return keep[i].mod.After(keep[j].mod) })
+	for _, st := range keep[StampKeep:] {
+		os.Remove(filepath.Join(dir, st.name))
+	}
+}
+
+// Getwd returns the working directory as the kernel has it (getcwd(2): every symlink
+// resolved), never $PWD, which os.Getwd prefers when it names the same directory: a path
+// taken from $PWD and cleaned (filepath.Abs) takes ".." lexically, where the kernel takes it
+// from the directory the link points to.
+func Getwd() (string, error) {
+	for {
+		wd, err := syscall.Getwd()
+		if err != syscall.EINTR {
+			return wd, err
+		}
+	}
+}
+
+// Abs returns path absolute as the kernel resolves it from the working directory: Getwd joined
+// with path, and each ".." taken after the symlinks before it are followed (filepath.Abs
+// would drop the element before it as text). The result is clean; when the part up to the last
+// ".." does not exist, it is returned joined but not cleaned, so that a stat of it fails as the
+// kernel's own lookup would.
+func Abs(path string) (string, error) {
+	if filepath.IsAbs(path) {
+		return AbsIn("/", path), nil
+	}
+	wd, err := Getwd()
+	if err != nil {
+		return "", err
+	}
+	return AbsIn(wd, path), nil
+}
+
+// AbsIn is Abs with dir (absolute, as Getwd returns it) as the working directory.
+func AbsIn(dir, path string) string {
+	if !filepath.IsAbs(path) {
+		path = dir + "/" + path
+	}
+	// The last ".." element: everything up to it is resolved through the file system.
+	last := -1
+	for i := 0; i+2 <= len(path); i++ {
+		if path[i:i+2] == ".." && (i == 0 || path[i-1] == '/') && (i+2 == len(path) || path[i+2] == '/') {
+			last = i + 2
+		}
+	}
+	if last < 0 {
+		return filepath.Clean(path)
+	}
+	real, err := filepath.EvalSymlinks(path[:last])
+	if err != nil {
+		return path
+	}
+	return filepath.Join(real, path[last:])
 }

@@ -2,10 +2,13 @@ package cache
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestStampRoundTrip(t *testing.T) {
@@ -27,7 +30,10 @@ func TestStampRoundTrip(t *testing.T) {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got, s)
 	}
 	var paths []string
-	StampFiles(got.Files, func(base byte, path []byte, fp Fingerprint) bool { paths = append(paths, string(path)); return true })
+	StampFiles(got.Files, func(base byte, path []byte, fp Fingerprint, _ []byte) bool {
+		paths = append(paths, string(path))
+		return true
+	})
 	if !reflect.DeepEqual(paths, []string{"pki/ca/root/ca.crt", "/lab/lab.yaml"}) {
 		t.Fatalf("entries: %q", paths)
 	}
@@ -43,22 +49,94 @@ func TestStampRoundTrip(t *testing.T) {
 	}
 }
 
-// TestRecorderRacy: a consulted file changed within RacyWindow of the run's start may not be
-// stamped; one older may.
+// TestRecorderRacy: a file read whole that changed within RacyWindow of the run's start is
+// recorded with the digest of its bytes, one older without; and Fill refuses a stamp when such
+// a file changed after it was recorded.
 func TestRecorderRacy(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "f")
-	os.WriteFile(p, nil, 0o644)
+	os.WriteFile(p, []byte("v1"), 0o644)
 	fp, _ := Stat(p)
 	for _, tc := range []struct {
-		start int64
-		ok    bool
-	}{{fp.Mtime + RacyWindow + 1, true}, {fp.Mtime + RacyWindow, false}, {fp.Mtime, false}} {
+		start  int64
+		digest bool
+	}{{fp.Changed() + RacyWindow + 1, false}, {fp.Changed() + RacyWindow, true}, {fp.Changed(), true}} {
 		var r Recorder
+		r.SetStart(tc.start)
 		r.Stat(p)
 		s := &Stamp{Start: tc.start}
-		if why := r.Fill(s); (why == "") != tc.ok {
-			t.Errorf("start = mtime + %d ns: Fill says %q", tc.start-fp.Mtime, why)
+		if why := r.Fill(s); why != "" {
+			t.Fatalf("Fill: %s", why)
 		}
+		var got []byte
+		StampFiles(s.Files, func(_ byte, _ []byte, _ Fingerprint, d []byte) bool { got = d; return true })
+		if want := Sum([]byte("v1")); (got != nil) != tc.digest || got != nil && !bytes.Equal(got, want[:]) {
+			t.Errorf("start = change + %d ns: digest %x, want one: %v", tc.start-fp.Changed(), got, tc.digest)
+		}
+	}
+	var r Recorder
+	r.SetStart(fp.Changed())
+	r.Stat(p)
+	os.WriteFile(p, []byte("v2"), 0o644)
+	os.Chtimes(p, time.Unix(0, fp.Mtime), time.Unix(0, fp.Mtime))
+	if why := r.Fill(&Stamp{}); !strings.Contains(why, "changed during the run") {
+		t.Errorf("changed after it was recorded: Fill says %q", why)
+	}
+}
+
+// TestAbs: Abs takes ".." as the kernel does, after the symlink before it.
+func TestAbs(t *testing.T) {
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	os.MkdirAll(filepath.Join(dir, "a/b"), 0o755)
+	os.Symlink(filepath.Join(dir, "a/b"), filepath.Join(dir, "link"))
+	t.Chdir(filepath.Join(dir, "link"))
+	t.Setenv("PWD", filepath.Join(dir, "link")) // what a shell's cd link leaves
+	for _, tc := range []struct{ in, want string }{
+		{"../lab.yaml", filepath.Join(dir, "a/lab.yaml")},
+		{"lab.yaml", filepath.Join(dir, "a/b/lab.yaml")},
+		{".", filepath.Join(dir, "a/b")},
+		{dir + "/link/../x", filepath.Join(dir, "a/x")},
+		{dir + "/a/./b//c", filepath.Join(dir, "a/b/c")},
+	} {
+		if got, err := Abs(tc.in); err != nil || got != tc.want {
+			t.Errorf("Abs(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// TestPruneStamps: past StampKeep the oldest stamps go, and so does any older than StampMaxAge
+// and a temporary file a killed write left; a young temporary file stays.
+func TestPruneStamps(t *testing.T) {
+	meta := t.TempDir()
+	dir := filepath.Join(meta, StampDir)
+	os.MkdirAll(dir, 0o755)
+	now := time.Now()
+	for i := 0; i < StampKeep+5; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("k%03d", i))
+		os.WriteFile(p, nil, 0o600)
+		at := now.Add(-time.Duration(i) * time.Minute)
+		os.Chtimes(p, at, at)
+	}
+	old := filepath.Join(dir, "old")
+	os.WriteFile(old, nil, 0o600)
+	os.Chtimes(old, now.Add(-StampMaxAge-time.Hour), now.Add(-StampMaxAge-time.Hour))
+	os.WriteFile(filepath.Join(dir, ".tmp-killed"), nil, 0o600)
+	os.Chtimes(filepath.Join(dir, ".tmp-killed"), now.Add(-time.Hour), now.Add(-time.Hour))
+	os.WriteFile(filepath.Join(dir, ".tmp-young"), nil, 0o600)
+	if err := WriteStamp(meta, "new", &Stamp{}); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	want := []string{".tmp-young"}
+	for i := 0; i < StampKeep-1; i++ {
+		want = append(want, fmt.Sprintf("k%03d", i))
+	}
+	want = append(want, "new")
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("after pruning: %q\nwant %q", names, want)
 	}
 }
 

@@ -15,11 +15,13 @@ import (
 	"unsafe"
 )
 
-// stateHeader starts every state file (version 3, binary). A version-2 (text) file is migrated
-// on load; a file with any other header, or whose snapshot fails its checksum, reads as empty:
+// stateHeader starts every state file (version 4, binary: version 3 had no ctime and device in
+// its fingerprints). A version-2 (text) file is migrated on load; a file with any other header
+// (version 3 too: its fingerprints could not match a new stat), or whose snapshot fails its
+// checksum, reads as empty:
 // a lost state costs one restore from the content store, never a re-issued certificate (the
 // store keeps each sticky target's epoch, see EpochRecord).
-const stateHeader = "labbuild-state 3\n"
+const stateHeader = "labbuild-state 4\n"
 
 // TargetState is what the last build recorded for one target.
 type TargetState struct {
@@ -46,11 +48,11 @@ type FileState struct {
 // State is the record of one output directory: per target, its last action key, output digest
 // and output fingerprints; per input file, a fingerprint and digest.
 //
-// The file (version 3) is a snapshot followed by a journal, as ninja's .ninja_log is a log
+// The file (version 4) is a snapshot followed by a journal, as ninja's .ninja_log is a log
 // compacted now and then, but the snapshot is indexed so that a build reads only the records
 // it asks for:
 //
-//	header   48 bytes: "labbuild-state 3\n", padding, the snapshot's end, the offsets of
+//	header   48 bytes: "labbuild-state 4\n", padding, the snapshot's end, the offsets of
 //	         its two hash tables, the snapshot's CRC-32C and the header's
 //	records  binary target and file records (little-endian, fixed-width numbers)
 //	tables   targets, then files: a power-of-two count and that many uint32 record offsets
@@ -74,7 +76,7 @@ type State struct {
 	over    atomic.Bool             // the overlay is not empty: readers must look there first
 	snapEnd int64                   // the snapshot's size in bytes (journal frames follow)
 	jBytes  int64                   // journal bytes, in the file and appended since
-	rewrite bool                    // the file is not a valid version-3 file: rewrite before appending
+	rewrite bool                    // the file is not a valid version-4 file: rewrite before appending
 	f       *os.File
 }
 
@@ -121,7 +123,7 @@ func LoadState(path string) (*State, error) {
 	case bytes.HasPrefix(data, []byte(stateHeaderV2)):
 		s.parseV2(string(data[len(stateHeaderV2):]))
 		s.release(data)
-		s.rewrite = true // migrated: the first write (or Close) rewrites it as version 3
+		s.rewrite = true // migrated: the first write (or Close) rewrites it as version 4
 		s.over.Store(len(s.targets)+len(s.files) > 0)
 	default:
 		s.release(data)
@@ -137,7 +139,7 @@ func (s *State) release(data []byte) {
 	s.mapped, s.snap, s.tTab, s.fTab = false, nil, nil, nil
 }
 
-// open checks a version-3 file's header and snapshot, and reads its journal into the overlay.
+// open checks a version-4 file's header and snapshot, and reads its journal into the overlay.
 func (s *State) open(data []byte) bool {
 	if len(data) < stateHeaderSize {
 		return false
@@ -181,6 +183,11 @@ func (s *State) open(data []byte) bool {
 		j = j[8+n:]
 		s.jBytes += int64(8 + n)
 	}
+	if len(j) > 0 {
+		// A torn or damaged frame: frames appended after it would never be read (the journal
+		// ends there), so the first write rewrites the file (what was read, then the new).
+		s.rewrite = true
+	}
 	s.over.Store(len(s.targets)+len(s.files) > 0)
 	return true
 }
@@ -223,11 +230,14 @@ func (s *State) applyRecord(rec []byte) {
 // Record encodings, little-endian:
 //
 //	T: 'T' u16 len, name, key[32], outDigest[32], epoch i64, staleAt i64, flags u8 (1: failed),
-//	   u16 count, then per output: u16 len, rel, size i64, mtime i64, ino u64, mode u32
-//	F: 'F' u16 len, path, size i64, mtime i64, ino u64, mode u32, digest[32]
+//	   u16 count, then per output: u16 len, rel, fingerprint
+//	F: 'F' u16 len, path, fingerprint, digest[32]
+//
+// A fingerprint is size i64, mtime i64, ctime i64, ino u64, dev u64, mode u32.
+//
 //	D: 'D' u16 len, name
 const (
-	fpSize       = 28
+	fpSize       = 44
 	targetFixed  = 32 + 32 + 8 + 8 + 1 + 2
 	maxStateName = 1<<16 - 1
 )
@@ -250,14 +260,17 @@ func appendName(b []byte, name string) []byte {
 
 func readFP(b []byte) Fingerprint {
 	le := binary.LittleEndian
-	return Fingerprint{Size: int64(le.Uint64(b)), Mtime: int64(le.Uint64(b[8:])), Ino: le.Uint64(b[16:]), Mode: le.Uint32(b[24:])}
+	return Fingerprint{Size: int64(le.Uint64(b)), Mtime: int64(le.Uint64(b[8:])), Ctime: int64(le.Uint64(b[16:])),
+		Ino: le.Uint64(b[24:]), Dev: le.Uint64(b[32:]), Mode: le.Uint32(b[40:])}
 }
 
 func appendFP(b []byte, fp Fingerprint) []byte {
 	le := binary.LittleEndian
 	b = le.AppendUint64(b, uint64(fp.Size))
 	b = le.AppendUint64(b, uint64(fp.Mtime))
+	b = le.AppendUint64(b, uint64(fp.Ctime))
 	b = le.AppendUint64(b, fp.Ino)
+	b = le.AppendUint64(b, fp.Dev)
 	return le.AppendUint32(b, fp.Mode)
 }
 

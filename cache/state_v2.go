@@ -10,7 +10,7 @@ import (
 const stateHeaderV2 = "labbuild-state 2\n"
 
 // parseV2 reads a version-2 (text) state file's records into the overlay: the format before
-// the indexed snapshot, migrated on load (the next write rewrites the file as version 3).
+// the indexed snapshot, migrated on load (the next write rewrites the file as version 4).
 // Damaged records (a torn last line, a target record cut short) are skipped.
 func (s *State) parseV2(text string) {
 	var cur *TargetState

@@ -141,7 +141,7 @@ func (b *builder) attach(p *Project) error {
 
 // openBuilder locks the output directory and reads its state.
 func openBuilder(o Options) (*builder, error) {
-	out, err := filepath.Abs(o.OutDir)
+	out, err := cache.Abs(o.OutDir) // as the kernel resolves it: "-o ../out" from a symlink
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +173,7 @@ func openBuilder(o Options) (*builder, error) {
 	} else if err == nil {
 		b.lock, err = cache.Acquire(filepath.Join(b.meta, lockFile), func(pid int) {
 			fmt.Fprintf(b.stderr, "labbuild: waiting for the lock on %s held by process %d\n", out, pid)
+			o.Record.Fail("waited for the lock") // the notice is this run's, never a replay's
 		})
 		if err != nil {
 			return nil, err

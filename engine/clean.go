@@ -28,7 +28,7 @@ func Clean(ctx context.Context, o Options, co CleanOptions) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := filepath.Abs(o.OutDir)
+	out, err := cache.Abs(o.OutDir)
 	if err != nil {
 		return nil, err
 	}

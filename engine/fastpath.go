@@ -269,16 +269,18 @@ func (b *builder) depFiles(d *node) []string {
 }
 
 // recordVerdict tells Options.Record whether this build's verdict may be replayed: only when
-// the fast path alone finished every selected target (so every fact it rested on is a
-// recorded fingerprint) and none is External (its real state lives outside the filesystem).
-func (b *builder) recordVerdict(nodes []*node, quick int) {
-	if quick != b.total {
-		b.o.Record.Fail(strconv.Itoa(b.total-quick) + " targets were not up to date by stat")
-		return
-	}
+// every selected target was up to date — by the fast path, or by the scheduler after hashing
+// an input file again (fileDigest and check record what they compared) — and none is External
+// or has a Probe (its real state lives outside the filesystem).
+func (b *builder) recordVerdict(nodes []*node) {
 	for _, n := range nodes {
-		if n != nil && n.t.External {
+		switch {
+		case n == nil:
+		case n.t.External || n.t.Probe != nil:
 			b.o.Record.Fail(n.t.Name + " is External")
+			return
+		case n.outcome != UpToDate:
+			b.o.Record.Fail(n.t.Name + " was not up to date")
 			return
 		}
 	}

@@ -112,8 +112,12 @@ func epochKey(base cache.Digest, epoch int64, inputs map[string]cache.Digest) ca
 }
 
 // racyWindow is the file system's timestamp granularity with a margin: ext4 and tmpfs stamp
-// mtimes from the kernel's coarse clock (one jiffy, up to 10 ms), so a file modified again
-// within one tick of being read can keep its mtime.
+// times from the kernel's coarse clock (one jiffy, up to 10 ms), so a file modified again
+// within one tick of being read can keep its fingerprint: such a file is hashed again next
+// time. It is not cache.RacyWindow (2 s, for whole-second file systems): a null build right
+// after writing inputs (a benchmark, a script) would hash them all again for 2 s. The front
+// does not lean on this rule: it compares a file's bytes where the state does not vouch for
+// it, and the full binary's verdict, which it replays, is the one this rule gives.
 const racyWindow = 20 * time.Millisecond
 
 // fileDigest returns the digest of the file named by config field f, trusting the recorded
@@ -130,14 +134,18 @@ func (b *builder) fileDigest(f string) (cache.Digest, error) {
 		return cache.Digest{}, &InputError{Field: f, Where: where(b.p.values, f), Path: path, Err: err}
 	}
 	if st, ok := b.state.File(path); ok && st.FP == fp {
+		b.o.Record.File(path, fp, nil) // the state vouches for it, as on the fast path
 		return st.Digest, nil
 	}
 	d, _, err := cache.HashFile(path)
 	if err != nil {
 		return cache.Digest{}, &InputError{Field: f, Where: where(b.p.values, f), Path: path, Err: err}
 	}
-	if !b.o.DryRun && fp.Mtime < b.wall.Add(-racyWindow).UnixNano() {
+	if !b.o.DryRun && fp.Changed() < b.wall.Add(-racyWindow).UnixNano() {
 		b.state.SetFile(path, cache.FileState{FP: fp, Digest: d})
+		b.o.Record.File(path, fp, nil)
+	} else {
+		b.o.Record.File(path, fp, &d) // hashed again next time: the front compares bytes
 	}
 	return d, nil
 }
@@ -169,6 +177,14 @@ func (b *builder) check(n *node, key cache.Digest, prev *cache.TargetState, rene
 		}
 		if fp != o.FP {
 			return []string{"output " + filepath.ToSlash(filepath.Join(t.Dir(), o.Rel)) + " modified"}, false
+		}
+	}
+	if r := b.o.Record; r != nil {
+		if prev.StaleAt != 0 {
+			r.Until(prev.StaleAt)
+		}
+		for _, o := range prev.Outputs {
+			r.File(filepath.Join(dir, filepath.FromSlash(o.Rel)), o.FP, nil)
 		}
 	}
 	return nil, true

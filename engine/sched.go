@@ -143,9 +143,6 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 	t0 := time.Now()
 	quick := b.quick(nodes)
 	b.tQuick, b.nQuick = time.Since(t0), quick
-	if b.o.Record != nil {
-		b.recordVerdict(nodes, quick)
-	}
 	b.todo = b.total - quick
 	defer func() { b.tSched = time.Since(t0) - b.tQuick }()
 	jobs := b.o.Jobs
@@ -247,6 +244,9 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 	wg.Wait()
 	b.clearStatus()
 
+	if b.o.Record != nil {
+		b.recordVerdict(nodes)
+	}
 	res := &Result{Inputs: map[string]map[string]cache.Digest{}, UpToDate: make([]string, 0, quick)}
 	var skippedByFail []string
 	for _, i := range g.Order() {

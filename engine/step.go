@@ -294,13 +294,14 @@ func resolveFile(v Values, baseDir, p string) (string, error) {
 }
 
 // BaseDir returns the directory relative paths in the config file at path are taken from:
-// the file's absolute directory, or the working directory for the embedded default ("").
+// the directory of the file the kernel opens for path (cache.Abs: through symlinks, never a
+// lexical ".." from $PWD), or the working directory for the embedded default ("").
 func BaseDir(path string) string {
 	if path == "" {
-		wd, _ := os.Getwd()
+		wd, _ := cache.Getwd()
 		return wd
 	}
-	abs, err := filepath.Abs(path)
+	abs, err := cache.Abs(path)
 	if err != nil {
 		return filepath.Dir(path)
 	}

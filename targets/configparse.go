@@ -1,6 +1,7 @@
 package targets
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 	"sort"
@@ -29,6 +30,9 @@ func checkYAML(data []byte, file string) (map[string]int, ConfigErrors) {
 			line, _ = strconv.Atoi(m[1])
 			msg = m[2]
 		}
+		if l := errorLine(data, msg); l > 0 {
+			line = l
+		}
 		return pos, ConfigErrors{{File: file, Line: line, Msg: "not valid YAML: " + msg,
 			Fix: "fix the YAML syntax (indent with spaces; quote values that contain ': ' or start with '*', '&', '!', '%' or '@')"}}
 	}
@@ -41,6 +45,33 @@ func checkYAML(data []byte, file string) (map[string]int, ConfigErrors) {
 }
 
 var yamlLineRE = lazyRegexp(`^line ([0-9]+): (.*)$`)
+
+// errorLine returns the line that holds a YAML syntax error whose message is msg: the first
+// line after which the document, cut there, fails to parse with the same message (0 if none
+// does). yaml.v3 names the line where the enclosing construct started, 0-based for parser
+// errors (decode.go, parser.fail: context_mark before problem_mark, +1 only for scanner
+// errors), so an unclosed flow on line 3 was reported at line 2, and a key dedented on line 5
+// inside a mapping opened on line 2 at line 1. Only a bad file pays for the extra parses.
+func errorLine(data []byte, msg string) int {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	end := 0
+	for i, l := range lines {
+		end += len(l)
+		var n yaml3.Node
+		err := yaml3.Unmarshal(data[:end], &n)
+		if err == nil {
+			continue
+		}
+		m := strings.TrimPrefix(err.Error(), "yaml: ")
+		if s := yamlLineRE.FindStringSubmatch(m); s != nil {
+			m = s[2]
+		}
+		if m == msg {
+			return i + 1
+		}
+	}
+	return 0
+}
 
 type yamlWalker struct {
 	file  string

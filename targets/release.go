@@ -369,7 +369,6 @@ func releaseTargets(c *Config) []*engine.Target {
 			Version: 1,
 			Run:     releaseRunCRDs,
 		},
-		coreOSTarget(withMirrors()),
 		{
 			Name:    "release/mco",
 			Doc:     "the machine-config-operator image's operator and controller programs (bin/) and /etc/mcc/templates (templates/)",
@@ -379,6 +378,12 @@ func releaseTargets(c *Config) []*engine.Target {
 			Version: 1,
 			Run:     releaseRunMCO,
 		},
+	}
+	// rhcos.imageURL with rhcos.imageSHA256 is a full override (validate.go requires the two
+	// together): nothing reads the payload's CoreOS stream then, so it is not a target at all,
+	// and a payload without one (a custom or trimmed release) builds.
+	if c == nil || c.RHCOS.ImageURL == "" {
+		ts = append(ts, coreOSTarget(withMirrors()))
 	}
 	for _, tag := range ReleaseImageTags {
 		ts = append(ts, &engine.Target{

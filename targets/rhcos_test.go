@@ -222,3 +222,35 @@ func TestCoreOSParse(t *testing.T) {
 		t.Errorf("another ConfigMap: %v", err)
 	}
 }
+
+// TestRHCOSOverrideLeavesStream: rhcos.imageURL with rhcos.imageSHA256 is a full override:
+// release/coreos-stream is not a target then, so neither the default goal nor cluster's closure
+// holds it (`labbuild -n cluster` does not list it) and a payload without a CoreOS stream
+// builds; without the override both hold it.
+func TestRHCOSOverrideLeavesStream(t *testing.T) {
+	for _, override := range []bool{false, true} {
+		c := DefaultConfig()
+		if override {
+			c.RHCOS = RHCOSConfig{ImageURL: "https://images.example/rhcos.qcow2.gz", ImageSHA256: strings.Repeat("a", 64)}
+		}
+		p, err := engine.Load(engine.Options{Config: c, OutDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, goals := range [][]string{nil, {"cluster"}} {
+			ids, err := p.Select(goals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := false
+			for i, sel := range p.Graph.Closure(ids) {
+				if sel && p.Targets[i].Name == "release/coreos-stream" {
+					in = true
+				}
+			}
+			if in == override {
+				t.Errorf("override %v, goals %v: release/coreos-stream in the closure: %v", override, goals, in)
+			}
+		}
+	}
+}

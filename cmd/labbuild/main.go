@@ -19,7 +19,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -332,13 +331,9 @@ func (c *cli) options(goals []string) (engine.Options, error) {
 	if name == "" {
 		name = "default lab.yaml"
 	}
-	c.cfgName, c.cfgBase = name, "."
-	if path != "" {
-		c.cfgBase = filepath.Dir(path)
-	}
-	if abs, err := filepath.Abs(c.cfgBase); err == nil {
-		c.cfgBase = abs
-	}
+	// The directory of the file the kernel opens for path, as the engine takes it (a lexical
+	// "../" from a symlinked $PWD would name another file than the one read).
+	c.cfgName, c.cfgBase = name, engine.BaseDir(path)
 	cfg, err := targets.LoadAndValidate(path, name)
 	if err != nil {
 		return o, err

@@ -26,7 +26,6 @@ import (
 type stamper struct {
 	rec   cache.Recorder
 	start time.Time
-	cwd   string
 	argv  []string
 	tty   uint8
 	out   io.Writer // the real stdout, for the summary line written around the capture
@@ -42,10 +41,7 @@ func newStamper(args []string, stdout, stderr io.Writer) *stamper {
 		return nil
 	}
 	s := &stamper{start: time.Now(), argv: args, out: stdout}
-	var err error
-	if s.cwd, err = os.Getwd(); err != nil {
-		return nil
-	}
+	s.rec.SetStart(s.start.UnixNano())
 	if isTTY(stdout) {
 		s.tty |= cache.StampStdoutTTY
 	}
@@ -156,7 +152,11 @@ func (c *cli) noWork(res *engine.Result) {
 	s.add(1, []byte(line[:i]))
 	s.add(0, nil)
 	s.add(1, []byte(line[j:]))
-	st := &cache.Stamp{Cwd: s.cwd, Argv: s.argv, Start: s.start.UnixNano(), TTY: s.tty, Env: cache.StampEnv(os.Environ()), Output: s.chunks}
+	cwd, err := cache.Getwd() // after -C: the directory the command line's paths are taken from
+	if err != nil {
+		return
+	}
+	st := &cache.Stamp{Cwd: cwd, Argv: s.argv, Start: s.start.UnixNano(), TTY: s.tty, Env: cache.StampEnv(os.Environ()), Output: s.chunks}
 	why := c.stampable()
 	if why == "" {
 		why = s.rec.Fill(st)
@@ -175,5 +175,5 @@ func (c *cli) noWork(res *engine.Result) {
 		return
 	}
 	st.Binary = exe
-	cache.WriteStamp(filepath.Join(st.OutDir, ".labbuild"), cache.StampKey(s.cwd, s.argv), st)
+	cache.WriteStamp(filepath.Join(st.OutDir, ".labbuild"), cache.StampKey(cwd, s.argv), st)
 }

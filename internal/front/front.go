@@ -72,13 +72,13 @@ type Env struct {
 func Main(e Env) int {
 	start := e.Now()
 	args := e.Args[1:]
-	if out, ok := versionOutput(args, e.Version); ok {
-		io.WriteString(e.Stdout, out)
-		return 0
-	}
 	why := "LABBUILD_FRONT=off"
 	mode := getenv(e.Environ, "LABBUILD_FRONT")
 	if mode != "off" {
+		if out, ok := versionOutput(args, e.Version); ok {
+			io.WriteString(e.Stdout, out)
+			return 0
+		}
 		var s *cache.Stamp
 		var unlock func()
 		s, unlock, why = replayable(e, args, start)
@@ -239,26 +239,25 @@ func replayable(e Env, args []string, start time.Time) (*cache.Stamp, func(), st
 
 // check is replayable; it returns the lock's descriptor (held shared) or -1.
 func check(e Env, args []string, start time.Time) (*cache.Stamp, int, string) {
-	cwd, err := os.Getwd()
-	if err != nil {
-		return nil, -1, "no working directory: " + err.Error()
-	}
 	dir, out, ok := outDir(args)
 	if !ok {
 		return nil, -1, "a flag the front does not parse"
 	}
-	if dir != "" && !filepath.IsAbs(dir) {
-		dir = filepath.Join(cwd, dir)
+	// The directory the full binary works in: the kernel's working directory (never $PWD),
+	// then -C as os.Chdir takes it, every symlink followed (what getcwd returns after it).
+	cwd, err := cache.Getwd()
+	if err != nil {
+		return nil, -1, "no working directory: " + err.Error()
 	}
-	if !filepath.IsAbs(out) {
-		base := dir
-		if base == "" {
-			base = cwd
+	if dir != "" {
+		if cwd, err = filepath.EvalSymlinks(cache.AbsIn(cwd, dir)); err != nil {
+			return nil, -1, "-C: " + err.Error()
 		}
-		out = filepath.Join(base, out)
 	}
+	out = cache.AbsIn(cwd, out) // as the engine takes -o in that directory
 	meta := filepath.Join(out, ".labbuild")
-	data, err := os.ReadFile(filepath.Join(meta, cache.StampDir, cache.StampKey(cwd, args)))
+	key := cache.StampKey(cwd, args)
+	data, err := os.ReadFile(filepath.Join(meta, cache.StampDir, key))
 	if err != nil {
 		return nil, -1, "no stamp for this command line here (it was never a null build)"
 	}
@@ -292,21 +291,49 @@ func check(e Env, args []string, start time.Time) (*cache.Stamp, int, string) {
 		syscall.Close(lock)
 		return nil, -1, "another labbuild holds the lock on " + out
 	}
-	return s, lock, checkFiles(s)
+	why, digests := checkFiles(s)
+	if why == "" && digests > 0 {
+		settle(s, meta, key, start)
+	}
+	return s, lock, why
 }
 
-// checkFiles stats every recorded file and returns the first that changed, or "". Large stamps
-// are checked on every CPU, in contiguous parts (as the full binary's fast path does).
-func checkFiles(s *cache.Stamp) string {
+// settle rewrites the stamp without the digests of its racy entries once they are older than
+// cache.RacyWindow: their bytes were just found as stamped, and from now on any write moves
+// their ctime, so the fingerprint alone vouches for them and later replays hash nothing.
+func settle(s *cache.Stamp, meta, key string, now time.Time) {
+	var files []byte
+	n, settled := 0, 0
+	cache.StampFiles(s.Files, func(base byte, path []byte, fp cache.Fingerprint, digest []byte) bool {
+		if digest != nil && fp.Changed() < now.UnixNano()-cache.RacyWindow {
+			base, digest = base&^cache.StampDigest, nil
+			settled++
+		}
+		files = append(cache.AppendStampFile(files, base, path, fp), digest...)
+		n++
+		return true
+	})
+	if settled == 0 {
+		return
+	}
+	t := *s
+	t.Files, t.NFiles = files, n
+	cache.WriteStamp(meta, key, &t)
+}
+
+// checkFiles stats every recorded file and returns the first that changed, or "", and how many
+// entries it compared by their bytes (a digest). Large stamps are checked on every CPU, in
+// contiguous parts (as the full binary's fast path does).
+func checkFiles(s *cache.Stamp) (string, int) {
 	outfd, err := syscall.Open(s.OutDir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return "no output directory"
+		return "no output directory", 0
 	}
 	defer syscall.Close(outfd)
 	basefd := -1
 	if s.BaseDir != "" {
 		if basefd, err = syscall.Open(s.BaseDir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err != nil {
-			return "no base directory " + s.BaseDir
+			return "no base directory " + s.BaseDir, 0
 		}
 		defer syscall.Close(basefd)
 	}
@@ -316,13 +343,14 @@ func checkFiles(s *cache.Stamp) string {
 		parts = cache.SplitStampFiles(s.Files, (s.NFiles+workers-1)/workers)
 	}
 	var (
-		wg     sync.WaitGroup
-		failed atomic.Pointer[string]
+		wg      sync.WaitGroup
+		failed  atomic.Pointer[string]
+		digests atomic.Int32
 	)
 	for _, part := range parts {
 		check := func() {
 			var pathz []byte
-			ok := cache.StampFiles(part, func(base byte, path []byte, fp cache.Fingerprint) bool {
+			ok := cache.StampFiles(part, func(base byte, path []byte, fp cache.Fingerprint, digest []byte) bool {
 				if failed.Load() != nil {
 					return false
 				}
@@ -345,8 +373,11 @@ func checkFiles(s *cache.Stamp) string {
 					why = "is gone"
 				case got != fp:
 					why = "changed"
-				case fp.Mtime >= s.Start-cache.RacyWindow:
-					why = "changed less than 20 ms before the stamp (racy)"
+				case digest != nil && !sameDigest(pathz, digest):
+					why = "changed (its bytes; its fingerprint was racy)"
+				}
+				if digest != nil {
+					digests.Add(1)
 				}
 				if why != "" {
 					msg := unsafe.String(&pathz[0], len(pathz)-1) + " " + why
@@ -370,9 +401,9 @@ func checkFiles(s *cache.Stamp) string {
 	}
 	wg.Wait()
 	if p := failed.Load(); p != nil {
-		return *p
+		return *p, 0
 	}
-	return ""
+	return "", int(digests.Load())
 }
 
 // envDiff names the variables that differ between two StampEnv lists.
@@ -432,4 +463,16 @@ func replay(e Env, s *cache.Stamp, start time.Time) {
 			e.Stderr.Write(c.Data)
 		}
 	}
+}
+
+// sameDigest reports whether the file at pathz holds bytes of the SHA-256 digest: a racily
+// clean entry, whose fingerprint cannot vouch for them (cache.RacyWindow). Only absolute
+// entries carry a digest (cache.Recorder.Stat); any other reads as changed.
+func sameDigest(pathz []byte, digest []byte) bool {
+	p := unsafe.String(&pathz[0], len(pathz)-1)
+	if !filepath.IsAbs(p) {
+		return false
+	}
+	d, _, err := cache.HashFile(p)
+	return err == nil && string(d[:]) == string(digest)
 }

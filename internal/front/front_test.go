@@ -73,32 +73,42 @@ func TestOutDir(t *testing.T) {
 	}
 }
 
-// TestRacyEntryDefers: an entry whose recorded mtime is within cache.RacyWindow of the stamp's
-// start counts as changed even though its fingerprint matches (git's racily-clean rule); one
-// older replays.
-func TestRacyEntryDefers(t *testing.T) {
+// TestDigestEntry: an entry recorded with its digest (a racy file the full binary reads whole,
+// cache.RacyWindow) replays only while the file's bytes have that digest, whatever its
+// fingerprint says; without a digest the fingerprint alone decides.
+func TestDigestEntry(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	out := filepath.Join(dir, "out")
 	os.MkdirAll(filepath.Join(out, ".labbuild"), 0o755)
 	os.WriteFile(filepath.Join(out, ".labbuild", "lock"), nil, 0o644)
-	os.WriteFile(filepath.Join(out, "f"), []byte("x"), 0o644)
+	f := filepath.Join(dir, "lab.yaml")
+	os.WriteFile(f, []byte("x"), 0o644)
 	full := filepath.Join(dir, "labbuild"+FullSuffix)
 	os.WriteFile(full, []byte("#!/bin/false\n"), 0o755)
-	fp, _ := cache.Stat(filepath.Join(out, "f"))
+	fp, _ := cache.Stat(f)
 	bin, _ := cache.Stat(full)
+	wd, _ := cache.Getwd()
 	for _, tc := range []struct {
 		name   string
-		start  int64
+		digest []byte // nil: no digest
 		replay bool
 	}{
-		{"old enough", fp.Mtime + cache.RacyWindow + 1, true},
-		{"racy", fp.Mtime + cache.RacyWindow - 1, false},
+		{"no digest", nil, true},
+		{"the file's digest", digestOf("x"), true},
+		{"other bytes", digestOf("y"), false},
 	} {
-		s := &cache.Stamp{Cwd: dir, Argv: []string{"x"}, OutDir: out, Start: tc.start, ValidUntil: time.Now().Add(time.Hour).UnixNano(),
+		var files []byte
+		if tc.digest == nil {
+			files = cache.AppendStampFile(nil, cache.StampAbs, []byte(f), fp)
+		} else {
+			files = cache.AppendStampFile(nil, cache.StampAbs|cache.StampDigest, []byte(f), fp)
+			files = append(files, tc.digest...)
+		}
+		s := &cache.Stamp{Cwd: wd, Argv: []string{"x"}, OutDir: out, ValidUntil: time.Now().Add(time.Hour).UnixNano(),
 			BinaryFP: bin, Env: cache.StampEnv(nil), Output: []cache.StampChunk{{Fd: 1, Data: []byte("ok\n")}},
-			Files: cache.AppendStampFile(nil, cache.StampOut, []byte("f"), fp), NFiles: 1}
-		if err := cache.WriteStamp(filepath.Join(out, ".labbuild"), cache.StampKey(dir, s.Argv), s); err != nil {
+			Files: files, NFiles: 1}
+		if err := cache.WriteStamp(filepath.Join(out, ".labbuild"), cache.StampKey(wd, s.Argv), s); err != nil {
 			t.Fatal(err)
 		}
 		var stdout, stderr bytes.Buffer
@@ -109,8 +119,34 @@ func TestRacyEntryDefers(t *testing.T) {
 		if got := !execed && code == 0 && stdout.String() == "ok\n"; got != tc.replay {
 			t.Errorf("%s: replayed %v (exit %d, %q, %q), want %v", tc.name, got, code, stdout.String(), stderr.String(), tc.replay)
 		}
-		if !tc.replay && !strings.Contains(stderr.String(), "racy") {
-			t.Errorf("%s: the explanation %q does not say racy", tc.name, stderr.String())
+		if !tc.replay && !strings.Contains(stderr.String(), "its bytes") {
+			t.Errorf("%s: the explanation %q does not say its bytes changed", tc.name, stderr.String())
+		}
+		if tc.digest == nil || !tc.replay {
+			continue
+		}
+		// Past the racy window, a replay settles the stamp: the digest goes, the entry stays.
+		later := func() time.Time { return time.Now().Add(cache.RacyWindow + time.Second) }
+		if code := Main(Env{Args: []string{"labbuild", "x"}, Stdout: &stdout, Stderr: &stderr, Self: filepath.Join(dir, "labbuild"), Now: later,
+			Environ: []string{"LABBUILD_FRONT=explain"},
+			Exec:    func(string, []string, []string) error { execed = true; return os.ErrPermission }}); code != 0 || execed {
+			t.Fatalf("%s: a later replay: exit %d, %q", tc.name, code, stderr.String())
+		}
+		b, _ := os.ReadFile(filepath.Join(out, ".labbuild", cache.StampDir, cache.StampKey(wd, s.Argv)))
+		settled, err := cache.DecodeStamp(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		cache.StampFiles(settled.Files, func(_ byte, p []byte, _ cache.Fingerprint, d []byte) bool {
+			if d != nil || string(p) != f {
+				t.Errorf("%s: settled stamp has %s with digest %x", tc.name, p, d)
+			}
+			n++
+			return true
+		})
+		if n != 1 || settled.NFiles != 1 {
+			t.Errorf("%s: settled stamp has %d entries", tc.name, n)
 		}
 	}
 }
@@ -147,13 +183,15 @@ func TestCheckFilesParts(t *testing.T) {
 			t.Fatalf("SplitStampFiles: %d parts", len(parts))
 		}
 		for _, p := range parts {
-			if !cache.StampFiles(p, func(byte, []byte, cache.Fingerprint) bool { return true }) {
+			if !cache.StampFiles(p, func(byte, []byte, cache.Fingerprint, []byte) bool { return true }) {
 				t.Fatal("a part does not decode on its own")
 			}
 		}
-		why := checkFiles(&cache.Stamp{OutDir: dir, Files: files, NFiles: n, Start: fp.Mtime + 2*cache.RacyWindow})
+		why, _ := checkFiles(&cache.Stamp{OutDir: dir, Files: files, NFiles: n})
 		if (why == "") != (bad < 0) {
 			t.Errorf("entry %d changed: checkFiles says %q", bad, why)
 		}
 	}
 }
+
+func digestOf(s string) []byte { d := cache.Sum([]byte(s)); return d[:] }
