@@ -338,12 +338,21 @@ func (r *rig) stop(node string) {
 // staticPods starts every container of the node's static pods whose program is here and
 // returns the programs started; the others are stand-ins, not started.
 func (r *rig) staticPods(nd *Node) ([]string, []string, error) {
+	return r.podsOf(nd, "", nil)
+}
+
+// podsOf is staticPods for the static pod named pod only ("" for all), env added to each
+// container's environment.
+func (r *rig) podsOf(nd *Node, pod string, env []string) ([]string, []string, error) {
 	pods, err := StaticPods(nd.Root)
 	if err != nil {
 		return nil, nil, err
 	}
 	var started, standins []string
 	for _, c := range pods {
+		if pod != "" && c.Pod != pod {
+			continue
+		}
 		bin, ok := r.bins[c.Program]
 		if !ok {
 			standins = append(standins, c.Pod+"/"+c.Name+" ("+c.Program+")")
@@ -358,7 +367,7 @@ func (r *rig) staticPods(nd *Node) ([]string, []string, error) {
 				}
 			}
 		}
-		argv, env := append([]string{bin}, c.Args...), c.Env
+		argv, env := append([]string{bin}, c.Args...), append(slices.Clone(c.Env), env...)
 		if c.Program == "bash" {
 			argv, env = r.containerShell(argv), append(env, "HOME=/")
 		}
