@@ -3,7 +3,6 @@ package rehearsal
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -227,17 +226,7 @@ func TestInClusterVIPMovesToMaster(t *testing.T) {
 	if err := bNode.Run(ctx, "oc-standin", nil, "ln", "-sf", kubectl, "/usr/local/bin/oc"); err != nil {
 		t.Fatal(err)
 	}
-	crds, err := CVOStandinCRDs(testenv.RepoRoot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ap, err := kube.NewApplier(k.Config, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ap.ApplyFiles(ctx, crds); err != nil {
-		t.Fatalf("CVO stand-in: %v", err)
-	}
+	applyCVOStandinCRDs(ctx, t, k)
 	go RunOneshot(ctx, bNode, "bootkube.service")
 
 	masters := map[string]string{"master-0": master0IP, "master-1": master1IP}

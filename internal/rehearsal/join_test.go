@@ -545,19 +545,7 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 		t.Error("no CEL IP/CIDR rule dropped from bootstrap.ign's CRDs: is the apiserver 1.31 now? then drop AdaptCRDsFor130")
 	}
 	t.Logf("CRD rules dropped for kube-apiserver 1.30: %d", len(r.celDropped["bootstrap"]))
-	// The CVO stand-in applies what the CVO would from the release payload and a bootstrap
-	// manifest needs: networks.operator.openshift.io, for 02-operator-network.yaml.
-	crds, err := CVOStandinCRDs(testenv.RepoRoot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ap, err := kube.NewApplier(k.Config, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ap.ApplyFiles(ctx, crds); err != nil {
-		t.Fatalf("CVO stand-in: %v", err)
-	}
+	applyCVOStandinCRDs(ctx, t, k)
 	start := time.Now()
 	if err := RunOneshot(ctx, bNode, "bootkube.service"); err != nil {
 		t.Fatal(err)
@@ -615,6 +603,24 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 	}
 	if _, ok := n.Labels["node.openshift.io/os_id"]; !ok {
 		t.Errorf("Node %s labels %v: no node.openshift.io/os_id (from the kubelet unit's --node-labels)", name, n.Labels)
+	}
+}
+
+// applyCVOStandinCRDs is the CVO stand-in's part before bootkube.service: it applies what the
+// CVO would from the release payload and a bootstrap manifest needs
+// (networks.operator.openshift.io, for 02-operator-network.yaml).
+func applyCVOStandinCRDs(ctx context.Context, t *testing.T, k *kube.Clients) {
+	t.Helper()
+	crds, err := CVOStandinCRDs(testenv.RepoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap, err := kube.NewApplier(k.Config, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ap.ApplyFiles(ctx, crds); err != nil {
+		t.Fatalf("CVO stand-in: %v", err)
 	}
 }
 
