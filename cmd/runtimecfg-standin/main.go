@@ -8,7 +8,8 @@
 //     output paths, --api-vips, --ingress-vips, --cluster-config, --check-interval; the
 //     environment IS_BOOTSTRAP and ENABLE_UNICAST;
 //   - the install-config in the --cluster-config ConfigMap (cluster name and base domain:
-//     pkg/config getClusterConfigClusterNameAndDomain);
+//     pkg/config getClusterConfigClusterNameAndDomain), or without one (the masters' monitor)
+//     the kubeconfig's server name api-int.<name>.<baseDomain> (GetKubeconfigClusterNameAndDomain);
 //   - the node's own interface and address in the VIP's subnet (pkg/config GetVRRPConfig);
 //   - the API, through the kubeconfig: the master Nodes' InternalIPs are the unicast peers
 //     (pkg/config getSortedBackends, label node-role.kubernetes.io/master=).
@@ -39,11 +40,13 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -246,7 +249,7 @@ func (w watch) nodes(selector string) (*corev1.NodeList, error) {
 // interface and own address from the local interface in the API VIP's subnet, and (unicast)
 // the master Nodes' addresses in that subnet, sorted.
 func (w watch) config() (vip.Node, error) {
-	name, domain, err := clusterNameAndDomain(w.clusterConfig)
+	name, domain, err := w.nameAndDomain()
 	if err != nil {
 		return vip.Node{}, err
 	}
@@ -274,6 +277,17 @@ func (w watch) config() (vip.Node, error) {
 	return vip.NewNode(d)
 }
 
+// nameAndDomain follows GetClusterNameAndDomain: the cluster-config file first (the
+// bootstrap's --cluster-config), else the kubeconfig's server name (the masters' monitor has no
+// --cluster-config: GetKubeconfigClusterNameAndDomain).
+func (w watch) nameAndDomain() (string, string, error) {
+	name, domain, err := clusterNameAndDomain(w.clusterConfig)
+	if err != nil {
+		return kubeconfigNameAndDomain(w.kubeconfig)
+	}
+	return name, domain, nil
+}
+
 // clusterNameAndDomain reads metadata.name and baseDomain of the install-config in the
 // cluster-config-v1 ConfigMap at path: the domain is <name>.<baseDomain>.
 func clusterNameAndDomain(path string) (string, string, error) {
@@ -297,6 +311,29 @@ func clusterNameAndDomain(path string) (string, string, error) {
 		return "", "", fmt.Errorf("%s: no install-config with metadata.name and baseDomain (%v)", path, err)
 	}
 	return ic.Metadata.Name, ic.Metadata.Name + "." + ic.BaseDomain, nil
+}
+
+// kubeconfigNameAndDomain follows pkg/config GetKubeconfigClusterNameAndDomain: the current
+// context's server host, api-int.<name>.<baseDomain>, split in three at its first two dots.
+// The domain is returned as clusterNameAndDomain returns it, <name>.<baseDomain>.
+func kubeconfigNameAndDomain(path string) (string, string, error) {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return "", "", err
+	}
+	ctx, ok := cfg.Contexts[cfg.CurrentContext]
+	if !ok || cfg.Clusters[ctx.Cluster] == nil {
+		return "", "", fmt.Errorf("%s: no cluster for the current context %q", path, cfg.CurrentContext)
+	}
+	u, err := url.Parse(cfg.Clusters[ctx.Cluster].Server)
+	if err != nil {
+		return "", "", fmt.Errorf("%s: server: %w", path, err)
+	}
+	parts := strings.SplitN(u.Hostname(), ".", 3)
+	if len(parts) < 3 {
+		return "", "", fmt.Errorf("%s: server host %q is not api-int.<name>.<baseDomain>", path, u.Hostname())
+	}
+	return parts[1], parts[1] + "." + parts[2], nil
 }
 
 // vrrpConfig finds the local interface whose address's subnet holds vipAddr.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
 )
 
@@ -31,34 +32,11 @@ import (
 //     labbuild's admin kubeconfig, from the bootstrap's real kube-apiserver;
 //   - when that kube-apiserver dies the monitor sends stop, the container stops keepalived and
 //     marks /var/run/keepalived/stopped, and the VIP leaves the bootstrap (no master runs
-//     keepalived in this slice: cmd/mco-standin TestKeepalivedControlSocket shows the move).
+//     keepalived in this test: TestInClusterVIPMovesToMaster shows the move).
 func TestInClusterBootstrapVIP(t *testing.T) {
-	requireRehearsal(t)
-	testenv.Require(t, "socat")
-	testenv.Require(t, "pgrep")
-	if _, err := os.Stat("/usr/sbin/keepalived"); err != nil {
-		testenv.Missing(t, "Debian keepalived (bash .ci/install-keepalived.sh): the container's script runs /usr/sbin/keepalived")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	r := newRig(t, false)
-	r.bins["bash"] = testenv.Require(t, "bash")
-	mon := filepath.Join(r.work, "bin", "dynkeepalived")
-	build := exec.Command("go", "build", "-o", mon, "./cmd/runtimecfg-standin")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/runtimecfg-standin: %v\n%s", err, out)
-	}
-	r.bins["dynkeepalived"] = mon
-	labYAMLPath := filepath.Join(r.lab, "lab.yaml")
-	b, err := os.ReadFile(labYAMLPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(labYAMLPath, []byte(strings.Replace(string(b), "network:\n", "network:\n  loadBalancer: in-cluster\n", 1)), 0o644)
-	if out, err := r.labbuild("ignition/bootstrap", "kubeconfig/admin"); err != nil {
-		t.Fatalf("labbuild: %v\n%s", err, out)
-	}
+	r := inClusterRig(t, 1, "ignition/bootstrap", "kubeconfig/admin")
 	bNode, err := r.boot("bootstrap")
 	if err != nil {
 		t.Fatal(err)
@@ -73,10 +51,7 @@ func TestInClusterBootstrapVIP(t *testing.T) {
 			t.Fatalf("bootstrap.ign's static pods start %v: no %s", started, want)
 		}
 	}
-	holder := func() bool {
-		out, _ := exec.Command("ip", "-n", bNode.NetNS, "-o", "-4", "addr", "show", "dev", "eth0").CombinedOutput()
-		return strings.Contains(string(out), " "+apiVIP+"/")
-	}
+	holder := func() bool { return holdsVIP(bNode) }
 	nodeLog := func(name string) string {
 		b, _ := os.ReadFile(filepath.Join(bNode.LogDir, name+".log"))
 		return string(b)
@@ -124,6 +99,51 @@ func TestInClusterBootstrapVIP(t *testing.T) {
 	}
 }
 
+// inClusterRig is the rehearsal for network.loadBalancer: in-cluster: the keepalived
+// container's programs (bash, Debian keepalived, socat, pgrep) and the runtimecfg stand-in
+// under the name the pods' commands use (dynkeepalived), the lab switched to in-cluster, and
+// labbuild's build of targets for a lab of masters masters (1 or 3).
+func inClusterRig(t *testing.T, masters int, targets ...string) *rig {
+	t.Helper()
+	requireRehearsal(t)
+	testenv.Require(t, "socat")
+	testenv.Require(t, "pgrep")
+	if _, err := os.Stat("/usr/sbin/keepalived"); err != nil {
+		testenv.Missing(t, "Debian keepalived (bash .ci/install-keepalived.sh): the container's script runs /usr/sbin/keepalived")
+	}
+	r := newRig(t, false)
+	r.bins["bash"] = testenv.Require(t, "bash")
+	mon := filepath.Join(r.work, "bin", "dynkeepalived")
+	build := exec.Command("go", "build", "-o", mon, "./cmd/runtimecfg-standin")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/runtimecfg-standin: %v\n%s", err, out)
+	}
+	r.bins["dynkeepalived"] = mon
+	labYAMLPath := filepath.Join(r.lab, "lab.yaml")
+	b, err := os.ReadFile(labYAMLPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab := strings.Replace(string(b), "network:\n", "network:\n  loadBalancer: in-cluster\n", 1)
+	if masters == 3 {
+		m0 := "  - {name: master-0, role: master, ip: " + master0IP + "}\n"
+		lab = strings.Replace(lab, m0, m0+"  - {name: master-1, role: master, ip: "+master1IP+"}\n"+
+			"  - {name: master-2, role: master, ip: "+master2IP+"}\n", 1)
+	}
+	os.WriteFile(labYAMLPath, []byte(lab), 0o644)
+	if out, err := r.labbuild(targets...); err != nil {
+		t.Fatalf("labbuild: %v\n%s", err, out)
+	}
+	return r
+}
+
+// holdsVIP reports whether node nd has the API VIP on its eth0.
+func holdsVIP(nd *Node) bool {
+	out, _ := exec.Command("ip", "-n", nd.NetNS, "-o", "-4", "addr", "show", "dev", "eth0").CombinedOutput()
+	return strings.Contains(string(out), " "+apiVIP+"/")
+}
+
 // netnsPID returns the pid of the process named comm in network namespace ns (one this test
 // started: the node's namespace holds nothing else).
 func netnsPID(t *testing.T, ns, comm string) int {
@@ -146,4 +166,195 @@ func lastLine(s string) string {
 		s = s[i+1:]
 	}
 	return s
+}
+
+// TestInClusterVIPMovesToMaster is the in-cluster mode's VIP handover under the rehearsal:
+// the bootstrap as in TestInClusterBootstrapVIP, then two masters of the lab's three (the third
+// stays off, saving the two cores a kubelet: keepalived needs one peer), master-0 and master-1,
+// from their own Ignition — each its real kubelet, joined through api-int and its CSRs approved by labbuild's
+// approver, while the bootstrap's bootkube.service applies the manifests — and each master's
+// keepalived pod as the MCO rendered it into that Ignition
+// (/etc/kubernetes/manifests/keepalived.yaml, MCO templates/common/on-prem/files/keepalived.yaml
+// and the master's keepalived.conf.tmpl): its `keepalived` container's bash with Debian
+// keepalived and socat, its keepalived-monitor's bash calling the runtimecfg stand-in
+// (IS_BOOTSTRAP=no, the kubelet's /var/lib/kubelet/kubeconfig, no --cluster-config). Its
+// render-config-keepalived init container (runtimecfg render: the check scripts) is not here;
+// the monitor renders keepalived.conf itself. It shows:
+//
+//   - each master's monitor renders (its peers: the master Nodes) and sends reload through the
+//     socket; the masters' keepalived runs, and the VIP stays on the bootstrap (priority 70
+//     above any master's 40 + check weights);
+//   - the bootstrap's kube-apiserver killed, its monitor sends stop, and the VIP is on a master
+//     within 3 × advert_int (read from that master's keepalived.conf) of the stop.
+//
+// The masters' pods run as the bootstrap's do, by the rehearsal from the manifest, not by their
+// kubelet (the payload's images cannot be pulled here), so no mirror pod of theirs is Ready and
+// cluster/pivot is not run.
+func TestInClusterVIPMovesToMaster(t *testing.T) {
+	kubectl := pinnedTool(t, "kubectl")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	r := inClusterRig(t, 3, "ignition/bootstrap", "ignition/master-0", "ignition/master-1", "kubeconfig/admin")
+	bNode, err := r.boot("bootstrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.staticPods(bNode); err != nil {
+		t.Fatal(err)
+	}
+	nodeLog := func(nd *Node, name string) string {
+		b, _ := os.ReadFile(filepath.Join(nd.LogDir, name+".log"))
+		return string(b)
+	}
+	r.api = apiVIP
+	k, err := r.clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "the bootstrap holds the API VIP", 5*time.Minute, func() (bool, string) {
+		return holdsVIP(bNode), lastLine(nodeLog(bNode, "keepalived-keepalived-monitor"))
+	})
+	waitFor(ctx, t, "/readyz through the API VIP", 2*time.Minute, func() (bool, string) {
+		err := kube.Readyz(ctx, k)
+		return err == nil, fmt.Sprint(err)
+	})
+
+	// bootkube.service applies the CRDs and manifests (the RBAC for the kubelets' CSRs among
+	// them); it does not finish here: 99_baremetal-provisioning-config.yaml waits for the
+	// cluster-baremetal-operator's CRD, which the CVO would apply and no stand-in does, so
+	// bootkube.sh retries it as on a real bootstrap until then.
+	if err := bNode.Run(ctx, "oc-standin", nil, "ln", "-sf", kubectl, "/usr/local/bin/oc"); err != nil {
+		t.Fatal(err)
+	}
+	applyCVOStandinCRDs(ctx, t, k)
+	go RunOneshot(ctx, bNode, "bootkube.service")
+
+	masters := map[string]string{"master-0": master0IP, "master-1": master1IP}
+	mNodes := map[string]*Node{}
+	expected := map[string]csr.NodeIdentity{}
+	var names []string
+	for m, ip := range masters {
+		nd, err := r.boot(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subnet := map[string]string{"master-0": "10.128.0.0/23", "master-1": "10.128.2.0/23"}[m]
+		if err := r.kubelet(ctx, nd, subnet); err != nil {
+			t.Fatal(err)
+		}
+		mNodes[m] = nd
+		name := m + "." + labDomain
+		expected[name] = csr.NodeIdentity{Name: name, IPs: []string{ip}, DNSNames: []string{m}}
+		names = append(names, name)
+	}
+	waitFor(ctx, t, "the masters' CSRs approved and their Nodes Ready", 6*time.Minute, func() (bool, string) {
+		if _, err := csr.Approve(ctx, k.Dynamic, expected); err != nil {
+			return false, err.Error()
+		}
+		ready, _, err := kube.NodesReady(ctx, k.Dynamic, names)
+		return err == nil && len(ready) == len(names), fmt.Sprintf("ready %v, err %v", ready, err)
+	})
+	// The node-role labels the masters' kubelet.service asks for (OpenShift's kubelet sets
+	// them; upstream's refuses): the monitors find their peers by node-role.kubernetes.io/master.
+	for m, nd := range mNodes {
+		kl, err := KubeletFromUnit(nd.Root, r.bins["kubelet"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(kl.DroppedLabels, "node-role.kubernetes.io/master") {
+			t.Errorf("%s's kubelet.service --node-labels lacks node-role.kubernetes.io/master: %v", m, kl.DroppedLabels)
+		}
+		if err := NodeRoleLabels(ctx, k, m+"."+labDomain, kl.DroppedLabels); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Each master's keepalived pod from its Ignition; the monitor's bash finds dynkeepalived
+	// on the image's PATH.
+	env := []string{"PATH=" + filepath.Dir(r.bins["dynkeepalived"]) + ":" + os.Getenv("PATH")}
+	for m, nd := range mNodes {
+		started, standins, err := r.podsOf(nd, "keepalived", env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s keepalived pod: started %v; stand-ins (not started): %v; its init container (runtimecfg render) is not run", m, started, standins)
+		if !slices.Equal(started, []string{"bash", "bash"}) {
+			t.Fatalf("%s's keepalived pod starts %v, want its two bash containers (keepalived, keepalived-monitor)", m, started)
+		}
+	}
+	for m, nd := range mNodes {
+		waitFor(ctx, t, m+"'s monitor renders keepalived.conf and sends reload", 4*time.Minute, func() (bool, string) {
+			return strings.Contains(nodeLog(nd, "keepalived-keepalived"), "The client sent: reload"),
+				lastLine(nodeLog(nd, "keepalived-keepalived-monitor"))
+		})
+		if _, err := os.Stat(filepath.Join(nd.Root, "etc", "keepalived", "keepalived.conf")); err != nil {
+			t.Errorf("%s: reload sent but no /etc/keepalived/keepalived.conf: %v", m, err)
+		}
+	}
+	// Both masters' keepalived have run past a master_down_interval (3 × advert_int + skew):
+	// the bootstrap's adverts keep them backups.
+	time.Sleep(10 * time.Second)
+	for m, nd := range mNodes {
+		if !strings.Contains(nodeLog(nd, "keepalived-keepalived"), "Entering BACKUP STATE") {
+			t.Errorf("%s's keepalived did not enter BACKUP state:\n%s", m, tail(nodeLog(nd, "keepalived-keepalived"), 2000))
+		}
+		if holdsVIP(nd) {
+			t.Errorf("%s holds the API VIP while the bootstrap (priority 70) runs", m)
+		}
+	}
+	if !holdsVIP(bNode) {
+		t.Fatalf("the bootstrap lost the API VIP while its API serves")
+	}
+
+	// The bootstrap's kube-apiserver dies: its monitor sends stop, a master takes the VIP.
+	advert := 0
+	for _, nd := range mNodes {
+		b, _ := os.ReadFile(filepath.Join(nd.Root, "etc", "keepalived", "keepalived.conf"))
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) == 2 && f[0] == "advert_int" {
+				n, _ := strconv.Atoi(f[1])
+				advert = max(advert, n)
+			}
+		}
+	}
+	if advert == 0 {
+		t.Fatalf("no advert_int in the masters' keepalived.conf")
+	}
+	syscall.Kill(netnsPID(t, bNode.NetNS, "kube-apiserver"), syscall.SIGKILL)
+	var stop time.Time
+	for deadline := time.Now().Add(2 * time.Minute); stop.IsZero(); time.Sleep(100 * time.Millisecond) {
+		if strings.Contains(nodeLog(bNode, "keepalived-keepalived"), "The client sent: stop") {
+			stop = time.Now()
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the bootstrap's monitor sent no stop: %s", lastLine(nodeLog(bNode, "keepalived-keepalived-monitor")))
+		}
+	}
+	holder := ""
+	for deadline := stop.Add(30 * time.Second); holder == ""; time.Sleep(50 * time.Millisecond) {
+		for m, nd := range mNodes {
+			if holdsVIP(nd) {
+				holder = m
+			}
+		}
+		if holder == "" && time.Now().After(deadline) {
+			t.Fatalf("no master holds the API VIP 30 s after the bootstrap's stop")
+		}
+	}
+	moved := time.Since(stop)
+	t.Logf("bootstrap kube-apiserver killed → stop; the API VIP on %s %v after the stop (advert_int %d s)", holder, moved.Round(10*time.Millisecond), advert)
+	if limit := 3 * time.Duration(advert) * time.Second; moved > limit {
+		t.Errorf("the VIP reached %s %v after the stop, more than 3 × advert_int = %v", holder, moved, limit)
+	}
+	if holdsVIP(bNode) {
+		t.Errorf("the bootstrap still holds the API VIP after its stop")
+	}
+	for m, nd := range mNodes {
+		var states []string
+		for _, l := range strings.Split(nodeLog(nd, "keepalived-keepalived"), "\n") {
+			if strings.Contains(l, "_API_") && strings.Contains(l, "STATE") {
+				states = append(states, strings.TrimSpace(l))
+			}
+		}
+		t.Logf("%s: monitor %q; keepalived %q", m, lastLine(nodeLog(nd, "keepalived-keepalived-monitor")), states)
+	}
 }

@@ -345,12 +345,21 @@ func (r *rig) stop(node string) {
 // staticPods starts every container of the node's static pods whose program is here and
 // returns the programs started; the others are stand-ins, not started.
 func (r *rig) staticPods(nd *Node) ([]string, []string, error) {
+	return r.podsOf(nd, "", nil)
+}
+
+// podsOf is staticPods for the static pod named pod only ("" for all), env added to each
+// container's environment.
+func (r *rig) podsOf(nd *Node, pod string, env []string) ([]string, []string, error) {
 	pods, err := StaticPods(nd.Root)
 	if err != nil {
 		return nil, nil, err
 	}
 	var started, standins []string
 	for _, c := range pods {
+		if pod != "" && c.Pod != pod {
+			continue
+		}
 		bin, ok := r.bins[c.Program]
 		if !ok {
 			standins = append(standins, c.Pod+"/"+c.Name+" ("+c.Program+")")
@@ -365,7 +374,7 @@ func (r *rig) staticPods(nd *Node) ([]string, []string, error) {
 				}
 			}
 		}
-		argv, env := append([]string{bin}, c.Args...), c.Env
+		argv, env := append([]string{bin}, c.Args...), append(slices.Clone(c.Env), env...)
 		if c.Program == "bash" {
 			argv, env = r.containerShell(argv), append(env, "HOME=/")
 		}
@@ -543,19 +552,7 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 		t.Error("no CEL IP/CIDR rule dropped from bootstrap.ign's CRDs: is the apiserver 1.31 now? then drop AdaptCRDsFor130")
 	}
 	t.Logf("CRD rules dropped for kube-apiserver 1.30: %d", len(r.celDropped["bootstrap"]))
-	// The CVO stand-in applies what the CVO would from the release payload and a bootstrap
-	// manifest needs: networks.operator.openshift.io, for 02-operator-network.yaml.
-	crds, err := CVOStandinCRDs(testenv.RepoRoot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ap, err := kube.NewApplier(k.Config, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ap.ApplyFiles(ctx, crds); err != nil {
-		t.Fatalf("CVO stand-in: %v", err)
-	}
+	applyCVOStandinCRDs(ctx, t, k)
 	start := time.Now()
 	if err := RunOneshot(ctx, bNode, "bootkube.service"); err != nil {
 		t.Fatal(err)
@@ -616,6 +613,24 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 	}
 	// A way into the lab (issue 27): labbuild ssh and gather against each node's real sshd.
 	checkSSHAndGather(t, r)
+}
+
+// applyCVOStandinCRDs is the CVO stand-in's part before bootkube.service: it applies what the
+// CVO would from the release payload and a bootstrap manifest needs
+// (networks.operator.openshift.io, for 02-operator-network.yaml).
+func applyCVOStandinCRDs(ctx context.Context, t *testing.T, k *kube.Clients) {
+	t.Helper()
+	crds, err := CVOStandinCRDs(testenv.RepoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ap, err := kube.NewApplier(k.Config, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ap.ApplyFiles(ctx, crds); err != nil {
+		t.Fatalf("CVO stand-in: %v", err)
+	}
 }
 
 // waitFor polls cond every 2 s until it holds, or fails the test after limit with the last

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -17,6 +18,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"sigs.k8s.io/yaml"
+
+	"github.com/labbuild/labbuild/targets/kube"
 )
 
 // PauseImage is the sandbox image the rehearsal's containerd uses: built locally by
@@ -292,4 +295,33 @@ func WriteEtcdStandin(root string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "etcd-pod.yaml"), []byte(etcdStandinPod), 0o644)
+}
+
+// NodeRoleLabels sets on Node node the labels its kubelet was started without
+// (Kubelet.DroppedLabels, "key=value" each): a stand-in for OpenShift's kubelet patch that lets
+// a kubelet register with node-role.kubernetes.io/* from its --node-labels. Without it a
+// master Node lacks node-role.kubernetes.io/master, and what selects masters by it (runtimecfg's
+// getSortedBackends, the keepalived monitor's unicast peers) finds none.
+func NodeRoleLabels(ctx context.Context, k *kube.Clients, node string, labels []string) error {
+	if len(labels) == 0 {
+		return nil
+	}
+	patch, err := nodeLabelsPatch(labels)
+	if err != nil {
+		return err
+	}
+	if _, err := k.Dynamic.Resource(kube.Nodes).Patch(ctx, node, kube.MergePatchType, patch, kube.PatchOptions{}); err != nil {
+		return fmt.Errorf("rehearsal: label node %s %v: %w", node, labels, err)
+	}
+	return nil
+}
+
+// nodeLabelsPatch is the merge patch setting labels ("key=value", or "key" for an empty value).
+func nodeLabelsPatch(labels []string) ([]byte, error) {
+	m := map[string]string{}
+	for _, l := range labels {
+		key, val, _ := strings.Cut(l, "=")
+		m[key] = val
+	}
+	return json.Marshal(map[string]any{"metadata": map[string]any{"labels": m}})
 }
