@@ -40,9 +40,17 @@ var releaseTestBinary = []byte("#!/bin/sh\n# test stand-in for the MCO programs\
 
 func newReleaseLab(t *testing.T) *releaseLab {
 	t.Helper()
+	return newReleaseLabWith(t, payload.Options{})
+}
+
+// newReleaseLabWith is newReleaseLab with a payload built from o (its registry, binaries and
+// layer size are the lab's).
+func newReleaseLabWith(t *testing.T, o payload.Options) *releaseLab {
+	t.Helper()
 	l := &releaseLab{reg: testenv.StartRegistry(t), out: t.TempDir(), cache: t.TempDir()}
-	p, err := payload.Build(payload.Options{Shared: testenv.Shared(), MCOBinary: releaseTestBinary,
-		ReleaseRepo: l.reg.Repo("ocp/release"), ComponentRepo: l.reg.Repo("ocp/art-dev"), BaseLayerBytes: 64 << 10})
+	o.Shared, o.MCOBinary, o.BaseLayerBytes = testenv.Shared(), releaseTestBinary, 64<<10
+	o.ReleaseRepo, o.ComponentRepo = l.reg.Repo("ocp/release"), l.reg.Repo("ocp/art-dev")
+	p, err := payload.Build(o)
 	if err != nil {
 		t.Fatal(err)
 	}

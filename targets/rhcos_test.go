@@ -254,3 +254,31 @@ func TestRHCOSOverrideLeavesStream(t *testing.T) {
 		}
 	}
 }
+
+// TestRHCOSOverridePayloadWithoutStream: a payload without CoreOS stream metadata builds the
+// release family when rhcos.imageURL and rhcos.imageSHA256 name the boot image (the override
+// takes release/coreos-stream out of the graph), and without the override the build fails
+// naming the missing stream.
+func TestRHCOSOverridePayloadWithoutStream(t *testing.T) {
+	for _, override := range []bool{true, false} {
+		l := newReleaseLabWith(t, payload.Options{NoCoreOSStream: true})
+		if override {
+			l.cfg.RHCOS = RHCOSConfig{ImageURL: "https://images.example/rhcos.qcow2.gz", ImageSHA256: strings.Repeat("a", 64)}
+		}
+		r, err := l.build(t, false, "release")
+		if override {
+			if err != nil {
+				t.Fatalf("override, payload without a stream: %v", err)
+			}
+			for _, n := range r.Executed {
+				if n == rhcosStream {
+					t.Errorf("override: %s ran", rhcosStream)
+				}
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), rhcosStream) || !strings.Contains(err.Error(), "coreos-bootimages") {
+			t.Errorf("no override, payload without a stream: err = %v, want a failure of %s naming coreos-bootimages", err, rhcosStream)
+		}
+	}
+}

@@ -98,6 +98,10 @@ type Options struct {
 	// which names a host that does not resolve: tests serve a real image on loopback
 	// (testenv.ServeRHCOSImage) and pass its URL and sha256 here.
 	RHCOS RHCOSImage
+	// NoCoreOSStream leaves the CoreOS stream metadata (CoreOSBootImagesPath) out of the
+	// payload, as in a payload built without the installer's coreos-bootimages manifest: a lab
+	// must then name its boot image with rhcos.imageURL and rhcos.imageSHA256.
+	NoCoreOSStream bool
 }
 
 // RHCOSImage is one disk artifact of CoreOS stream metadata: its location and the sha256 of
@@ -180,7 +184,8 @@ type Payload struct {
 	Images          map[string]v1.Image // by tag
 	ImageReferences []byte
 	ReleaseMetadata []byte
-	// CoreOSBootImages is the coreos-bootimages ConfigMap at CoreOSBootImagesPath.
+	// CoreOSBootImages is the coreos-bootimages ConfigMap at CoreOSBootImagesPath (nil with
+	// Options.NoCoreOSStream).
 	CoreOSBootImages []byte
 	// CRDFiles are the names of the *.crd.yaml files of the cluster-config-api image's
 	// /manifests; CVOCRDFiles those of the release image's /manifests.
@@ -500,14 +505,17 @@ func Build(o Options) (*Payload, error) {
 	if o.RHCOS.URL == "" {
 		o.RHCOS = DefaultRHCOS
 	}
-	if p.CoreOSBootImages, err = CoreOSBootImages(o.Version, o.RHCOS); err != nil {
-		return nil, err
-	}
-	rm, err := layer([]entry{
-		{name: CoreOSBootImagesPath, mode: 0o644, data: p.CoreOSBootImages},
+	manifests := []entry{
 		{name: "release-manifests/image-references", mode: 0o644, data: p.ImageReferences},
 		{name: "release-manifests/release-metadata", mode: 0o644, data: p.ReleaseMetadata},
-	})
+	}
+	if !o.NoCoreOSStream {
+		if p.CoreOSBootImages, err = CoreOSBootImages(o.Version, o.RHCOS); err != nil {
+			return nil, err
+		}
+		manifests = append([]entry{{name: CoreOSBootImagesPath, mode: 0o644, data: p.CoreOSBootImages}}, manifests...)
+	}
+	rm, err := layer(manifests)
 	if err != nil {
 		return nil, err
 	}
