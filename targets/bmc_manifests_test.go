@@ -34,7 +34,15 @@ func bmcManifestsLab(t *testing.T, goals ...string) (string, map[string][]byte) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := append(append(append(append(pkiTargets(cfg), kubeconfigTargets(cfg)...), manifestsTargets(cfg)...), mfStandinRelease(l.crds)...), ipiTargets(cfg)...)
+	var ts []*engine.Target
+	for _, mt := range manifestsTargets(cfg) {
+		// In-cluster, the bootstrap's manifest tree reads the MCO bootstrap render (mco/*),
+		// which is not part of this test.
+		if mt.Name != "manifests/bootstrap" {
+			ts = append(ts, mt)
+		}
+	}
+	ts = append(append(append(append(ts, pkiTargets(cfg)...), kubeconfigTargets(cfg)...), mfStandinRelease(l.crds)...), ipiTargets(cfg)...)
 	for _, bt := range bmcTargets(cfg) {
 		if bt.Name != "bmc/service" { // its libvirt network is not part of this test
 			ts = append(ts, bt)

@@ -379,7 +379,7 @@ func manifestsTargets(c *Config) []*engine.Target {
 				return mfOne(manifests.ClusterVersion(v, strings.TrimSpace(string(id))))
 			}),
 		mfCluster("cluster-config-v1", "ConfigMap kube-system/cluster-config-v1 (the install-config, no pull secret)", mirrorClusterDeps(c, mirrorSourceDeps...),
-			addReads(append(append(append(append(domainReads[:2:2], netReads...), "network.machineNetwork"), roleReads...), vipPlatformReads(c)...), mirrorClusterReads(c)...), func(s *engine.Step) ([]manifests.File, error) {
+			addReads(append(append(append(domainReads[:2:2], netReads...), "network.machineNetwork"), roleReads...), append(vipPlatformReads(c), mirrorClusterReads(c)...)...), func(s *engine.Step) ([]manifests.File, error) {
 				ic := manifests.InstallConfig{}
 				if err := mirrorInstallConfig(c, s, &ic); err != nil {
 					return nil, err
