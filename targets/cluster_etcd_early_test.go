@@ -113,9 +113,15 @@ func TestEarlyBootstrapSignalLosesAPI(t *testing.T) {
 	if id == "" {
 		t.Fatalf("no etcd-bootstrap in %s", out)
 	}
-	if out, err := ctl(mc, "member", "remove", id); err != nil {
-		t.Fatalf("member remove etcd-bootstrap: %v: %s", err, out)
-	}
+	// etcd refuses a removal until the remaining members have been connected to a quorum for
+	// its health interval (etcdserver mayRemoveMember: "unhealthy cluster", 5 s after the
+	// master member joined); the operator's BootstrapTeardownController retries, and so does this.
+	testenv.WaitFor(t, "etcd to accept removing etcd-bootstrap", 30*time.Second, func() error {
+		if out, err := ctl(mc, "member", "remove", id); err != nil {
+			return fmt.Errorf("member remove etcd-bootstrap: %v: %s", err, out)
+		}
+		return nil
+	})
 
 	// The bootstrap API has lost its storage.
 	testenv.WaitFor(t, "the bootstrap kube-apiserver to lose etcd", 60*time.Second, func() error {
