@@ -244,16 +244,25 @@ func (c *Conn) Volume(pool, name string) (*libvirtxml.StorageVolume, bool, error
 		return nil, false, fmt.Errorf("look up pool %s: %w", pool, err)
 	}
 	_ = c.l.StoragePoolRefresh(ph, 0) // files made or removed behind libvirt's back
-	vh, err := c.l.StorageVolLookupByName(ph, name)
-	if notFound(err) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("look up volume %s/%s: %w", pool, name, err)
-	}
-	x, err := c.l.StorageVolGetXMLDesc(vh, 0)
-	if err != nil {
-		return nil, true, fmt.Errorf("volume %s/%s XML: %w", pool, name, err)
+	var x string
+	for attempt := 0; ; attempt++ {
+		vh, err := c.l.StorageVolLookupByName(ph, name)
+		if notFound(err) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("look up volume %s/%s: %w", pool, name, err)
+		}
+		x, err = c.l.StorageVolGetXMLDesc(vh, 0)
+		// Another target's pool refresh (-j) between the lookup and the read replaces the
+		// pool's volume objects, and the handle reads as "not found": look it up again.
+		if err != nil && notFound(err) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return nil, true, fmt.Errorf("volume %s/%s XML: %w", pool, name, err)
+		}
+		break
 	}
 	v := &libvirtxml.StorageVolume{}
 	if err := v.Unmarshal(x); err != nil {
