@@ -1,8 +1,11 @@
-// Command runtimecfg-standin is a STAND-IN for baremetal-runtimecfg's `dynkeepalived` monitor
-// (openshift/baremetal-runtimecfg release-4.18, cmd/dynkeepalived and pkg/monitor/dynkeepalived.go
-// KeepalivedWatch), the keepalived-monitor container of the MCO's on-prem keepalived pod. The
-// real program is not served by the Go module proxy here, so it cannot run in tests; this one
-// follows its control flow and reads only what it reads:
+// Command runtimecfg-standin is a STAND-IN for baremetal-runtimecfg (openshift/baremetal-runtimecfg
+// release-4.18), the programs of the MCO's on-prem pods' runtimecfg image: `dynkeepalived`
+// (cmd/dynkeepalived, pkg/monitor/dynkeepalived.go KeepalivedWatch), the keepalived-monitor
+// container; `monitor` (cmd/monitor, pkg/monitor/monitor.go Monitor), the masters'
+// haproxy-monitor container (monitor.go here); and `runtimecfg render` (cmd/runtimecfg/render.go),
+// the masters' render-config-keepalived init container. The real program is not served by the
+// Go module proxy here, so it cannot run in tests; this one follows its control flow and reads
+// only what it reads:
 //
 //   - the command line of the pod (manifests/on-prem/keepalived.yaml): kubeconfig, template and
 //     output paths, --api-vips, --ingress-vips, --cluster-config, --check-interval; the
@@ -10,26 +13,30 @@
 //   - the install-config in the --cluster-config ConfigMap (cluster name and base domain:
 //     pkg/config getClusterConfigClusterNameAndDomain), or without one (the masters' monitor)
 //     the kubeconfig's server name api-int.<name>.<baseDomain> (GetKubeconfigClusterNameAndDomain);
-//   - the node's own interface and address in the VIP's subnet (pkg/config GetVRRPConfig);
-//   - the API, through the kubeconfig: the master Nodes' InternalIPs are the unicast peers
-//     (pkg/config getSortedBackends, label node-role.kubernetes.io/master=).
+//   - the node's own interface and address in the VIP's subnet (pkg/config GetVRRPConfig), its
+//     /etc/resolv.conf (render: the DNS upstreams);
+//   - the API, through the kubeconfig: the master Nodes' InternalIPs are the unicast peers and
+//     haproxy's backends (pkg/config getSortedBackends, label node-role.kubernetes.io/master=);
+//   - the nat table, through the iptables program, as go-iptables runs it.
 //
 // Like KeepalivedWatch it dials the keepalived container's control socket
 // /var/run/keepalived/keepalived.sock BEFORE it renders anything, and exits with an error when
 // nothing listens there (the container then restarts: a crash loop, no keepalived.conf, no
-// VIP). It renders keepalived.conf when a changed configuration has been seen
-// cfgKeepalivedChangeThreshold (3) checks in a row and then writes "reload" to the socket. On
-// the bootstrap (IS_BOOTSTRAP=yes) it runs handleBootstrapStopKeepalived: once the local API
-// has answered, more than bootstrapApiFailuresThreshold (4) failed checks one second apart of
-// the API (a Node list) and of Ironic (http://localhost:6385/v1) send "stop"; the API answering
-// again sends "reload".
+// VIP). Each check it first marks /var/run/keepalived/iptables-rule-exists while the haproxy
+// monitor's nat rules exist (checkHAProxyFirewallRules). It renders keepalived.conf when a
+// changed configuration has been seen cfgKeepalivedChangeThreshold (3) checks in a row and then
+// writes "reload" to the socket. On the bootstrap (IS_BOOTSTRAP=yes) it runs
+// handleBootstrapStopKeepalived: once the local API has answered, more than
+// bootstrapApiFailuresThreshold (4) failed checks one second apart of the API (a Node list) and
+// of Ironic (http://localhost:6385/v1) send "stop"; the API answering again sends "reload".
 //
-// Not followed, by design: the unicast/multicast mode migration (handleConfigModeUpdate), the
-// iptables-rule-exists marker (checkHAProxyFirewallRules: the masters' concern), VIP leasing
-// (handleLeasing), dual-stack Configs (one IPv4 entry) and the ingress peers (no ingress VIP on
-// the bootstrap template). The template step is render/vip.Render over runtimecfg's data shape.
+// Not followed, by design: the unicast/multicast mode migration (handleConfigModeUpdate), VIP
+// leasing (handleLeasing), dual-stack Configs (one IPv4 entry), the ingress peers (no ingress VIP
+// on the bootstrap template) and cloud load-balancer platforms (GetConfig's non-on-prem branch).
+// The keepalived template step is render/vip.Render over runtimecfg's data shape.
 //
-// Invocation: as dynkeepalived (argv[0] basename) or `runtimecfg-standin dynkeepalived ...`.
+// Invocation: as dynkeepalived, monitor or runtimecfg (argv[0] basename, as the runtimecfg
+// image installs them) or `runtimecfg-standin <program> ...`.
 package main
 
 import (
@@ -74,16 +81,32 @@ const (
 )
 
 func main() {
-	args := os.Args[1:]
-	if filepath.Base(os.Args[0]) != "dynkeepalived" {
-		if len(args) == 0 || args[0] != "dynkeepalived" {
-			fmt.Fprintln(os.Stderr, "runtimecfg-standin: usage: runtimecfg-standin dynkeepalived <kubeconfig> <template> <config> --api-vips ... (stand-in for baremetal-runtimecfg)")
+	prog, args := filepath.Base(os.Args[0]), os.Args[1:]
+	if !slices.Contains([]string{"dynkeepalived", "monitor", "runtimecfg"}, prog) {
+		if len(args) == 0 {
+			fmt.Fprintln(os.Stderr, "runtimecfg-standin: usage: runtimecfg-standin dynkeepalived|monitor|runtimecfg ... (stand-in for baremetal-runtimecfg)")
 			os.Exit(2)
 		}
-		args = args[1:]
+		prog, args = args[0], args[1:]
 	}
-	if err := run(args); err != nil {
-		log.Printf("dynkeepalived (stand-in): %v", err)
+	var err error
+	switch prog {
+	case "dynkeepalived":
+		err = run(args)
+	case "monitor":
+		err = runMonitor(args)
+	case "runtimecfg":
+		if len(args) == 0 || args[0] != "render" {
+			fmt.Fprintln(os.Stderr, "runtimecfg (stand-in): only the render command is here")
+			os.Exit(2)
+		}
+		err = runRender(args[1:])
+	default:
+		fmt.Fprintf(os.Stderr, "runtimecfg-standin: unknown program %q\n", prog)
+		os.Exit(2)
+	}
+	if err != nil {
+		log.Printf("%s (stand-in): %v", prog, err)
 		os.Exit(1)
 	}
 }
@@ -151,6 +174,7 @@ func (w watch) keepalivedWatch() error {
 			}
 			time.Sleep(bootstrapAfterCommand)
 		default:
+			markFirewallRules(w.apiVIPs[0])
 			cur, err := w.config()
 			if err != nil {
 				// No config with an incomplete unicast peer list.
