@@ -1,6 +1,7 @@
 package rehearsal
 
 import (
+	_ "embed"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,10 +15,20 @@ import (
 // 02-operator-network.yaml (labbuild's operator.openshift.io Network `cluster`) waits for it.
 const OperatorNetworkCRDFile = "operator/v1/zz_generated.crd-manifests/0000_70_network_01_networks-Default.crd.yaml"
 
+// ProvisioningCRDFile is the stand-in for the cluster-baremetal-operator's Provisioning CRD
+// (crds/metal3.io_provisionings.crd.yaml, written from its upstream schema): the CVO applies
+// it from the payload, and bootkube.sh's 99_baremetal-provisioning-config.yaml (platform
+// BareMetal: network.loadBalancer in-cluster) waits for it.
+const ProvisioningCRDFile = "0000_31_cluster-baremetal-operator_02_metal3provisioning.crd.yaml"
+
+//go:embed crds/metal3.io_provisionings.crd.yaml
+var provisioningCRD []byte
+
 // CVOStandinCRDs are the CRDs the rehearsal's CVO stand-in applies, by file name, adapted for
 // kube-apiserver 1.30 (DropCEL131): the ones a bootstrap manifest labbuild writes needs and
 // that only the CVO would create from the release payload (its image cannot run here, and the
-// sample payload carries no operator manifests). The CRD comes from github.com/openshift/api in
+// sample payload carries no operator manifests), and the Provisioning CRD (ProvisioningCRDFile).
+// The network CRD comes from github.com/openshift/api in
 // the module cache (labbuild's own dependency), found with `go list -m` from repoRoot.
 func CVOStandinCRDs(repoRoot string) (map[string][]byte, error) {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openshift/api")
@@ -34,5 +45,5 @@ func CVOStandinCRDs(repoRoot string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rehearsal: CVO stand-in: %s: %w", OperatorNetworkCRDFile, err)
 	}
-	return map[string][]byte{filepath.Base(OperatorNetworkCRDFile): b}, nil
+	return map[string][]byte{filepath.Base(OperatorNetworkCRDFile): b, ProvisioningCRDFile: provisioningCRD}, nil
 }

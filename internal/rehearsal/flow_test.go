@@ -316,10 +316,19 @@ func rehearsalImage(t *testing.T, dir string) struct{ url, sum string } {
 	return struct{ url, sum string }{"file://" + img + ".gz", hex.EncodeToString(sum[:])}
 }
 
-// flowTopology is the flow lab's shape: masters (1 or 3) and workers (0 or 1).
-type flowTopology struct{ masters, workers int }
+// flowTopology is the flow lab's shape: masters (1 or 3) and workers (0 or 1); inCluster sets
+// network.loadBalancer: in-cluster (keepalived and haproxy pods on the nodes, no host haproxy).
+type flowTopology struct {
+	masters, workers int
+	inCluster        bool
+}
 
-func (f flowTopology) String() string { return fmt.Sprintf("%d+%d", f.masters, f.workers) }
+func (f flowTopology) String() string {
+	if f.inCluster {
+		return fmt.Sprintf("%d+%d in-cluster", f.masters, f.workers)
+	}
+	return fmt.Sprintf("%d+%d", f.masters, f.workers)
+}
 
 // flowMasterIPs are master-N's lab addresses.
 var flowMasterIPs = []string{master0IP, master1IP, master2IP}
@@ -376,6 +385,9 @@ func rehearsalLab(t *testing.T, dir, poolPath string, topo flowTopology) {
 	// least validation allows.
 	s += fmt.Sprintf("rhcos:\n  imageURL: %s\n  imageSHA256: %s\n", img.url, img.sum)
 	s += "sizes:\n  bootstrap: {diskGiB: 20}\n  master: {diskGiB: 20}\n  worker: {diskGiB: 20}\n"
+	if topo.inCluster {
+		s = inClusterLab(t, s)
+	}
 	s += "wait:\n  bootstrapMinutes: 15\n  mastersMinutes: 15\n  etcdMinutes: 10\n  pivotMinutes: 10\n  workersMinutes: 5\n  convergeMinutes: 10\n"
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
@@ -462,6 +474,9 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 		testenv.Missing(t, "GNU time (/usr/bin/time) measures labbuild's peak RSS: bash .ci/install-host.sh")
 	}
 	r.bins["time"] = "/usr/bin/time"
+	if topo.inCluster {
+		r.inClusterTools(t, true)
+	}
 	rehearsalLab(t, r.lab, pool, topo)
 	h := startFlowHost(t, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
@@ -521,6 +536,10 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 				fl.fail("%s: kubelet: %v", node, err)
 				return
 			}
+			if topo.inCluster {
+				// The runtimecfg monitors find their peers and backends by node-role labels.
+				go nodeRoleLabels(wctx, r, nd, node, fl)
+			}
 			if node == "worker-0" {
 				// A worker runs only its kubelet: its CSRs are cluster/workers' to approve.
 				return
@@ -561,7 +580,18 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	// masters, ClusterVersion Available once both are.
 	go func() {
 		last := ""
+		nsDone := !topo.inCluster
 		for wctx.Err() == nil {
+			if !nsDone {
+				// The CVO applies the MCO's namespaces from the payload: openshift-kni-infra,
+				// where the masters' kubelets publish the on-prem pods' mirror pods.
+				if k, err := r.clients(); err == nil {
+					if err := applyMCONamespaces(wctx, k); err == nil {
+						nsDone = true
+						fl.logf("CVO stand-in: applied the MCO's namespaces (openshift-kni-infra)")
+					}
+				}
+			}
 			etcdOK := teardownDone.Load()
 			apiOK := int(standinsUp.Load()) == len(masters) && bootstrapOff.Load()
 			state := fmt.Sprint(etcdOK, apiOK)
@@ -651,8 +681,11 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 		t.Errorf("labbuild cluster did not end with openshift-install's summary:\n%s", tail(second.out, 1000))
 	}
 	// The pivot reloaded haproxy/service with the post-pivot config: what listens on the API
-	// VIP balances to the three masters and has no bootstrap backend.
-	if ls := h.apiListeners(t); len(ls) == 0 {
+	// VIP balances to the three masters and has no bootstrap backend. In-cluster: a master's
+	// keepalived holds the VIP, and its haproxy balances to the masters.
+	if topo.inCluster {
+		inClusterAfterPivot(t, r, masters)
+	} else if ls := h.apiListeners(t); len(ls) == 0 {
 		t.Errorf("after cluster/done nothing listens on %s:6443 in the host namespace", apiVIP)
 	} else {
 		for who, b := range ls {

@@ -3,6 +3,7 @@ package rehearsal
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,20 +38,7 @@ func TestInClusterBootstrapVIP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	r := inClusterRig(t, 1, "ignition/bootstrap", "kubeconfig/admin")
-	bNode, err := r.boot("bootstrap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	started, standins, err := r.staticPods(bNode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("bootstrap static pods: started %v; stand-ins (not started): %v", started, standins)
-	for _, want := range []string{"etcd", "kube-apiserver", "bash", "dynkeepalived"} {
-		if !slices.Contains(started, want) {
-			t.Fatalf("bootstrap.ign's static pods start %v: no %s", started, want)
-		}
-	}
+	bNode := r.bootBootstrap(t, "etcd", "kube-apiserver", "bash", "dynkeepalived")
 	holder := func() bool { return holdsVIP(bNode) }
 	nodeLog := func(name string) string {
 		b, _ := os.ReadFile(filepath.Join(bNode.LogDir, name+".log"))
@@ -99,33 +87,20 @@ func TestInClusterBootstrapVIP(t *testing.T) {
 	}
 }
 
-// inClusterRig is the rehearsal for network.loadBalancer: in-cluster: the keepalived
-// container's programs (bash, Debian keepalived, socat, pgrep) and the runtimecfg stand-in
-// under the name the pods' commands use (dynkeepalived), the lab switched to in-cluster, and
-// labbuild's build of targets for a lab of masters masters (1 or 3).
+// inClusterRig is the rehearsal for network.loadBalancer: in-cluster without libvirt: the
+// keepalived container's programs and the runtimecfg stand-in (inClusterTools), the lab
+// switched to in-cluster, and labbuild's build of targets for a lab of masters masters (1 or 3).
 func inClusterRig(t *testing.T, masters int, targets ...string) *rig {
 	t.Helper()
 	requireRehearsal(t)
-	testenv.Require(t, "socat")
-	testenv.Require(t, "pgrep")
-	if _, err := os.Stat("/usr/sbin/keepalived"); err != nil {
-		testenv.Missing(t, "Debian keepalived (bash .ci/install-keepalived.sh): the container's script runs /usr/sbin/keepalived")
-	}
 	r := newRig(t, false)
-	r.bins["bash"] = testenv.Require(t, "bash")
-	mon := filepath.Join(r.work, "bin", "dynkeepalived")
-	build := exec.Command("go", "build", "-o", mon, "./cmd/runtimecfg-standin")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/runtimecfg-standin: %v\n%s", err, out)
-	}
-	r.bins["dynkeepalived"] = mon
+	r.inClusterTools(t, false)
 	labYAMLPath := filepath.Join(r.lab, "lab.yaml")
 	b, err := os.ReadFile(labYAMLPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lab := strings.Replace(string(b), "network:\n", "network:\n  loadBalancer: in-cluster\n", 1)
+	lab := inClusterLab(t, string(b))
 	if masters == 3 {
 		m0 := "  - {name: master-0, role: master, ip: " + master0IP + "}\n"
 		lab = strings.Replace(lab, m0, m0+"  - {name: master-1, role: master, ip: "+master1IP+"}\n"+
@@ -136,6 +111,52 @@ func inClusterRig(t *testing.T, masters int, targets ...string) *rig {
 		t.Fatalf("labbuild: %v\n%s", err, out)
 	}
 	return r
+}
+
+// inClusterLab switches the rehearsal's lab.yaml to network.loadBalancer: in-cluster.
+func inClusterLab(t *testing.T, lab string) string {
+	t.Helper()
+	s := strings.Replace(lab, "network:\n", "network:\n  loadBalancer: in-cluster\n", 1)
+	if s == lab {
+		t.Fatal("lab.yaml has no network: section to extend")
+	}
+	return s
+}
+
+// inClusterTools readies the rig for the in-cluster mode's pods: the keepalived container's
+// programs (bash, Debian keepalived, socat, pgrep) and the runtimecfg stand-in under the name
+// the pods' commands use (dynkeepalived), for the pods the rehearsal itself runs (the
+// bootstrap's); withImages, also the stand-in images (OnPremImages) that every kubelet node's
+// containerd imports under the payload's pull specs, so that the masters' kubelets run the
+// MCO's keepalived and haproxy pods themselves.
+func (r *rig) inClusterTools(t *testing.T, withImages bool) {
+	t.Helper()
+	testenv.Require(t, "socat")
+	testenv.Require(t, "pgrep")
+	for _, p := range []string{"/usr/sbin/keepalived", "/usr/sbin/haproxy", "/usr/sbin/iptables", "/usr/bin/curl"} {
+		if _, err := os.Stat(p); err != nil {
+			testenv.Missing(t, "Debian keepalived, haproxy, iptables and curl (bash .ci/install-keepalived.sh): the on-prem pods run "+p)
+		}
+	}
+	r.bins["bash"] = testenv.Require(t, "bash")
+	mon := filepath.Join(r.work, "bin", "dynkeepalived")
+	build := exec.Command("go", "build", "-o", mon, "./cmd/runtimecfg-standin")
+	build.Dir = testenv.RepoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/runtimecfg-standin: %v\n%s", err, out)
+	}
+	r.bins["dynkeepalived"] = mon
+	if !withImages {
+		return
+	}
+	for _, im := range OnPremImages(mon) {
+		it := ImageTar{File: filepath.Join(r.work, im.Tag+".tar"), Ref: OnPremImageRef(im.Tag), Specs: []string{r.payload.Pullspec(im.Tag)}}
+		if err := im.Tarball(it.File, it.Ref); err != nil {
+			t.Fatal(err)
+		}
+		r.images = append(r.images, it)
+	}
 }
 
 // holdsVIP reports whether node nd has the API VIP on its eth0.
@@ -195,13 +216,7 @@ func TestInClusterVIPMovesToMaster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	r := inClusterRig(t, 3, "ignition/bootstrap", "ignition/master-0", "ignition/master-1", "kubeconfig/admin")
-	bNode, err := r.boot("bootstrap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := r.staticPods(bNode); err != nil {
-		t.Fatal(err)
-	}
+	bNode := r.bootBootstrap(t, "bash", "dynkeepalived")
 	nodeLog := func(nd *Node, name string) string {
 		b, _ := os.ReadFile(filepath.Join(nd.LogDir, name+".log"))
 		return string(b)
@@ -356,5 +371,95 @@ func TestInClusterVIPMovesToMaster(t *testing.T) {
 			}
 		}
 		t.Logf("%s: monitor %q; keepalived %q", m, lastLine(nodeLog(nd, "keepalived-keepalived-monitor")), states)
+	}
+}
+
+// TestInClusterFlow is TestRehearsalFlow (3 masters + 1 worker) with network.loadBalancer:
+// in-cluster: no host haproxy and no VIP on the lab bridge. The bootstrap's keepalived pod runs
+// as in TestInClusterBootstrapVIP and takes the API VIP; each master's real kubelet runs the
+// MCO-rendered keepalived and haproxy static pods itself under containerd, from stand-in images
+// built of this host's Debian keepalived, haproxy, socat, curl and iptables and the runtimecfg
+// stand-in (OnPremImages), named with the payload's pull specs: render-config-keepalived
+// (runtimecfg render), keepalived and keepalived-monitor (dynkeepalived), verify-api-int-resolvable,
+// haproxy and haproxy-monitor (monitor: haproxy.cfg from the master Nodes, the nat rules to it).
+// cluster/pivot waits for those mirror pods Ready, stops the bootstrap, and /readyz answers
+// through the VIP from a master; the flow reaches cluster/done. After it a master holds the API
+// VIP and its haproxy.cfg balances to the three masters.
+func TestInClusterFlow(t *testing.T) {
+	rehearsalFlow(t, flowTopology{masters: 3, workers: 1, inCluster: true})
+}
+
+// nodeRoleLabels waits for node's Node and sets the labels its kubelet was started without
+// (NodeRoleLabels: the stand-in for OpenShift's kubelet patch).
+func nodeRoleLabels(ctx context.Context, r *rig, nd *Node, node string, fl *flowLog) {
+	kl, err := KubeletFromUnit(nd.Root, r.bins["kubelet"])
+	if err != nil {
+		fl.fail("%s: %v", node, err)
+		return
+	}
+	for ctx.Err() == nil {
+		if k, err := r.clients(); err == nil {
+			if err := NodeRoleLabels(ctx, k, node+"."+labDomain, kl.DroppedLabels); err == nil {
+				fl.logf("%s: Node labelled %v (OpenShift's kubelet sets them)", node, kl.DroppedLabels)
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(3 * time.Second):
+		}
+	}
+}
+
+// mcoNamespacesFile is the MCO's namespace manifest of the 4.18 payload (the CVO applies it):
+// openshift-machine-config-operator and the on-prem platforms' infra namespaces.
+const mcoNamespacesFile = "release/machine-config-operator/manifests/0000_80_machine-config_00_namespace.yaml"
+
+// applyMCONamespaces is the CVO stand-in's apply of mcoNamespacesFile
+// (../shared/fixtures): the sample payload carries no operator manifests.
+func applyMCONamespaces(ctx context.Context, k *kube.Clients) error {
+	b, err := os.ReadFile(filepath.Join(testenv.Shared(), "fixtures", mcoNamespacesFile))
+	if err != nil {
+		return err
+	}
+	ap, err := kube.NewApplier(k.Config, io.Discard)
+	if err != nil {
+		return err
+	}
+	_, err = ap.ApplyFiles(ctx, map[string][]byte{filepath.Base(mcoNamespacesFile): b})
+	return err
+}
+
+// inClusterAfterPivot checks the in-cluster mode after cluster/done: the bootstrap is gone, one
+// master holds the API VIP, and that master's haproxy.cfg (rendered by its haproxy-monitor)
+// balances to every master and not the bootstrap.
+func inClusterAfterPivot(t *testing.T, r *rig, masters []string) {
+	t.Helper()
+	holder := ""
+	for _, m := range masters {
+		r.mu.Lock()
+		nd := r.nodes[m]
+		r.mu.Unlock()
+		if nd != nil && holdsVIP(nd) {
+			holder = m
+			cfg, err := os.ReadFile(filepath.Join(nd.Root, "etc", "haproxy", "haproxy.cfg"))
+			if err != nil {
+				t.Errorf("%s holds the API VIP but has no /etc/haproxy/haproxy.cfg: %v", m, err)
+				continue
+			}
+			for i := range masters {
+				if !strings.Contains(string(cfg), flowMasterIPs[i]+":6443") {
+					t.Errorf("%s's haproxy.cfg has no backend %s:6443:\n%s", m, flowMasterIPs[i], cfg)
+				}
+			}
+			if strings.Contains(string(cfg), bootstrapIP+":") {
+				t.Errorf("%s's haproxy.cfg still balances to the bootstrap:\n%s", m, cfg)
+			}
+		}
+	}
+	if holder == "" {
+		t.Errorf("after cluster/done no master holds the API VIP %s", apiVIP)
+	} else {
+		t.Logf("after cluster/done %s holds the API VIP", holder)
 	}
 }

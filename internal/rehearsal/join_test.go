@@ -103,8 +103,10 @@ func buildLabbuild(t *testing.T, dir string) string {
 	return bin
 }
 
-// newLab writes the sample payload and the rehearsal lab.yaml into an empty directory.
-func newLab(t *testing.T, uri, poolPath string) string {
+// newLab writes the sample payload and the rehearsal lab.yaml into an empty directory; it
+// returns the directory and the payload (its component pull specs name the images the nodes'
+// pods run).
+func newLab(t *testing.T, uri, poolPath string) (string, *payload.Payload) {
 	t.Helper()
 	dir := t.TempDir()
 	bin, err := payload.BuildStandin(context.Background(), testenv.RepoRoot())
@@ -129,7 +131,7 @@ func newLab(t *testing.T, uri, poolPath string) string {
 	// id is what labbuild ssh and gather log in with (access.sshKeyFile's private half).
 	write("id.pub", testenv.SSHKeyPair(t, filepath.Join(dir, "id"))+" rehearsal\n", 0o644)
 	write("lab.yaml", labYAML(p, layout, uri, poolPath), 0o644)
-	return dir
+	return dir, p
 }
 
 // labNet makes a lab network namespace with a bridge br-lab at the gateway address: the
@@ -166,6 +168,11 @@ type rig struct {
 	lv    *testenv.Libvirtd
 	seq   int
 	pause string
+	// payload is the lab's release payload (newLab).
+	payload *payload.Payload
+	// images are stand-in images every kubelet node's containerd imports under their pull
+	// specs before its kubelet starts (in-cluster mode: OnPremImages).
+	images []ImageTar
 
 	mu    sync.Mutex
 	nodes map[string]*Node
@@ -183,12 +190,12 @@ func newRig(t *testing.T, withLibvirt bool) *rig {
 	if withLibvirt {
 		r.lv = testenv.StartLibvirtd(t)
 		r.labNS, r.bridge, r.api = r.lv.NetNS, "virbr-rehearsal", apiVIP
-		r.lab = newLab(t, r.lv.URI("qemu:///system"), filepath.Join(r.lv.Dir, "pool"))
+		r.lab, r.payload = newLab(t, r.lv.URI("qemu:///system"), filepath.Join(r.lv.Dir, "pool"))
 	} else {
 		r.labNS, r.bridge, r.api = fmt.Sprintf("lbr%d-lab", r.seq), "br-lab", bootstrapIP
 		labNet(t, r.labNS, "198.18.0.1")
 		r.hosts = map[string]string{"api-int." + labDomain: bootstrapIP, "api." + labDomain: bootstrapIP}
-		r.lab = newLab(t, "qemu:///system", filepath.Join(r.work, "pool")) // libvirt unused
+		r.lab, r.payload = newLab(t, "qemu:///system", filepath.Join(r.work, "pool")) // libvirt unused
 	}
 	r.pause = filepath.Join(r.work, "pause.tar")
 	if err := PauseTarball(r.pause, r.bins["busybox"]); err != nil {
@@ -414,6 +421,16 @@ func (r *rig) kubelet(ctx context.Context, nd *Node, podSubnet string) error {
 	if err := StartRuntime(ctx, nd, kl.Endpoint, podSubnet, r.pause); err != nil {
 		return err
 	}
+	if len(r.images) > 0 {
+		// The pods' hostPath volumes with mountPropagation HostToContainer need the node's
+		// mounts shared, as systemd makes / on RHCOS (containerd refuses a private source).
+		if err := nd.Run(ctx, "make-rshared", nil, "mount", "--make-rshared", "/"); err != nil {
+			return err
+		}
+		if err := ImportImages(ctx, nd, kl.Endpoint, r.images); err != nil {
+			return err
+		}
+	}
 	return nd.Keep("kubelet", nil, nil, kl.Argv...) // kubelet.service: Restart=always
 }
 
@@ -449,20 +466,7 @@ func bootstrapUp(ctx context.Context, t *testing.T) (*rig, *kube.Clients) {
 	if out, err := r.labbuild("ignition/bootstrap", "ignition/master-0", "kubeconfig/admin"); err != nil {
 		t.Fatalf("labbuild: %v\n%s", err, out)
 	}
-	bNode, err := r.boot("bootstrap")
-	if err != nil {
-		t.Fatal(err)
-	}
-	started, standins, err := r.staticPods(bNode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("bootstrap static pods: started %v; stand-ins (not started): %v", started, standins)
-	for _, want := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
-		if !slices.Contains(started, want) {
-			t.Fatalf("bootstrap.ign's static pods start %v: no %s", started, want)
-		}
-	}
+	r.bootBootstrap(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
 	k, err := r.clients()
 	if err != nil {
 		t.Fatal(err)
@@ -473,6 +477,27 @@ func bootstrapUp(ctx context.Context, t *testing.T) (*rig, *kube.Clients) {
 	})
 
 	return r, k
+}
+
+// bootBootstrap boots the bootstrap node from bootstrap.ign and starts its static pods' containers
+// whose programs are here; the test fails unless the programs want are among them.
+func (r *rig) bootBootstrap(t *testing.T, want ...string) *Node {
+	t.Helper()
+	bNode, err := r.boot("bootstrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, standins, err := r.staticPods(bNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("bootstrap static pods: started %v; stand-ins (not started): %v", started, standins)
+	for _, w := range want {
+		if !slices.Contains(started, w) {
+			t.Fatalf("bootstrap.ign's static pods start %v: no %s", started, w)
+		}
+	}
+	return bNode
 }
 
 // TestBootstrapControlPlaneFromIgnition is bootstrapUp alone. `make check` runs

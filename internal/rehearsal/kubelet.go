@@ -44,7 +44,13 @@ func PauseTarball(file, busybox string) error {
 	if err := tw.Close(); err != nil {
 		return err
 	}
-	layer, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()))
+	return writeImage(file, PauseImage, buf.Bytes(), v1.Config{Entrypoint: []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"}})
+}
+
+// writeImage writes a docker-archive tarball to file of a linux/amd64 image named ref (a tag)
+// with one layer (an uncompressed tar) and config cfg.
+func writeImage(file, ref string, layerTar []byte, cfg v1.Config) error {
+	layer, err := tarball.LayerFromReader(bytes.NewReader(layerTar))
 	if err != nil {
 		return err
 	}
@@ -58,12 +64,11 @@ func PauseTarball(file, busybox string) error {
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", "amd64"
-	cf.Config = v1.Config{Entrypoint: []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"}}
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
+	cf.Config = cfg
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err
 	}
-	tag, err := name.NewTag(PauseImage)
+	tag, err := name.NewTag(ref)
 	if err != nil {
 		return err
 	}
