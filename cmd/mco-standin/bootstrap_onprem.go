@@ -82,17 +82,20 @@ func onPremBootstrapFiles(infra *configv1.Infrastructure, dns *configv1.DNS, ima
 	return out, nil
 }
 
-// bootstrapCorednsPod is the stand-in's form of MCO manifests/on-prem/coredns.yaml as the real MCO renders it.
-const bootstrapCorednsPod = `---
+// bootstrapPodHead is the part MCO manifests/on-prem/coredns.yaml and keepalived.yaml share,
+// up to their first two volumes: pod name (also the static-pod-resources folder), its
+// namespace, the app label's suffix, and the resource-dir and kubeconfig hostPaths.
+func bootstrapPodHead(name, app string) string {
+	return `---
 kind: Pod
 apiVersion: v1
 metadata:
-  name: coredns
+  name: ` + name + `
   namespace: openshift-«.Short»-infra
   creationTimestamp:
   deletionGracePeriodSeconds: 65
   labels:
-    app: «.Short»-infra-coredns
+    app: «.Short»-infra-` + app + `
   annotations:
     target.workload.openshift.io/management: '{"effect": "PreferredDuringScheduling"}'
     openshift.io/required-scc: privileged
@@ -100,11 +103,15 @@ spec:
   volumes:
   - name: resource-dir
     hostPath:
-      path: "/etc/kubernetes/static-pod-resources/coredns"
+      path: "/etc/kubernetes/static-pod-resources/` + name + `"
   - name: kubeconfig
     hostPath:
       path: "/etc/kubernetes/kubeconfig"
-  - name: conf-dir
+`
+}
+
+// bootstrapCorednsPod is the stand-in's form of MCO manifests/on-prem/coredns.yaml as the real MCO renders it.
+var bootstrapCorednsPod = bootstrapPodHead("coredns", "coredns") + `  - name: conf-dir
     empty-dir: {}
   - name: manifests
     hostPath:
@@ -220,28 +227,7 @@ const bootstrapCorefileTmpl = `. {
 `
 
 // bootstrapKeepalivedPod is the stand-in's form of MCO manifests/on-prem/keepalived.yaml as the real MCO renders it.
-const bootstrapKeepalivedPod = `---
-kind: Pod
-apiVersion: v1
-metadata:
-  name: keepalived
-  namespace: openshift-«.Short»-infra
-  creationTimestamp:
-  deletionGracePeriodSeconds: 65
-  labels:
-    app: «.Short»-infra-vrrp
-  annotations:
-    target.workload.openshift.io/management: '{"effect": "PreferredDuringScheduling"}'
-    openshift.io/required-scc: privileged
-spec:
-  volumes:
-  - name: resource-dir
-    hostPath:
-      path: "/etc/kubernetes/static-pod-resources/keepalived"
-  - name: kubeconfig
-    hostPath:
-      path: "/etc/kubernetes/kubeconfig"
-  - name: conf-dir
+var bootstrapKeepalivedPod = bootstrapPodHead("keepalived", "vrrp") + `  - name: conf-dir
     hostPath:
       path: "/etc/keepalived"
   - name: manifests
