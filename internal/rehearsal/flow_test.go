@@ -45,8 +45,11 @@ const killDelay = 2 * time.Second
 // labbuildKillAt runs labbuild args in the lab and, killDelay after kill matches a line of
 // its output, kills it with SIGKILL (as an OOM kill would: no cleanup runs).
 func (h *flowHost) labbuildKillAt(kill *regexp.Regexp, args ...string) lbRun {
-	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(h.holder.Process.Pid), "-m", "-n", "--wd=" + h.r.lab, "--",
-		"env", "PATH=" + h.standinBin + ":" + os.Getenv("PATH"), targets.RHCOSCacheEnv + "=" + filepath.Join(h.r.work, "image-cache"),
+	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(h.holder.Process.Pid), "-m", "-n", "--",
+		// env -C changes directory inside the holder's mount namespace: nsenter --wd opens
+		// the directory before it enters the namespace, so the kernel's getcwd (labbuild's
+		// cache.stamp resolves the working directory through it) then says "(unreachable)".
+		"env", "-C", h.r.lab, "PATH=" + h.standinBin + ":" + os.Getenv("PATH"), targets.RHCOSCacheEnv + "=" + filepath.Join(h.r.work, "image-cache"),
 		// GNU time forks labbuild from its own small process and reports the child's peak RSS
 		// (wait4 ru_maxrss); this test's own rusage of its child would include the test
 		// binary's, which Go's vfork-style start shares until exec.
