@@ -140,7 +140,9 @@ func (r *rig) inClusterTools(t *testing.T, withImages bool) {
 	}
 	r.bins["bash"] = testenv.Require(t, "bash")
 	mon := filepath.Join(r.work, "bin", "dynkeepalived")
-	build := exec.Command("go", "build", "-o", mon, "./cmd/runtimecfg-standin")
+	// No symbol tables: the binary goes into the runtimecfg image, which each kubelet node's
+	// containerd unpacks (a copy per container with the native snapshotter).
+	build := exec.Command("go", "build", "-ldflags=-s -w", "-o", mon, "./cmd/runtimecfg-standin")
 	build.Dir = testenv.RepoRoot()
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -431,8 +433,10 @@ func applyMCONamespaces(ctx context.Context, k *kube.Clients) error {
 }
 
 // inClusterAfterPivot checks the in-cluster mode after cluster/done: the bootstrap is gone, one
-// master holds the API VIP, and that master's haproxy.cfg (rendered by its haproxy-monitor)
-// balances to every master and not the bootstrap.
+// master holds the API VIP, that master's haproxy.cfg (rendered by its haproxy-monitor) balances
+// to every master and not the bootstrap, its nat table sends the VIP's port 6443 to haproxy
+// (the monitor's rules, word for word as iptables -S prints getHAProxyRuleSpec's), and its
+// keepalived pod's run-dir has the iptables-rule-exists marker.
 func inClusterAfterPivot(t *testing.T, r *rig, masters []string) {
 	t.Helper()
 	holder := ""
@@ -454,6 +458,32 @@ func inClusterAfterPivot(t *testing.T, r *rig, masters []string) {
 			}
 			if strings.Contains(string(cfg), bootstrapIP+":") {
 				t.Errorf("%s's haproxy.cfg still balances to the bootstrap:\n%s", m, cfg)
+			}
+			// The haproxy monitor's nat rules send the VIP's API port to haproxy, and the
+			// keepalived monitor marks them for keepalived's chk_ocp_lb.
+			nat, err := exec.Command("nsenter", "--net=/run/netns/"+nd.NetNS, "--", "iptables", "-t", "nat", "-S").CombinedOutput()
+			for _, want := range []string{
+				"-A PREROUTING -d " + apiVIP + "/32 -p tcp -m tcp --dport 6443 -m comment --comment OCP_API_LB_REDIRECT -j DNAT --to-destination " + apiVIP + ":9445",
+				"-A OUTPUT -d " + apiVIP + "/32 -o lo -p tcp -m tcp --dport 6443 -m comment --comment OCP_API_LB_REDIRECT -j REDIRECT --to-ports 9445",
+			} {
+				if !strings.Contains(string(nat), want) {
+					t.Errorf("%s's nat table lacks %q (%v):\n%s", m, want, err, nat)
+				}
+			}
+			if marks, _ := filepath.Glob(filepath.Join(nd.Root, "var/lib/kubelet/pods/*/volumes/kubernetes.io~empty-dir/run-dir/iptables-rule-exists")); len(marks) != 1 {
+				t.Errorf("%s: iptables-rule-exists in the keepalived pod's run-dir: %v, want one", m, marks)
+			}
+			if logs, _ := filepath.Glob(filepath.Join(nd.Root, "var/log/pods/openshift-kni-infra_keepalived-*/keepalived/*.log")); len(logs) > 0 {
+				for _, l := range logs {
+					b, _ := os.ReadFile(l)
+					var prio []string
+					for _, line := range strings.Split(string(b), "\n") {
+						if strings.Contains(line, "effective priority") || strings.Contains(line, "Entering MASTER STATE") {
+							prio = append(prio, line[strings.LastIndex(line, ": ")+2:])
+						}
+					}
+					t.Logf("%s keepalived (%s): %q", m, filepath.Base(l), prio)
+				}
 			}
 		}
 	}
