@@ -338,12 +338,16 @@ func ruleExists(vipAddr, chain string, spec []string) (bool, error) {
 	return err == nil, err
 }
 
+// haproxyRules are the two nat rules, in the order upstream handles them: traffic arriving for
+// the VIP (PREROUTING, DNAT) and this node's own (OUTPUT on lo, REDIRECT).
+var haproxyRules = []struct {
+	chain    string
+	loopback bool
+}{{"PREROUTING", false}, {"OUTPUT", true}}
+
 // ensureHAProxyFirewallRules follows the function of that name (pkg/monitor/iptables.go).
 func ensureHAProxyFirewallRules(apiVIP string, apiPort, lbPort uint16) error {
-	for _, r := range []struct {
-		chain    string
-		loopback bool
-	}{{"PREROUTING", false}, {"OUTPUT", true}} {
+	for _, r := range haproxyRules {
 		spec := haproxyRuleSpec(apiVIP, apiPort, lbPort, r.loopback)
 		if ok, _ := ruleExists(apiVIP, r.chain, spec); ok {
 			return nil // upstream returns once a rule exists
@@ -358,10 +362,7 @@ func ensureHAProxyFirewallRules(apiVIP string, apiPort, lbPort uint16) error {
 
 // cleanHAProxyFirewallRules follows the function of that name.
 func cleanHAProxyFirewallRules(apiVIP string, apiPort, lbPort uint16) {
-	for _, r := range []struct {
-		chain    string
-		loopback bool
-	}{{"PREROUTING", false}, {"OUTPUT", true}} {
+	for _, r := range haproxyRules {
 		spec := haproxyRuleSpec(apiVIP, apiPort, lbPort, r.loopback)
 		if ok, _ := ruleExists(apiVIP, r.chain, spec); ok {
 			log.Printf("Removing existing nat %s rule", r.chain)

@@ -27,13 +27,7 @@ func TestOnPremImagesRun(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	standin := filepath.Join(dir, "runtimecfg-standin")
-	build := exec.Command("go", "build", "-o", standin, "./cmd/runtimecfg-standin")
-	build.Dir = testenv.RepoRoot()
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	standin := buildRuntimecfgStandin(t, filepath.Join(dir, "runtimecfg-standin"))
 	checks := map[string][]struct{ script, want string }{
 		"keepalived-ipfailover": {
 			{"keepalived --version 2>&1", "Keepalived v"},

@@ -139,15 +139,7 @@ func (r *rig) inClusterTools(t *testing.T, withImages bool) {
 		}
 	}
 	r.bins["bash"] = testenv.Require(t, "bash")
-	mon := filepath.Join(r.work, "bin", "dynkeepalived")
-	// No symbol tables: the binary goes into the runtimecfg image, which each kubelet node's
-	// containerd unpacks (a copy per container with the native snapshotter).
-	build := exec.Command("go", "build", "-ldflags=-s -w", "-o", mon, "./cmd/runtimecfg-standin")
-	build.Dir = testenv.RepoRoot()
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/runtimecfg-standin: %v\n%s", err, out)
-	}
+	mon := buildRuntimecfgStandin(t, filepath.Join(r.work, "bin", "dynkeepalived"))
 	r.bins["dynkeepalived"] = mon
 	if !withImages {
 		return
@@ -159,6 +151,20 @@ func (r *rig) inClusterTools(t *testing.T, withImages bool) {
 		}
 		r.images = append(r.images, it)
 	}
+}
+
+// buildRuntimecfgStandin builds cmd/runtimecfg-standin to out, static and without symbol tables:
+// it also goes into the runtimecfg image, which each kubelet node's containerd unpacks (a copy
+// per container with the native snapshotter).
+func buildRuntimecfgStandin(t *testing.T, out string) string {
+	t.Helper()
+	build := exec.Command("go", "build", "-ldflags=-s -w", "-o", out, "./cmd/runtimecfg-standin")
+	build.Dir = testenv.RepoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/runtimecfg-standin: %v\n%s", err, b)
+	}
+	return out
 }
 
 // holdsVIP reports whether node nd has the API VIP on its eth0.
