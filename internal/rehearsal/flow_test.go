@@ -447,7 +447,8 @@ func stoppedAt(out string) string {
 // (standins.go). After cluster/done etcd's members are the masters and the API VIP balances to
 // them only; through the VIP a ServiceAccount token issued before the pivot authenticates,
 // system:kube-apiserver may get nodes/proxy, and master-0's pod answers logs and exec
-// (pivotcheck_test.go). rehearsalFlow runs it for a topology (3+1 here, 3+0 and 1+1 below).
+// (pivotcheck_test.go). rehearsalFlow runs it for a topology (3+1 here, 3+0 and 1+1 below, 3+1
+// with network.loadBalancer: in-cluster in incluster_test.go TestInClusterFlow).
 //
 // labbuild is killed (SIGKILL) while cluster/masters waits and rerun: it continues there and
 // reaches cluster/done; a third run has no work to do. `labbuild destroy` then leaves no
