@@ -66,10 +66,11 @@ func OnPremImages(runtimecfg string) []HostImage {
 func slicesOf(s []string) []string { return append([]string(nil), s...) }
 
 // imageBaseFiles are the files every HostImage carries besides its programs: the users
-// keepalived's script_user and enable_script_security look up, the merged-/usr links, and the
-// directories the pods' programs write (haproxy's pid and stats socket, keepalived's
-// /tmp/keepalived.data for its liveness probe).
-var imageBaseFiles = map[string]string{"etc/passwd": "root:x:0:0:root:/root:/bin/bash\n", "etc/group": "root:x:0:\n"}
+// keepalived's script_user and enable_script_security look up. Tarball also writes the
+// merged-/usr links and the directories the pods' programs write (haproxy's pid and stats
+// socket, keepalived's /tmp/keepalived.data for its liveness probe). Ordered: the same host
+// gives the same image digest.
+var imageBaseFiles = [][2]string{{"etc/group", "root:x:0:\n"}, {"etc/passwd", "root:x:0:0:root:/root:/bin/bash\n"}}
 
 // Tarball writes im as a docker-archive tarball named ref (a tag) to file.
 func (im HostImage) Tarball(file, ref string) error {
@@ -119,8 +120,8 @@ func (im HostImage) Tarball(file, ref string) error {
 		mkdir(d, 0o755)
 	}
 	mkdir("tmp", 0o1777)
-	for l, to := range map[string]string{"bin": "usr/bin", "sbin": "usr/sbin", "lib": "usr/lib", "lib64": "usr/lib64", "var/run": "../run"} {
-		tw.WriteHeader(&tar.Header{Name: l, Typeflag: tar.TypeSymlink, Linkname: to, Mode: 0o777})
+	for _, l := range [][2]string{{"bin", "usr/bin"}, {"lib", "usr/lib"}, {"lib64", "usr/lib64"}, {"sbin", "usr/sbin"}, {"var/run", "../run"}} {
+		tw.WriteHeader(&tar.Header{Name: l[0], Typeflag: tar.TypeSymlink, Linkname: l[1], Mode: 0o777})
 	}
 	names := make([]string, 0, len(files))
 	for n := range files {
@@ -136,9 +137,9 @@ func (im HostImage) Tarball(file, ref string) error {
 		tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(b))})
 		tw.Write(b)
 	}
-	for n, s := range imageBaseFiles {
-		tw.WriteHeader(&tar.Header{Name: n, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(s))})
-		tw.Write([]byte(s))
+	for _, f := range imageBaseFiles {
+		tw.WriteHeader(&tar.Header{Name: f[0], Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(f[1]))})
+		tw.Write([]byte(f[1]))
 	}
 	// /bin/sh is bash, as in the RHEL-based images: socat's system: address runs `bash -c
 	// msg_handler` through /bin/sh with functions the script exported, which dash would drop.

@@ -14,9 +14,9 @@ import (
 	"github.com/labbuild/labbuild/internal/testenv"
 )
 
-// TestOnPremImagesRun builds each OnPremImages stand-in, unpacks its layer as a container
-// runtime would, and runs in it (chroot) what the MCO's on-prem pods call from that image: the
-// programs start from the image alone, with their libraries and extensions.
+// TestOnPremImagesRun builds each OnPremImages stand-in (twice: the same digest), unpacks its
+// layer as a container runtime would, and runs in it (chroot) what the MCO's on-prem pods call
+// from that image: the programs start from the image alone, with their libraries and extensions.
 func TestOnPremImagesRun(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.Missing(t, "chroot into the unpacked images needs root")
@@ -58,6 +58,14 @@ func TestOnPremImagesRun(t *testing.T) {
 			if err := im.Tarball(file, OnPremImageRef(im.Tag)); err != nil {
 				t.Fatal(err)
 			}
+			// The same host gives the same image (the same digest in each node's containerd).
+			again := filepath.Join(dir, im.Tag+"-again.tar")
+			if err := im.Tarball(again, OnPremImageRef(im.Tag)); err != nil {
+				t.Fatal(err)
+			}
+			if a, b := digestOf(t, file), digestOf(t, again); a != b {
+				t.Errorf("two builds of %s differ: %s, %s", im.Tag, a, b)
+			}
 			root := filepath.Join(dir, im.Tag)
 			unpack(t, file, root)
 			if len(checks[im.Tag]) == 0 {
@@ -73,6 +81,20 @@ func TestOnPremImagesRun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// digestOf is the image digest of the docker-archive tarball file.
+func digestOf(t *testing.T, file string) string {
+	t.Helper()
+	img, err := tarball.ImageFromPath(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
 }
 
 // unpack extracts the single layer of the docker-archive image in file into root.
