@@ -217,8 +217,8 @@ func lastLine(s string) string {
 //     within 3 × advert_int (read from that master's keepalived.conf) of the stop.
 //
 // The masters' pods run as the bootstrap's do, by the rehearsal from the manifest, not by their
-// kubelet (the payload's images cannot be pulled here), so no mirror pod of theirs is Ready and
-// cluster/pivot is not run.
+// kubelet (no stand-in images are imported here), so no mirror pod of theirs is Ready and
+// cluster/pivot is not run: TestInClusterFlow has the kubelets run them and reaches cluster/done.
 func TestInClusterVIPMovesToMaster(t *testing.T) {
 	kubectl := pinnedTool(t, "kubectl")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
