@@ -115,6 +115,7 @@ type watch struct {
 	kubeconfig, template, cfgPath, clusterConfig string
 	apiVIPs, ingressVIPs                         []string
 	interval                                     time.Duration
+	apiPort, lbPort                              uint16
 	bootstrap, unicast                           bool
 }
 
@@ -125,8 +126,8 @@ func run(args []string) error {
 	fs.StringSliceVar(&w.ingressVIPs, "ingress-vips", nil, "ingress VIPs")
 	fs.StringVar(&w.clusterConfig, "cluster-config", "", "cluster-config-v1 ConfigMap")
 	fs.DurationVar(&w.interval, "check-interval", 10*time.Second, "check interval")
-	fs.Uint16("api-port", 6443, "unused by the stand-in")
-	fs.Uint16("lb-port", 9445, "unused by the stand-in")
+	fs.Uint16Var(&w.apiPort, "api-port", 6443, "Port where the OpenShift API listens (the haproxy nat rules' match)")
+	fs.Uint16Var(&w.lbPort, "lb-port", 9445, "Port where the API HAProxy LB listens (the haproxy nat rules' target)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -174,7 +175,7 @@ func (w watch) keepalivedWatch() error {
 			}
 			time.Sleep(bootstrapAfterCommand)
 		default:
-			markFirewallRules(w.apiVIPs[0])
+			markFirewallRules(w.apiVIPs[0], w.apiPort, w.lbPort)
 			cur, err := w.config()
 			if err != nil {
 				// No config with an incomplete unicast peer list.

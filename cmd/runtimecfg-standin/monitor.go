@@ -386,8 +386,8 @@ func checkHAProxyFirewallRules(apiVIP string, apiPort, lbPort uint16) (bool, err
 // markFirewallRules is KeepalivedWatch's first step of each check (pkg/monitor/dynkeepalived.go):
 // iptablesMarker exists exactly while the haproxy nat rules do, for keepalived's
 // chk_ocp_script.sh.
-func markFirewallRules(apiVIP string) {
-	ok, err := checkHAProxyFirewallRules(apiVIP, 6443, 9445)
+func markFirewallRules(apiVIP string, apiPort, lbPort uint16) {
+	ok, err := checkHAProxyFirewallRules(apiVIP, apiPort, lbPort)
 	switch {
 	case err != nil:
 		log.Printf("Failed to check for haproxy firewall rule: %v", err)
