@@ -2,6 +2,7 @@ package targets
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -648,6 +649,16 @@ type mirrorReleaseRecord struct {
 // mirrorReleaseHook lets tests adjust the copier (the sources' transport); nil in production.
 var mirrorReleaseHook func(*mirrorCopier)
 
+// mirrorTransport is the copier's connection pool to the mirror: TLS trusting tc, and up to 32
+// idle connections kept (net/http keeps 2 per host by default, so 8 concurrent jobs would
+// make new TLS connections over and over).
+func mirrorTransport(tc *tls.Config) *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	tr.MaxIdleConnsPerHost = 32
+	return tr
+}
+
 // mirrorCopierOf builds the copier from the declared inputs, and the jobs of the release.
 func mirrorCopierOf(s *engine.Step) (*mirrorCopier, []mirrorJob, error) {
 	sp, err := mirrorSpecOf(s)
@@ -666,10 +677,7 @@ func mirrorCopierOf(s *engine.Step) (*mirrorCopier, []mirrorJob, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("access.pullSecretFile: %w", err)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = tc
-	tr.MaxIdleConnsPerHost = 32
-	c := &mirrorCopier{Mirror: "127.0.0.1:" + strconv.Itoa(sp.port), MirrorTransport: tr, Keychain: kc,
+	c := &mirrorCopier{Mirror: "127.0.0.1:" + strconv.Itoa(sp.port), MirrorTransport: mirrorTransport(tc), Keychain: kc,
 		MirrorAuth: &authn.Basic{Username: MirrorUser, Password: string(sp.password)}}
 	if ri := s.Target().Reads; len(ri) > 0 && ri[len(ri)-1] == "release.mirrors" {
 		if err := s.Value("release.mirrors", &c.Mirrors); err != nil {
