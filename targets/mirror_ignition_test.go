@@ -3,6 +3,7 @@ package targets
 import (
 	"bytes"
 	"encoding/base64"
+	"strings"
 	"testing"
 
 	"github.com/labbuild/labbuild/engine"
@@ -52,5 +53,29 @@ func TestMirrorIgnition(t *testing.T) {
 	}
 	if !bytes.Contains(l.file("mco/inputs", "manifests/user-ca-bundle-config.yaml"), []byte("BEGIN CERTIFICATE")) {
 		t.Error("mco/inputs has no user-ca-bundle")
+	}
+	// A master's registries.conf is the MCO render's (99-master-generated-registries from the
+	// IDMS; byte-compared with the real 4.18 controller in cmd/mco-standin
+	// TestRegistriesMatchRealMCO), and its trust anchor the user-ca-bundle (the MCO's
+	// additional-trust-bundle template); no bootstrap drop-in.
+	m := l.ignLoad("master-0")
+	conf := string(ignContents(t, m, "master-0", "/etc/containers/registries.conf"))
+	for _, want := range []string{
+		`location = "quay.io/openshift-release-dev/ocp-v4.0-art-dev"`,
+		`location = "` + host + `/openshift-release-dev/ocp-v4.0-art-dev"`,
+		`location = "` + host + `/openshift-release-dev/ocp-release"`,
+		`pull-from-mirror = "digest-only"`,
+	} {
+		if !strings.Contains(conf, want) {
+			t.Errorf("master-0 /etc/containers/registries.conf lacks %s:\n%s", want, conf)
+		}
+	}
+	if got := ignContents(t, m, "master-0", "/etc/pki/ca-trust/source/anchors/openshift-config-user-ca-bundle.crt"); !bytes.Contains(got, bytes.TrimSpace(l.file("pki/ca/mirror-ca", "tls.crt"))) {
+		t.Errorf("master-0's user-ca-bundle anchor is not the mirror CA:\n%s", got)
+	}
+	for _, f := range m.Storage.Files {
+		if f.Path == MirrorRegistriesDropIn {
+			t.Errorf("master-0 has the bootstrap's drop-in %s", f.Path)
+		}
 	}
 }

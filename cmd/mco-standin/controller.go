@@ -17,6 +17,7 @@ import (
 	"github.com/coreos/ignition/v2/config/v3_4/types"
 	configv1 "github.com/openshift/api/config/v1"
 	mcfgv1 "github.com/openshift/api/machineconfiguration/v1"
+	operatorv1alpha1 "github.com/openshift/api/operator/v1alpha1"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,6 +64,7 @@ type inputs struct {
 	cconfig     *mcfgv1.ControllerConfig
 	featureGate *configv1.FeatureGate
 	apiServer   []byte
+	images      imageInputs
 }
 
 // readManifests decodes the flat --manifest-dir (subdirectories ignored, multi-document
@@ -108,6 +110,24 @@ func readManifests(dir string, log io.Writer) (*inputs, error) {
 				if o.Name == "cluster" {
 					in.featureGate = o
 				}
+			case group == "config.openshift.io" && tm.Kind == "ImageDigestMirrorSet":
+				o := &configv1.ImageDigestMirrorSet{}
+				decodeErr = yaml.Unmarshal(doc, o)
+				in.images.idms = append(in.images.idms, o)
+			case group == "config.openshift.io" && tm.Kind == "ImageTagMirrorSet":
+				o := &configv1.ImageTagMirrorSet{}
+				decodeErr = yaml.Unmarshal(doc, o)
+				in.images.itms = append(in.images.itms, o)
+			case group == "operator.openshift.io" && tm.Kind == "ImageContentSourcePolicy":
+				o := &operatorv1alpha1.ImageContentSourcePolicy{}
+				decodeErr = yaml.Unmarshal(doc, o)
+				in.images.icsp = append(in.images.icsp, o)
+			case group == "config.openshift.io" && tm.Kind == "Image":
+				o := &configv1.Image{}
+				decodeErr = yaml.Unmarshal(doc, o)
+				in.images.img = o
+			case group == "config.openshift.io" && (tm.Kind == "ClusterImagePolicy" || tm.Kind == "ImagePolicy"):
+				in.images.policies++
 			case group == "config.openshift.io" && tm.Kind == "APIServer":
 				var m metav1.ObjectMeta
 				var o struct {
@@ -192,8 +212,14 @@ func controllerBootstrap(f controllerFlags, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(log, "I stand-in: 97/98/99-<pool>-generated-* MachineConfigs (node config, feature-gate kubelet config, registries) are not generated")
-	configs := append(generated, in.configs...)
+	// RunImageBootstrap: 99-<pool>-generated-registries from the mirror sets (registries.go).
+	regs, err := runImageBootstrap(in.images, in.pools, generated, &in.cconfig.Spec)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(log, "I Successfully generated MachineConfigs from image configs.")
+	fmt.Fprintln(log, "I stand-in: 97/98-<pool>-generated-* MachineConfigs (node config, feature-gate kubelet config) are not generated")
+	configs := append(append(generated, regs...), in.configs...)
 
 	for _, p := range in.pools {
 		rendered, err := renderPool(p, configs, in.cconfig)

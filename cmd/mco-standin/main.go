@@ -12,10 +12,12 @@
 // MachineConfigs whose spec.config is Ignition 3.4.0.
 //
 // Differences from the real binaries, by design: the md5 salt is the stand-in's own (names
-// have the real shape, not the real value); the generated 97/98/99-<pool>-generated-*
-// MachineConfigs (node config, feature gates in kubelet.conf, registries from ICSP/IDMS) are not
-// produced (a log line says so); a template that fails to render is skipped with a log line;
-// inline contents are encoded as base64 data URLs (gzip when large) rather than by Butane.
+// have the real shape, not the real value); the generated 97/98-<pool>-generated-*
+// MachineConfigs (node config, feature gates in kubelet.conf) are not produced (a log line says
+// so), while 99-<pool>-generated-registries is, from ImageDigestMirrorSet, ImageTagMirrorSet and
+// ImageContentSourcePolicy objects, with the real registries.conf edit (registries.go); a
+// template that fails to render is skipped with a log line; inline contents are encoded as
+// base64 data URLs (gzip when large) rather than by Butane.
 //
 // Invocation: as machine-config-operator or machine-config-controller (argv[0] basename, e.g.
 // through a symlink or a copy), or with that name as the first argument:

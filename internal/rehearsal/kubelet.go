@@ -82,6 +82,9 @@ func writeImage(file, ref string, layerTar []byte, cfg v1.Config) error {
 // node-critical pods), which needs CAP_SYS_RESOURCE; where the host withholds it (this
 // machine's bounding set does), runc's nsexec fails with "can't get final child's PID from
 // pipe: EOF". Restricted, containerd clamps the score to its own (0), as it does rootless.
+// registry.config_path: hosts.toml per registry host, which the registries stand-in
+// (registries.go) writes from the node's registries.conf; without any, pulls go to the
+// registry named, as before.
 const containerdConfig = `version = 2
 root = "/var/lib/containerd"
 state = "/run/containerd"
@@ -98,6 +101,8 @@ state = "/run/containerd"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "/etc/cni/net.d"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "` + ContainerdHostsDir + `"
 `
 
 // cniConfig is the pod network's stand-in for OVN-Kubernetes (which the network operator
