@@ -51,3 +51,40 @@ func DialIn(netns string) func(ctx context.Context, network, addr string) (net.C
 		return r.c, r.err
 	}
 }
+
+// ListenIn opens a TCP listener inside network namespace netns, the way DialIn dials: the
+// socket is made on a thread switched into the namespace and stays there. The Metal3 stand-in
+// serves its boot images on it, where the lab's BMC (inside the namespace) downloads them.
+func ListenIn(netns, addr string) (net.Listener, error) {
+	type res struct {
+		l   net.Listener
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		runtime.LockOSThread()
+		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			ch <- res{nil, err}
+			return
+		}
+		defer unix.Close(orig)
+		target, err := unix.Open("/run/netns/"+netns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			ch <- res{nil, fmt.Errorf("netns %s: %w", netns, err)}
+			return
+		}
+		defer unix.Close(target)
+		if err := unix.Setns(target, unix.CLONE_NEWNET); err != nil {
+			ch <- res{nil, fmt.Errorf("setns %s: %w", netns, err)}
+			return
+		}
+		l, err := net.Listen("tcp", addr)
+		if unix.Setns(orig, unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		ch <- res{l, err}
+	}()
+	r := <-ch
+	return r.l, r.err
+}
