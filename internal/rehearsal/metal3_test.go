@@ -115,6 +115,9 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	m0 := "  - {name: master-0, role: master, ip: " + master0IP + "}\n"
 	lab = strings.Replace(lab, m0, m0+"  - {name: worker-0, role: worker, ip: "+worker0IP+"}\n"+
 		"  - {name: worker-1, role: worker, ip: "+worker1IP+"}\n", 1)
+	// As TestRehearsalFlow: the guests touch little of their memory and disk here.
+	lab = strings.Replace(lab, "  domainType: qemu\n", "  domainType: qemu\n  memoryOvercommit: true\n", 1)
+	lab += "sizes:\n  bootstrap: {diskGiB: 20}\n  master: {diskGiB: 20}\n  worker: {diskGiB: 20}\n"
 	os.WriteFile(labYAMLPath, []byte(lab), 0o644)
 	if out, err := r.labbuild("ignition/bootstrap", "ignition/worker-0", "kubeconfig/admin", "libvirt/dns",
 		"libvirt/vm/worker-0", "libvirt/vm/worker-1", "bmc/service", "bmc/manifests"); err != nil {
