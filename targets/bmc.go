@@ -26,7 +26,7 @@ import (
 //	bmc/credentials  the BMC's basic-auth user and generated password (sticky, 0600)
 //	bmc/service      labbuild's Redfish BMC for this lab's VMs, on network.gateway:8000 over
 //	                 TLS (pki/cert/bmc-server, issued by the lab's pki/ca/bmc) (External)
-//	bmc/manifests    the workers as BareMetalHosts with their BMC Secrets, and the worker
+//	bmc/manifests    the masters (externally provisioned) and workers as BareMetalHosts with their BMC Secrets, and the worker
 //	                 MachineSet (openshift-machine-api), as openshift-install writes them
 //
 // The BMC runs as `labbuild-full __bmc-serve CONFIG`, a daemon of targets/daemon.go: its
@@ -79,7 +79,7 @@ func bmcTargets(c *Config) []*engine.Target {
 			},
 		},
 		{
-			Name: "bmc/manifests", Doc: "the workers' BareMetalHosts (BMC address, boot MAC, credentials Secret) and the worker MachineSet, as openshift-install writes them",
+			Name: "bmc/manifests", Doc: "the masters' (externally provisioned) and workers' BareMetalHosts (BMC address, boot MAC, credentials Secret) and the worker MachineSet, as openshift-install writes them",
 			Deps: []string{"bmc/credentials", "manifests/ids"}, Reads: bmcManifestReads(c), Version: 1,
 			Run: bmcManifestsRun,
 		},
@@ -252,7 +252,7 @@ func bmcServiceDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutco
 // the node names) and each worker's boot MAC.
 func bmcManifestReads(c *Config) []string {
 	reads := []string{"network.gateway", "cluster.name"}
-	for _, n := range c.NodesByRole(RoleWorker) {
+	for _, n := range append(c.NodesByRole(RoleMaster), c.NodesByRole(RoleWorker)...) {
 		reads = append(reads, "nodes."+n.Name+".name", "nodes."+n.Name+".role")
 		if n.MAC != "" {
 			reads = append(reads, "nodes."+n.Name+".mac")
@@ -261,9 +261,9 @@ func bmcManifestReads(c *Config) []string {
 	return reads
 }
 
-// bmcManifestsRun writes, for every worker, its BMC Secret and BareMetalHost (the Redfish
-// virtual-media address of its domain on the lab's BMC), and the worker MachineSet with one
-// replica per worker. Ironic cannot verify the BMC's certificate (the lab's BMC CA is not in
+// bmcManifestsRun writes, for every master and worker, its BMC Secret and BareMetalHost (the
+// Redfish virtual-media address of its domain on the lab's BMC; masters externally
+// provisioned), and the worker MachineSet with one replica per worker. Ironic cannot verify the BMC's certificate (the lab's BMC CA is not in
 // its trust bundle), so the hosts set disableCertificateVerification, as an install-config
 // for sushy-tools' emulator does.
 func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
@@ -277,7 +277,16 @@ func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
 		return err
 	}
 	var hosts []manifests.BMCHost
+	workers := 0
 	err = bmcEachHost(s, cluster, func(node string, h manifests.BMCHost) error {
+		role, err := s.String("nodes." + node + ".role")
+		if err != nil {
+			return err
+		}
+		h.ControlPlane = role == RoleMaster
+		if !h.ControlPlane {
+			workers++
+		}
 		hosts = append(hosts, h)
 		return nil
 	})
@@ -288,7 +297,7 @@ func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	ms, err := manifests.WorkerMachineSet(strings.TrimSpace(string(infra)), len(hosts))
+	ms, err := manifests.WorkerMachineSet(strings.TrimSpace(string(infra)), workers)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}

@@ -75,14 +75,14 @@ func bmcManifestsLab(t *testing.T, goals ...string) (string, map[string][]byte) 
 // MachineSet with server-side apply (which refuses any field the schema does not declare) to a
 // real kube-apiserver that has the BareMetalHost CRD (testdata/baremetal, written from the
 // upstream metal3 schema) and openshift/api's MachineSet CRD, and reads back what Metal3 and
-// the machine-api read: each host's BMC address on the lab's BMC with the worker domain's
+// the machine-api read: each host's BMC address on the lab's BMC with its domain's
 // UUID, its boot MAC and credentials Secret, and the MachineSet's replicas.
 func TestBMCManifestsAPIServer(t *testing.T) {
 	testenv.Require(t, "kube-apiserver")
 	testenv.Require(t, "etcd")
 	_, files := bmcManifestsLab(t)
-	if len(files) != 5 {
-		t.Fatalf("bmc/manifests wrote %d files, want 2 Secrets, 2 hosts, 1 MachineSet", len(files))
+	if len(files) != 11 {
+		t.Fatalf("bmc/manifests wrote %d files, want 5 Secrets, 5 hosts (3 masters, 2 workers), 1 MachineSet", len(files))
 	}
 	bmh, err := os.ReadFile("testdata/baremetal/metal3.io_baremetalhosts.crd.yaml")
 	if err != nil {
@@ -118,8 +118,12 @@ func TestBMCManifestsAPIServer(t *testing.T) {
 		}
 		return u.Object
 	}
-	for _, w := range []string{"worker-0", "worker-1"} {
-		spec := get("metal3.io", "v1alpha1", "baremetalhosts", w)["spec"].(map[string]any)
+	for _, w := range []string{"master-0", "master-1", "master-2", "worker-0", "worker-1"} {
+		bmh := get("metal3.io", "v1alpha1", "baremetalhosts", w)
+		spec := bmh["spec"].(map[string]any)
+		if ext, _ := spec["externallyProvisioned"].(bool); ext != strings.HasPrefix(w, "master-") {
+			t.Errorf("%s: externallyProvisioned %v (labbuild provisions the masters, Metal3 the workers)", w, ext)
+		}
 		bmc := spec["bmc"].(map[string]any)
 		if want := BMCAddress("192.168.126.1", rl.UUID("ocp4", w)); bmc["address"] != want {
 			t.Errorf("%s: bmc.address %v, want %s", w, bmc["address"], want)
