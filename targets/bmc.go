@@ -18,6 +18,7 @@ import (
 	"github.com/labbuild/labbuild/internal/redfish"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/targets/kube"
 )
 
 // The bmc family is platform: baremetal's virtual BMC (seed 001: sushy-tools' dynamic Redfish
@@ -337,4 +338,37 @@ func bmcEachHost(s *engine.Step, cluster string, f func(node string, h manifests
 		}
 	}
 	return nil
+}
+
+var bmhResource = kube.GroupVersionResource{Group: "metal3.io", Version: "v1alpha1", Resource: "baremetalhosts"}
+
+// UnpauseBareMetalHosts (cluster/pivot, platform baremetal) removes manifests.BMHPausedAnnotation from every BareMetalHost in
+// openshift-machine-api, as openshift-install's bootstrap does once the control plane is up
+// (data/data/bootstrap/baremetal/files/usr/local/bin/master-bmh-update.sh: it waits for the
+// masters' hosts, stops the bootstrap's Ironic, then `oc annotate baremetalhosts --all
+// baremetalhost.metal3.io/paused-`): from then on Metal3 registers and provisions the
+// workers. It returns the hosts it unpaused (none on a second call). Without the BareMetalHost
+// CRD (no cluster-baremetal-operator yet, or bmc/manifests not applied) there is nothing to
+// unpause and no error.
+func UnpauseBareMetalHosts(ctx context.Context, dyn kube.Interface) ([]string, error) {
+	hosts := dyn.Resource(bmhResource).Namespace(manifests.MachineAPINamespace)
+	list, err := hosts.List(ctx, kube.ListOptions{})
+	if kube.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list BareMetalHosts: %w", err)
+	}
+	var done []string
+	for _, h := range list.Items {
+		if _, ok := h.GetAnnotations()[manifests.BMHPausedAnnotation]; !ok {
+			continue
+		}
+		patch := `{"metadata":{"annotations":{"` + manifests.BMHPausedAnnotation + `":null}}}`
+		if _, err := hosts.Patch(ctx, h.GetName(), kube.MergePatchType, []byte(patch), kube.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
+			return done, fmt.Errorf("unpause BareMetalHost %s: %w", h.GetName(), err)
+		}
+		done = append(done, h.GetName())
+	}
+	return done, nil
 }

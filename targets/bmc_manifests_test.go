@@ -15,6 +15,7 @@ import (
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 	"sigs.k8s.io/yaml"
@@ -76,7 +77,9 @@ func bmcManifestsLab(t *testing.T, goals ...string) (string, map[string][]byte) 
 // real kube-apiserver that has the BareMetalHost CRD (testdata/baremetal, written from the
 // upstream metal3 schema) and openshift/api's MachineSet CRD, and reads back what Metal3 and
 // the machine-api read: each host's BMC address on the lab's BMC with its domain's
-// UUID, its boot MAC and credentials Secret, and the MachineSet's replicas.
+// UUID, its boot MAC and credentials Secret, the masters externally provisioned, and the
+// MachineSet's replicas; UnpauseBareMetalHosts (cluster/pivot) unpauses the workers once and
+// finds nothing to do without the CRD.
 func TestBMCManifestsAPIServer(t *testing.T) {
 	testenv.Require(t, "kube-apiserver")
 	testenv.Require(t, "etcd")
@@ -107,6 +110,10 @@ func TestBMCManifestsAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	// Before the cluster-baremetal-operator's CRD there is nothing to unpause.
+	if got, err := UnpauseBareMetalHosts(ctx, ap.Dynamic()); err != nil || len(got) != 0 {
+		t.Errorf("unpause without the BareMetalHost CRD: %v, %v", got, err)
+	}
 	if _, err := ap.ApplyFiles(ctx, files); err != nil {
 		t.Fatalf("apply: %v\n%s", err, alog.String())
 	}
@@ -134,6 +141,20 @@ func TestBMCManifestsAPIServer(t *testing.T) {
 		sec := get("", "v1", "secrets", w+"-bmc-secret")["data"].(map[string]any)
 		if sec["username"] != "bGFiYnVpbGQ=" || sec["password"] == "" {
 			t.Errorf("%s-bmc-secret data %v", w, sec)
+		}
+	}
+	// cluster/pivot's unpause: the workers only (the masters were never paused), once.
+	if got, err := UnpauseBareMetalHosts(ctx, ap.Dynamic()); err != nil || !slices.Equal(got, []string{"worker-0", "worker-1"}) {
+		t.Errorf("unpaused %v, %v; want [worker-0 worker-1]", got, err)
+	}
+	if got, err := UnpauseBareMetalHosts(ctx, ap.Dynamic()); err != nil || len(got) != 0 {
+		t.Errorf("second unpause: %v, %v; want nothing", got, err)
+	}
+	for _, w := range []string{"worker-0", "worker-1"} {
+		if md := get("metal3.io", "v1alpha1", "baremetalhosts", w)["metadata"].(map[string]any); md["annotations"] != nil {
+			if _, paused := md["annotations"].(map[string]any)[manifests.BMHPausedAnnotation]; paused {
+				t.Errorf("%s still paused", w)
+			}
 		}
 	}
 	l, err := ap.Dynamic().Resource(kube.GroupVersionResource{Group: "machine.openshift.io", Version: "v1beta1", Resource: "machinesets"}).Namespace("openshift-machine-api").List(ctx, kube.ListOptions{})

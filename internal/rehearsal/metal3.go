@@ -22,6 +22,7 @@ import (
 	"github.com/stmcginnis/gofish"
 	"github.com/stmcginnis/gofish/redfish"
 
+	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
 )
 
@@ -62,13 +63,8 @@ type Metal3Standin struct {
 }
 
 // MachineAPINamespace is where the installer writes BareMetalHosts and where CAPBM lists them
-// (openshift-install pkg/asset/machines/baremetal/hosts.go; CAPBM chooseHost lists the
-// Machine's namespace).
-const MachineAPINamespace = "openshift-machine-api"
-
-// PausedAnnotation stops BMO from reconciling a host (metal3 apis/v1alpha1
-// baremetalhost_types.go PausedAnnotation; the installer sets it on workers).
-const PausedAnnotation = "baremetalhost.metal3.io/paused"
+// (CAPBM chooseHost lists the Machine's namespace).
+const MachineAPINamespace = manifests.MachineAPINamespace
 
 var (
 	bmhGVR     = kube.GroupVersionResource{Group: "metal3.io", Version: "v1alpha1", Resource: "baremetalhosts"}
@@ -82,7 +78,8 @@ const (
 	StateProvisioned = "provisioned"
 )
 
-// ErrPaused is Reconcile's answer for a host carrying PausedAnnotation: nothing was done.
+// ErrPaused is Reconcile's answer for a paused host (manifests.BMHPausedAnnotation): nothing
+// was done.
 var ErrPaused = errors.New("host is paused, no work to do")
 
 func (m *Metal3Standin) logf(format string, args ...any) {
@@ -178,7 +175,7 @@ func labelsMatch(have map[string]string, want map[string]any) bool {
 // Reconcile is one pass of BMO's BareMetalHostReconciler over host, with Ironic's part done
 // through the BMC:
 //
-//   - a host with PausedAnnotation: ErrPaused, nothing read or written (Reconcile: "host is
+//   - a host with manifests.BMHPausedAnnotation: ErrPaused, nothing read or written (Reconcile: "host is
 //     paused, no work to do");
 //   - the BMC credentials: spec.bmc.credentialsName must name a Secret in the host's namespace
 //     with non-empty username and password (buildAndValidateBMCCredentials: a missing Secret is
@@ -202,7 +199,7 @@ func (m *Metal3Standin) Reconcile(ctx context.Context, host string) (string, err
 	if err != nil {
 		return "", fmt.Errorf("baremetalhost %s: %w", host, err)
 	}
-	if _, ok := h.GetAnnotations()[PausedAnnotation]; ok {
+	if _, ok := h.GetAnnotations()[manifests.BMHPausedAnnotation]; ok {
 		return "", ErrPaused
 	}
 	state, _ := dig(h.Object, "status", "provisioning", "state").(string)

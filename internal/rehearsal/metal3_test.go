@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/targets"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/virt"
@@ -281,7 +283,10 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 			t.Errorf("%s: paused host reconciled: %v", w, err)
 		}
 	}
-	unpause(ctx, t, k, workers...)
+	// What cluster/pivot does on this platform once the bootstrap is off.
+	if got, err := targets.UnpauseBareMetalHosts(ctx, k.Dynamic); err != nil || !slices.Equal(got, workers) {
+		t.Fatalf("unpaused %v (%v), want the workers %v", got, err, workers)
+	}
 	// Registration: the BMC answers for each worker VM at its host's address.
 	for _, w := range workers {
 		st, err := m3.Reconcile(ctx, w)
@@ -313,6 +318,18 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 			t.Errorf("%s: status.errorMessage %q", bad.name, msg)
 		}
 	}
+
+	// Certificate verification on (the hosts' disableCertificateVerification false): Ironic's
+	// bundle with the BMC's CA registers the host; without it the TLS handshake fails.
+	mkBMH(ctx, t, k, "verified", "worker-0-bmc-secret", bmcAddr)
+	if st, err := m3.Reconcile(ctx, "verified"); err != nil || st != StateAvailable {
+		t.Errorf("verified: with the BMC CA in Ironic's bundle: %s, %v", st, err)
+	}
+	untrusting := &Metal3Standin{Kube: k, Dial: DialIn(r.labNS), Trust: x509.NewCertPool()}
+	if _, err := untrusting.Reconcile(ctx, "verified"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("verified: without the BMC CA: %v, want a certificate error", err)
+	}
+	k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Delete(ctx, "verified", kube.DeleteOptions{})
 
 	// The MCO's user data (see the test's doc: labbuild's worker-0 Ignition stands in for the
 	// pointer config and the machine-config-server's answer).
@@ -383,18 +400,6 @@ func liveCDROM(d *libvirtxml.Domain) (string, []string) {
 		}
 	}
 	return iso, order
-}
-
-// unpause removes the installer's paused annotation from the hosts, as its bootstrap's
-// master-bmh-update.sh does once the control plane's hosts are provisioned.
-func unpause(ctx context.Context, t *testing.T, k *kube.Clients, hosts ...string) {
-	t.Helper()
-	for _, h := range hosts {
-		patch := `{"metadata":{"annotations":{"` + PausedAnnotation + `":null}}}`
-		if _, err := k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Patch(ctx, h, kube.MergePatchType, []byte(patch), kube.PatchOptions{}); err != nil {
-			t.Fatalf("unpause %s: %v", h, err)
-		}
-	}
 }
 
 func getBMH(ctx context.Context, t *testing.T, k *kube.Clients, name string) map[string]any {

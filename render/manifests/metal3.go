@@ -67,9 +67,11 @@ type bmcSecret struct {
 	Data       map[string][]byte `json:"data"`
 }
 
-// bmhPausedAnnotation pauses Metal3's reconciliation of a host: the installer sets it on the
-// worker hosts ("Pause workers until the real control plane is up", hosts.go).
-const bmhPausedAnnotation = "baremetalhost.metal3.io/paused"
+// BMHPausedAnnotation pauses Metal3's reconciliation of a host (metal3 apis
+// baremetalhost_types.go PausedAnnotation; BMO's Reconcile: "host is paused, no work to do"):
+// the installer sets it on the worker hosts ("Pause workers until the real control plane is
+// up", hosts.go).
+const BMHPausedAnnotation = "baremetalhost.metal3.io/paused"
 
 // BMHRoleLabel marks the control plane's hosts (hosts.go: installer.openshift.io/role:
 // control-plane; the bootstrap's master-bmh-update.sh selects them by it).
@@ -111,7 +113,7 @@ func BareMetalHosts(hosts []BMCHost) ([]File, error) {
 			return nil, err
 		}
 		sf.Secret = true
-		md := objectMeta{Name: h.Name, Namespace: MachineAPINamespace, Annotations: map[string]string{bmhPausedAnnotation: ""}}
+		md := objectMeta{Name: h.Name, Namespace: MachineAPINamespace, Annotations: map[string]string{BMHPausedAnnotation: ""}}
 		if h.ControlPlane {
 			md = objectMeta{Name: h.Name, Namespace: MachineAPINamespace, Labels: map[string]string{BMHRoleLabel: "control-plane"}}
 		}
