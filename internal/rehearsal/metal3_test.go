@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -73,6 +74,9 @@ func TestParseBMCAddress(t *testing.T) {
 	}
 }
 
+// worker1IP is the second worker's address in the platform-baremetal rehearsal.
+const worker1IP = "198.18.0.111"
+
 // TestMetal3StandinDrivesWorker is platform: baremetal under the rehearsal, up to a worker
 // provisioned by Metal3 and joined:
 //
@@ -92,7 +96,8 @@ func TestParseBMCAddress(t *testing.T) {
 //     with Ironic, drives that worker's BMC by the redfish-virtualmedia sequence with the
 //     user-data Secret on the media; libvirt starts the domain (seen by Watch), the node boots
 //     with the Ignition read from the CD-ROM libvirt attached, and its real kubelet joins (its
-//     CSRs approved by labbuild's approver, as cluster/workers does); master-0's host (externally provisioned) is never chosen.
+//     CSRs approved by labbuild's approver, as cluster/workers does); the other worker stays
+//     off, and master-0's host (externally provisioned) is never chosen.
 //
 // Not the full flow (TestInClusterFlow, issue 25): the API VIP is put on the bootstrap by the
 // test where the bootstrap's keepalived would take it (TestInClusterBootstrapVIP shows that),
@@ -104,6 +109,7 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	kubectl := pinnedTool(t, "kubectl")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
+	pool := flowPool(t) // before newRig: its cleanup runs after libvirtd's
 	r := newRig(t, true)
 	labYAMLPath := filepath.Join(r.lab, "lab.yaml")
 	b, err := os.ReadFile(labYAMLPath)
@@ -112,15 +118,16 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	}
 	lab := "platform: baremetal\n" + strings.Replace(string(b), "network:\n", "network:\n  loadBalancer: in-cluster\n", 1)
 	m0 := "  - {name: master-0, role: master, ip: " + master0IP + "}\n"
-	// One worker: host/preflight counts 20 GiB (the floor) per node against the pool's free
-	// space, and the shared machine has about 60 GiB.
-	lab = strings.Replace(lab, m0, m0+"  - {name: worker-0, role: worker, ip: "+worker0IP+"}\n", 1)
-	// As TestRehearsalFlow: the guests touch little of their memory and disk here.
+	lab = strings.Replace(lab, m0, m0+"  - {name: worker-0, role: worker, ip: "+worker0IP+"}\n"+
+		"  - {name: worker-1, role: worker, ip: "+worker1IP+"}\n", 1)
+	// As TestRehearsalFlow: the guests touch little of their memory and disk here (the pool on
+	// flowPool's tmpfs, which host/preflight's disk check reads).
+	lab = regexp.MustCompile(`(?m)^  poolPath: .*$`).ReplaceAllString(lab, "  poolPath: "+pool)
 	lab = strings.Replace(lab, "  domainType: qemu\n", "  domainType: qemu\n  memoryOvercommit: true\n", 1)
 	lab += "sizes:\n  bootstrap: {diskGiB: 20}\n  master: {diskGiB: 20}\n  worker: {diskGiB: 20}\n"
 	os.WriteFile(labYAMLPath, []byte(lab), 0o644)
 	if out, err := r.labbuild("ignition/bootstrap", "ignition/worker-0", "kubeconfig/admin", "libvirt/dns",
-		"libvirt/vm/worker-0", "bmc/service", "bmc/manifests"); err != nil {
+		"libvirt/vm/worker-0", "libvirt/vm/worker-1", "bmc/service", "bmc/manifests"); err != nil {
 		t.Fatalf("labbuild: %v\n%s", err, out)
 	}
 	t.Cleanup(func() {
@@ -129,7 +136,7 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 		}
 	})
 	uri := r.lv.URI("qemu:///system")
-	workers := []string{"worker-0"}
+	workers := []string{"worker-0", "worker-1"}
 	// The workers are handed over empty: defined, off, no Ignition on fw_cfg.
 	lc, err := virt.Connect(uri)
 	if err != nil {
@@ -263,9 +270,9 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	})
 
 	// Ironic's trust bundle: the BMC's CA, as the cluster's (docs/baremetal.md).
-	pool := x509.NewCertPool()
+	trust := x509.NewCertPool()
 	ca, err := os.ReadFile(filepath.Join(r.lab, "out", "pki", "ca", "bmc", "tls.crt"))
-	if err != nil || !pool.AppendCertsFromPEM(ca) {
+	if err != nil || !trust.AppendCertsFromPEM(ca) {
 		t.Fatalf("the BMC CA: %v", err)
 	}
 	ln, err := ListenIn(r.labNS, "198.18.0.1:0")
@@ -274,7 +281,7 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	}
 	defer ln.Close()
 	var slog bytes.Buffer
-	m3 := &Metal3Standin{Kube: k, Dial: DialIn(r.labNS), Trust: pool, Media: ln, MediaURL: "http://" + ln.Addr().String(), Log: &slog}
+	m3 := &Metal3Standin{Kube: k, Dial: DialIn(r.labNS), Trust: trust, Media: ln, MediaURL: "http://" + ln.Addr().String(), Log: &slog}
 	defer func() { t.Logf("%s", slog.String()) }()
 
 	// Paused, as the installer writes workers: no work.
@@ -380,6 +387,12 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	defer mu.Unlock()
 	if !bytes.Equal(booted["worker-0"], ign) {
 		t.Errorf("worker-0 booted with %d bytes of Ignition from %s, want the user-data Secret's %d", len(booted["worker-0"]), mediaOf["worker-0"], len(ign))
+	}
+	if _, ok := booted["worker-1"]; ok {
+		t.Errorf("worker-1 booted: nothing provisioned it")
+	}
+	if _, st, _, _ := lc.Domain("rehearsal-worker-1"); st == virt.DomainRunning {
+		t.Errorf("worker-1's domain runs: nothing powered it on")
 	}
 }
 
