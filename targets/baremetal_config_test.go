@@ -89,3 +89,26 @@ func TestBaremetalWorkersHandedOverEmpty(t *testing.T) {
 		})
 	}
 }
+
+// TestBaremetalManifestsInBootstrap: with platform baremetal the bootstrap's manifest tree
+// gathers bmc/manifests (the installer's 99_openshift-cluster-api_* files, which bootkube.sh
+// applies once the BareMetalHost CRD exists); platform none does not.
+func TestBaremetalManifestsInBootstrap(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want bool
+	}{
+		{"network: {loadBalancer: in-cluster}\n", false},
+		{"platform: baremetal\nnetwork: {loadBalancer: in-cluster}\n", true},
+	} {
+		c, err := ParseConfig([]byte(tc.yaml), "lab.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tg := range manifestsTargets(c) {
+			if tg.Name == "manifests/bootstrap" && slices.Contains(tg.Deps, "bmc/manifests") != tc.want {
+				t.Errorf("%q: manifests/bootstrap deps %v: bmc/manifests %v", tc.yaml, tg.Deps, !tc.want)
+			}
+		}
+	}
+}

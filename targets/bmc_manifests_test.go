@@ -79,7 +79,8 @@ func bmcManifestsLab(t *testing.T, goals ...string) (string, map[string][]byte) 
 // the machine-api read: each host's BMC address on the lab's BMC with its domain's
 // UUID, its boot MAC and credentials Secret, the masters externally provisioned, and the
 // MachineSet's replicas; UnpauseBareMetalHosts (cluster/pivot) unpauses the workers once and
-// finds nothing to do without the CRD.
+// finds nothing to do without the CRD. The Provisioning CR is applied with the
+// cluster-baremetal-operator's Provisioning CRD (testdata/baremetal) beside them.
 func TestBMCManifestsAPIServer(t *testing.T) {
 	testenv.Require(t, "kube-apiserver")
 	testenv.Require(t, "etcd")
@@ -92,6 +93,18 @@ func TestBMCManifestsAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	files["0000_00_metal3.io_baremetalhosts.crd.yaml"] = bmh
+	// The Provisioning CR of the in-cluster VIP work, against the cluster-baremetal-operator's
+	// CRD (testdata/baremetal, from its release-4.18 schema).
+	prov, err := os.ReadFile("testdata/baremetal/metal3.io_provisionings.crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["0000_00_metal3.io_provisionings.crd.yaml"] = prov
+	pf, err := manifests.BaremetalProvisioning()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files[pf.Name] = pf.Data
 	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openshift/api").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -142,6 +155,10 @@ func TestBMCManifestsAPIServer(t *testing.T) {
 		if sec["username"] != "bGFiYnVpbGQ=" || sec["password"] == "" {
 			t.Errorf("%s-bmc-secret data %v", w, sec)
 		}
+	}
+	pr, err := ap.Dynamic().Resource(kube.GroupVersionResource{Group: "metal3.io", Version: "v1alpha1", Resource: "provisionings"}).Get(ctx, "provisioning-configuration", kube.GetOptions{})
+	if err != nil || pr.Object["spec"].(map[string]any)["provisioningNetwork"] != "Disabled" {
+		t.Errorf("Provisioning provisioning-configuration: %v %v", err, pr)
 	}
 	// cluster/pivot's unpause: the workers only (the masters were never paused), once.
 	if got, err := UnpauseBareMetalHosts(ctx, ap.Dynamic()); err != nil || !slices.Equal(got, []string{"worker-0", "worker-1"}) {

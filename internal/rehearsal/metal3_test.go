@@ -84,9 +84,11 @@ const worker1IP = "198.18.0.111"
 //     worker domains (defined, not started, no Ignition, an empty disk: Metal3 provisions
 //     them), bmc/service (its Redfish BMC, in the lab's namespace on the lab bridge) and
 //     bmc/manifests;
-//   - the bootstrap's real control plane runs from bootstrap.ign; the BareMetalHost CRD is
-//     applied as the cluster-baremetal-operator would, then bmc/manifests' BareMetalHosts,
-//     Secrets and MachineSet: the hosts are registered in the real kube-apiserver;
+//   - the bootstrap's real control plane runs from bootstrap.ign; the BareMetalHost and
+//     Provisioning CRDs are applied as the cluster-baremetal-operator would (the MachineSet's
+//     as the CVO would), and bootkube.service applies bootstrap.ign's manifests, bmc/manifests'
+//     hosts (master-0 externally provisioned, the workers paused), Secrets and MachineSet among
+//     them: the hosts are registered in the real kube-apiserver;
 //   - the Metal3 stand-in (metal3.go) refuses the hosts while they are paused, then, once
 //     unpaused as the installer's master-bmh-update.sh does, registers each: the BMC answers
 //     for each worker VM (its System at the host's address, with its credentials Secret);
@@ -237,37 +239,49 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	applyCVOStandinCRDs(ctx, t, k)
 	go RunOneshot(ctx, bNode, "bootkube.service")
 
-	// The cluster-baremetal-operator's CRD (the CVO applies the machine-api's), then the
-	// installer's manifests of bmc/manifests.
+	// The cluster-baremetal-operator's CRDs (BareMetalHost, Provisioning) and the
+	// machine-api's namespace and MachineSet CRD, as that operator and the CVO would apply them; bootkube.sh
+	// then applies bootstrap.ign's manifests, among them bmc/manifests' hosts, Secrets and
+	// MachineSet and the Provisioning CR, and finishes.
 	ap, err := kube.NewApplier(k.Config, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := map[string][]byte{"00-namespace.yaml": []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: openshift-machine-api\n")}
-	bmhCRD, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "targets", "testdata", "baremetal", "metal3.io_baremetalhosts.crd.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	// The namespace too: the machine-api-operator's manifests create it (CVO).
+	files := map[string][]byte{"00-namespace.yaml": []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + MachineAPINamespace + "\n")}
+	for _, f := range []string{"metal3.io_baremetalhosts.crd.yaml", "metal3.io_provisionings.crd.yaml"} {
+		b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "targets", "testdata", "baremetal", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[f] = b
 	}
-	files["0000_00_metal3.io_baremetalhosts.crd.yaml"] = bmhCRD
 	msCRD, err := machineSetCRD()
 	if err != nil {
 		t.Fatal(err)
 	}
 	files["0000_10_machine-api_01_machinesets-Default.crd.yaml"] = msCRD
-	waitFor(ctx, t, "the BareMetalHost and MachineSet CRDs applied", 2*time.Minute, func() (bool, string) {
+	waitFor(ctx, t, "the BareMetalHost, Provisioning and MachineSet CRDs applied", 2*time.Minute, func() (bool, string) {
 		_, err := ap.ApplyFiles(ctx, files)
 		return err == nil, fmt.Sprint(err)
 	})
-	mf, _ := filepath.Glob(filepath.Join(r.lab, "out", "bmc", "manifests", "*.yaml"))
-	bmcFiles := map[string][]byte{}
-	for _, p := range mf {
-		b, _ := os.ReadFile(p)
-		bmcFiles[filepath.Base(p)] = b
-	}
-	waitFor(ctx, t, "bmc/manifests applied", 2*time.Minute, func() (bool, string) {
-		_, err := ap.ApplyFiles(ctx, bmcFiles)
-		return err == nil, fmt.Sprint(err)
+	waitFor(ctx, t, "bootkube.service applied every manifest of bootstrap.ign", 6*time.Minute, func() (bool, string) {
+		_, err := os.Stat(filepath.Join(bNode.Root, "opt", "openshift", ".bootkube.done"))
+		blog, _ := os.ReadFile(filepath.Join(bNode.LogDir, "bootkube.log"))
+		return err == nil, fmt.Sprint(notApplied(string(blog)))
 	})
+	hl, err := k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).List(ctx, kube.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var registered []string
+	for _, h := range hl.Items {
+		registered = append(registered, h.GetName())
+	}
+	slices.Sort(registered)
+	if want := []string{"master-0", "worker-0", "worker-1"}; !slices.Equal(registered, want) {
+		t.Fatalf("BareMetalHosts from bootstrap.ign: %v, want %v", registered, want)
+	}
 
 	// Ironic's trust bundle: the BMC's CA, as the cluster's (docs/baremetal.md).
 	trust := x509.NewCertPool()
