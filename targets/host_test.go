@@ -49,21 +49,8 @@ func setHostView(t *testing.T, h HostView) {
 // while the lab network runs fails; a pull secret without auths for an unmirrored payload
 // registry fails naming the registry, never the secret.
 func TestHostPreflight(t *testing.T) {
-	sr := testenv.StartSampleRelease(t, false)
-	lab := func() *Config {
-		c := DefaultConfig()
-		c.Release.Image, c.Release.Version, c.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
-		c.Access.PullSecretFile, c.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
-		c.Libvirt.URI, c.Libvirt.DomainType, c.Libvirt.PoolPath = "qemu:///system", "kvm", "/srv/labbuild/pool"
-		return c
-	}
-	// The default lab: 1 bootstrap (16 GiB, 120 GiB), 3 masters (16 GiB, 120 GiB), 2 workers (8 GiB, 120 GiB).
+	lab, needMiB, needGiB := preflightLab(t)
 	c0 := lab()
-	var needMiB, needGiB int
-	for _, n := range c0.Nodes {
-		needMiB += c0.SizeOf(n).MemoryMiB
-		needGiB += c0.SizeOf(n).DiskGiB
-	}
 	healthy := func() *fakeHost {
 		return &fakeHost{memMiB: int64(needMiB), freeGiB: float64(needGiB), forward: true, netActive: true}
 	}
@@ -84,7 +71,7 @@ func TestHostPreflight(t *testing.T) {
 			kvmErr: errors.New("open /dev/kvm: no such file or directory"), memMiB: 4096, freeGiB: 10, forward: false},
 			func(c *Config) {
 				c.Release.Mirrors = map[string]string{}
-				for k, v := range sr.Mirrors {
+				for k, v := range c0.Release.Mirrors {
 					if strings.HasSuffix(k, "/release") {
 						c.Release.Mirrors[k] = v // the component repository is left unmirrored
 					}
@@ -165,6 +152,26 @@ func TestHostPreflight(t *testing.T) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
+// preflightLab returns the preflight tests' lab (the default lab on the sample release, domain
+// type kvm, on qemu:///system) and the memory (MiB) and disk (GiB) its VMs need: 1 bootstrap
+// (16 GiB, 120 GiB), 3 masters (16 GiB, 120 GiB), 2 workers (8 GiB, 120 GiB).
+func preflightLab(t *testing.T) (lab func() *Config, needMiB, needGiB int) {
+	sr := testenv.StartSampleRelease(t, false)
+	lab = func() *Config {
+		c := DefaultConfig()
+		c.Release.Image, c.Release.Version, c.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
+		c.Access.PullSecretFile, c.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
+		c.Libvirt.URI, c.Libvirt.DomainType, c.Libvirt.PoolPath = "qemu:///system", "kvm", "/srv/labbuild/pool"
+		return c
+	}
+	c0 := lab()
+	for _, n := range c0.Nodes {
+		needMiB += c0.SizeOf(n).MemoryMiB
+		needGiB += c0.SizeOf(n).DiskGiB
+	}
+	return lab, needMiB, needGiB
+}
+
 // netnsHost is the host as a lab inside the test's network namespace sees it: the real
 // libvirtd, memory and disks, and the namespace's own net.ipv4.ip_forward (the one libvirt
 // sets when it starts the lab's NAT network there).
@@ -227,20 +234,7 @@ func TestPreflightNestedKVMPlatform(t *testing.T) {
 	old := hostSysRoot
 	hostSysRoot = root
 	t.Cleanup(func() { hostSysRoot = old })
-	sr := testenv.StartSampleRelease(t, false)
-	lab := func() *Config {
-		c := DefaultConfig()
-		c.Release.Image, c.Release.Version, c.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
-		c.Access.PullSecretFile, c.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
-		c.Libvirt.URI, c.Libvirt.DomainType, c.Libvirt.PoolPath = "qemu:///system", "kvm", "/srv/labbuild/pool"
-		return c
-	}
-	c0 := lab()
-	var needMiB, needGiB int
-	for _, n := range c0.Nodes {
-		needMiB += c0.SizeOf(n).MemoryMiB
-		needGiB += c0.SizeOf(n).DiskGiB
-	}
+	lab, needMiB, needGiB := preflightLab(t)
 	for _, baremetal := range []bool{false, true} {
 		setHostView(t, &fakeHost{memMiB: int64(needMiB) * 2, freeGiB: float64(needGiB) * 2, forward: true, netActive: true})
 		c := lab()
