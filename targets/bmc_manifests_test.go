@@ -198,20 +198,7 @@ func TestIPIInstallConfig(t *testing.T) {
 		t.Fatalf("%s: %v %v, want 0600", p, err, st)
 	}
 	b, _ := os.ReadFile(p)
-	var ic struct {
-		PullSecret string `json:"pullSecret"`
-		SSHKey     string `json:"sshKey"`
-		Platform   struct {
-			BareMetal struct {
-				ExternalBridge string `json:"externalBridge"`
-				Hosts          []struct {
-					Name, Role     string
-					BootMACAddress string `json:"bootMACAddress"`
-					BMC            struct{ Address, Username, Password string }
-				}
-			} `json:"baremetal"`
-		}
-	}
+	var ic manifests.IPIInstallConfigDoc
 	if err := yaml.Unmarshal(b, &ic); err != nil {
 		t.Fatal(err)
 	}

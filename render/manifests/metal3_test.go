@@ -123,21 +123,7 @@ func TestIPIInstallConfigGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "baremetal/install-config.yaml", b)
-	var o struct {
-		ControlPlane struct{ Replicas int }
-		Compute      []struct{ Replicas int }
-		Platform     struct {
-			BareMetal struct {
-				ProvisioningNetwork string `json:"provisioningNetwork"`
-				ExternalBridge      string `json:"externalBridge"`
-				Hosts               []struct {
-					Name, Role     string
-					BootMACAddress string `json:"bootMACAddress"`
-					BMC            struct{ Address, Username, Password string }
-				}
-			} `json:"baremetal"`
-		}
-	}
+	var o IPIInstallConfigDoc
 	if err := yaml.Unmarshal(b, &o); err != nil {
 		t.Fatal(err)
 	}
