@@ -248,11 +248,7 @@ func (m *Metal3Standin) Reconcile(ctx context.Context, host string) (string, err
 	if err != nil {
 		return fail("provisioning error", err)
 	}
-	media, err := MediaFile(data)
-	if err != nil {
-		return fail("provisioning error", err)
-	}
-	image := m.publish(host, media)
+	image := m.publish(host, MediaFile(data))
 	if err := virtualMediaBoot(c, sys, image); err != nil {
 		return fail("provisioning error", fmt.Errorf("BMC %s: %w", endpoint, err))
 	}
@@ -433,7 +429,7 @@ func (m *Metal3Standin) publish(host string, media []byte) string {
 const mediaIgnitionName = "config.ign"
 
 // MediaFile returns the boot media holding ign.
-func MediaFile(ign []byte) ([]byte, error) {
+func MediaFile(ign []byte) []byte {
 	var b bytes.Buffer
 	entry := func(name string, mode int, data []byte) {
 		fmt.Fprintf(&b, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
@@ -445,7 +441,7 @@ func MediaFile(ign []byte) ([]byte, error) {
 	}
 	entry(mediaIgnitionName, 0o100644, ign)
 	entry("TRAILER!!!", 0, nil)
-	return b.Bytes(), nil
+	return b.Bytes()
 }
 
 func pad(b *bytes.Buffer) {

@@ -32,12 +32,8 @@ import (
 func TestMetal3Media(t *testing.T) {
 	dir := t.TempDir()
 	for _, ign := range [][]byte{[]byte(`{"ignition":{"version":"3.2.0"}}`), {}, bytes.Repeat([]byte("x"), 4097)} {
-		m, err := MediaFile(ign)
-		if err != nil {
-			t.Fatal(err)
-		}
 		p := filepath.Join(dir, "boot.iso")
-		os.WriteFile(p, m, 0o644)
+		os.WriteFile(p, MediaFile(ign), 0o644)
 		got, err := MediaIgnition(p)
 		if err != nil || !bytes.Equal(got, ign) {
 			t.Errorf("%d bytes: read back %d bytes, %v", len(ign), len(got), err)
