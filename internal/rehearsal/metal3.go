@@ -34,7 +34,7 @@ import (
 // Secret each names, the worker MachineSet's providerSpec and the user-data Secret it names,
 // all from the cluster; it reaches the BMC only at the host's spec.bmc.address, over HTTPS,
 // and drives it by Ironic's redfish-virtualmedia sequence with gofish. It fails where they
-// fail (below, each with the upstream code it follows). It never reads labbuild's files.
+// fail (below, each with the upstream code it follows). It reads none of labbuild's files.
 //
 // What differs from Metal3, by design of a stand-in: Ironic boots the host from an IPA ramdisk
 // ISO which then writes RHCOS to the disk with the user data (custom deploy install_coreos,
@@ -48,7 +48,10 @@ type Metal3Standin struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Trust is Ironic's CA bundle: the BMC's serving certificate must chain to it unless the
 	// host sets disableCertificateVerification (BMO redfish.go DriverInfo: redfish_verify_ca
-	// false; otherwise sushy verifies against the conductor's bundle).
+	// false; otherwise sushy verifies against the container's system bundle, which in 4.18 is
+	// ConfigMap openshift-machine-api/cbo-trusted-ca). The caller gives it: the rehearsal
+	// passes the lab's BMC CA, which labbuild does not yet put in that bundle
+	// (docs/baremetal.md).
 	Trust *x509.CertPool
 	// Media is where the BMC downloads boot images from (Ironic's httpd): a listener the
 	// stand-in serves on, and the base URL the BMC is given.
