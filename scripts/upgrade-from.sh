@@ -15,11 +15,15 @@ trap 'rm -rf "$tmp"' EXIT
 
 want_new=(
   manifests/cluster/install-manifests
+  manifests/cluster/kube-apiserver-client-signers
   manifests/cluster/kube-apiserver-rbac
   manifests/cluster/kubelet-signer
   manifests/cluster/service-account
   pki/bundle/kube-apiserver-client-ca
+  pki/bundle/kubelet-client-ca
+  pki/ca/kube-apiserver-to-kubelet-signer
   pki/ca/kubelet-signer
+  pki/key/kube-apiserver-to-kubelet-signer
   pki/key/kubelet-signer
 )
 

@@ -58,6 +58,9 @@ func TestHandoverStandinsOnRealAPI(t *testing.T) {
 		if err := rehearsal.EnsureCSRSigner(ctx, dyn); err != nil {
 			return err
 		}
+		if err := rehearsal.EnsureKASClientSigners(ctx, dyn); err != nil {
+			return err
+		}
 		kas, err := rehearsal.ReadKASInputs(ctx, dyn)
 		if err != nil {
 			return err
