@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/internal/testenv"
-	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/pki"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
@@ -275,25 +274,10 @@ type hoObject struct {
 // kubelet bootstrap kubeconfigs authenticate too; a kubeconfig trusting the kubernetes CA alone,
 // as labbuild's did before, is refused.
 func TestHandoverPivot(t *testing.T) {
-	testenv.Require(t, "kube-apiserver")
-	testenv.Require(t, "etcd")
-	l := newMFLab(t)
-	l.crds = mfFixtureCRDs(t)
-	l.now = time.Now() // real programs check validity against the real clock
+	l := mfRealAPILab(t)
 	l.build("manifests", "pki", "kubeconfig")
 
-	etcdURL := testenv.StartEtcd(t, testenv.EtcdTLS{
-		CA:         l.path("pki/ca/etcd-signer", "tls.crt"),
-		ServerCert: l.path("pki/cert/etcd-server", "tls.crt"), ServerKey: l.path("pki/key/etcd-server", "tls.key"),
-		PeerCert: l.path("pki/cert/etcd-peer", "tls.crt"), PeerKey: l.path("pki/key/etcd-peer", "tls.key"),
-		ClientCert: l.path("pki/cert/etcd-client", "tls.crt"), ClientKey: l.path("pki/key/etcd-client", "tls.key"),
-	})
-	args := mfPodArgs(t, l, "manifests/bootstrap", "static-pods/"+manifests.KubeAPIServerPodFile, "kube-apiserver")
-	for i, a := range args {
-		if strings.HasPrefix(a, "--etcd-servers=") {
-			args[i] = "--etcd-servers=" + etcdURL
-		}
-	}
+	_, args := mfBootstrapAPIArgs(t, l)
 	ctx := context.Background()
 
 	// The handed-over manifests, as the collector lays them out, and the CRD their
