@@ -347,16 +347,24 @@ func ensureBundle(ctx context.Context, dyn kube.Interface, ns, name string, cert
 // selfSignedCA makes a self-signed ECDSA P-256 CA for cn, valid 30 days (the operator's
 // client signers' Validity), PEM.
 func selfSignedCA(cn string) (certPEM, keyPEM []byte, err error) {
+	now := time.Now()
+	return mint(&x509.Certificate{Subject: pkix.Name{CommonName: cn}, NotBefore: now.Add(-time.Minute),
+		NotAfter: now.Add(30 * 24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign}, nil, nil)
+}
+
+// mint makes a new ECDSA P-256 key and signs tmpl (given a random serial) for it with parent
+// and parentKey, or self-signed when parent is nil. It returns the certificate and key, PEM.
+func mint(tmpl, parent *x509.Certificate, parentKey any) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
-	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn}, NotBefore: now.Add(-time.Minute),
-		NotAfter: now.Add(30 * 24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	tmpl.SerialNumber, _ = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -534,13 +542,8 @@ func (s Signer) issue(cn string, org []string, ips []string, dns []string, serve
 	if err != nil {
 		return nil, nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
 	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn, Organization: org},
+	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: cn, Organization: org},
 		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(24 * time.Hour), DNSNames: dns,
 		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment}
 	if ca {
@@ -557,15 +560,7 @@ func (s Signer) issue(cn string, org []string, ips []string, dns []string, serve
 	if clientAuth {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
+	return mint(tmpl, parent, parentKey)
 }
 
 // Node paths where the operators' installer pods put a revision's files on a master
