@@ -70,7 +70,7 @@ var pkiCAs = []pkiCA{
 	// The installer's lives one day (the operator rotates its CSR signer anyway); labbuild's
 	// lives pki.caDays like its other CAs, so a bootstrap rebuilt later still signs.
 	{"kubelet-signer", "kubelet-signer", "kubelet CSR signer: the bootstrap kube-controller-manager's --cluster-signing-*; handed over as csr-signer-signer and csr-controller-ca"},
-	// The kube-apiserver-operator's kubelet-client signer (installer pkg/asset/tls/kubelet.go
+	// The kube-apiserver-operator's kubelet-client signer (installer pkg/asset/tls/apiserver.go
 	// KubeAPIServerToKubeletSignerCertKey, CN kube-apiserver-to-kubelet-signer), handed over as
 	// its Secret kube-apiserver-to-kubelet-signer: cluster-kube-apiserver-operator
 	// pkg/operator/certrotationcontroller/certrotationcontroller.go NewCertRotationController
