@@ -45,7 +45,17 @@ const killDelay = 2 * time.Second
 // labbuildKillAt runs labbuild args in the lab and, killDelay after kill matches a line of
 // its output, kills it with SIGKILL (as an OOM kill would: no cleanup runs).
 func (h *flowHost) labbuildKillAt(kill *regexp.Regexp, args ...string) lbRun {
-	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(h.holder.Process.Pid), "-m", "-n", "--wd=" + h.r.lab, "--",
+	return h.labbuildUntil(context.Background(), kill, args...)
+}
+
+// labbuildUntil is labbuildKillAt that also kills labbuild (SIGKILL, at once) when ctx ends.
+func (h *flowHost) labbuildUntil(ctx context.Context, kill *regexp.Regexp, args ...string) lbRun {
+	// The lab directory is entered inside the holder's mount namespace (sh's cd): nsenter's
+	// --wd opens it before entering, and a working directory from another mount namespace is
+	// "(unreachable)" to getcwd(2), which labbuild then fails on ("labbuild: no such file or
+	// directory").
+	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(h.holder.Process.Pid), "-m", "-n", "--",
+		"sh", "-c", `cd "$0" && exec "$@"`, h.r.lab,
 		"env", "PATH=" + h.standinBin + ":" + os.Getenv("PATH"), targets.RHCOSCacheEnv + "=" + filepath.Join(h.r.work, "image-cache"),
 		// GNU time forks labbuild from its own small process and reports the child's peak RSS
 		// (wait4 ru_maxrss); this test's own rusage of its child would include the test
@@ -60,6 +70,15 @@ func (h *flowHost) labbuildKillAt(kill *regexp.Regexp, args ...string) lbRun {
 	if err := cmd.Start(); err != nil {
 		return lbRun{err: err}
 	}
+	killChildren := func() {
+		p := cmd.Process.Pid
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p, p))
+		for _, c := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(c); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -72,19 +91,13 @@ func (h *flowHost) labbuildKillAt(kill *regexp.Regexp, args ...string) lbRun {
 				kill = nil
 				// labbuild itself, the child of time (nsenter and env exec'd into it), which
 				// then reports the killed run's peak RSS too.
-				time.AfterFunc(killDelay, func() {
-					p := cmd.Process.Pid
-					b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p, p))
-					for _, c := range strings.Fields(string(b)) {
-						if pid, err := strconv.Atoi(c); err == nil {
-							syscall.Kill(pid, syscall.SIGKILL)
-						}
-					}
-				})
+				time.AfterFunc(killDelay, killChildren)
 			}
 		}
 		close(done)
 	}()
+	stopped := context.AfterFunc(ctx, killChildren)
+	defer stopped()
 	err := cmd.Wait()
 	pw.Close()
 	<-done
