@@ -15,11 +15,15 @@ trap 'rm -rf "$tmp"' EXIT
 
 want_new=(
   manifests/cluster/install-manifests
+  manifests/cluster/kube-apiserver-client-signers
   manifests/cluster/kube-apiserver-rbac
   manifests/cluster/kubelet-signer
   manifests/cluster/service-account
   pki/bundle/kube-apiserver-client-ca
+  pki/bundle/kubelet-client-ca
+  pki/ca/kube-apiserver-to-kubelet-signer
   pki/ca/kubelet-signer
+  pki/key/kube-apiserver-to-kubelet-signer
   pki/key/kubelet-signer
 )
 
@@ -40,10 +44,14 @@ targets > "$tmp/targets-old"
 (cd "$out" && find pki -type f \( -name tls.key -o -name tls.crt -o -name sa.pub \) -print0 | sort -z | xargs -0 sha256sum) > "$tmp/keys-old"
 echo "base $base: $(wc -l < "$tmp/targets-old") pki and cluster-manifest targets, $(wc -l < "$tmp/keys-old") key and certificate files"
 
+# What the new labbuild will run (its plan's "run" lines; the rest it restores from the content
+# store byte for byte or keeps), then the build.
+"$tmp/labbuild-new" -f "$lab" -o "$out" -n > "$tmp/plan.txt" 2>&1 || true
+awk '$1 == "run" {print $2}' "$tmp/plan.txt" | sort > "$tmp/rebuilt"
 "$tmp/labbuild-new" -f "$lab" -o "$out" > "$tmp/new.log" 2>&1
 targets > "$tmp/targets-new"
 echo "this tree: $(tail -1 "$tmp/new.log")"
-echo "  rebuilt: $(sed -n 's/^\[[0-9]*\/[0-9]*\] //p' "$tmp/new.log" | sort | tr '\n' ' ')"
+echo "  ran: $(tr '\n' ' ' < "$tmp/rebuilt")"
 
 fail=0
 if (cd "$out" && sha256sum --quiet -c "$tmp/keys-old"); then
@@ -62,12 +70,14 @@ else
   fail=1
 fi
 # Besides the new targets, exactly what embeds them or whose recipe changed: the two bootstrap
-# static pods (kubelet signer flags), the bootstrap manifests collector and bootstrap.ign.
-printf '%s\n' "${want_new[@]}" ignition/bootstrap manifests/bootstrap manifests/static-pods/kube-apiserver \
-  manifests/static-pods/kube-controller-manager | sort > "$tmp/want-rebuilt"
-sed -n 's/^\[[0-9]*\/[0-9]*\] //p' "$tmp/new.log" | sort > "$tmp/rebuilt"
+# static pods (kubelet signer flags), the bootstrap manifests collector, the MCO render (its
+# --kube-ca is pki/bundle/kubelet-client-ca) and every node's Ignition.
+printf '%s\n' "${want_new[@]}" manifests/bootstrap manifests/static-pods/kube-apiserver \
+  manifests/static-pods/kube-controller-manager mco/inputs mco/operator-bootstrap mco/controller-bootstrap \
+  mco/base/master mco/base/worker ignition/bootstrap ignition/master-0 ignition/master-1 ignition/master-2 \
+  ignition/worker-0 ignition/worker-1 | sort > "$tmp/want-rebuilt"
 if cmp -s "$tmp/rebuilt" "$tmp/want-rebuilt"; then
-  echo "ok: rebuilt exactly the new targets, the two bootstrap static pods, manifests/bootstrap and ignition/bootstrap"
+  echo "ok: ran exactly the new targets, the two bootstrap static pods, manifests/bootstrap, the MCO render and the Ignition configs ($(wc -l < "$tmp/rebuilt") targets)"
 else
   echo "FAIL: rebuilt set differs"; diff "$tmp/want-rebuilt" "$tmp/rebuilt" || true; fail=1
 fi

@@ -33,6 +33,10 @@ import (
 //	                           openshift-config-managed/csr-controller-ca (and that namespace)
 //	kube-apiserver-rbac        ClusterRole and ClusterRoleBinding kube-apiserver (nodes/proxy)
 //	install-manifests          openshift-config/openshift-install-manifests
+//	kube-apiserver-client-signers
+//	                           openshift-kube-apiserver-operator/aggregator-client-signer (the
+//	                           front-proxy CA) and kube-apiserver-to-kubelet-signer: the signers
+//	                           of the post-pivot kube-apiserver's client certificates
 //
 // Each reads only the PKI outputs (or the SSH key file) it carries, so an unrelated edit
 // rebuilds none of them, and none of them issues a certificate: they copy the pki family's.
@@ -40,7 +44,7 @@ import (
 // hoClusterNames are the manifests/cluster/<name> targets of this file (the collector's list
 // takes them).
 var hoClusterNames = []string{"kube-apiserver-signers", "client-cas", "mco-cas", "machine-config-server-tls", "ssh",
-	"service-account", "kubelet-signer", "kube-apiserver-rbac", "install-manifests"}
+	"service-account", "kubelet-signer", "kube-apiserver-rbac", "install-manifests", "kube-apiserver-client-signers"}
 
 // hoInvoker is the invoker labbuild writes into openshift-install-manifests (the installer's
 // OPENSHIFT_INSTALL_INVOKER, "user" when unset).
@@ -72,6 +76,40 @@ func handoverTargets() []*engine.Target {
 						return nil, err
 					}
 					f, err := manifests.TLSSecret(manifests.KubeAPIServerOperatorNamespace, manifests.ServingSignerSecrets[i], crt, key)
+					if err != nil {
+						return nil, err
+					}
+					out = append(out, f)
+				}
+				return out, nil
+			}),
+		// cluster-kube-apiserver-operator pkg/operator/certrotationcontroller/certrotationcontroller.go
+		// NewCertRotationController reads Secrets aggregator-client-signer (→ aggregator-client,
+		// the front-proxy client, and openshift-config-managed/kube-apiserver-aggregator-client-ca,
+		// the --requestheader-client-ca-file) and kube-apiserver-to-kubelet-signer (→
+		// kubelet-client and kube-apiserver-to-kubelet-client-ca), and mints a new signer when one
+		// is missing (library-go certrotation RotatedSigningCASecret EnsureSigningCertKeyPair).
+		// The installer hands both over (the operator's bindata/bootkube/manifests
+		// secret-aggregator-client-signer.yaml, secret-kube-apiserver-to-kubelet-signer.yaml);
+		// labbuild hands over its front-proxy CA, which the bootstrap kube-apiserver already
+		// trusts for requestheader, and the kube-apiserver-to-kubelet signer the kubelets trust.
+		mfCluster("kube-apiserver-client-signers", "the kube-apiserver-operator's client signers (aggregator-client-signer: the front-proxy CA; kube-apiserver-to-kubelet-signer) as its Secrets",
+			[]string{"pki/ca/front-proxy", "pki/key/front-proxy", "pki/ca/kube-apiserver-to-kubelet-signer", "pki/key/kube-apiserver-to-kubelet-signer"}, nil,
+			func(s *engine.Step) ([]manifests.File, error) {
+				var out []manifests.File
+				for _, sg := range []struct{ id, secret string }{
+					{"front-proxy", "aggregator-client-signer"},
+					{"kube-apiserver-to-kubelet-signer", "kube-apiserver-to-kubelet-signer"},
+				} {
+					crt, err := hoCA(s, sg.id)
+					if err != nil {
+						return nil, err
+					}
+					key, err := s.DepFile("pki/key/"+sg.id, "tls.key")
+					if err != nil {
+						return nil, err
+					}
+					f, err := manifests.TLSSecret(manifests.KubeAPIServerOperatorNamespace, sg.secret, crt, key)
 					if err != nil {
 						return nil, err
 					}

@@ -23,11 +23,7 @@ import (
 // object of issue 24's handover (and the other objects they read) deleted in turn, they stop
 // with an error naming it and the operator code, as the real operator stops there.
 func TestHandoverStandinsOnRealAPI(t *testing.T) {
-	testenv.Require(t, "kube-apiserver")
-	testenv.Require(t, "etcd")
-	l := newMFLab(t)
-	l.crds = mfFixtureCRDs(t)
-	l.now = time.Now()
+	l := mfRealAPILab(t)
 	l.build("manifests", "pki", "kubeconfig")
 	_, adminCfg := mfStartBootstrapAPI(t, l)
 	ctx := context.Background()
@@ -56,6 +52,9 @@ func TestHandoverStandinsOnRealAPI(t *testing.T) {
 	dyn := kc.Dynamic
 	readAll := func() error {
 		if err := rehearsal.EnsureCSRSigner(ctx, dyn); err != nil {
+			return err
+		}
+		if err := rehearsal.EnsureKASClientSigners(ctx, dyn); err != nil {
 			return err
 		}
 		kas, err := rehearsal.ReadKASInputs(ctx, dyn)

@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/internal/testenv"
-	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/pki"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
@@ -159,6 +158,8 @@ var hoNewTargets = []string{
 	"pki/key/kubelet-signer", "pki/ca/kubelet-signer", "pki/bundle/kube-apiserver-client-ca",
 	"manifests/cluster/service-account", "manifests/cluster/kubelet-signer", "manifests/cluster/kube-apiserver-rbac",
 	"manifests/cluster/install-manifests",
+	"pki/key/kube-apiserver-to-kubelet-signer", "pki/ca/kube-apiserver-to-kubelet-signer", "pki/bundle/kubelet-client-ca",
+	"manifests/cluster/kube-apiserver-client-signers",
 	// Issue 13.
 	"pki/key/lb-signer", "pki/key/localhost-signer", "pki/key/service-network-signer",
 	"pki/ca/lb-signer", "pki/ca/localhost-signer", "pki/ca/service-network-signer",
@@ -273,25 +274,10 @@ type hoObject struct {
 // kubelet bootstrap kubeconfigs authenticate too; a kubeconfig trusting the kubernetes CA alone,
 // as labbuild's did before, is refused.
 func TestHandoverPivot(t *testing.T) {
-	testenv.Require(t, "kube-apiserver")
-	testenv.Require(t, "etcd")
-	l := newMFLab(t)
-	l.crds = mfFixtureCRDs(t)
-	l.now = time.Now() // real programs check validity against the real clock
+	l := mfRealAPILab(t)
 	l.build("manifests", "pki", "kubeconfig")
 
-	etcdURL := testenv.StartEtcd(t, testenv.EtcdTLS{
-		CA:         l.path("pki/ca/etcd-signer", "tls.crt"),
-		ServerCert: l.path("pki/cert/etcd-server", "tls.crt"), ServerKey: l.path("pki/key/etcd-server", "tls.key"),
-		PeerCert: l.path("pki/cert/etcd-peer", "tls.crt"), PeerKey: l.path("pki/key/etcd-peer", "tls.key"),
-		ClientCert: l.path("pki/cert/etcd-client", "tls.crt"), ClientKey: l.path("pki/key/etcd-client", "tls.key"),
-	})
-	args := mfPodArgs(t, l, "manifests/bootstrap", "static-pods/"+manifests.KubeAPIServerPodFile, "kube-apiserver")
-	for i, a := range args {
-		if strings.HasPrefix(a, "--etcd-servers=") {
-			args[i] = "--etcd-servers=" + etcdURL
-		}
-	}
+	_, args := mfBootstrapAPIArgs(t, l)
 	ctx := context.Background()
 
 	// The handed-over manifests, as the collector lays them out, and the CRD their
@@ -306,8 +292,8 @@ func TestHandoverPivot(t *testing.T) {
 			files[filepath.Base(p)] = l.file("manifests/bootstrap", "manifests/"+filepath.Base(p))
 		}
 	}
-	if len(files) != 20 {
-		t.Errorf("%d handed-over manifests, want 20 (2 namespaces, 7 Secrets, 7 ConfigMaps, 2 MachineConfigs, a ClusterRole and its binding)", len(files))
+	if len(files) != 22 {
+		t.Errorf("%d handed-over manifests, want 22 (2 namespaces, 9 Secrets, 7 ConfigMaps, 2 MachineConfigs, a ClusterRole and its binding)", len(files))
 	}
 	crd := "0000_80_machine-config_01_machineconfigs.crd.yaml"
 	files[crd] = mfFor130(t, l.crds[crd])
@@ -333,6 +319,8 @@ func TestHandoverPivot(t *testing.T) {
 		{sec, "openshift-kube-controller-manager-operator", "csr-signer-signer", "tls.key", string(l.file("pki/key/kubelet-signer", "tls.key"))},
 		{cm, "openshift-config-managed", "csr-controller-ca", "ca-bundle.crt", string(l.file("pki/ca/kubelet-signer", "tls.crt"))},
 		{cm, "openshift-config", "openshift-install-manifests", "invoker", "labbuild"},
+		{sec, "openshift-kube-apiserver-operator", "aggregator-client-signer", "tls.crt", string(l.file("pki/ca/front-proxy", "tls.crt"))},
+		{sec, "openshift-kube-apiserver-operator", "kube-apiserver-to-kubelet-signer", "tls.key", string(l.file("pki/key/kube-apiserver-to-kubelet-signer", "tls.key"))},
 	}
 	// A ServiceAccount token the bootstrap kube-apiserver issues, presented after the pivot.
 	var saToken string

@@ -291,11 +291,7 @@ func mfOperatorNetworkCRD(t *testing.T) []byte {
 // manifests.BootstrapTLSPaths), applies the 44 CRDs and every cluster manifest of the
 // collector with server-side apply, and reads back what the cluster's operators depend on.
 func TestManifestsAPIServer(t *testing.T) {
-	testenv.Require(t, "kube-apiserver")
-	testenv.Require(t, "etcd")
-	l := newMFLab(t)
-	l.crds = mfFixtureCRDs(t)
-	l.now = time.Now() // real programs check validity against the real clock
+	l := mfRealAPILab(t)
 	l.build("manifests", "pki", "kubeconfig/kubelet-bootstrap", "kubeconfig/admin")
 
 	base, adminCfg := mfStartBootstrapAPI(t, l)
@@ -468,18 +464,7 @@ func mfPodArgs(t *testing.T, l *mfLab, target, file, program string) []string {
 // dialling loopback).
 func mfStartBootstrapAPI(t *testing.T, l *mfLab) (string, *rest.Config) {
 	t.Helper()
-	etcdURL := testenv.StartEtcd(t, testenv.EtcdTLS{
-		CA:         l.path("pki/ca/etcd-signer", "tls.crt"),
-		ServerCert: l.path("pki/cert/etcd-server", "tls.crt"), ServerKey: l.path("pki/key/etcd-server", "tls.key"),
-		PeerCert: l.path("pki/cert/etcd-peer", "tls.crt"), PeerKey: l.path("pki/key/etcd-peer", "tls.key"),
-		ClientCert: l.path("pki/cert/etcd-client", "tls.crt"), ClientKey: l.path("pki/key/etcd-client", "tls.key"),
-	})
-	args := mfPodArgs(t, l, "manifests/bootstrap", "static-pods/"+manifests.KubeAPIServerPodFile, "kube-apiserver")
-	for i, a := range args {
-		if strings.HasPrefix(a, "--etcd-servers=") {
-			args[i] = "--etcd-servers=" + etcdURL
-		}
-	}
+	_, args := mfBootstrapAPIArgs(t, l)
 	adminCfg := mfRestConfig(t, l.path("kubeconfig/admin", "kubeconfig"))
 	return testenv.StartKubeAPIServer(t, args, adminCfg), adminCfg
 }

@@ -127,7 +127,7 @@ func mcoTargets(c *Config) []*engine.Target {
 		{
 			Name:    "mco/inputs",
 			Doc:     "the MCO bootstrap work dir: root and kube-apiserver CAs, cluster-config-v1, pull-secret Secret, Infrastructure, Network, DNS, Proxy, FeatureGate, image-references",
-			Deps:    append([]string{"pki/ca/root", "pki/ca/kubernetes", "manifests/ids", "release/image-references"}, mirrorClusterDeps(c, append(mirrorSourceDeps, "mirror/credentials")...)...),
+			Deps:    append([]string{"pki/ca/root", "pki/bundle/kubelet-client-ca", "manifests/ids", "release/image-references"}, mirrorClusterDeps(c, append(mirrorSourceDeps, "mirror/credentials")...)...),
 			Reads:   addReads(reads, mirrorClusterReads(c)...),
 			Files:   []string{"access.pullSecretFile"},
 			Version: 1,
@@ -176,7 +176,9 @@ func mcoTargets(c *Config) []*engine.Target {
 				if in.RootCA, err = s.DepFile("pki/ca/root", "tls.crt"); err != nil {
 					return err
 				}
-				if in.KubeCA, err = s.DepFile("pki/ca/kubernetes", "tls.crt"); err != nil {
+				// The kubelets' client CA: the bootstrap's and the post-pivot kube-apiserver's
+				// kubelet client signers (pki.go pkiBundles).
+				if in.KubeCA, err = s.DepFile("pki/bundle/kubelet-client-ca", "ca-bundle.crt"); err != nil {
 					return err
 				}
 				if in.ImageReferences, err = s.DepFile("release/image-references", "image-references"); err != nil {

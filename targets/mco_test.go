@@ -268,7 +268,9 @@ func TestMCORenderStandin(t *testing.T) {
 		mco.NetworkFile, mco.DNSFile, mco.ProxyFile, mco.FeatureGateFile, mco.ImageReferencesFile} {
 		l.file("mco/inputs", rel)
 	}
-	kubeCA := l.file("pki/ca/kubernetes", "tls.crt")
+	// The kubelets' client CA: the kubernetes CA (the bootstrap kube-apiserver's kubelet client)
+	// and the kube-apiserver-to-kubelet signer (the post-pivot one's), in that order.
+	kubeCA := append(append([]byte{}, l.file("pki/ca/kubernetes", "tls.crt")...), l.file("pki/ca/kube-apiserver-to-kubelet-signer", "tls.crt")...)
 	for _, pool := range mco.Pools {
 		name, err := mco.RenderedName(l.file("mco/controller-bootstrap", mco.PoolFile(pool)))
 		if err != nil {
@@ -303,7 +305,7 @@ func TestMCORenderStandin(t *testing.T) {
 			t.Errorf("%s: the rendered config lacks 99-%s-ssh's key for core", pool, pool)
 		}
 		if !bytes.Equal(l.file("mco/base/"+pool, "kubelet-ca.crt"), kubeCA) {
-			t.Errorf("%s: kubelet-ca.crt is not pki/ca/kubernetes", pool)
+			t.Errorf("%s: kubelet-ca.crt is not pki/ca/kubernetes + pki/ca/kube-apiserver-to-kubelet-signer", pool)
 		}
 		for _, rel := range []string{"config.ign", "machineconfig.yaml"} {
 			st, err := os.Stat(filepath.Join(l.out, "mco/base", pool, rel))

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 )
@@ -22,11 +21,7 @@ import (
 // with the payload's 4.18 CRDs, accepts them all by server-side apply, and refuses an IDMS
 // whose mirrorSourcePolicy the CRD does not know (so the check can fail).
 func TestMirrorManifestsAPIServer(t *testing.T) {
-	testenv.Require(t, "kube-apiserver")
-	testenv.Require(t, "etcd")
-	l := newMFLab(t)
-	l.crds = mfFixtureCRDs(t)
-	l.now = time.Now()
+	l := mfRealAPILab(t)
 	l.cfg.Mirror = &MirrorConfig{Enabled: true, Storage: filepath.Join(t.TempDir(), "mirror"), Port: 5000}
 	js, _ := json.Marshal(l.cfg)
 	cfg, err := ParseConfig(js, "lab.json")

@@ -70,6 +70,15 @@ var pkiCAs = []pkiCA{
 	// The installer's lives one day (the operator rotates its CSR signer anyway); labbuild's
 	// lives pki.caDays like its other CAs, so a bootstrap rebuilt later still signs.
 	{"kubelet-signer", "kubelet-signer", "kubelet CSR signer: the bootstrap kube-controller-manager's --cluster-signing-*; handed over as csr-signer-signer and csr-controller-ca"},
+	// The kube-apiserver-operator's kubelet-client signer (installer pkg/asset/tls/apiserver.go
+	// KubeAPIServerToKubeletSignerCertKey, CN kube-apiserver-to-kubelet-signer), handed over as
+	// its Secret kube-apiserver-to-kubelet-signer: cluster-kube-apiserver-operator
+	// pkg/operator/certrotationcontroller/certrotationcontroller.go NewCertRotationController
+	// mints the post-pivot kube-apiserver's kubelet-client certificate from it. The kubelets
+	// trust it from their first boot (pki/bundle/kubelet-client-ca, the MCO render's kube-ca),
+	// as the installer's kube-apiserver-complete-client-ca-bundle holds it. The bootstrap's own
+	// kubelet client certificate stays with the kubernetes CA, so existing labs keep it.
+	{"kube-apiserver-to-kubelet-signer", "kube-apiserver-to-kubelet-signer", "kube-apiserver-to-kubelet client signer (operator Secret kube-apiserver-to-kubelet-signer): the post-pivot kube-apiserver's kubelet-client"},
 }
 
 // pkiBundle is a CA bundle file: the certificates of CAs, in order, as one PEM file.
@@ -84,6 +93,12 @@ var pkiBundles = []pkiBundle{
 	// bootstrap, control-plane clients) and the kubelet signer (kubelet client certificates),
 	// as the installer's kube-apiserver-complete-client-ca-bundle holds both.
 	{"kube-apiserver-client-ca", "bootstrap kube-apiserver --client-ca-file: kubernetes CA + kubelet signer", []string{"kubernetes", "kubelet-signer"}},
+	// The kubelets' client CA (kubelet-ca.crt, through the MCO render's --kube-ca): the
+	// kubernetes CA, which signs the bootstrap kube-apiserver's kubelet client certificate, and
+	// the handed-over kube-apiserver-to-kubelet signer, which signs the post-pivot one. After the
+	// pivot machine-config-operator pkg/operator/sync.go syncRenderConfig builds the same set
+	// from initial-kube-apiserver-server-ca and kube-apiserver-to-kubelet-client-ca.
+	{"kubelet-client-ca", "kubelets' client CA (MCO --kube-ca, kubelet-ca.crt): kubernetes CA + kube-apiserver-to-kubelet signer", []string{"kubernetes", "kube-apiserver-to-kubelet-signer"}},
 }
 
 // pkiMirrorCA signs the release mirror's serving certificate (mirror/registry): the cluster

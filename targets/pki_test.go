@@ -339,9 +339,10 @@ func TestPKIKeyAlgorithms(t *testing.T) {
 			l.cfg.PKI.KeyAlgorithm = alg
 			l.build()
 			// 42 before the hand-over signers, machine-config-server and kube-proxy (11 targets),
-			// 53 before issue 24's kubelet signer (key, CA, and the client-CA bundle).
-			if len(l.lastExec) != 56 {
-				t.Errorf("changing the key algorithm rebuilt %d targets, want all 56", len(l.lastExec))
+			// 53 before issue 24's kubelet signer (key, CA, and the client-CA bundle), 56 before
+			// its kube-apiserver-to-kubelet signer (key, CA, and the kubelets' client-CA bundle).
+			if len(l.lastExec) != 59 {
+				t.Errorf("changing the key algorithm rebuilt %d targets, want all 59", len(l.lastExec))
 			}
 			k, err := pki.ParseKey(l.file("pki/key/admin", "tls.key"))
 			if err != nil || bytes.Equal(old, l.file("pki/key/admin", "tls.key")) {

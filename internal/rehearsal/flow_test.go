@@ -45,6 +45,11 @@ const killDelay = 2 * time.Second
 // labbuildKillAt runs labbuild args in the lab and, killDelay after kill matches a line of
 // its output, kills it with SIGKILL (as an OOM kill would: no cleanup runs).
 func (h *flowHost) labbuildKillAt(kill *regexp.Regexp, args ...string) lbRun {
+	return h.labbuildUntil(context.Background(), kill, args...)
+}
+
+// labbuildUntil is labbuildKillAt that also kills labbuild (SIGKILL, at once) when ctx ends.
+func (h *flowHost) labbuildUntil(ctx context.Context, kill *regexp.Regexp, args ...string) lbRun {
 	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(h.holder.Process.Pid), "-m", "-n", "--",
 		// env -C changes directory inside the holder's mount namespace: nsenter --wd opens
 		// the directory before it enters the namespace, so the kernel's getcwd (labbuild's
@@ -63,6 +68,15 @@ func (h *flowHost) labbuildKillAt(kill *regexp.Regexp, args ...string) lbRun {
 	if err := cmd.Start(); err != nil {
 		return lbRun{err: err}
 	}
+	killChildren := func() {
+		p := cmd.Process.Pid
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p, p))
+		for _, c := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(c); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(pr)
@@ -75,19 +89,13 @@ func (h *flowHost) labbuildKillAt(kill *regexp.Regexp, args ...string) lbRun {
 				kill = nil
 				// labbuild itself, the child of time (nsenter and env exec'd into it), which
 				// then reports the killed run's peak RSS too.
-				time.AfterFunc(killDelay, func() {
-					p := cmd.Process.Pid
-					b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p, p))
-					for _, c := range strings.Fields(string(b)) {
-						if pid, err := strconv.Atoi(c); err == nil {
-							syscall.Kill(pid, syscall.SIGKILL)
-						}
-					}
-				})
+				time.AfterFunc(killDelay, killChildren)
 			}
 		}
 		close(done)
 	}()
+	stopped := context.AfterFunc(ctx, killChildren)
+	defer stopped()
 	err := cmd.Wait()
 	pw.Close()
 	<-done

@@ -132,6 +132,21 @@ type KASInputs struct {
 	// ServiceIP is the kubernetes Service's ClusterIP: the first address of Network cluster's
 	// spec.serviceNetwork (syncServiceHostnames).
 	ServiceIP string
+	// KubeletClientSigner is Secret openshift-kube-apiserver-operator/
+	// kube-apiserver-to-kubelet-signer, from which certrotationcontroller.go
+	// NewCertRotationController mints kubelet-client (CN system:kube-apiserver, O kube-master):
+	// --kubelet-client-certificate/-key (bindata/assets/config/defaultconfig.yaml
+	// kubeletClientInfo).
+	KubeletClientSigner Signer
+	// AggregatorSigner is Secret openshift-kube-apiserver-operator/aggregator-client-signer,
+	// from which the same controller mints aggregator-client (CN system:openshift-aggregator):
+	// --proxy-client-cert-file/-key-file (defaultconfig.yaml proxy-client-cert-file).
+	AggregatorSigner Signer
+	// AggregatorCA is --requestheader-client-ca-file: openshift-config-managed/
+	// kube-apiserver-aggregator-client-ca, which resourcesynccontroller.go copies to
+	// openshift-kube-apiserver/aggregator-client-ca (defaultconfig.yaml
+	// requestheader-client-ca-file).
+	AggregatorCA []byte
 }
 
 // kaoReader names the upstream code a missing object stops.
@@ -179,6 +194,22 @@ func ReadKASInputs(ctx context.Context, dyn kube.Interface) (KASInputs, error) {
 		}
 		in.Signers[name] = Signer{Cert: d["tls.crt"], Key: d["tls.key"]}
 	}
+	for _, sg := range []struct {
+		name string
+		into *Signer
+	}{{"kube-apiserver-to-kubelet-signer", &in.KubeletClientSigner}, {"aggregator-client-signer", &in.AggregatorSigner}} {
+		d, err := objectData(ctx, dyn, secrets, "openshift-kube-apiserver-operator", sg.name, kaoReader+" certrotationcontroller.go NewCertRotationController", "tls.crt", "tls.key")
+		if err != nil {
+			return in, err
+		}
+		*sg.into = Signer{Cert: d["tls.crt"], Key: d["tls.key"]}
+	}
+	agg, err := objectData(ctx, dyn, configMaps, "openshift-config-managed", "kube-apiserver-aggregator-client-ca",
+		kaoReader+" resourcesynccontroller.go (aggregator-client-ca)", "ca-bundle.crt")
+	if err != nil {
+		return in, err
+	}
+	in.AggregatorCA = agg["ca-bundle.crt"]
 	infra, err := dyn.Resource(infrastructures).Get(ctx, "cluster", kube.GetOptions{})
 	if err != nil {
 		return in, &MissingObjectError{Object: "infrastructure cluster", Operator: kaoReader + " certrotationcontroller.go", Err: err}
@@ -205,6 +236,143 @@ func ReadKASInputs(ctx context.Context, dyn kube.Interface) (KASInputs, error) {
 	}
 	in.ServiceIP = p.Masked().Addr().Next().String()
 	return in, nil
+}
+
+// EnsureKASClientSigners is the kube-apiserver-operator's client-certificate rotation, once
+// for the cluster (cluster-kube-apiserver-operator release-4.18
+// pkg/operator/certrotationcontroller/certrotationcontroller.go NewCertRotationController):
+// for Secrets aggregator-client-signer and kube-apiserver-to-kubelet-signer in
+// openshift-kube-apiserver-operator it keeps the handed-over signer, or mints a self-signed one
+// when the Secret is missing — as library-go certrotation RotatedSigningCASecret
+// EnsureSigningCertKeyPair does (NotFound → a new CA named "<namespace>_<name>@<unix time>"),
+// which is why a missing signer stops no operator — and puts each signer's certificate into its
+// CA bundle ConfigMap (CABundleConfigMap EnsureConfigMapCABundle):
+// openshift-config-managed/kube-apiserver-aggregator-client-ca and
+// openshift-kube-apiserver-operator/kube-apiserver-to-kubelet-client-ca. It also writes
+// openshift-config-managed/kube-apiserver-server-ca from the three serving signers
+// (targetconfigcontroller.go manageKubeAPIServerCABundle, through their *-serving-ca bundles),
+// which the kube-controller-manager-operator reads for --root-ca-file. A signer minted here is
+// one the kubelets do not trust (their kubelet-ca.crt is the MCO render's), so the post-pivot
+// kube-apiserver's logs and exec would then fail, as they would on a real cluster until the
+// machine-config-daemon writes the new bundle.
+func EnsureKASClientSigners(ctx context.Context, dyn kube.Interface) error {
+	for _, sg := range []struct{ secret, bundleNS, bundle string }{
+		{"aggregator-client-signer", "openshift-config-managed", "kube-apiserver-aggregator-client-ca"},
+		{"kube-apiserver-to-kubelet-signer", "openshift-kube-apiserver-operator", "kube-apiserver-to-kubelet-client-ca"},
+	} {
+		signer, err := ensureSigner(ctx, dyn, "openshift-kube-apiserver-operator", sg.secret)
+		if err != nil {
+			return err
+		}
+		if err := ensureBundle(ctx, dyn, sg.bundleNS, sg.bundle, signer.Cert); err != nil {
+			return err
+		}
+	}
+	for _, name := range []string{"loadbalancer-serving-signer", "localhost-serving-signer", "service-network-serving-signer"} {
+		d, err := objectData(ctx, dyn, secrets, "openshift-kube-apiserver-operator", name,
+			kaoReader+" certrotationcontroller.go NewCertRotationController (would mint a signer no kubeconfig trusts)", "tls.crt")
+		if err != nil {
+			return err
+		}
+		if err := ensureBundle(ctx, dyn, "openshift-config-managed", "kube-apiserver-server-ca", d["tls.crt"]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureSigner reads the kubernetes.io/tls Secret ns/name, or creates it with a new
+// self-signed CA when it is missing (certrotation's RotatedSigningCASecret). A concurrent
+// creation by another master's stand-in is read back.
+func ensureSigner(ctx context.Context, dyn kube.Interface, ns, name string) (Signer, error) {
+	o, err := dyn.Resource(secrets).Namespace(ns).Get(ctx, name, kube.GetOptions{})
+	if err == nil {
+		crt, _, _ := kube.NestedString(o.Object, "data", "tls.crt")
+		key, _, _ := kube.NestedString(o.Object, "data", "tls.key")
+		c, cerr := base64.StdEncoding.DecodeString(crt)
+		k, kerr := base64.StdEncoding.DecodeString(key)
+		if cerr != nil || kerr != nil || len(c) == 0 || len(k) == 0 {
+			return Signer{}, fmt.Errorf("secret %s/%s has no tls.crt/tls.key", ns, name)
+		}
+		return Signer{Cert: c, Key: k}, nil
+	}
+	if !kube.IsNotFound(err) {
+		return Signer{}, fmt.Errorf("secret %s/%s: %w", ns, name, err)
+	}
+	crt, key, err := selfSignedCA(fmt.Sprintf("%s_%s@%d", ns, name, time.Now().Unix()))
+	if err != nil {
+		return Signer{}, err
+	}
+	sec := &kube.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"data":     map[string]any{"tls.crt": base64.StdEncoding.EncodeToString(crt), "tls.key": base64.StdEncoding.EncodeToString(key)}}}
+	if _, err := dyn.Resource(secrets).Namespace(ns).Create(ctx, sec, kube.CreateOptions{}); kube.IsAlreadyExists(err) {
+		return ensureSigner(ctx, dyn, ns, name)
+	} else if err != nil {
+		return Signer{}, fmt.Errorf("create secret %s/%s: %w", ns, name, err)
+	}
+	return Signer{Cert: crt, Key: key}, nil
+}
+
+// ensureBundle makes ConfigMap ns/name's ca-bundle.crt hold cert (created when missing),
+// as certrotation's CABundleConfigMap keeps a signer's certificate in its bundle.
+func ensureBundle(ctx context.Context, dyn kube.Interface, ns, name string, cert []byte) error {
+	cms := dyn.Resource(configMaps).Namespace(ns)
+	o, err := cms.Get(ctx, name, kube.GetOptions{})
+	if kube.IsNotFound(err) {
+		cm := &kube.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": name, "namespace": ns}, "data": map[string]any{"ca-bundle.crt": string(cert)}}}
+		if _, err := cms.Create(ctx, cm, kube.CreateOptions{}); kube.IsAlreadyExists(err) {
+			return ensureBundle(ctx, dyn, ns, name, cert)
+		} else if err != nil {
+			return fmt.Errorf("create configmap %s/%s: %w", ns, name, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("configmap %s/%s: %w", ns, name, err)
+	}
+	bundle, _, _ := kube.NestedString(o.Object, "data", "ca-bundle.crt")
+	if strings.Contains(bundle, strings.TrimSpace(string(cert))) {
+		return nil
+	}
+	if bundle != "" && !strings.HasSuffix(bundle, "\n") {
+		bundle += "\n"
+	}
+	patch := fmt.Sprintf(`{"data":{"ca-bundle.crt":%q}}`, bundle+string(cert))
+	_, err = cms.Patch(ctx, name, kube.MergePatchType, []byte(patch), kube.PatchOptions{})
+	return err
+}
+
+// selfSignedCA makes a self-signed ECDSA P-256 CA for cn, valid 30 days (the operator's
+// client signers' Validity), PEM.
+func selfSignedCA(cn string) (certPEM, keyPEM []byte, err error) {
+	now := time.Now()
+	return mint(&x509.Certificate{Subject: pkix.Name{CommonName: cn}, NotBefore: now.Add(-time.Minute),
+		NotAfter: now.Add(30 * 24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign}, nil, nil)
+}
+
+// mint makes a new ECDSA P-256 key and signs tmpl (given a random serial) for it with parent
+// and parentKey, or self-signed when parent is nil. It returns the certificate and key, PEM.
+func mint(tmpl, parent *x509.Certificate, parentKey any) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl.SerialNumber, _ = rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
 }
 
 // ServingCert is a certificate and key, PEM, with the names it serves.
@@ -258,6 +426,13 @@ type KCMInputs struct {
 	// ManageCSRSigner copies from the operator's csr-signer, itself signed by csr-signer-signer
 	// (certrotationcontroller.go "CSRSigningCert").
 	CSRSigner Signer
+	// RootCA is --root-ca-file: ConfigMap openshift-kube-controller-manager/serviceaccount-ca,
+	// which targetconfigcontroller.go manageServiceAccountCABundle combines from
+	// openshift-config-managed/kube-apiserver-server-ca and default-ingress-cert (each skipped
+	// when missing, library-go resourcesynccontroller CombineCABundleConfigMaps;
+	// bindata/assets/config/defaultconfig.yaml root-ca-file). An empty bundle stops the
+	// kube-controller-manager itself (it parses the file at start), so the stand-in refuses one.
+	RootCA []byte
 }
 
 const kcmoReader = "kube-controller-manager-operator (cluster-kube-controller-manager-operator release-4.18)"
@@ -333,6 +508,21 @@ func ReadKCMInputs(ctx context.Context, dyn kube.Interface) (KCMInputs, error) {
 		return in, err
 	}
 	in.CSRSigner = Signer{Cert: cs["tls.crt"], Key: cs["tls.key"]}
+	const sacaReader = kcmoReader + " targetconfigcontroller.go manageServiceAccountCABundle (serviceaccount-ca → --root-ca-file)"
+	for _, name := range []string{"kube-apiserver-server-ca", "default-ingress-cert"} {
+		d, err := objectData(ctx, dyn, configMaps, "openshift-config-managed", name, sacaReader)
+		var missing *MissingObjectError
+		if errors.As(err, &missing) && kube.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return in, err
+		}
+		in.RootCA = append(in.RootCA, d["ca-bundle.crt"]...)
+	}
+	if len(in.RootCA) == 0 {
+		return in, &MissingObjectError{Object: "configmap openshift-config-managed/kube-apiserver-server-ca[ca-bundle.crt]", Operator: sacaReader, Err: errors.New("the service-account CA bundle is empty")}
+	}
 	return in, nil
 }
 
@@ -352,13 +542,8 @@ func (s Signer) issue(cn string, org []string, ips []string, dns []string, serve
 	if err != nil {
 		return nil, nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
 	now := time.Now()
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn, Organization: org},
+	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: cn, Organization: org},
 		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(24 * time.Hour), DNSNames: dns,
 		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment}
 	if ca {
@@ -375,15 +560,7 @@ func (s Signer) issue(cn string, org []string, ips []string, dns []string, serve
 	if clientAuth {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
-	if err != nil {
-		return nil, nil, err
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
+	return mint(tmpl, parent, parentKey)
 }
 
 // Node paths where the operators' installer pods put a revision's files on a master
@@ -423,8 +600,23 @@ func (in KASInputs) KASFiles() (files map[string][]byte, flags map[string]string
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	// certrotationcontroller.go's client certificates (RotatedSelfSignedCertKeySecret with
+	// ClientRotation): kubelet-client and aggregator-client.
+	kc, kk, err := in.KubeletClientSigner.issue("system:kube-apiserver", []string{"kube-master"}, nil, nil, false, true, false)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("kubelet-client from kube-apiserver-to-kubelet-signer: %w", err)
+	}
+	ac, ak, err := in.AggregatorSigner.issue("system:openshift-aggregator", nil, nil, nil, false, true, false)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("aggregator-client from aggregator-client-signer: %w", err)
+	}
 	p := func(n string) string { return kasCertDir + "/" + n }
 	files = map[string][]byte{
+		p("secrets/kubelet-client/tls.crt"):                                kc,
+		p("secrets/kubelet-client/tls.key"):                                kk,
+		p("secrets/aggregator-client/tls.crt"):                             ac,
+		p("secrets/aggregator-client/tls.key"):                             ak,
+		p("configmaps/aggregator-client-ca/ca-bundle.crt"):                 in.AggregatorCA,
 		p("configmaps/sa-token-signing-certs/service-account.pub"):         in.SAPublicKeys,
 		p("secrets/bound-service-account-signing-key/service-account.key"): in.SASigningKey,
 		p("configmaps/client-ca/ca-bundle.crt"):                            in.ClientCA,
@@ -443,6 +635,11 @@ func (in KASInputs) KASFiles() (files map[string][]byte, flags map[string]string
 		"--kubelet-certificate-authority":    p("configmaps/kubelet-serving-ca/ca-bundle.crt"),
 		"--tls-cert-file":                    p("secrets/service-network-serving-certkey/tls.crt"),
 		"--tls-private-key-file":             p("secrets/service-network-serving-certkey/tls.key"),
+		"--kubelet-client-certificate":       p("secrets/kubelet-client/tls.crt"),
+		"--kubelet-client-key":               p("secrets/kubelet-client/tls.key"),
+		"--proxy-client-cert-file":           p("secrets/aggregator-client/tls.crt"),
+		"--proxy-client-key-file":            p("secrets/aggregator-client/tls.key"),
+		"--requestheader-client-ca-file":     p("configmaps/aggregator-client-ca/ca-bundle.crt"),
 		// The cluster-etcd-operator's etcd client certificate and bundle (MasterStandins' etcd
 		// part issues them from the handed-over etcd-signer).
 		"--etcd-cafile":   etcdBundleDir + "/server-ca-bundle.crt",
@@ -466,11 +663,13 @@ func (in KCMInputs) KCMFiles() (files map[string][]byte, flags map[string]string
 		p("secrets/service-account-private-key/service-account.key"): in.SAPrivateKey,
 		p("secrets/csr-signer/tls.crt"):                              in.CSRSigner.Cert,
 		p("secrets/csr-signer/tls.key"):                              in.CSRSigner.Key,
+		p("configmaps/serviceaccount-ca/ca-bundle.crt"):              in.RootCA,
 	}
 	flags = map[string]string{
 		"--service-account-private-key-file": p("secrets/service-account-private-key/service-account.key"),
 		"--cluster-signing-cert-file":        p("secrets/csr-signer/tls.crt"),
 		"--cluster-signing-key-file":         p("secrets/csr-signer/tls.key"),
+		"--root-ca-file":                     p("configmaps/serviceaccount-ca/ca-bundle.crt"),
 	}
 	return files, flags
 }

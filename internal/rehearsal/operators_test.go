@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"strings"
@@ -67,6 +68,11 @@ func opHandover(t *testing.T) (objs map[string]*unstructured.Unstructured, kubel
 		c, k := opCA(t, n)
 		add(one(manifests.TLSSecret(manifests.KubeAPIServerOperatorNamespace, n, c, k)))
 	}
+	// manifests/cluster/kube-apiserver-client-signers (targets/handover.go).
+	for _, n := range []string{"aggregator-client-signer", "kube-apiserver-to-kubelet-signer"} {
+		c, k := opCA(t, n)
+		add(one(manifests.TLSSecret(manifests.KubeAPIServerOperatorNamespace, n, c, k)))
+	}
 	add(one(manifests.Infrastructure("lab.example.test", "lab-x1", 3, 1)))
 	add(one(manifests.NetworkConfig("10.128.0.0/14", 23, "172.30.0.0/16")))
 	objs = map[string]*unstructured.Unstructured{}
@@ -102,7 +108,7 @@ func opClient(objs map[string]*unstructured.Unstructured, without ...string) *dy
 // opReadAll runs what the masters' stand-ins read, in their order.
 func opReadAll(ctx context.Context, d *dynfake.FakeDynamicClient) (KASInputs, KCMInputs, error) {
 	dyn := kubedyn.Wrap(d)
-	if err := EnsureCSRSigner(ctx, dyn); err != nil {
+	if err := ensureOperatorObjects(ctx, dyn); err != nil {
 		return KASInputs{}, KCMInputs{}, err
 	}
 	kas, err := ReadKASInputs(ctx, dyn)
@@ -167,6 +173,37 @@ func TestOperatorStandinsWithhold(t *testing.T) {
 	if !strings.Contains(string(kas.SAPublicKeys), "PUBLIC KEY") || !strings.Contains(string(kcm.SAPrivateKey), "PRIVATE KEY") {
 		t.Error("service-account keys not read")
 	}
+	// The client certificates come from the handed-over client signers (kept, not minted), the
+	// requestheader CA is the aggregator signer's bundle, and the controller manager's root CA
+	// is the serving signers' (kube-apiserver-server-ca → serviceaccount-ca).
+	files, flags, _, err := kas.KASFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		flag, secret, cn string
+	}{
+		{"--kubelet-client-certificate", "secret openshift-kube-apiserver-operator/kube-apiserver-to-kubelet-signer", "system:kube-apiserver"},
+		{"--proxy-client-cert-file", "secret openshift-kube-apiserver-operator/aggregator-client-signer", "system:openshift-aggregator"},
+	} {
+		signer := opSecretCert(t, objs[tc.secret])
+		c := opParse(t, files[flags[tc.flag]])
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(signer)
+		if _, err := c.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil || c.Subject.CommonName != tc.cn {
+			t.Errorf("%s: %s (%v), want %s from the handed-over %s", tc.flag, c.Subject, err, tc.cn, tc.secret)
+		}
+	}
+	if agg := files[flags["--requestheader-client-ca-file"]]; string(agg) != string(opSecretCert(t, objs["secret openshift-kube-apiserver-operator/aggregator-client-signer"])) {
+		t.Errorf("--requestheader-client-ca-file is not the handed-over aggregator-client-signer:\n%s", agg)
+	}
+	kfiles, kflags := kcm.KCMFiles()
+	root := string(kfiles[kflags["--root-ca-file"]])
+	for _, n := range manifests.ServingSignerSecrets {
+		if !strings.Contains(root, strings.TrimSpace(string(opSecretCert(t, objs["secret openshift-kube-apiserver-operator/"+n])))) {
+			t.Errorf("--root-ca-file lacks %s", n)
+		}
+	}
 
 	for _, w := range []string{
 		"configmap openshift-config-managed/sa-token-signing-certs",
@@ -195,6 +232,15 @@ func TestOperatorStandinsWithhold(t *testing.T) {
 		})
 	}
 
+	// Without a client signer the operator mints its own (certrotation creates a missing
+	// signer), and so does the stand-in: the masters then start, with a kubelet client
+	// certificate the kubelets' kubelet-ca.crt does not trust.
+	_, _, err = opReadAll(ctx, opClient(objs, "secret openshift-kube-apiserver-operator/kube-apiserver-to-kubelet-signer",
+		"secret openshift-kube-apiserver-operator/aggregator-client-signer"))
+	if err != nil {
+		t.Errorf("without the client signers: %v, want them minted as the operator mints them", err)
+	}
+
 	// Main before issue 24 handed over none of the service-account objects and no kubelet
 	// signer: its handover stops the first stand-in at the kubelet signer.
 	_, _, err = opReadAll(ctx, opClient(objs, "configmap openshift-config-managed/sa-token-signing-certs",
@@ -203,4 +249,32 @@ func TestOperatorStandinsWithhold(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "csr-signer-signer") {
 		t.Errorf("the previous handover: %v, want a refusal naming csr-signer-signer", err)
 	}
+}
+
+// opSecretCert is the tls.crt of a rendered Secret.
+func opSecretCert(t *testing.T, u *unstructured.Unstructured) []byte {
+	t.Helper()
+	if u == nil {
+		t.Fatal("no such object in the handover")
+	}
+	v, _, _ := unstructured.NestedString(u.Object, "data", "tls.crt")
+	b, err := base64.StdEncoding.DecodeString(v)
+	if err != nil || len(b) == 0 {
+		t.Fatalf("%s: tls.crt: %v", u.GetName(), err)
+	}
+	return b
+}
+
+// opParse parses a PEM certificate.
+func opParse(t *testing.T, b []byte) *x509.Certificate {
+	t.Helper()
+	p, _ := pem.Decode(b)
+	if p == nil {
+		t.Fatalf("not PEM: %q", b)
+	}
+	c, err := x509.ParseCertificate(p.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

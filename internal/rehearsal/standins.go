@@ -114,6 +114,10 @@ type MasterStandins struct {
 	// operator joins one master at a time, and etcd's strict reconfiguration check refuses an
 	// add that would leave the started members without quorum.
 	EtcdJoin sync.Locker
+	// BeforeAPIServer, when set, runs once the etcd member is healthy and its pod written, before
+	// the control plane starts; an error stops Run there (the withholding flow,
+	// withhold_test.go, plays the old early bootstrap-complete signal at this point).
+	BeforeAPIServer func(ctx context.Context) error
 }
 
 // Run brings up the master's etcd member and then its kube-apiserver, waiting for the API to
@@ -241,6 +245,11 @@ func (m *MasterStandins) Run(ctx context.Context) error {
 	m.Logf("etcd stand-in on %s: member healthy", m.Node.Name)
 	if err := m.writeEtcdPod(ctx, staging); err != nil {
 		return err
+	}
+	if m.BeforeAPIServer != nil {
+		if err := m.BeforeAPIServer(ctx); err != nil {
+			return err
+		}
 	}
 	return m.startAPIServer(ctx)
 }
@@ -372,7 +381,7 @@ func (m *MasterStandins) operatorInputs(ctx context.Context) (kasFiles map[strin
 	for {
 		var k *kube.Clients
 		if k, err = m.Clients(); err == nil {
-			if err = EnsureCSRSigner(ctx, k.Dynamic); err == nil {
+			if err = ensureOperatorObjects(ctx, k.Dynamic); err == nil {
 				var kas KASInputs
 				if kas, err = ReadKASInputs(ctx, k.Dynamic); err == nil {
 					if kasFiles, kasFlags, kasExtra, err = kas.KASFiles(); err == nil {
@@ -393,6 +402,16 @@ func (m *MasterStandins) operatorInputs(ctx context.Context) (kasFiles map[strin
 		case <-time.After(3 * time.Second):
 		}
 	}
+}
+
+// ensureOperatorObjects is what the operators write before their operands read: the
+// kube-controller-manager-operator's CSR signer chain and the kube-apiserver-operator's client
+// signers and CA bundles.
+func ensureOperatorObjects(ctx context.Context, dyn kube.Interface) error {
+	if err := EnsureCSRSigner(ctx, dyn); err != nil {
+		return err
+	}
+	return EnsureKASClientSigners(ctx, dyn)
 }
 
 // install writes files (node path → content, 0600) into the master through its own mount

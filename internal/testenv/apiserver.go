@@ -158,3 +158,10 @@ func StartKubeAPIServer(t testing.TB, args []string, admin *rest.Config) string 
 	})
 	return base
 }
+
+// RequireAPIServer requires what a real control-plane test runs: the kube-apiserver
+// (.ci/build-kube.sh, through LABBUILD_TOOLS) and Debian's etcd. It returns their paths.
+func RequireAPIServer(t testing.TB) (kubeAPIServer, etcd string) {
+	t.Helper()
+	return Require(t, "kube-apiserver"), Require(t, "etcd")
+}

@@ -111,7 +111,7 @@ func WorkDir(in Inputs) ([]File, error) {
 		return nil, errors.New("mco: root CA is not a PEM certificate (pki/ca/root tls.crt)")
 	}
 	if !bytes.Contains(in.KubeCA, []byte("-----BEGIN CERTIFICATE-----")) {
-		return nil, errors.New("mco: kube-apiserver CA bundle is not a PEM certificate (pki/ca/kubernetes tls.crt)")
+		return nil, errors.New("mco: kubelet client CA bundle is not a PEM certificate (pki/bundle/kubelet-client-ca ca-bundle.crt)")
 	}
 	if err := CheckImageReferences(in.ImageReferences); err != nil {
 		return nil, err

@@ -89,7 +89,7 @@ func TestWorkDirErrors(t *testing.T) {
 		want   string
 	}{
 		{"root CA not PEM", func(in *Inputs) { in.RootCA = []byte("junk") }, "root CA"},
-		{"kube CA empty", func(in *Inputs) { in.KubeCA = nil }, "kube-apiserver CA bundle"},
+		{"kube CA empty", func(in *Inputs) { in.KubeCA = nil }, "kubelet client CA bundle"},
 		{"missing pod tag", func(in *Inputs) { in.ImageReferences = testRefs("pod") }, `no tag "pod"`},
 		{"not an ImageStream", func(in *Inputs) { in.ImageReferences = []byte("kind: ConfigMap\n") }, "not an ImageStream"},
 		{"bad service network", func(in *Inputs) { in.ServiceNetwork = "172.30.0.0" }, "service network"},
