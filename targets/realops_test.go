@@ -422,8 +422,18 @@ func TestRealOperators(t *testing.T) {
 		last = snapshot()
 		time.Sleep(2 * time.Second)
 	}
-	out := fmt.Sprintf("withheld: %q\nran %ds\n\nevents (first appearance, seconds after the operators started):\n%s\n\nfinal state:\n%s",
-		withheld, seconds, strings.Join(events, "\n"), last)
+	// Issue 24 item 3 after the operator has rebuilt it: does csr-controller-ca (the source of
+	// the kube-apiserver's kubelet-serving-ca) still hold labbuild's kubelet signer?
+	kubeletSigner := strings.TrimSpace(string(l.file("pki/ca/kubelet-signer", "tls.crt")))
+	csrCA, err := dyn.Resource(kube.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("openshift-config-managed").Get(ctx, "csr-controller-ca", kube.GetOptions{})
+	trusts := "csr-controller-ca: " + fmt.Sprint(err)
+	if err == nil {
+		d, _ := csrCA.Object["data"].(map[string]any)
+		bundle := fmt.Sprint(d["ca-bundle.crt"])
+		trusts = fmt.Sprintf("csr-controller-ca: %d certificates, holds pki/ca/kubelet-signer: %v", strings.Count(bundle, "BEGIN CERTIFICATE"), strings.Contains(bundle, kubeletSigner))
+	}
+	out := fmt.Sprintf("withheld: %q\nran %ds\n\nevents (first appearance, seconds after the operators started):\n%s\n\nfinal state:\n%s\n%s\n",
+		withheld, seconds, strings.Join(events, "\n"), last, trusts)
 	if err := os.WriteFile(report, []byte(out), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -433,6 +443,9 @@ func TestRealOperators(t *testing.T) {
 			if !seen[op.cr.Resource+" latestAvailableRevision=1"] {
 				t.Errorf("%s: no revision 1 with labbuild's whole handover", op.name)
 			}
+		}
+		if !strings.HasSuffix(trusts, "holds pki/ca/kubelet-signer: true") {
+			t.Errorf("after the operators ran, %s", trusts)
 		}
 	}
 	// Issue 24 item 1, withheld alone: the operator that needs the object makes no revision and
