@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -370,20 +371,49 @@ func pkiIssue(s *engine.Step, id, issuer string, spec pki.Spec, validity time.Du
 	return s.WriteFile("tls.crt", crt, 0o644)
 }
 
+// pkiOperatorSigners are the CAs handed over as Secrets whose keys OpenShift's operators sign
+// with after the pivot: the kube-apiserver-operator's serving and client signers, the
+// kube-controller-manager-operator's csr-signer-signer (kubelet-signer) and the
+// cluster-etcd-operator's etcd signers. Their certificates come from library-go
+// pkg/crypto/crypto.go, whose templates (newSigningCertificateTemplateForDuration,
+// newServerCertificateTemplateForDuration, NewClientCertificateTemplateForDuration) fix
+// SignatureAlgorithm x509.SHA256WithRSA, so an ECDSA signer key fails there with "x509:
+// requested SignatureAlgorithm does not match private key type" (CertRotation_*_Degraded,
+// measured with the real 4.18 operators: docs/past-the-pivot.md). Under pki.keyAlgorithm
+// ECDSA-P256 their keys are therefore RSA-2048, openshift-install's size.
+var pkiOperatorSigners = append([]string{"front-proxy", "kube-apiserver-to-kubelet-signer", "kubelet-signer",
+	"etcd-signer", "etcd-metric-signer"}, pkiServingSigners...)
+
+// pkiKeyAlgorithm is the algorithm of key id when lab.yaml asks for alg: alg itself, except
+// RSA-2048 for an operator's signer when alg is not RSA (pkiOperatorSigners says why).
+func pkiKeyAlgorithm(id, alg string) string {
+	if alg == pki.ECDSAP256 && slices.Contains(pkiOperatorSigners, id) {
+		return pki.RSA2048
+	}
+	return alg
+}
+
 func pkiTargets(c *Config) []*engine.Target {
 	var ts []*engine.Target
 	for _, id := range pkiKeyIDs(c) {
+		version := 1
+		if pkiKeyAlgorithm(id, c.PKI.KeyAlgorithm) != c.PKI.KeyAlgorithm {
+			// A lab whose signer keys were made ECDSA before pkiOperatorSigners gets RSA ones;
+			// every other key (all of an RSA lab's) keeps its version, so it is kept.
+			version = 2
+		}
 		ts = append(ts, &engine.Target{
 			Name:    "pki/key/" + id,
 			Doc:     "private key of " + id + " (sticky: made once, kept until pki.keyAlgorithm changes or --regenerate)",
 			Reads:   []string{"pki.keyAlgorithm"},
-			Version: 1,
+			Version: version,
 			Sticky:  true,
 			Run: func(ctx context.Context, s *engine.Step) error {
 				alg, err := s.String("pki.keyAlgorithm")
 				if err != nil {
 					return err
 				}
+				alg = pkiKeyAlgorithm(id, alg)
 				k, err := pki.GenerateKey(alg, rand.Reader)
 				if err != nil {
 					return fmt.Errorf("pki.keyAlgorithm: %w", err)
