@@ -18,6 +18,7 @@ import (
 	"github.com/labbuild/labbuild/internal/redfish"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/targets/kube"
 )
 
 // The bmc family is platform: baremetal's virtual BMC (seed 001: sushy-tools' dynamic Redfish
@@ -26,7 +27,7 @@ import (
 //	bmc/credentials  the BMC's basic-auth user and generated password (sticky, 0600)
 //	bmc/service      labbuild's Redfish BMC for this lab's VMs, on network.gateway:8000 over
 //	                 TLS (pki/cert/bmc-server, issued by the lab's pki/ca/bmc) (External)
-//	bmc/manifests    the workers as BareMetalHosts with their BMC Secrets, and the worker
+//	bmc/manifests    the masters (externally provisioned) and workers as BareMetalHosts with their BMC Secrets, and the worker
 //	                 MachineSet (openshift-machine-api), as openshift-install writes them
 //
 // The BMC runs as `labbuild-full __bmc-serve CONFIG`, a daemon of targets/daemon.go: its
@@ -79,7 +80,7 @@ func bmcTargets(c *Config) []*engine.Target {
 			},
 		},
 		{
-			Name: "bmc/manifests", Doc: "the workers' BareMetalHosts (BMC address, boot MAC, credentials Secret) and the worker MachineSet, as openshift-install writes them",
+			Name: "bmc/manifests", Doc: "the masters' (externally provisioned) and workers' BareMetalHosts (BMC address, boot MAC, credentials Secret) and the worker MachineSet, as openshift-install writes them",
 			Deps: []string{"bmc/credentials", "manifests/ids"}, Reads: bmcManifestReads(c), Version: 1,
 			Run: bmcManifestsRun,
 		},
@@ -252,7 +253,7 @@ func bmcServiceDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutco
 // the node names) and each worker's boot MAC.
 func bmcManifestReads(c *Config) []string {
 	reads := []string{"network.gateway", "cluster.name"}
-	for _, n := range c.NodesByRole(RoleWorker) {
+	for _, n := range append(c.NodesByRole(RoleMaster), c.NodesByRole(RoleWorker)...) {
 		reads = append(reads, "nodes."+n.Name+".name", "nodes."+n.Name+".role")
 		if n.MAC != "" {
 			reads = append(reads, "nodes."+n.Name+".mac")
@@ -261,9 +262,9 @@ func bmcManifestReads(c *Config) []string {
 	return reads
 }
 
-// bmcManifestsRun writes, for every worker, its BMC Secret and BareMetalHost (the Redfish
-// virtual-media address of its domain on the lab's BMC), and the worker MachineSet with one
-// replica per worker. Ironic cannot verify the BMC's certificate (the lab's BMC CA is not in
+// bmcManifestsRun writes, for every master and worker, its BMC Secret and BareMetalHost (the
+// Redfish virtual-media address of its domain on the lab's BMC; masters externally
+// provisioned), and the worker MachineSet with one replica per worker. Ironic cannot verify the BMC's certificate (the lab's BMC CA is not in
 // its trust bundle), so the hosts set disableCertificateVerification, as an install-config
 // for sushy-tools' emulator does.
 func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
@@ -277,7 +278,16 @@ func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
 		return err
 	}
 	var hosts []manifests.BMCHost
+	workers := 0
 	err = bmcEachHost(s, cluster, func(node string, h manifests.BMCHost) error {
+		role, err := s.String("nodes." + node + ".role")
+		if err != nil {
+			return err
+		}
+		h.ControlPlane = role == RoleMaster
+		if !h.ControlPlane {
+			workers++
+		}
 		hosts = append(hosts, h)
 		return nil
 	})
@@ -288,7 +298,7 @@ func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	ms, err := manifests.WorkerMachineSet(strings.TrimSpace(string(infra)), len(hosts))
+	ms, err := manifests.WorkerMachineSet(strings.TrimSpace(string(infra)), workers)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -328,4 +338,37 @@ func bmcEachHost(s *engine.Step, cluster string, f func(node string, h manifests
 		}
 	}
 	return nil
+}
+
+var bmhResource = kube.GroupVersionResource{Group: "metal3.io", Version: "v1alpha1", Resource: "baremetalhosts"}
+
+// UnpauseBareMetalHosts (cluster/pivot, platform baremetal) removes manifests.BMHPausedAnnotation from every BareMetalHost in
+// openshift-machine-api, as openshift-install's bootstrap does once the control plane is up
+// (data/data/bootstrap/baremetal/files/usr/local/bin/master-bmh-update.sh: it waits for the
+// masters' hosts, stops the bootstrap's Ironic, then `oc annotate baremetalhosts --all
+// baremetalhost.metal3.io/paused-`): from then on Metal3 registers and provisions the
+// workers. It returns the hosts it unpaused (none on a second call). Without the BareMetalHost
+// CRD (no cluster-baremetal-operator yet, or bmc/manifests not applied) there is nothing to
+// unpause and no error.
+func UnpauseBareMetalHosts(ctx context.Context, dyn kube.Interface) ([]string, error) {
+	hosts := dyn.Resource(bmhResource).Namespace(manifests.MachineAPINamespace)
+	list, err := hosts.List(ctx, kube.ListOptions{})
+	if kube.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list BareMetalHosts: %w", err)
+	}
+	var done []string
+	for _, h := range list.Items {
+		if _, ok := h.GetAnnotations()[manifests.BMHPausedAnnotation]; !ok {
+			continue
+		}
+		patch := `{"metadata":{"annotations":{"` + manifests.BMHPausedAnnotation + `":null}}}`
+		if _, err := hosts.Patch(ctx, h.GetName(), kube.MergePatchType, []byte(patch), kube.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
+			return done, fmt.Errorf("unpause BareMetalHost %s: %w", h.GetName(), err)
+		}
+		done = append(done, h.GetName())
+	}
+	return done, nil
 }

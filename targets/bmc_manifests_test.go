@@ -15,6 +15,7 @@ import (
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 	"sigs.k8s.io/yaml"
@@ -75,20 +76,35 @@ func bmcManifestsLab(t *testing.T, goals ...string) (string, map[string][]byte) 
 // MachineSet with server-side apply (which refuses any field the schema does not declare) to a
 // real kube-apiserver that has the BareMetalHost CRD (testdata/baremetal, written from the
 // upstream metal3 schema) and openshift/api's MachineSet CRD, and reads back what Metal3 and
-// the machine-api read: each host's BMC address on the lab's BMC with the worker domain's
-// UUID, its boot MAC and credentials Secret, and the MachineSet's replicas.
+// the machine-api read: each host's BMC address on the lab's BMC with its domain's
+// UUID, its boot MAC and credentials Secret, the masters externally provisioned, and the
+// MachineSet's replicas; UnpauseBareMetalHosts (cluster/pivot) unpauses the workers once and
+// finds nothing to do without the CRD. The Provisioning CR is applied with the
+// cluster-baremetal-operator's Provisioning CRD (testdata/baremetal) beside them.
 func TestBMCManifestsAPIServer(t *testing.T) {
 	testenv.Require(t, "kube-apiserver")
 	testenv.Require(t, "etcd")
 	_, files := bmcManifestsLab(t)
-	if len(files) != 5 {
-		t.Fatalf("bmc/manifests wrote %d files, want 2 Secrets, 2 hosts, 1 MachineSet", len(files))
+	if len(files) != 11 {
+		t.Fatalf("bmc/manifests wrote %d files, want 5 Secrets, 5 hosts (3 masters, 2 workers), 1 MachineSet", len(files))
 	}
 	bmh, err := os.ReadFile("testdata/baremetal/metal3.io_baremetalhosts.crd.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	files["0000_00_metal3.io_baremetalhosts.crd.yaml"] = bmh
+	// The Provisioning CR of the in-cluster VIP work, against the cluster-baremetal-operator's
+	// CRD (testdata/baremetal, from its release-4.18 schema).
+	prov, err := os.ReadFile("testdata/baremetal/metal3.io_provisionings.crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["0000_00_metal3.io_provisionings.crd.yaml"] = prov
+	pf, err := manifests.BaremetalProvisioning()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files[pf.Name] = pf.Data
 	dir, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openshift/api").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +123,10 @@ func TestBMCManifestsAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	// Before the cluster-baremetal-operator's CRD there is nothing to unpause.
+	if got, err := UnpauseBareMetalHosts(ctx, ap.Dynamic()); err != nil || len(got) != 0 {
+		t.Errorf("unpause without the BareMetalHost CRD: %v, %v", got, err)
+	}
 	if _, err := ap.ApplyFiles(ctx, files); err != nil {
 		t.Fatalf("apply: %v\n%s", err, alog.String())
 	}
@@ -118,8 +138,12 @@ func TestBMCManifestsAPIServer(t *testing.T) {
 		}
 		return u.Object
 	}
-	for _, w := range []string{"worker-0", "worker-1"} {
-		spec := get("metal3.io", "v1alpha1", "baremetalhosts", w)["spec"].(map[string]any)
+	for _, w := range []string{"master-0", "master-1", "master-2", "worker-0", "worker-1"} {
+		bmh := get("metal3.io", "v1alpha1", "baremetalhosts", w)
+		spec := bmh["spec"].(map[string]any)
+		if ext, _ := spec["externallyProvisioned"].(bool); ext != strings.HasPrefix(w, "master-") {
+			t.Errorf("%s: externallyProvisioned %v (labbuild provisions the masters, Metal3 the workers)", w, ext)
+		}
 		bmc := spec["bmc"].(map[string]any)
 		if want := BMCAddress("192.168.126.1", rl.UUID("ocp4", w)); bmc["address"] != want {
 			t.Errorf("%s: bmc.address %v, want %s", w, bmc["address"], want)
@@ -130,6 +154,24 @@ func TestBMCManifestsAPIServer(t *testing.T) {
 		sec := get("", "v1", "secrets", w+"-bmc-secret")["data"].(map[string]any)
 		if sec["username"] != "bGFiYnVpbGQ=" || sec["password"] == "" {
 			t.Errorf("%s-bmc-secret data %v", w, sec)
+		}
+	}
+	pr, err := ap.Dynamic().Resource(kube.GroupVersionResource{Group: "metal3.io", Version: "v1alpha1", Resource: "provisionings"}).Get(ctx, "provisioning-configuration", kube.GetOptions{})
+	if err != nil || pr.Object["spec"].(map[string]any)["provisioningNetwork"] != "Disabled" {
+		t.Errorf("Provisioning provisioning-configuration: %v %v", err, pr)
+	}
+	// cluster/pivot's unpause: the workers only (the masters were never paused), once.
+	if got, err := UnpauseBareMetalHosts(ctx, ap.Dynamic()); err != nil || !slices.Equal(got, []string{"worker-0", "worker-1"}) {
+		t.Errorf("unpaused %v, %v; want [worker-0 worker-1]", got, err)
+	}
+	if got, err := UnpauseBareMetalHosts(ctx, ap.Dynamic()); err != nil || len(got) != 0 {
+		t.Errorf("second unpause: %v, %v; want nothing", got, err)
+	}
+	for _, w := range []string{"worker-0", "worker-1"} {
+		if md := get("metal3.io", "v1alpha1", "baremetalhosts", w)["metadata"].(map[string]any); md["annotations"] != nil {
+			if _, paused := md["annotations"].(map[string]any)[manifests.BMHPausedAnnotation]; paused {
+				t.Errorf("%s still paused", w)
+			}
 		}
 	}
 	l, err := ap.Dynamic().Resource(kube.GroupVersionResource{Group: "machine.openshift.io", Version: "v1beta1", Resource: "machinesets"}).Namespace("openshift-machine-api").List(ctx, kube.ListOptions{})
@@ -156,20 +198,7 @@ func TestIPIInstallConfig(t *testing.T) {
 		t.Fatalf("%s: %v %v, want 0600", p, err, st)
 	}
 	b, _ := os.ReadFile(p)
-	var ic struct {
-		PullSecret string `json:"pullSecret"`
-		SSHKey     string `json:"sshKey"`
-		Platform   struct {
-			BareMetal struct {
-				ExternalBridge string `json:"externalBridge"`
-				Hosts          []struct {
-					Name, Role     string
-					BootMACAddress string `json:"bootMACAddress"`
-					BMC            struct{ Address, Username, Password string }
-				}
-			} `json:"baremetal"`
-		}
-	}
+	var ic manifests.IPIInstallConfigDoc
 	if err := yaml.Unmarshal(b, &ic); err != nil {
 		t.Fatal(err)
 	}

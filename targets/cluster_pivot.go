@@ -26,6 +26,9 @@ func pivotDoc(c *Config) string {
 
 // vipPivotReads: in the in-cluster mode the pivot reads the mode (no host haproxy to switch).
 func vipPivotReads(c *Config) []string {
+	if c.Baremetal() { // and the worker hosts are unpaused after the pivot
+		return []string{"network.loadBalancer", "platform"}
+	}
 	if c.InCluster() {
 		return []string{"network.loadBalancer"}
 	}
@@ -37,7 +40,8 @@ func vipPivotReads(c *Config) []string {
 // in-cluster mode no host haproxy exists: it first waits until every master's keepalived and
 // haproxy static pods are Ready (vipMastersReady: their VRRP priority then wins once the
 // bootstrap's stops), then powers the bootstrap off and waits for /readyz through the VIP,
-// which keepalived moves to a master.
+// which keepalived moves to a master. With platform baremetal it then unpauses the
+// BareMetalHosts (UnpauseBareMetalHosts), as the installer's bootstrap does at that point.
 func clusterPivot(ctx context.Context, s *engine.Step, bootstrap string, masters []string) error {
 	timeout, err := clusterMinutes(s, "wait.pivotMinutes")
 	if err != nil {
@@ -115,6 +119,18 @@ func clusterPivot(ctx context.Context, s *engine.Step, bootstrap string, masters
 		return err
 	}
 	rec["bootstrapStopped"] = true
+	if slices.Contains(s.Target().Reads, "platform") {
+		if p, err := s.String("platform"); err != nil {
+			return err
+		} else if p == PlatformBaremetal {
+			hosts, err := UnpauseBareMetalHosts(ctx, k.Dynamic)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s.Target().Name, err)
+			}
+			s.Logf("BareMetalHosts unpaused for Metal3: %v", hosts)
+			rec["unpausedHosts"] = hosts
+		}
+	}
 	return clusterRecord(s, rec)
 }
 

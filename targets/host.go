@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -125,6 +126,9 @@ func hostTargets(c *Config) []*engine.Target {
 	if c.Libvirt.MemoryOvercommit {
 		reads = append(reads, "libvirt.memoryOvercommit") // only when set: a default lab's key is unchanged
 	}
+	if c.Baremetal() {
+		reads = append(reads, "platform") // the nested-KVM check; only then, as above
+	}
 	pre := &engine.Target{
 		Name: hostPreflight,
 		Doc:  "checks libvirtd, /dev/kvm, memory, pool disk space, pull secret auths and IP forwarding before anything is created; every failure at once, with its fix",
@@ -225,6 +229,17 @@ func hostChecks(s *engine.Step) (passed []string, fails []hostFail, warns []stri
 				"enable virtualization (VT-x/AMD-V) in the firmware, load kvm_intel or kvm_amd, and add your user to group kvm; or set libvirt.domainType: qemu (software emulation, much slower)")
 		} else {
 			ok("kvm")
+		}
+	}
+	if slices.Contains(s.Target().Reads, "platform") && domType == "kvm" && !remote {
+		switch st := nestedKVM(hostSysRoot); {
+		case st.fail != "":
+			fail(st.fail, st.fix)
+		case st.warn != "":
+			warns = append(warns, st.warn)
+			ok("nested-kvm (off)")
+		default:
+			ok("nested-kvm")
 		}
 	}
 	if !test && !remote {
@@ -347,4 +362,43 @@ func hostRepo(pullspec string) string {
 		pullspec = pullspec[:i]
 	}
 	return pullspec
+}
+
+// hostSysRoot is the sysfs host/preflight reads the KVM modules' parameters from; tests point
+// it at a directory of their own.
+var hostSysRoot = "/sys"
+
+// nestedState is the nested-KVM check's outcome: a failure (with its fix), a warning, or
+// neither (passed).
+type nestedState struct{ fail, fix, warn string }
+
+// nestedKVM reads <root>/module/kvm_intel/parameters/nested, else kvm_amd's (the kernel's
+// module parameter: Y/N for kvm_intel, 1/0 for kvm_amd). Seed 001 asks for "one physical
+// machine or a VM that supports nested KVM": a lab host that is itself a VM has /dev/kvm only
+// when its hypervisor nests (the /dev/kvm check), and with nested on here the lab's VMs can run
+// KVM in turn (a bare-metal host that runs VMs: OpenShift Virtualization on the workers, or the
+// installer's own bootstrap VM on a lab host). Off is a warning: the lab itself installs; no
+// loaded module is a failure (no KVM at all).
+func nestedKVM(root string) nestedState {
+	for _, mod := range []string{"kvm_intel", "kvm_amd"} {
+		p := filepath.Join(root, "module", mod, "parameters", "nested")
+		b, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nestedState{fail: fmt.Sprintf("nested KVM: %v", err), fix: "make " + p + " readable (labbuild reads it as the user it runs as)"}
+		}
+		switch v := strings.TrimSpace(string(b)); v {
+		case "Y", "y", "1":
+			return nestedState{}
+		case "N", "n", "0":
+			return nestedState{warn: fmt.Sprintf("nested KVM is off (%s = %s): the lab installs, but its VMs cannot run KVM themselves (OpenShift Virtualization, an installer bootstrap VM inside a node). "+
+				"To turn it on: echo 'options %s nested=1' | sudo tee /etc/modprobe.d/kvm-nested.conf, stop the VMs, sudo modprobe -r %s && sudo modprobe %s", p, v, mod, mod, mod)}
+		default:
+			return nestedState{fail: fmt.Sprintf("nested KVM: %s reads %q, not Y/N or 1/0", p, v), fix: "check the " + mod + " module (modinfo " + mod + ")"}
+		}
+	}
+	return nestedState{fail: fmt.Sprintf("nested KVM: neither kvm_intel nor kvm_amd is loaded (no %s)", filepath.Join(root, "module", "kvm_{intel,amd}", "parameters", "nested")),
+		fix: "load the module for your CPU (sudo modprobe kvm_intel or kvm_amd) with virtualization on in the firmware; on a VM host, enable nested virtualization on its hypervisor first"}
 }

@@ -49,21 +49,8 @@ func setHostView(t *testing.T, h HostView) {
 // while the lab network runs fails; a pull secret without auths for an unmirrored payload
 // registry fails naming the registry, never the secret.
 func TestHostPreflight(t *testing.T) {
-	sr := testenv.StartSampleRelease(t, false)
-	lab := func() *Config {
-		c := DefaultConfig()
-		c.Release.Image, c.Release.Version, c.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
-		c.Access.PullSecretFile, c.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
-		c.Libvirt.URI, c.Libvirt.DomainType, c.Libvirt.PoolPath = "qemu:///system", "kvm", "/srv/labbuild/pool"
-		return c
-	}
-	// The default lab: 1 bootstrap (16 GiB, 120 GiB), 3 masters (16 GiB, 120 GiB), 2 workers (8 GiB, 120 GiB).
+	lab, needMiB, needGiB := preflightLab(t)
 	c0 := lab()
-	var needMiB, needGiB int
-	for _, n := range c0.Nodes {
-		needMiB += c0.SizeOf(n).MemoryMiB
-		needGiB += c0.SizeOf(n).DiskGiB
-	}
 	healthy := func() *fakeHost {
 		return &fakeHost{memMiB: int64(needMiB), freeGiB: float64(needGiB), forward: true, netActive: true}
 	}
@@ -84,7 +71,7 @@ func TestHostPreflight(t *testing.T) {
 			kvmErr: errors.New("open /dev/kvm: no such file or directory"), memMiB: 4096, freeGiB: 10, forward: false},
 			func(c *Config) {
 				c.Release.Mirrors = map[string]string{}
-				for k, v := range sr.Mirrors {
+				for k, v := range c0.Release.Mirrors {
 					if strings.HasSuffix(k, "/release") {
 						c.Release.Mirrors[k] = v // the component repository is left unmirrored
 					}
@@ -165,6 +152,26 @@ func TestHostPreflight(t *testing.T) {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
+// preflightLab returns the preflight tests' lab (the default lab on the sample release, domain
+// type kvm, on qemu:///system) and the memory (MiB) and disk (GiB) its VMs need: 1 bootstrap
+// (16 GiB, 120 GiB), 3 masters (16 GiB, 120 GiB), 2 workers (8 GiB, 120 GiB).
+func preflightLab(t *testing.T) (lab func() *Config, needMiB, needGiB int) {
+	sr := testenv.StartSampleRelease(t, false)
+	lab = func() *Config {
+		c := DefaultConfig()
+		c.Release.Image, c.Release.Version, c.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
+		c.Access.PullSecretFile, c.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
+		c.Libvirt.URI, c.Libvirt.DomainType, c.Libvirt.PoolPath = "qemu:///system", "kvm", "/srv/labbuild/pool"
+		return c
+	}
+	c0 := lab()
+	for _, n := range c0.Nodes {
+		needMiB += c0.SizeOf(n).MemoryMiB
+		needGiB += c0.SizeOf(n).DiskGiB
+	}
+	return lab, needMiB, needGiB
+}
+
 // netnsHost is the host as a lab inside the test's network namespace sees it: the real
 // libvirtd, memory and disks, and the namespace's own net.ipv4.ip_forward (the one libvirt
 // sets when it starts the lab's NAT network there).
@@ -180,3 +187,64 @@ func (h netnsHost) IPForward() (bool, error) {
 
 // useNetnsHost makes host/preflight look at d's namespace for the test.
 func useNetnsHost(t *testing.T, d *testenv.Libvirtd) { setHostView(t, netnsHost{d: d}) }
+
+// TestPreflightNestedKVM: the nested-KVM check of platform baremetal reads the KVM module's
+// nested parameter from an injected sysfs root: on (Intel's Y, AMD's 1) passes, off warns with
+// the modprobe fix, no module or a value that is neither fails naming the file.
+func TestPreflightNestedKVM(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		files      map[string]string // under <root>/module/
+		fail, warn string            // substrings; both "" = passed
+		failFix    string
+	}{
+		{"intel on", map[string]string{"kvm_intel/parameters/nested": "Y\n"}, "", "", ""},
+		{"amd on", map[string]string{"kvm_amd/parameters/nested": "1\n"}, "", "", ""},
+		{"intel off", map[string]string{"kvm_intel/parameters/nested": "N\n"}, "", "options kvm_intel nested=1", ""},
+		{"amd off", map[string]string{"kvm_amd/parameters/nested": "0\n"}, "", "options kvm_amd nested=1", ""},
+		{"intel wins over a stray amd", map[string]string{"kvm_intel/parameters/nested": "Y\n", "kvm_amd/parameters/nested": "0\n"}, "", "", ""},
+		{"no module", map[string]string{"kvm/parameters/halt_poll_ns": "0\n"}, "neither kvm_intel nor kvm_amd is loaded", "", "sudo modprobe kvm_intel"},
+		{"garbage", map[string]string{"kvm_intel/parameters/nested": "maybe\n"}, `reads "maybe"`, "", "modinfo kvm_intel"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			for p, v := range tc.files {
+				f := filepath.Join(root, "module", p)
+				os.MkdirAll(filepath.Dir(f), 0o755)
+				os.WriteFile(f, []byte(v), 0o644)
+			}
+			st := nestedKVM(root)
+			if (st.fail == "") != (tc.fail == "") || !strings.Contains(st.fail, tc.fail) || !strings.Contains(st.fix, tc.failFix) {
+				t.Errorf("fail %q fix %q, want %q / %q", st.fail, st.fix, tc.fail, tc.failFix)
+			}
+			if (st.warn == "") != (tc.warn == "") || !strings.Contains(st.warn, tc.warn) {
+				t.Errorf("warn %q, want %q", st.warn, tc.warn)
+			}
+			if tc.fail != "" && !strings.Contains(st.fail, root) {
+				t.Errorf("the failure does not name the file it read: %q", st.fail)
+			}
+		})
+	}
+}
+
+// TestPreflightNestedKVMPlatform: host/preflight runs the nested-KVM check for platform
+// baremetal only (a default lab's preflight is unchanged), and fails with it.
+func TestPreflightNestedKVMPlatform(t *testing.T) {
+	root := t.TempDir() // no KVM module: the check fails when it runs
+	old := hostSysRoot
+	hostSysRoot = root
+	t.Cleanup(func() { hostSysRoot = old })
+	lab, needMiB, needGiB := preflightLab(t)
+	for _, baremetal := range []bool{false, true} {
+		setHostView(t, &fakeHost{memMiB: int64(needMiB) * 2, freeGiB: float64(needGiB) * 2, forward: true, netActive: true})
+		c := lab()
+		if baremetal {
+			c.Platform, c.Network.LoadBalancer = PlatformBaremetal, LoadBalancerInCluster
+		}
+		var log strings.Builder
+		_, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: t.TempDir(), Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log})
+		if got := err != nil && strings.Contains(log.String(), "nested KVM: neither"); got != baremetal {
+			t.Errorf("baremetal %v: preflight error %v\n%s", baremetal, err, log.String())
+		}
+	}
+}

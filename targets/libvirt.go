@@ -87,7 +87,17 @@ func libvirtTargets(c *Config) []*engine.Target {
 		if n.DiskGiB != 0 {
 			volReads = append(volReads, "nodes."+node+".diskGiB")
 		}
-		volDeps := []string{"libvirt/pool", "rhcos/image"}
+		// Platform baremetal hands the workers to Metal3, which writes RHCOS and the user data
+		// to the disk itself (virtual media, coreos-installer): their disk is empty and their
+		// domain has no Ignition (openshift-install likewise creates only the masters; the
+		// workers are BareMetalHosts). docs/baremetal.md.
+		metal3 := c.Baremetal() && n.Role == RoleWorker
+		volDeps := []string{"libvirt/pool"}
+		if metal3 {
+			volReads = append(volReads, "platform")
+		} else {
+			volDeps = append(volDeps, "rhcos/image")
+		}
 		ts = append(ts, &engine.Target{
 			Name: "libvirt/volume/" + node, Doc: "thin qcow2 disk of " + node + " in the lab pool (over the RHCOS image)",
 			Deps: volDeps, Reads: volReads, Version: 1, External: true,
@@ -114,7 +124,7 @@ func libvirtTargets(c *Config) []*engine.Target {
 			vmReads = append(vmReads, "platform") // the domain's UUID (rl.UUID)
 		}
 		deps := []string{"libvirt/network", "libvirt/volume/" + node}
-		if ignition["ignition/"+node] {
+		if ignition["ignition/"+node] && !metal3 {
 			deps = append(deps, "ignition/"+node)
 		}
 		if adminKC {

@@ -495,6 +495,12 @@ func manifestsTargets(c *Config) []*engine.Target {
 		ts = append(ts, mirrorManifestTargets(c)...)
 		collectorDeps = append(collectorDeps, "manifests/cluster/mirror")
 	}
+	if c.Baremetal() {
+		// The hosts, their BMC Secrets and the worker MachineSet go where the installer puts
+		// its 99_openshift-cluster-api_* files; bootkube.sh retries them until the
+		// cluster-baremetal-operator's BareMetalHost CRD exists (targets/bmc.go).
+		collectorDeps = append(collectorDeps, "bmc/manifests")
+	}
 	ts = append(ts, &engine.Target{
 		Name:    "manifests/bootstrap",
 		Doc:     "the bootstrap's manifest tree: static-pods/, manifests/ (CRDs first, in apply order), crio/",

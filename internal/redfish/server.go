@@ -138,6 +138,21 @@ func (s *Server) systems() ([]DomainRef, error) {
 	return out, nil
 }
 
+// found is find for a request: it answers 500 (GeneralError) when libvirt fails and 404 for a
+// system it does not serve, and reports whether the request goes on.
+func (s *Server) found(w http.ResponseWriter, r *http.Request, id string) (DomainRef, bool) {
+	ref, ok, err := s.find(id)
+	if err != nil {
+		s.internal(w, err)
+		return DomainRef{}, false
+	}
+	if !ok {
+		notFound(w, r.URL.Path)
+	}
+	return ref, ok
+}
+
+// find returns the served domain whose libvirt UUID is id.
 func (s *Server) find(id string) (DomainRef, bool, error) {
 	all, err := s.systems()
 	if err != nil {
@@ -266,13 +281,8 @@ func (s *Server) collection(base, typ, name string) (obj, error) {
 // withSystem finds id, locks it, loads it and runs f under the lock; it answers 404 for a
 // system it does not serve and 500 (GeneralError) when f or libvirt fails.
 func (s *Server) withSystem(w http.ResponseWriter, r *http.Request, id string, f func(*system) error) {
-	ref, ok, err := s.find(id)
-	if err != nil {
-		s.internal(w, err)
-		return
-	}
+	ref, ok := s.found(w, r, id)
 	if !ok {
-		notFound(w, r.URL.Path)
 		return
 	}
 	unlock := s.lock(ref.UUID)
@@ -566,13 +576,8 @@ func (s *Server) insertMedia(w http.ResponseWriter, r *http.Request, id string) 
 		writeError(w, 400, "ActionParameterValueFormatError", fmt.Sprintf("The value %s for the parameter Image in the action VirtualMedia.InsertMedia is of a different format than the parameter can accept: want an http or https URL.", *body.Image), "Correct the value for the parameter in the request body and resubmit the request if the operation failed.", *body.Image, "Image", "VirtualMedia.InsertMedia")
 		return
 	}
-	ref, ok, err := s.find(id)
-	if err != nil {
-		s.internal(w, err)
-		return
-	}
+	ref, ok := s.found(w, r, id)
 	if !ok {
-		notFound(w, r.URL.Path)
 		return
 	}
 	file, err := s.download(r, ref, u)

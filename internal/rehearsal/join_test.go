@@ -269,6 +269,12 @@ func (r *rig) boot(node string) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	return r.bootIgnition(node, raw)
+}
+
+// bootIgnition is boot with the Ignition config raw (a node booted from virtual media: the
+// config on the media, not labbuild's file).
+func (r *rig) bootIgnition(node string, raw []byte) (*Node, error) {
 	root := filepath.Join(r.work, "nodes", node, "root")
 	os.RemoveAll(root)
 	os.RemoveAll(root + ".work")

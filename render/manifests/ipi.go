@@ -35,44 +35,52 @@ type IPIHost struct {
 	DisableCertificateVerification bool
 }
 
-type ipiBMC struct {
+// IPIBMCDoc is a host's bmc in the install-config (pkg/types/baremetal/platform.go BMC).
+type IPIBMCDoc struct {
 	Address                        string `json:"address"`
 	Username                       string `json:"username"`
 	Password                       string `json:"password"`
 	DisableCertificateVerification bool   `json:"disableCertificateVerification,omitempty"`
 }
 
-type ipiHost struct {
-	Name           string `json:"name"`
-	Role           string `json:"role"`
-	BMC            ipiBMC `json:"bmc"`
-	BootMACAddress string `json:"bootMACAddress"`
+// IPIHostDoc is one of platform.baremetal.hosts (pkg/types/baremetal/platform.go Host).
+type IPIHostDoc struct {
+	Name           string    `json:"name"`
+	Role           string    `json:"role"`
+	BMC            IPIBMCDoc `json:"bmc"`
+	BootMACAddress string    `json:"bootMACAddress"`
 }
 
-type ipiPlatform struct {
-	APIVIPs             []string  `json:"apiVIPs"`
-	IngressVIPs         []string  `json:"ingressVIPs"`
-	LibvirtURI          string    `json:"libvirtURI"`
-	ExternalBridge      string    `json:"externalBridge"`
-	ProvisioningNetwork string    `json:"provisioningNetwork"`
-	Hosts               []ipiHost `json:"hosts"`
+// IPIPlatformDoc is platform.baremetal (pkg/types/baremetal/platform.go Platform).
+type IPIPlatformDoc struct {
+	APIVIPs             []string     `json:"apiVIPs"`
+	IngressVIPs         []string     `json:"ingressVIPs"`
+	LibvirtURI          string       `json:"libvirtURI"`
+	ExternalBridge      string       `json:"externalBridge"`
+	ProvisioningNetwork string       `json:"provisioningNetwork"`
+	Hosts               []IPIHostDoc `json:"hosts"`
 }
 
-type ipiPool struct {
+// IPIPoolDoc is a machine pool: controlPlane, or one of compute.
+type IPIPoolDoc struct {
 	Name     string `json:"name"`
 	Replicas int    `json:"replicas"`
 }
 
-type ipiInstallConfig struct {
+// IPIInstallConfigDoc is the install-config IPIInstallConfig writes, field for field; tests
+// read the file back into it.
+type IPIInstallConfigDoc struct {
 	APIVersion   string            `json:"apiVersion"`
 	BaseDomain   string            `json:"baseDomain"`
 	Metadata     map[string]string `json:"metadata"`
 	Networking   icNetworking      `json:"networking"`
-	ControlPlane ipiPool           `json:"controlPlane"`
-	Compute      []ipiPool         `json:"compute"`
-	Platform     map[string]any    `json:"platform"`
-	PullSecret   string            `json:"pullSecret"`
-	SSHKey       string            `json:"sshKey"`
+	ControlPlane IPIPoolDoc        `json:"controlPlane"`
+	Compute      []IPIPoolDoc      `json:"compute"`
+	Platform     struct {
+		BareMetal IPIPlatformDoc `json:"baremetal"`
+	} `json:"platform"`
+	PullSecret string `json:"pullSecret"`
+	SSHKey     string `json:"sshKey"`
 }
 
 // IPIInstallConfig renders install-config.yaml for `openshift-install create cluster` on
@@ -99,7 +107,7 @@ func IPIInstallConfig(c IPIConfig) ([]byte, error) {
 	if c.PullSecret == "" || c.SSHKey == "" {
 		return nil, errors.New("install-config: empty pull secret or SSH key")
 	}
-	var hosts []ipiHost
+	var hosts []IPIHostDoc
 	masters, workers := 0, 0
 	for _, h := range c.Hosts {
 		switch h.Role {
@@ -116,10 +124,10 @@ func IPIInstallConfig(c IPIConfig) ([]byte, error) {
 		if h.BMCAddress == "" || h.Username == "" || h.Password == "" {
 			return nil, fmt.Errorf("install-config: host %s: no BMC address or credentials", h.Name)
 		}
-		hosts = append(hosts, ipiHost{Name: h.Name, Role: h.Role, BootMACAddress: h.BootMAC,
-			BMC: ipiBMC{Address: h.BMCAddress, Username: h.Username, Password: h.Password, DisableCertificateVerification: h.DisableCertificateVerification}})
+		hosts = append(hosts, IPIHostDoc{Name: h.Name, Role: h.Role, BootMACAddress: h.BootMAC,
+			BMC: IPIBMCDoc{Address: h.BMCAddress, Username: h.Username, Password: h.Password, DisableCertificateVerification: h.DisableCertificateVerification}})
 	}
-	ic := ipiInstallConfig{
+	ic := IPIInstallConfigDoc{
 		APIVersion: "v1", BaseDomain: c.BaseDomain, Metadata: map[string]string{"name": c.Name},
 		Networking: icNetworking{
 			ClusterNetwork: []map[string]any{{"cidr": c.ClusterNetwork, "hostPrefix": c.HostPrefix}},
@@ -127,11 +135,11 @@ func IPIInstallConfig(c IPIConfig) ([]byte, error) {
 			NetworkType:    "OVNKubernetes",
 			ServiceNetwork: []string{c.ServiceNetwork},
 		},
-		ControlPlane: ipiPool{Name: "master", Replicas: masters},
-		Compute:      []ipiPool{{Name: "worker", Replicas: workers}},
-		Platform: map[string]any{"baremetal": ipiPlatform{APIVIPs: []string{c.APIVIP}, IngressVIPs: []string{c.IngressVIP},
-			LibvirtURI: c.LibvirtURI, ExternalBridge: c.ExternalBridge, ProvisioningNetwork: "Disabled", Hosts: hosts}},
-		PullSecret: c.PullSecret, SSHKey: c.SSHKey,
+		ControlPlane: IPIPoolDoc{Name: "master", Replicas: masters},
+		Compute:      []IPIPoolDoc{{Name: "worker", Replicas: workers}},
+		PullSecret:   c.PullSecret, SSHKey: c.SSHKey,
 	}
+	ic.Platform.BareMetal = IPIPlatformDoc{APIVIPs: []string{c.APIVIP}, IngressVIPs: []string{c.IngressVIP},
+		LibvirtURI: c.LibvirtURI, ExternalBridge: c.ExternalBridge, ProvisioningNetwork: "Disabled", Hosts: hosts}
 	return marshal(ic)
 }

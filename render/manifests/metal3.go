@@ -32,6 +32,8 @@ type BMCHost struct {
 	DisableCertificateVerification bool
 	// BootMode is spec.bootMode: UEFI (the installer's default), UEFISecureBoot or legacy.
 	BootMode string
+	// ControlPlane marks a master: provisioned by labbuild, not by Metal3 (below).
+	ControlPlane bool
 }
 
 type bmhBMC struct {
@@ -46,6 +48,9 @@ type bmhSpec struct {
 	BootMACAddress  string `json:"bootMACAddress"`
 	HardwareProfile string `json:"hardwareProfile,omitempty"`
 	BootMode        string `json:"bootMode,omitempty"`
+	// ExternallyProvisioned: the host runs an OS Metal3 did not write; it manages the power
+	// only (metal3 BareMetalHostSpec.ExternallyProvisioned).
+	ExternallyProvisioned bool `json:"externallyProvisioned,omitempty"`
 }
 
 type bareMetalHost struct {
@@ -62,15 +67,26 @@ type bmcSecret struct {
 	Data       map[string][]byte `json:"data"`
 }
 
-// bmhPausedAnnotation pauses Metal3's reconciliation of a host: the installer sets it on the
-// worker hosts ("Pause workers until the real control plane is up", hosts.go).
-const bmhPausedAnnotation = "baremetalhost.metal3.io/paused"
+// BMHPausedAnnotation pauses Metal3's reconciliation of a host (metal3 apis
+// baremetalhost_types.go PausedAnnotation; BMO's Reconcile: "host is paused, no work to do"):
+// the installer sets it on the worker hosts ("Pause workers until the real control plane is
+// up", hosts.go).
+const BMHPausedAnnotation = "baremetalhost.metal3.io/paused"
+
+// BMHRoleLabel marks the control plane's hosts (hosts.go: installer.openshift.io/role:
+// control-plane; the bootstrap's master-bmh-update.sh selects them by it).
+const BMHRoleLabel = "installer.openshift.io/role"
 
 // BareMetalHosts renders, for each host, the BMC Secret (0600: Secret) and the BareMetalHost,
 // one file each, named as the installer names them (99_openshift-cluster-api_host-bmc-secrets-N.yaml,
-// 99_openshift-cluster-api_hosts-N.yaml). The hosts are workers (labbuild provisions the
-// bootstrap and the masters itself): online, paused until the control plane is up, as
-// hosts.go writes a worker.
+// 99_openshift-cluster-api_hosts-N.yaml, N in the hosts' order: masters first as in an
+// install-config). A worker is online and paused until the control plane is up, as hosts.go
+// writes one. A master (ControlPlane) carries the control-plane role label as hosts.go writes
+// it, but labbuild, not the bootstrap's Ironic, provisioned it: it is externallyProvisioned,
+// as the installer wrote its masters when Terraform provisioned them (hosts.go before 4.6:
+// "Setting ExternallyProvisioned to true ... associates the host with a machine without
+// triggering provisioning"), with no customDeploy, userData or consumerRef (labbuild writes no
+// master Machines), and not paused.
 func BareMetalHosts(hosts []BMCHost) ([]File, error) {
 	var out []File
 	for i, h := range hosts {
@@ -97,9 +113,12 @@ func BareMetalHosts(hosts []BMCHost) ([]File, error) {
 			return nil, err
 		}
 		sf.Secret = true
-		host := bareMetalHost{APIVersion: "metal3.io/v1alpha1", Kind: "BareMetalHost",
-			Metadata: objectMeta{Name: h.Name, Namespace: MachineAPINamespace, Annotations: map[string]string{bmhPausedAnnotation: ""}},
-			Spec: bmhSpec{Online: true, BootMACAddress: h.BootMAC, BootMode: mode,
+		md := objectMeta{Name: h.Name, Namespace: MachineAPINamespace, Annotations: map[string]string{BMHPausedAnnotation: ""}}
+		if h.ControlPlane {
+			md = objectMeta{Name: h.Name, Namespace: MachineAPINamespace, Labels: map[string]string{BMHRoleLabel: "control-plane"}}
+		}
+		host := bareMetalHost{APIVersion: "metal3.io/v1alpha1", Kind: "BareMetalHost", Metadata: md,
+			Spec: bmhSpec{Online: true, BootMACAddress: h.BootMAC, BootMode: mode, ExternallyProvisioned: h.ControlPlane,
 				// install-config's hardwareProfile defaults to "default", which hosts.go maps to
 				// the baremetal-operator's DefaultProfileName, "unknown".
 				HardwareProfile: "unknown",

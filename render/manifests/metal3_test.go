@@ -8,13 +8,16 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestMetal3Golden renders the worker hosts' BMC Secrets and BareMetalHosts and the worker
-// MachineSet (golden files under testdata/golden/baremetal/) and checks the fields
+// TestMetal3Golden renders a master's and two workers' BMC Secrets and BareMetalHosts and the
+// worker MachineSet (golden files under testdata/golden/baremetal/) and checks the fields
 // openshift-install 4.18's pkg/asset/machines/baremetal writes and Metal3 reads: the Secret a
-// host's credentialsName names holds username and password, the hosts are online and paused,
-// the MachineSet's selector matches its template's labels.
+// host's credentialsName names holds username and password, the hosts are online, the workers
+// paused, the master labelled control-plane, externally provisioned and not paused, the
+// MachineSet's selector matches its template's labels.
 func TestMetal3Golden(t *testing.T) {
 	hosts := []BMCHost{
+		{Name: "master-0", BMCAddress: "redfish-virtualmedia+https://192.168.126.1:8000/redfish/v1/Systems/0f6e2d9e-3d2b-8c1e-9a41-5b7d8e2f1a10", BootMAC: "52:54:00:aa:bb:10",
+			Username: "labbuild", Password: "not-a-real-password", DisableCertificateVerification: true, ControlPlane: true},
 		{Name: "worker-0", BMCAddress: "redfish-virtualmedia+https://192.168.126.1:8000/redfish/v1/Systems/0f6e2d9e-3d2b-8c1e-9a41-5b7d8e2f1a00", BootMAC: "52:54:00:aa:bb:01",
 			Username: "labbuild", Password: "not-a-real-password", DisableCertificateVerification: true},
 		{Name: "worker-1", BMCAddress: "redfish-virtualmedia+https://192.168.126.1:8000/redfish/v1/Systems/0f6e2d9e-3d2b-8c1e-9a41-5b7d8e2f1a01", BootMAC: "52:54:00:aa:bb:02",
@@ -52,15 +55,23 @@ func TestMetal3Golden(t *testing.T) {
 				!strings.HasPrefix(bmc["address"].(string), "redfish-virtualmedia+https://") || spec["bootMode"] != "UEFI" {
 				t.Errorf("%s: spec %v", f.Name, spec)
 			}
-			if _, paused := md["annotations"].(map[string]any)["baremetalhost.metal3.io/paused"]; !paused {
-				t.Errorf("%s: worker host not paused", f.Name)
+			annotations, _ := md["annotations"].(map[string]any)
+			labels, _ := md["labels"].(map[string]any)
+			_, paused := annotations["baremetalhost.metal3.io/paused"]
+			master := strings.HasPrefix(md["name"].(string), "master-")
+			if paused == master {
+				t.Errorf("%s: paused %v (workers are, masters are not)", f.Name, paused)
+			}
+			if (labels["installer.openshift.io/role"] == "control-plane") != master || (spec["externallyProvisioned"] == true) != master {
+				t.Errorf("%s: labels %v, externallyProvisioned %v (a master has the control-plane role and is externally provisioned)", f.Name, labels, spec["externallyProvisioned"])
 			}
 		default:
 			t.Errorf("%s: kind %v", f.Name, o["kind"])
 		}
 	}
 	want := []string{"99_openshift-cluster-api_host-bmc-secrets-0.yaml", "99_openshift-cluster-api_hosts-0.yaml",
-		"99_openshift-cluster-api_host-bmc-secrets-1.yaml", "99_openshift-cluster-api_hosts-1.yaml"}
+		"99_openshift-cluster-api_host-bmc-secrets-1.yaml", "99_openshift-cluster-api_hosts-1.yaml",
+		"99_openshift-cluster-api_host-bmc-secrets-2.yaml", "99_openshift-cluster-api_hosts-2.yaml"}
 	if !slices.Equal(names, want) {
 		t.Errorf("files %v, want %v", names, want)
 	}
@@ -112,21 +123,7 @@ func TestIPIInstallConfigGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "baremetal/install-config.yaml", b)
-	var o struct {
-		ControlPlane struct{ Replicas int }
-		Compute      []struct{ Replicas int }
-		Platform     struct {
-			BareMetal struct {
-				ProvisioningNetwork string `json:"provisioningNetwork"`
-				ExternalBridge      string `json:"externalBridge"`
-				Hosts               []struct {
-					Name, Role     string
-					BootMACAddress string `json:"bootMACAddress"`
-					BMC            struct{ Address, Username, Password string }
-				}
-			} `json:"baremetal"`
-		}
-	}
+	var o IPIInstallConfigDoc
 	if err := yaml.Unmarshal(b, &o); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,502 @@
+package rehearsal
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stmcginnis/gofish"
+	"github.com/stmcginnis/gofish/redfish"
+
+	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/targets/kube"
+)
+
+// Metal3Standin is a stand-in for the cluster's Metal3 — the baremetal-operator (BMO) with
+// Ironic, as the cluster-baremetal-operator runs them — and for the machine-api provider that
+// hands it Machines (openshift/cluster-api-provider-baremetal, CAPBM). Neither can run here
+// (their images are not pullable, Ironic is a Python service with a database). It reads only
+// what they read: the BareMetalHost objects in openshift-machine-api, the BMC credentials
+// Secret each names, the worker MachineSet's providerSpec and the user-data Secret it names,
+// all from the cluster; it reaches the BMC only at the host's spec.bmc.address, over HTTPS,
+// and drives it by Ironic's redfish-virtualmedia sequence with gofish. It fails where they
+// fail (below, each with the upstream code it follows). It reads none of labbuild's files.
+//
+// What differs from Metal3, by design of a stand-in: Ironic boots the host from an IPA ramdisk
+// ISO which then writes RHCOS to the disk with the user data (custom deploy install_coreos,
+// coreos-installer); here the boot media is the user data itself in a cpio archive (MediaFile),
+// and the rehearsal's node, booted from it, takes its Ignition from there (MediaIgnition).
+// Registration skips hardware inspection: a host whose BMC answers becomes available.
+type Metal3Standin struct {
+	// Kube reads and writes the BareMetalHosts, Secrets and MachineSets.
+	Kube *kube.Clients
+	// Dial opens connections to the BMC (the rehearsal: DialIn of the lab's namespace).
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Trust is Ironic's CA bundle: the BMC's serving certificate must chain to it unless the
+	// host sets disableCertificateVerification (BMO redfish.go DriverInfo: redfish_verify_ca
+	// false; otherwise sushy verifies against the container's system bundle, which in 4.18 is
+	// ConfigMap openshift-machine-api/cbo-trusted-ca). The caller gives it: the rehearsal
+	// passes the lab's BMC CA, which labbuild does not yet put in that bundle
+	// (docs/baremetal.md).
+	Trust *x509.CertPool
+	// Media is where the BMC downloads boot images from (Ironic's httpd): a listener the
+	// stand-in serves on, and the base URL the BMC is given.
+	Media    net.Listener
+	MediaURL string
+	// Log receives one line per step (nil: discarded).
+	Log io.Writer
+
+	mu     sync.Mutex
+	images map[string][]byte
+	served bool
+}
+
+// MachineAPINamespace is where the installer writes BareMetalHosts and where CAPBM lists them
+// (CAPBM chooseHost lists the Machine's namespace).
+const MachineAPINamespace = manifests.MachineAPINamespace
+
+var (
+	bmhGVR     = kube.GroupVersionResource{Group: "metal3.io", Version: "v1alpha1", Resource: "baremetalhosts"}
+	secretGVR  = kube.GroupVersionResource{Version: "v1", Resource: "secrets"}
+	machineSet = kube.GroupVersionResource{Group: "machine.openshift.io", Version: "v1beta1", Resource: "machinesets"}
+)
+
+// Host states the stand-in writes into status.provisioning.state (metal3 ProvisioningState).
+const (
+	StateAvailable   = "available"
+	StateProvisioned = "provisioned"
+)
+
+// ErrPaused is Reconcile's answer for a paused host (manifests.BMHPausedAnnotation): nothing
+// was done.
+var ErrPaused = errors.New("host is paused, no work to do")
+
+func (m *Metal3Standin) logf(format string, args ...any) {
+	if m.Log != nil {
+		fmt.Fprintf(m.Log, "metal3 stand-in: "+format+"\n", args...)
+	}
+}
+
+// ClaimHost is CAPBM's Actuator.Create for Machine machine of MachineSet set (the Machine the
+// MachineSet controller would make from its template): chooseHost picks a host whose
+// spec.consumerRef is this Machine, else one with no consumerRef, not being deleted, in state
+// ready or available, without an error message, not externally provisioned, matching the
+// providerSpec's hostSelector (first by name here, where CAPBM picks at random); provisionHost
+// then sets spec.customDeploy, spec.userData (namespace defaulting to the Machine's),
+// spec.consumerRef and spec.online (CAPBM release-4.18
+// pkg/cloud/baremetal/actuators/machine/actuator.go chooseHost, provisionHost). It returns the
+// host's name, or an error when none is available (CAPBM: "no available host", the Machine
+// stays Provisioning).
+func (m *Metal3Standin) ClaimHost(ctx context.Context, set, machine string) (string, error) {
+	ms, err := m.Kube.Dynamic.Resource(machineSet).Namespace(MachineAPINamespace).Get(ctx, set, kube.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("machineset %s: %w", set, err)
+	}
+	ps, _ := dig(ms.Object, "spec", "template", "spec", "providerSpec", "value").(map[string]any)
+	if ps == nil {
+		return "", fmt.Errorf("machineset %s: no spec.template.spec.providerSpec.value", set)
+	}
+	selector, _ := dig(ps, "hostSelector", "matchLabels").(map[string]any)
+	list, err := m.Kube.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).List(ctx, kube.ListOptions{})
+	if err != nil {
+		return "", err
+	}
+	slices.SortFunc(list.Items, func(a, b kube.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
+	var chosen *kube.Unstructured
+	for i := range list.Items {
+		h := &list.Items[i]
+		ref, _ := dig(h.Object, "spec", "consumerRef").(map[string]any)
+		if ref != nil && ref["kind"] == "Machine" && ref["name"] == machine && ref["namespace"] == MachineAPINamespace {
+			chosen = h
+			break
+		}
+		if ref != nil || dig(h.Object, "metadata", "deletionTimestamp") != nil {
+			continue
+		}
+		if st, _ := dig(h.Object, "status", "provisioning", "state").(string); st != "ready" && st != StateAvailable {
+			continue
+		}
+		if msg, _ := dig(h.Object, "status", "errorMessage").(string); msg != "" {
+			continue
+		}
+		if ext, _ := dig(h.Object, "spec", "externallyProvisioned").(bool); ext {
+			continue
+		}
+		if !labelsMatch(h.GetLabels(), selector) {
+			continue
+		}
+		if chosen == nil {
+			chosen = h
+		}
+	}
+	if chosen == nil {
+		return "", fmt.Errorf("machine %s: no available BareMetalHost in %s (CAPBM chooseHost: none ready/available, unclaimed and matching)", machine, MachineAPINamespace)
+	}
+	spec, _ := chosen.Object["spec"].(map[string]any)
+	if cd, _ := dig(ps, "customDeploy", "method").(string); cd != "" {
+		spec["customDeploy"] = map[string]any{"method": cd}
+	}
+	if ud, _ := ps["userData"].(map[string]any); ud != nil {
+		ud = map[string]any{"name": ud["name"], "namespace": ud["namespace"]}
+		if ud["namespace"] == nil || ud["namespace"] == "" {
+			ud["namespace"] = MachineAPINamespace
+		}
+		spec["userData"] = ud
+	}
+	spec["consumerRef"] = map[string]any{"kind": "Machine", "name": machine, "namespace": MachineAPINamespace, "apiVersion": "machine.openshift.io/v1beta1"}
+	spec["online"] = true
+	if _, err := m.Kube.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Update(ctx, chosen, kube.UpdateOptions{}); err != nil {
+		return "", fmt.Errorf("machine %s: claim host %s: %w", machine, chosen.GetName(), err)
+	}
+	m.logf("machine %s claimed host %s", machine, chosen.GetName())
+	return chosen.GetName(), nil
+}
+
+func labelsMatch(have map[string]string, want map[string]any) bool {
+	for k, v := range want {
+		if have[k] != fmt.Sprint(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// Reconcile is one pass of BMO's BareMetalHostReconciler over host, with Ironic's part done
+// through the BMC:
+//
+//   - a host with manifests.BMHPausedAnnotation: ErrPaused, nothing read or written (Reconcile: "host is
+//     paused, no work to do");
+//   - the BMC credentials: spec.bmc.credentialsName must name a Secret in the host's namespace
+//     with non-empty username and password (buildAndValidateBMCCredentials: a missing Secret is
+//     ResolveBMCSecretRefError, an empty field bmc.CredentialsValidationError "Missing BMC
+//     connection detail 'username' in credentials"); spec.bmc.address must parse as a
+//     redfish(-virtualmedia)+https URL (pkg/hardwareutils/bmc/redfish.go);
+//   - registration: Ironic gets the System at the address (sushy; a 401 or an unknown system
+//     fails it); the host becomes available (inspection is not stood in for);
+//   - provisioning, once a consumer has set spec.userData (CAPBM): the user data from the
+//     Secret's "userData" key, else "value" (host_config_data.go getSecretData), goes on the
+//     media; Ironic's redfish-virtualmedia boot (ironic/drivers/modules/redfish/boot.py
+//     _eject_vmedia, _insert_vmedia; management.py set_boot_device CDROM persistent=False;
+//     power.py reboot: On when off, else ForceRestart), then the System and its media read back;
+//     the host becomes provisioned.
+//
+// A failure is written to status (errorType registration error / provisioning error and the
+// message, as setErrorCondition does) and returned. It returns the host's new state.
+func (m *Metal3Standin) Reconcile(ctx context.Context, host string) (string, error) {
+	hosts := m.Kube.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace)
+	h, err := hosts.Get(ctx, host, kube.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("baremetalhost %s: %w", host, err)
+	}
+	if _, ok := h.GetAnnotations()[manifests.BMHPausedAnnotation]; ok {
+		return "", ErrPaused
+	}
+	state, _ := dig(h.Object, "status", "provisioning", "state").(string)
+	fail := func(errType string, err error) (string, error) {
+		err = fmt.Errorf("baremetalhost %s: %w", host, err)
+		m.setStatus(ctx, host, state, errType, err.Error())
+		return state, err
+	}
+	user, pass, err := m.credentials(ctx, h)
+	if err != nil {
+		return fail("registration error", err)
+	}
+	addr, _ := dig(h.Object, "spec", "bmc", "address").(string)
+	endpoint, system, err := parseBMCAddress(addr)
+	if err != nil {
+		return fail("registration error", err)
+	}
+	insecure, _ := dig(h.Object, "spec", "bmc", "disableCertificateVerification").(bool)
+	c, err := m.connect(endpoint, user, pass, insecure)
+	if err != nil {
+		return fail("registration error", fmt.Errorf("BMC %s: %w", endpoint, err))
+	}
+	defer c.Logout()
+	sys, err := redfish.GetComputerSystem(c, system)
+	if err != nil {
+		return fail("registration error", fmt.Errorf("BMC %s: system %s: %w", endpoint, system, err))
+	}
+	if state == "" || state == "registering" {
+		state = StateAvailable
+		m.logf("host %s registered: %s %s, power %s", host, endpoint, system, sys.PowerState)
+	}
+	ud, _ := dig(h.Object, "spec", "userData").(map[string]any)
+	if ud == nil || dig(h.Object, "spec", "consumerRef") == nil || state == StateProvisioned {
+		m.setStatus(ctx, host, state, "", "")
+		return state, nil
+	}
+	name, _ := ud["name"].(string)
+	ns, _ := ud["namespace"].(string)
+	if ns == "" {
+		ns = MachineAPINamespace
+	}
+	if ns != MachineAPINamespace {
+		return fail("provisioning error", fmt.Errorf("userData secret must be in same namespace as host %s/%s", MachineAPINamespace, host))
+	}
+	data, err := m.secretData(ctx, name, "userData")
+	if err != nil {
+		return fail("provisioning error", err)
+	}
+	image := m.publish(host, MediaFile(data))
+	if err := virtualMediaBoot(c, sys, image); err != nil {
+		return fail("provisioning error", fmt.Errorf("BMC %s: %w", endpoint, err))
+	}
+	// Read back, as Ironic's conductor does after the power action (power state sync).
+	sys, err = redfish.GetComputerSystem(c, system)
+	if err != nil {
+		return fail("provisioning error", err)
+	}
+	if sys.PowerState != redfish.OnPowerState {
+		return fail("provisioning error", fmt.Errorf("BMC %s: power state %s after the boot, want On", endpoint, sys.PowerState))
+	}
+	state = StateProvisioned
+	m.setStatus(ctx, host, state, "", "")
+	m.logf("host %s provisioned: %s inserted, one-time boot from Cd, powered on", host, image)
+	return state, nil
+}
+
+// credentials resolves spec.bmc.credentialsName (BMO buildAndValidateBMCCredentials,
+// bmc.Credentials.Validate).
+func (m *Metal3Standin) credentials(ctx context.Context, h *kube.Unstructured) (string, string, error) {
+	name, _ := dig(h.Object, "spec", "bmc", "credentialsName").(string)
+	if name == "" {
+		return "", "", errors.New("the host's BMC credentials secret is not set (EmptyBMCSecretError)")
+	}
+	s, err := m.Kube.Dynamic.Resource(secretGVR).Namespace(MachineAPINamespace).Get(ctx, name, kube.GetOptions{})
+	if err != nil {
+		return "", "", fmt.Errorf("failed to read BMC credentials secret %s/%s (ResolveBMCSecretRefError): %w", MachineAPINamespace, name, err)
+	}
+	field := func(k string) string {
+		v, _ := dig(s.Object, "data", k).(string)
+		b, _ := base64.StdEncoding.DecodeString(v)
+		return string(b)
+	}
+	user, pass := field("username"), field("password")
+	if user == "" {
+		return "", "", errors.New("Missing BMC connection detail 'username' in credentials")
+	}
+	if pass == "" {
+		return "", "", errors.New("Missing BMC connection details 'password' in credentials")
+	}
+	return user, pass, nil
+}
+
+// secretData is host_config_data.go getSecretData: key, else "value", else NoDataInSecretError.
+func (m *Metal3Standin) secretData(ctx context.Context, name, key string) ([]byte, error) {
+	s, err := m.Kube.Dynamic.Resource(secretGVR).Namespace(MachineAPINamespace).Get(ctx, name, kube.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("%s secret %s/%s: %w", key, MachineAPINamespace, name, err)
+	}
+	for _, k := range []string{key, "value"} {
+		if v, ok := dig(s.Object, "data", k).(string); ok {
+			return base64.StdEncoding.DecodeString(v)
+		}
+	}
+	return nil, fmt.Errorf("secret %s/%s has no %s or value key (NoDataInSecretError)", MachineAPINamespace, name, key)
+}
+
+// parseBMCAddress reads a BMO redfish address: redfish[-virtualmedia][+http|+https]://host/path,
+// the path being the System (redfish.go: redfish_address from the scheme after "+" and the
+// host, redfish_system_id the path). Only virtual media boots here.
+func parseBMCAddress(addr string) (endpoint, system string, err error) {
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" {
+		return "", "", fmt.Errorf("BMC address %q is not a URL", addr)
+	}
+	typ, scheme, _ := strings.Cut(u.Scheme, "+")
+	if scheme == "" {
+		scheme = "https"
+	}
+	if typ != "redfish-virtualmedia" {
+		return "", "", fmt.Errorf("BMC address %q: type %q: the stand-in boots by virtual media only (redfish-virtualmedia)", addr, typ)
+	}
+	if u.Path == "" || u.Path == "/" {
+		return "", "", fmt.Errorf("BMC address %q has no System path", addr)
+	}
+	return scheme + "://" + u.Host, u.Path, nil
+}
+
+func (m *Metal3Standin) connect(endpoint, user, pass string, insecure bool) (*gofish.APIClient, error) {
+	tr := &http.Transport{DialContext: m.Dial, TLSClientConfig: &tls.Config{RootCAs: m.Trust, InsecureSkipVerify: insecure}}
+	client := &http.Client{Transport: tr, Timeout: 2 * time.Minute}
+	return gofish.Connect(gofish.ClientConfig{Endpoint: endpoint, Username: user, Password: pass, BasicAuth: true, HTTPClient: client})
+}
+
+// virtualMediaBoot is Ironic's redfish-virtualmedia boot: eject every inserted medium
+// (boot.py _eject_vmedia), insert image into the first CD-capable one (_insert_vmedia:
+// Inserted, WriteProtected), a one-time boot from Cd (management.py set_boot_device,
+// persistent=False: BootSourceOverrideEnabled Once), then power.py reboot (On when off,
+// ForceRestart when on).
+func virtualMediaBoot(c *gofish.APIClient, sys *redfish.ComputerSystem, image string) error {
+	managers, err := sys.ManagedBy()
+	if err != nil || len(managers) == 0 {
+		return fmt.Errorf("system %s has no manager (%v)", sys.ID, err)
+	}
+	var cd *redfish.VirtualMedia
+	for _, mg := range managers {
+		vms, err := mg.VirtualMedia()
+		if err != nil {
+			return fmt.Errorf("virtual media: %w", err)
+		}
+		for _, vm := range vms {
+			if vm.Inserted {
+				if err := vm.EjectMedia(); err != nil {
+					return fmt.Errorf("eject %s: %w", vm.ID, err)
+				}
+			}
+			if cd == nil && slices.Contains(vm.MediaTypes, redfish.CDMediaType) {
+				cd = vm
+			}
+		}
+	}
+	if cd == nil {
+		return fmt.Errorf("system %s: no virtual media device for CD (Ironic: InvalidParameterValue)", sys.ID)
+	}
+	if err := cd.InsertMedia(image, true, true); err != nil {
+		return fmt.Errorf("insert %s: %w", image, err)
+	}
+	if err := sys.SetBoot(redfish.Boot{BootSourceOverrideTarget: redfish.CdBootSourceOverrideTarget, BootSourceOverrideEnabled: redfish.OnceBootSourceOverrideEnabled}); err != nil {
+		return fmt.Errorf("set boot device Cd once: %w", err)
+	}
+	rt := redfish.OnResetType
+	if sys.PowerState == redfish.OnPowerState {
+		rt = redfish.ForceRestartResetType
+	}
+	if err := sys.Reset(rt); err != nil {
+		return fmt.Errorf("reset %s: %w", rt, err)
+	}
+	return nil
+}
+
+// setStatus writes the host's status as BMO does after a pass (the CRD's required status
+// fields with it). A failure to write is logged only: the pass's own error matters more.
+func (m *Metal3Standin) setStatus(ctx context.Context, host, state, errType, msg string) {
+	st := map[string]any{
+		"provisioning":      map[string]any{"ID": "", "state": state},
+		"errorMessage":      msg,
+		"hardwareProfile":   "unknown",
+		"operationalStatus": map[bool]string{true: "OK", false: "error"}[msg == ""],
+		"poweredOn":         state == StateProvisioned,
+	}
+	if errType != "" {
+		st["errorType"] = errType
+	}
+	if _, err := kube.PatchStatus(ctx, m.Kube.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace), "metal3.io/v1alpha1", "BareMetalHost", host, st); err != nil {
+		m.logf("host %s: %v", host, err)
+	}
+}
+
+// publish serves media at <MediaURL>/redfish/boot-<host>.iso (Ironic's httpd path for
+// virtual-media images) and returns that URL.
+func (m *Metal3Standin) publish(host string, media []byte) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.images == nil {
+		m.images = map[string][]byte{}
+	}
+	p := "/redfish/boot-" + host + ".iso"
+	m.images[p] = media
+	if !m.served {
+		m.served = true
+		go http.Serve(m.Media, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			m.mu.Lock()
+			b, ok := m.images[r.URL.Path]
+			m.mu.Unlock()
+			if !ok {
+				http.NotFound(w, r)
+				return
+			}
+			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
+		}))
+	}
+	return strings.TrimSuffix(m.MediaURL, "/") + p
+}
+
+// The stand-in's boot media is the user data as coreos-installer embeds an Ignition config in a
+// live ISO: a cpio archive (newc) holding config.ign. MediaFile writes it, MediaIgnition reads
+// it back from the file a BMC attached.
+const mediaIgnitionName = "config.ign"
+
+// MediaFile returns the boot media holding ign.
+func MediaFile(ign []byte) []byte {
+	var b bytes.Buffer
+	entry := func(name string, mode int, data []byte) {
+		fmt.Fprintf(&b, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
+			1, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name)+1, 0)
+		b.WriteString(name + "\x00")
+		pad(&b)
+		b.Write(data)
+		pad(&b)
+	}
+	entry(mediaIgnitionName, 0o100644, ign)
+	entry("TRAILER!!!", 0, nil)
+	return b.Bytes()
+}
+
+func pad(b *bytes.Buffer) {
+	for b.Len()%4 != 0 {
+		b.WriteByte(0)
+	}
+}
+
+// MediaIgnition reads config.ign from the media at path (MediaFile's layout); an error names
+// the file when it is not such media.
+func MediaIgnition(path string) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	for off := 0; off+110 <= len(raw); {
+		if string(raw[off:off+6]) != "070701" {
+			return nil, fmt.Errorf("%s: no cpio (newc) header at byte %d: not the Metal3 stand-in's media", path, off)
+		}
+		hex := func(i int) int {
+			n, _ := strconv.ParseUint(string(raw[off+6+8*i:off+14+8*i]), 16, 32)
+			return int(n)
+		}
+		size, nameLen := hex(6), hex(11)
+		nameEnd := off + 110 + nameLen
+		if nameEnd > len(raw) {
+			break
+		}
+		name := strings.TrimRight(string(raw[off+110:nameEnd]), "\x00")
+		data := (nameEnd + 3) &^ 3
+		if data+size > len(raw) {
+			break
+		}
+		if name == mediaIgnitionName {
+			return raw[data : data+size], nil
+		}
+		if name == "TRAILER!!!" {
+			break
+		}
+		off = (data + size + 3) &^ 3
+	}
+	return nil, fmt.Errorf("%s: no %s on the media", path, mediaIgnitionName)
+}
+
+func dig(o map[string]any, path ...string) any {
+	var cur any = o
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil
+		}
+		cur = m[p]
+	}
+	return cur
+}

@@ -1,0 +1,476 @@
+package rehearsal
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/targets"
+	"github.com/labbuild/labbuild/targets/csr"
+	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/targets/virt"
+)
+
+// TestMetal3Media: the stand-in's boot media carries the user data byte for byte, and a file
+// that is not such media is refused naming it.
+func TestMetal3Media(t *testing.T) {
+	dir := t.TempDir()
+	for _, ign := range [][]byte{[]byte(`{"ignition":{"version":"3.2.0"}}`), {}, bytes.Repeat([]byte("x"), 4097)} {
+		p := filepath.Join(dir, "boot.iso")
+		os.WriteFile(p, MediaFile(ign), 0o644)
+		got, err := MediaIgnition(p)
+		if err != nil || !bytes.Equal(got, ign) {
+			t.Errorf("%d bytes: read back %d bytes, %v", len(ign), len(got), err)
+		}
+	}
+	p := filepath.Join(dir, "other.iso")
+	os.WriteFile(p, bytes.Repeat([]byte("CD001"), 100), 0o644)
+	if _, err := MediaIgnition(p); err == nil || !strings.Contains(err.Error(), p) {
+		t.Errorf("not media: %v", err)
+	}
+}
+
+// TestParseBMCAddress: BMO's redfish address forms; only virtual media is driven.
+func TestParseBMCAddress(t *testing.T) {
+	for _, tc := range []struct{ addr, endpoint, system, err string }{
+		{"redfish-virtualmedia+https://198.18.0.1:8000/redfish/v1/Systems/abc", "https://198.18.0.1:8000", "/redfish/v1/Systems/abc", ""},
+		{"redfish-virtualmedia://bmc.example/redfish/v1/Systems/1", "https://bmc.example", "/redfish/v1/Systems/1", ""},
+		{"redfish-virtualmedia+http://[fd00::1]:8000/redfish/v1/Systems/1", "http://[fd00::1]:8000", "/redfish/v1/Systems/1", ""},
+		{"redfish+https://198.18.0.1:8000/redfish/v1/Systems/abc", "", "", "virtual media only"},
+		{"ipmi://198.18.0.1", "", "", "virtual media only"},
+		{"redfish-virtualmedia+https://198.18.0.1:8000", "", "", "no System path"},
+		{"not a url", "", "", "not a URL"},
+	} {
+		e, s, err := parseBMCAddress(tc.addr)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: err %v, want %q", tc.addr, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || e != tc.endpoint || s != tc.system {
+			t.Errorf("%s: %q %q %v", tc.addr, e, s, err)
+		}
+	}
+}
+
+// worker1IP is the second worker's address in the platform-baremetal rehearsal.
+const worker1IP = "198.18.0.111"
+
+// TestMetal3StandinDrivesWorker is platform: baremetal under the rehearsal, up to a worker
+// provisioned by Metal3 and joined:
+//
+//   - labbuild (platform baremetal, in-cluster VIPs) builds the bootstrap's Ignition, the
+//     worker domains (defined, not started, no Ignition, an empty disk: Metal3 provisions
+//     them), bmc/service (its Redfish BMC, in the lab's namespace on the lab bridge) and
+//     bmc/manifests;
+//   - the bootstrap's real control plane runs from bootstrap.ign; the BareMetalHost and
+//     Provisioning CRDs are applied as the cluster-baremetal-operator would (the MachineSet's
+//     as the CVO would), and bootkube.service applies bootstrap.ign's manifests, bmc/manifests'
+//     hosts (master-0 externally provisioned, the workers paused), Secrets and MachineSet among
+//     them: the hosts are registered in the real kube-apiserver;
+//   - the Metal3 stand-in (metal3.go) refuses the hosts while they are paused, then, once
+//     unpaused as the installer's master-bmh-update.sh does, registers each: the BMC answers
+//     for each worker VM (its System at the host's address, with its credentials Secret);
+//     a host whose Secret is missing, one with a wrong password (401) and one naming an unknown
+//     System fail as BMO/Ironic would, with the error in their status;
+//   - the stand-in, as CAPBM, claims a host for a Machine of the worker MachineSet and, as BMO
+//     with Ironic, drives that worker's BMC by the redfish-virtualmedia sequence with the
+//     user-data Secret on the media; libvirt starts the domain (seen by Watch), the node boots
+//     with the Ignition read from the CD-ROM libvirt attached, and its real kubelet joins (its
+//     CSRs approved by labbuild's approver, as cluster/workers does); the other worker stays
+//     off, and master-0's host (externally provisioned) is never chosen.
+//
+// Not the full flow (TestInClusterFlow, issue 25): the API VIP is put on the bootstrap by the
+// test where the bootstrap's keepalived would take it (TestInClusterBootstrapVIP shows that),
+// and the worker-user-data-managed Secret holds worker-0's Ignition as built by labbuild,
+// where the MCO writes a pointer config that the machine-config-server (not stood in for)
+// would answer; docs/baremetal.md says what the full flow needs.
+func TestMetal3StandinDrivesWorker(t *testing.T) {
+	requireRehearsal(t)
+	kubectl := pinnedTool(t, "kubectl")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	pool := flowPool(t) // before newRig: its cleanup runs after libvirtd's
+	r := newRig(t, true)
+	labYAMLPath := filepath.Join(r.lab, "lab.yaml")
+	b, err := os.ReadFile(labYAMLPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab := "platform: baremetal\n" + strings.Replace(string(b), "network:\n", "network:\n  loadBalancer: in-cluster\n", 1)
+	m0 := "  - {name: master-0, role: master, ip: " + master0IP + "}\n"
+	lab = strings.Replace(lab, m0, m0+"  - {name: worker-0, role: worker, ip: "+worker0IP+"}\n"+
+		"  - {name: worker-1, role: worker, ip: "+worker1IP+"}\n", 1)
+	// As TestRehearsalFlow: the guests touch little of their memory and disk here (the pool on
+	// flowPool's tmpfs, which host/preflight's disk check reads).
+	lab = regexp.MustCompile(`(?m)^  poolPath: .*$`).ReplaceAllString(lab, "  poolPath: "+pool)
+	lab = strings.Replace(lab, "  domainType: qemu\n", "  domainType: qemu\n  memoryOvercommit: true\n", 1)
+	lab += "sizes:\n  bootstrap: {diskGiB: 20}\n  master: {diskGiB: 20}\n  worker: {diskGiB: 20}\n"
+	os.WriteFile(labYAMLPath, []byte(lab), 0o644)
+	if out, err := r.labbuild("ignition/bootstrap", "ignition/worker-0", "kubeconfig/admin", "libvirt/dns",
+		"libvirt/vm/worker-0", "libvirt/vm/worker-1", "bmc/service", "bmc/manifests"); err != nil {
+		t.Fatalf("labbuild: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := r.labbuild("destroy", "bmc/service"); err != nil {
+			t.Logf("destroy bmc/service: %v\n%s", err, out)
+		}
+	})
+	uri := r.lv.URI("qemu:///system")
+	workers := []string{"worker-0", "worker-1"}
+	// The workers are handed over empty: defined, off, no Ignition on fw_cfg.
+	lc, err := virt.Connect(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	uuids := map[string]string{}
+	for _, w := range workers {
+		d, st, found, err := lc.Domain("rehearsal-" + w)
+		if err != nil || !found {
+			t.Fatalf("domain rehearsal-%s: found %v, %v", w, found, err)
+		}
+		if st == virt.DomainRunning {
+			t.Errorf("%s is running before Metal3 powers it on", w)
+		}
+		if x, _ := d.Marshal(); strings.Contains(x, "opt/com.coreos/config") {
+			t.Errorf("%s's domain carries an Ignition config on fw_cfg; Metal3 provisions workers", w)
+		}
+		uuids[w] = d.UUID
+	}
+
+	// Each worker domain that libvirt starts (the BMC's power on) becomes its node, with the
+	// Ignition on the CD-ROM the domain was started with.
+	var (
+		mu      sync.Mutex
+		booted  = map[string][]byte{}
+		upErrs  []error
+		mediaOf = map[string]string{}
+	)
+	upFail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		upErrs = append(upErrs, err)
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	w := &Watch{URI: uri, Cluster: "rehearsal", Nodes: workers,
+		Up: func(node string) {
+			c, err := virt.Connect(uri)
+			if err != nil {
+				upFail(err)
+				return
+			}
+			defer c.Close()
+			live, err := c.LiveDomain("rehearsal-" + node)
+			if err != nil {
+				upFail(err)
+				return
+			}
+			iso, order := liveCDROM(live)
+			if iso == "" || len(order) == 0 || order[0] != "cdrom" {
+				upFail(fmt.Errorf("%s started without virtual media first in its boot order (CD-ROM %q, order %v)", node, iso, order))
+				return
+			}
+			ign, err := MediaIgnition(iso)
+			if err != nil {
+				upFail(err)
+				return
+			}
+			mu.Lock()
+			booted[node], mediaOf[node] = ign, iso
+			mu.Unlock()
+			nd, err := r.bootIgnition(node, ign)
+			if err != nil {
+				upFail(fmt.Errorf("%s: boot: %w", node, err))
+				return
+			}
+			if err := r.kubelet(wctx, nd, "10.131.0.0/23"); err != nil {
+				upFail(fmt.Errorf("%s: kubelet: %w", node, err))
+			}
+		},
+		Down: func(node string) { r.stop(node) },
+	}
+	go w.Run(wctx)
+
+	// The bootstrap's control plane; the API VIP on it (its keepalived's part).
+	bNode, err := r.boot("bootstrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.staticPods(bNode); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("ip", "-n", bNode.NetNS, "addr", "add", apiVIP+"/32", "dev", "eth0").CombinedOutput(); err != nil {
+		t.Fatalf("API VIP on the bootstrap: %v %s", err, out)
+	}
+	k, err := r.clients()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, "/readyz through the API VIP", 5*time.Minute, func() (bool, string) {
+		err := kube.Readyz(ctx, k)
+		return err == nil, fmt.Sprint(err)
+	})
+	if err := bNode.Run(ctx, "oc-standin", nil, "ln", "-sf", kubectl, "/usr/local/bin/oc"); err != nil {
+		t.Fatal(err)
+	}
+	applyCVOStandinCRDs(ctx, t, k)
+	go RunOneshot(ctx, bNode, "bootkube.service")
+
+	// The cluster-baremetal-operator's CRDs (BareMetalHost, Provisioning) and the
+	// machine-api's namespace and MachineSet CRD, as that operator and the CVO would apply them; bootkube.sh
+	// then applies bootstrap.ign's manifests, among them bmc/manifests' hosts, Secrets and
+	// MachineSet and the Provisioning CR, and finishes.
+	ap, err := kube.NewApplier(k.Config, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The namespace too: the machine-api-operator's manifests create it (CVO).
+	files := map[string][]byte{"00-namespace.yaml": []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + MachineAPINamespace + "\n")}
+	for _, f := range []string{"metal3.io_baremetalhosts.crd.yaml", "metal3.io_provisionings.crd.yaml"} {
+		b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "targets", "testdata", "baremetal", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[f] = b
+	}
+	msCRD, err := machineSetCRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["0000_10_machine-api_01_machinesets-Default.crd.yaml"] = msCRD
+	waitFor(ctx, t, "the BareMetalHost, Provisioning and MachineSet CRDs applied", 2*time.Minute, func() (bool, string) {
+		_, err := ap.ApplyFiles(ctx, files)
+		return err == nil, fmt.Sprint(err)
+	})
+	waitFor(ctx, t, "bootkube.service applied every manifest of bootstrap.ign", 6*time.Minute, func() (bool, string) {
+		_, err := os.Stat(filepath.Join(bNode.Root, "opt", "openshift", ".bootkube.done"))
+		blog, _ := os.ReadFile(filepath.Join(bNode.LogDir, "bootkube.log"))
+		return err == nil, fmt.Sprint(notApplied(string(blog)))
+	})
+	hl, err := k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).List(ctx, kube.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var registered []string
+	for _, h := range hl.Items {
+		registered = append(registered, h.GetName())
+	}
+	slices.Sort(registered)
+	if want := []string{"master-0", "worker-0", "worker-1"}; !slices.Equal(registered, want) {
+		t.Fatalf("BareMetalHosts from bootstrap.ign: %v, want %v", registered, want)
+	}
+
+	// Ironic's trust bundle: the BMC's CA, as the cluster's (docs/baremetal.md).
+	trust := x509.NewCertPool()
+	ca, err := os.ReadFile(filepath.Join(r.lab, "out", "pki", "ca", "bmc", "tls.crt"))
+	if err != nil || !trust.AppendCertsFromPEM(ca) {
+		t.Fatalf("the BMC CA: %v", err)
+	}
+	ln, err := ListenIn(r.labNS, "198.18.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var slog bytes.Buffer
+	m3 := &Metal3Standin{Kube: k, Dial: DialIn(r.labNS), Trust: trust, Media: ln, MediaURL: "http://" + ln.Addr().String(), Log: &slog}
+	defer func() { t.Logf("%s", slog.String()) }()
+
+	// Paused, as the installer writes workers: no work.
+	for _, w := range workers {
+		if _, err := m3.Reconcile(ctx, w); !errors.Is(err, ErrPaused) {
+			t.Errorf("%s: paused host reconciled: %v", w, err)
+		}
+	}
+	// What cluster/pivot does on this platform once the bootstrap is off.
+	if got, err := targets.UnpauseBareMetalHosts(ctx, k.Dynamic); err != nil || !slices.Equal(got, workers) {
+		t.Fatalf("unpaused %v (%v), want the workers %v", got, err, workers)
+	}
+	// Registration: the BMC answers for each worker VM at its host's address.
+	for _, w := range workers {
+		st, err := m3.Reconcile(ctx, w)
+		if err != nil || st != StateAvailable {
+			t.Fatalf("%s: registration: %s, %v", w, st, err)
+		}
+		h := getBMH(ctx, t, k, w)
+		if addr := dig(h, "spec", "bmc", "address").(string); !strings.HasSuffix(addr, "/redfish/v1/Systems/"+uuids[w]) {
+			t.Errorf("%s: BMC address %s is not its domain's System %s", w, addr, uuids[w])
+		}
+		if got := dig(h, "status", "provisioning", "state"); got != StateAvailable {
+			t.Errorf("%s: status.provisioning.state %v", w, got)
+		}
+	}
+	// Where Metal3 fails: no Secret, a wrong password, an unknown System.
+	bmcAddr := dig(getBMH(ctx, t, k, "worker-0"), "spec", "bmc", "address").(string)
+	mkSecret(ctx, t, k, "wrong-bmc-secret", map[string]string{"username": "labbuild", "password": "not-the-password"})
+	for _, bad := range []struct{ name, secret, addr, want string }{
+		{"bad-nosecret", "absent-bmc-secret", bmcAddr, "absent-bmc-secret"},
+		{"bad-password", "wrong-bmc-secret", bmcAddr, "401"},
+		{"bad-system", "worker-0-bmc-secret", bmcAddr[:strings.LastIndex(bmcAddr, "/")+1] + "00000000-0000-0000-0000-000000000000", "404"},
+	} {
+		mkBMH(ctx, t, k, bad.name, bad.secret, bad.addr)
+		_, err := m3.Reconcile(ctx, bad.name)
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: %v, want an error naming %s", bad.name, err, bad.want)
+		}
+		if msg, _ := dig(getBMH(ctx, t, k, bad.name), "status", "errorMessage").(string); !strings.Contains(msg, bad.want) {
+			t.Errorf("%s: status.errorMessage %q", bad.name, msg)
+		}
+	}
+
+	// Certificate verification on (the hosts' disableCertificateVerification false): Ironic's
+	// bundle with the BMC's CA registers the host; without it the TLS handshake fails.
+	mkBMH(ctx, t, k, "verified", "worker-0-bmc-secret", bmcAddr)
+	if st, err := m3.Reconcile(ctx, "verified"); err != nil || st != StateAvailable {
+		t.Errorf("verified: with the BMC CA in Ironic's bundle: %s, %v", st, err)
+	}
+	untrusting := &Metal3Standin{Kube: k, Dial: DialIn(r.labNS), Trust: x509.NewCertPool()}
+	if _, err := untrusting.Reconcile(ctx, "verified"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("verified: without the BMC CA: %v, want a certificate error", err)
+	}
+	k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Delete(ctx, "verified", kube.DeleteOptions{})
+
+	// The MCO's user data (see the test's doc: labbuild's worker-0 Ignition stands in for the
+	// pointer config and the machine-config-server's answer).
+	ign, err := os.ReadFile(filepath.Join(r.lab, "out", "ignition", "worker-0.ign"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mkSecret(ctx, t, k, "worker-user-data-managed", map[string]string{"userData": string(ign)})
+
+	sets, err := k.Dynamic.Resource(machineSet).Namespace(MachineAPINamespace).List(ctx, kube.ListOptions{})
+	if err != nil || len(sets.Items) != 1 {
+		t.Fatalf("MachineSets: %v (%d)", err, len(sets.Items))
+	}
+	set := sets.Items[0].GetName()
+	machine := set + "-m3x7q"
+	t0 := time.Now()
+	host, err := m3.ClaimHost(ctx, set, machine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host != "worker-0" {
+		t.Fatalf("claimed %s, want worker-0 (the first available by name)", host)
+	}
+	if st, err := m3.Reconcile(ctx, host); err != nil || st != StateProvisioned {
+		t.Fatalf("%s: provisioning: %s, %v", host, st, err)
+	}
+	if again, err := m3.ClaimHost(ctx, set, machine); err != nil || again != host {
+		t.Errorf("the same Machine claimed %s, %v (want its host %s again)", again, err, host)
+	}
+
+	name := "worker-0." + labDomain
+	expected := map[string]csr.NodeIdentity{name: {Name: name, IPs: []string{worker0IP}, DNSNames: []string{"worker-0"}}}
+	waitFor(ctx, t, "worker-0 booted from virtual media, its CSRs approved and its Node Ready", 8*time.Minute, func() (bool, string) {
+		mu.Lock()
+		errs := errors.Join(upErrs...)
+		mu.Unlock()
+		if errs != nil {
+			t.Fatal(errs)
+		}
+		if _, err := csr.Approve(ctx, k.Dynamic, expected); err != nil {
+			return false, err.Error()
+		}
+		ready, _, err := kube.NodesReady(ctx, k.Dynamic, []string{name})
+		return err == nil && len(ready) == 1, fmt.Sprintf("ready %v, err %v; watch errors %v", ready, err, w.Errs())
+	})
+	t.Logf("worker-0: claimed, provisioned through the BMC and its Node Ready %v later", time.Since(t0).Round(time.Second))
+	mu.Lock()
+	defer mu.Unlock()
+	if !bytes.Equal(booted["worker-0"], ign) {
+		t.Errorf("worker-0 booted with %d bytes of Ignition from %s, want the user-data Secret's %d", len(booted["worker-0"]), mediaOf["worker-0"], len(ign))
+	}
+	if _, ok := booted["worker-1"]; ok {
+		t.Errorf("worker-1 booted: nothing provisioned it")
+	}
+	if _, st, _, _ := lc.Domain("rehearsal-worker-1"); st == virt.DomainRunning {
+		t.Errorf("worker-1's domain runs: nothing powered it on")
+	}
+}
+
+// liveCDROM returns the file in a domain's CD-ROM and its boot order (os/boot dev values).
+func liveCDROM(d *libvirtxml.Domain) (string, []string) {
+	var iso string
+	if d.Devices != nil {
+		for _, disk := range d.Devices.Disks {
+			if disk.Device == "cdrom" && disk.Source != nil && disk.Source.File != nil {
+				iso = disk.Source.File.File
+			}
+		}
+	}
+	var order []string
+	if d.OS != nil {
+		for _, b := range d.OS.BootDevices {
+			order = append(order, b.Dev)
+		}
+	}
+	return iso, order
+}
+
+func getBMH(ctx context.Context, t *testing.T, k *kube.Clients, name string) map[string]any {
+	t.Helper()
+	h, err := k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Get(ctx, name, kube.GetOptions{})
+	if err != nil {
+		t.Fatalf("baremetalhost %s: %v", name, err)
+	}
+	return h.Object
+}
+
+func mkSecret(ctx context.Context, t *testing.T, k *kube.Clients, name string, data map[string]string) {
+	t.Helper()
+	d := map[string]any{}
+	for key, v := range data {
+		d[key] = base64.StdEncoding.EncodeToString([]byte(v))
+	}
+	o := &kube.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": name, "namespace": MachineAPINamespace}, "type": "Opaque", "data": d}}
+	if _, err := k.Dynamic.Resource(secretGVR).Namespace(MachineAPINamespace).Create(ctx, o, kube.CreateOptions{}); err != nil {
+		t.Fatalf("secret %s: %v", name, err)
+	}
+}
+
+func mkBMH(ctx context.Context, t *testing.T, k *kube.Clients, name, secret, addr string) {
+	t.Helper()
+	o := &kube.Unstructured{Object: map[string]any{"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
+		"metadata": map[string]any{"name": name, "namespace": MachineAPINamespace},
+		"spec": map[string]any{"online": true, "bootMACAddress": "52:54:00:ff:00:01",
+			"bmc": map[string]any{"address": addr, "credentialsName": secret}}}}
+	if _, err := k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Create(ctx, o, kube.CreateOptions{}); err != nil {
+		t.Fatalf("baremetalhost %s: %v", name, err)
+	}
+}
+
+// machineSetCRD is openshift/api's MachineSet CRD (what the CVO applies from the payload), with
+// the CEL rules kube-apiserver 1.30 cannot compile dropped (cel.go).
+func machineSetCRD() ([]byte, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openshift/api")
+	cmd.Dir = testenv.RepoRoot()
+	dir, err := cmd.Output()
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(dir)), "machine", "v1beta1", "zz_generated.crd-manifests", "0000_10_machine-api_01_machinesets-Default.crd.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	b, _, err = DropCEL131(b)
+	return b, err
+}
