@@ -320,13 +320,18 @@ func rehearsalImage(t *testing.T, dir string) struct{ url, sum string } {
 }
 
 // flowTopology is the flow lab's shape: masters (1 or 3) and workers (0 or 1); inCluster sets
-// network.loadBalancer: in-cluster (keepalived and haproxy pods on the nodes, no host haproxy).
+// network.loadBalancer: in-cluster (keepalived and haproxy pods on the nodes, no host haproxy);
+// baremetal sets platform: baremetal too (it needs inCluster): the workers are BareMetalHosts
+// that the Metal3 stand-in provisions through labbuild's BMC (baremetal_flow_test.go).
 type flowTopology struct {
-	masters, workers int
-	inCluster        bool
+	masters, workers     int
+	inCluster, baremetal bool
 }
 
 func (f flowTopology) String() string {
+	if f.baremetal {
+		return fmt.Sprintf("%d+%d baremetal", f.masters, f.workers)
+	}
 	if f.inCluster {
 		return fmt.Sprintf("%d+%d in-cluster", f.masters, f.workers)
 	}
@@ -391,7 +396,12 @@ func rehearsalLab(t *testing.T, dir, poolPath string, topo flowTopology) {
 	if topo.inCluster {
 		s = inClusterLab(t, s)
 	}
-	s += "wait:\n  bootstrapMinutes: 15\n  mastersMinutes: 15\n  etcdMinutes: 10\n  pivotMinutes: 10\n  workersMinutes: 5\n  convergeMinutes: 10\n"
+	workersMinutes := 5
+	if topo.baremetal {
+		s = baremetalLab(t, s, topo)
+		workersMinutes = 10 // the worker is registered, claimed and booted through the BMC first
+	}
+	s += fmt.Sprintf("wait:\n  bootstrapMinutes: 15\n  mastersMinutes: 15\n  etcdMinutes: 10\n  pivotMinutes: 10\n  workersMinutes: %d\n  convergeMinutes: 10\n", workersMinutes)
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -499,10 +509,19 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	var etcdJoin sync.Mutex
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
+	var bm *baremetalFlow
+	if topo.baremetal {
+		bm = startBaremetalFlow(wctx, t, r, fl, workers)
+	}
 	w := &Watch{URI: r.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: append(append([]string{"bootstrap"}, masters...), workers...),
 		Up: func(node string) {
 			fl.logf("domain %s running: node starts", node)
-			nd, err := r.boot(node)
+			boot := r.boot
+			if topo.baremetal && slices.Contains(workers, node) {
+				// Started by the BMC: the Ignition is the user data on its virtual media.
+				boot = func(node string) (*Node, error) { return bm.bootFromMedia(node) }
+			}
+			nd, err := boot(node)
 			if err != nil {
 				fl.fail("%s: boot: %v", node, err)
 				return
@@ -584,7 +603,7 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	// masters, ClusterVersion Available once both are.
 	go func() {
 		last := ""
-		nsDone := !topo.inCluster
+		nsDone, bmDone := !topo.inCluster, !topo.baremetal
 		for wctx.Err() == nil {
 			if !nsDone {
 				// The CVO applies the MCO's namespaces from the payload: openshift-kni-infra,
@@ -593,6 +612,14 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 					if err := applyMCONamespaces(wctx, k); err == nil {
 						nsDone = true
 						fl.logf("CVO stand-in: applied the MCO's namespaces (openshift-kni-infra)")
+					}
+				}
+			}
+			if !bmDone {
+				if k, err := r.clients(); err == nil {
+					if err := applyMachineAPI(wctx, k); err == nil {
+						bmDone = true
+						fl.logf("CVO stand-in: applied openshift-machine-api and the BareMetalHost and MachineSet CRDs")
 					}
 				}
 			}
@@ -689,6 +716,9 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	// keepalived holds the VIP, and its haproxy balances to the masters.
 	if topo.inCluster {
 		inClusterAfterPivot(t, r, masters)
+		if topo.baremetal {
+			bm.afterDone(ctx, t, masters)
+		}
 	} else if ls := h.apiListeners(t); len(ls) == 0 {
 		t.Errorf("after cluster/done nothing listens on %s:6443 in the host namespace", apiVIP)
 	} else {
@@ -774,8 +804,11 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	}
 	pids, _ := exec.Command("ip", "netns", "pids", r.lv.NetNS).Output()
 	for _, p := range strings.Fields(string(pids)) {
-		if b, _ := os.ReadFile("/proc/" + p + "/cmdline"); bytes.Contains(b, []byte("haproxy")) {
-			t.Errorf("after destroy, haproxy pid %s still runs: %q", p, bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		b, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		for _, d := range []string{"haproxy", targets.BMCServeVerb} {
+			if bytes.Contains(b, []byte(d)) {
+				t.Errorf("after destroy, %s pid %s still runs: %q", d, p, bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+			}
 		}
 	}
 	if got := h.dropIns(); len(got) != 0 {
