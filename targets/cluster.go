@@ -234,6 +234,15 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 		return out
 	}
 	masterNames, workerNames := names(masters), names(workers)
+	// Platform baremetal: Metal3 needs the BMC and the (empty) worker domains behind it; the
+	// BMC answers 404 for a System whose domain is not defined.
+	var metal3Deps []string
+	if c.Baremetal() {
+		metal3Deps = append(metal3Deps, "bmc/service")
+		for _, n := range workerNames {
+			metal3Deps = append(metal3Deps, "libvirt/vm/"+n)
+		}
+	}
 	allJoining := append(slices.Clone(masters), workers...)
 	bootstrap := c.Bootstrap().Name
 
@@ -364,7 +373,7 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 				return engine.ProbeResult{Action: engine.Keep}, nil
 			},
 		},
-		clusterWorkers(c, append([]string{clusterAdminKC, "cluster/pivot"}, opt(install(RoleWorker)...)...), workerNames, nodeReads(workers)),
+		clusterWorkers(c, append([]string{clusterAdminKC, "cluster/pivot"}, opt(append(install(RoleWorker), metal3Deps...)...)...), workerNames, nodeReads(workers)),
 		&engine.Target{
 			Name:     "cluster/converge",
 			Doc:      "every ClusterOperator Available and not Degraded; ClusterVersion Available",
@@ -404,8 +413,9 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 func clusterMetal3Node(c *Config, n Node) bool { return c.Baremetal() && n.Role == RoleWorker }
 
 // clusterWorkers is cluster/workers. On platform baremetal the workers are Metal3's: the
-// phase needs bmc/service (Metal3 drives the workers through it once cluster/pivot unpaused
-// their BareMetalHosts, as the installer's master-bmh-update.sh lets it), starts no VM, and
+// phase needs bmc/service and the workers' empty domains (Metal3 drives them through it once
+// cluster/pivot unpaused their BareMetalHosts, as the installer's master-bmh-update.sh lets
+// it; the caller passes them in deps), starts no VM, and
 // waits for the workers' Nodes, approving their CSRs as on the other platforms. The approval
 // stays labbuild's there too: OpenShift's cluster-machine-approver approves a Machine's
 // node only by the addresses the Machine's status carries, which the baremetal actuator copies
@@ -417,5 +427,5 @@ func clusterWorkers(c *Config, deps []string, workers, reads []string) *engine.T
 			deps, "wait.workersMinutes", workers, reads, "worker", nil, true)
 	}
 	return clusterJoin("cluster/workers", "workers provisioned by Metal3 through the BMC (platform baremetal); their CSRs approved; every worker Ready",
-		append(deps, "bmc/service"), "wait.workersMinutes", workers, append(reads, "platform"), "worker", nil, false)
+		deps, "wait.workersMinutes", workers, append(reads, "platform"), "worker", nil, false)
 }

@@ -35,7 +35,10 @@ import (
 // the BareMetalHost, Provisioning and MachineSet CRDs, as the cluster-baremetal-operator and
 // the CVO would), and cluster/pivot unpauses the worker hosts once the bootstrap is off.
 //
-// The Metal3 stand-in (metal3.go) then does Metal3's part from the cluster alone: it refuses
+// The Metal3 stand-in (metal3.go) runs on master-0, in its network namespace, as the metal3 pod
+// runs host-networked on a master: it reaches the BMC on the host's lab-bridge address through
+// the host firewall that host/firewall opened for it, and serves its media on master-0's
+// address. It does Metal3's part from the cluster alone: it refuses
 // the worker host while it is paused, registers it through the BMC at its spec.bmc.address
 // with its credentials Secret, claims it for a Machine of the worker MachineSet (CAPBM, with the
 // MachineSet controller's replicas), and drives the worker VM by Ironic's redfish-virtualmedia
@@ -119,17 +122,28 @@ func (w flowLogWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// startBaremetalFlow serves the stand-in's media (Ironic's httpd) on the lab bridge's address
-// in the lab's namespace and runs the Metal3 stand-in's passes every 5 s until ctx ends.
+// ironicNode and ironicHTTP are where the Metal3 stand-in runs: on master-0, in its network
+// namespace, as the metal3 pod runs host-networked on a master, and its media served on
+// Ironic's httpd port there (the cluster-baremetal-operator's 6180). So it reaches the BMC on
+// the host's lab bridge address through the host's firewall, which host/firewall opens for it.
+const (
+	ironicNode = "master-0"
+	ironicHTTP = master0IP + ":6180"
+)
+
+// startBaremetalFlow runs the Metal3 stand-in's passes every 5 s until ctx ends (the first
+// once master-0 runs and the BMC CA is built).
 func startBaremetalFlow(ctx context.Context, t *testing.T, r *rig, fl *flowLog, workers []string) *baremetalFlow {
 	t.Helper()
-	ln, err := ListenIn(r.labNS, "198.18.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	b := &baremetalFlow{r: r, fl: fl, workers: workers, media: ln,
+	b := &baremetalFlow{r: r, fl: fl, workers: workers,
 		claims: map[string]string{}, booted: map[string][]byte{}, noted: map[string]string{}}
+	t.Cleanup(func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.media != nil {
+			b.media.Close()
+		}
+	})
 	go func() {
 		for ctx.Err() == nil {
 			b.pass(ctx)
@@ -162,16 +176,25 @@ func (b *baremetalFlow) pass(ctx context.Context) {
 		return
 	}
 	if b.m3 == nil {
+		b.r.mu.Lock()
+		nd := b.r.nodes[ironicNode]
+		b.r.mu.Unlock()
 		// Ironic's trust bundle with the lab's BMC CA (Metal3Standin.Trust; the hosts set
 		// disableCertificateVerification until labbuild puts it in the cluster's bundle).
 		ca, err := os.ReadFile(filepath.Join(b.r.lab, "out", "pki", "ca", "bmc", "tls.crt"))
-		if err != nil {
+		if nd == nil || err != nil {
 			return
 		}
-		b.trust = x509.NewCertPool()
+		ln, err := ListenIn(nd.NetNS, ironicHTTP)
+		if err != nil {
+			b.note("httpd", err.Error())
+			return
+		}
+		b.media, b.trust = ln, x509.NewCertPool()
 		b.trust.AppendCertsFromPEM(ca)
-		b.m3 = &Metal3Standin{Kube: k, Dial: DialIn(b.r.labNS), Trust: b.trust, Media: b.media,
-			MediaURL: "http://" + b.media.Addr().String(), Log: flowLogWriter{b.fl}}
+		b.m3 = &Metal3Standin{Kube: k, Dial: DialIn(nd.NetNS), Trust: b.trust, Media: ln,
+			MediaURL: "http://" + ironicHTTP, Log: flowLogWriter{b.fl}}
+		b.fl.logf("metal3 stand-in: runs on %s (Ironic's httpd on %s)", ironicNode, ironicHTTP)
 	}
 	list, err := k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).List(ctx, kube.ListOptions{})
 	if err != nil {
