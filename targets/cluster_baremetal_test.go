@@ -52,3 +52,25 @@ func TestClusterBaremetalWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestLvNotBMCOwned: on platform baremetal the BMC's CD-ROM and boot order are not drift of
+// libvirt/vm/<node> (a rerun must not replace a host Metal3 is provisioning); a changed NIC or
+// RHCOS disk still is, and off that platform everything counts.
+func TestLvNotBMCOwned(t *testing.T) {
+	diff := []string{
+		`boot: want "hd", got "cdrom,hd"`,
+		"disk: unexpected cdrom sda/sata /pool/rehearsal-bmc/boot-worker-0.iso",
+		"disk: unexpected cdrom sda/sata ",
+		"nic: missing 52:54:00:aa:bb:cc network lab virtio",
+		"disk: unexpected disk vdb/virtio /pool/extra.qcow2",
+	}
+	if got, want := lvNotBMCOwned(diff, true), diff[3:]; !slices.Equal(got, want) {
+		t.Errorf("baremetal: %q, want %q", got, want)
+	}
+	if got := lvNotBMCOwned(diff, false); !slices.Equal(got, diff) {
+		t.Errorf("other platforms: %q, want all of it", got)
+	}
+	if lvNotBMCOwned(diff[:3], true) != nil {
+		t.Errorf("the BMC's changes alone are still a diff")
+	}
+}
