@@ -27,6 +27,7 @@ import (
 
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/targets"
+	"github.com/labbuild/labbuild/targets/kube"
 )
 
 // lbRun is one labbuild run: its output, exit status, wall time and peak RSS (GNU time's %M:
@@ -458,7 +459,8 @@ func stoppedAt(out string) string {
 // them only; through the VIP a ServiceAccount token issued before the pivot authenticates,
 // system:kube-apiserver may get nodes/proxy, and master-0's pod answers logs and exec
 // (pivotcheck_test.go). rehearsalFlow runs it for a topology (3+1 here, 3+0 and 1+1 below, 3+1
-// with network.loadBalancer: in-cluster in incluster_test.go TestInClusterFlow).
+// with network.loadBalancer: in-cluster in incluster_test.go TestInClusterFlow, and that with
+// platform: baremetal in baremetal_flow_test.go TestBaremetalFlow).
 //
 // labbuild is killed (SIGKILL) while cluster/masters waits and rerun: it continues there and
 // reaches cluster/done; a third run has no work to do. `labbuild destroy` then leaves no
@@ -573,6 +575,15 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 				return
 			}
 			go func() {
+				// The operators install a master's static pods only once it is a Ready Node
+				// (their installer pods are scheduled to it). Started earlier, the stand-ins'
+				// kube-controller-manager could take the leader lease from the bootstrap's,
+				// which came up late, and sign the masters' kubelet client CSRs with the
+				// operator's csr-signer, which the bootstrap's kube-apiserver does not trust
+				// (seen in TestBaremetalFlow's second run: every master kubelet Unauthorized).
+				if !masterReady(wctx, r, node+"."+labDomain) {
+					return
+				}
 				m := &MasterStandins{Node: nd, NodeName: node + "." + labDomain, IP: k.IP, BootstrapIP: bootstrapIP, BootstrapRoot: bootRoot,
 					Bins: r.bins, Clients: r.clients, Logf: fl.logf, EtcdJoin: &etcdJoin}
 				if err := m.Run(wctx); err != nil {
@@ -824,6 +835,22 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	fmt.Fprintf(os.Stderr, "rehearsal %s: test %s; run1 %s (killed), run2 %s, run3 %s, destroy %s; labbuild peak RSS %d/%d/%d/%d KiB\n",
 		topo, time.Since(start).Round(time.Second), first.wall.Round(time.Second), second.wall.Round(time.Second), third.wall.Round(time.Second),
 		d1.wall.Round(time.Second), first.maxRSS, second.maxRSS, third.maxRSS, d1.maxRSS)
+}
+
+// masterReady waits until Node name is Ready (through the admin kubeconfig) or ctx ends.
+func masterReady(ctx context.Context, r *rig, name string) bool {
+	for ctx.Err() == nil {
+		if k, err := r.clients(); err == nil {
+			if ready, _, err := kube.NodesReady(ctx, k.Dynamic, []string{name}); err == nil && len(ready) == 1 {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(3 * time.Second):
+		}
+	}
+	return false
 }
 
 // etcdMembers lists etcd's member names, sorted, as node's member reports them (real etcdctl
