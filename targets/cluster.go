@@ -234,13 +234,15 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 		return out
 	}
 	masterNames, workerNames := names(masters), names(workers)
-	// Platform baremetal: Metal3 needs the BMC and the (empty) worker domains behind it; the
-	// BMC answers 404 for a System whose domain is not defined.
+	// Platform baremetal: Metal3 needs the BMC and the (empty) worker domains behind it (the
+	// BMC answers 404 for a System whose domain is not defined), and the workers' Ignition is
+	// built as on the other platforms: it is what the user data Metal3 writes resolves to (the
+	// MCO's pointer config, answered by the machine-config-server).
 	var metal3Deps []string
 	if c.Baremetal() {
 		metal3Deps = append(metal3Deps, "bmc/service")
 		for _, n := range workerNames {
-			metal3Deps = append(metal3Deps, "libvirt/vm/"+n)
+			metal3Deps = append(metal3Deps, "libvirt/vm/"+n, "ignition/"+n)
 		}
 	}
 	allJoining := append(slices.Clone(masters), workers...)

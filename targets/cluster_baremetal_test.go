@@ -8,7 +8,7 @@ import (
 
 // TestClusterBaremetalWorkers: on platform baremetal the workers are Metal3's. labbuild
 // declares no cluster/install/<worker> (nothing of labbuild starts them); cluster/workers needs
-// bmc/service and the workers' (empty) domains instead and reads the platform; the masters and the bootstrap are installed as on
+// bmc/service, the workers' (empty) domains and their Ignition instead and reads the platform; the masters and the bootstrap are installed as on
 // the other platforms. Platform none keeps a cluster/install per node.
 func TestClusterBaremetalWorkers(t *testing.T) {
 	for _, tc := range []struct {
@@ -16,7 +16,7 @@ func TestClusterBaremetalWorkers(t *testing.T) {
 		wantWorkers []string
 		wantInstall []string
 	}{
-		{PlatformBaremetal, []string{"bmc/service", "cluster/pivot", "kubeconfig/admin", "libvirt/vm/worker-0", "libvirt/vm/worker-1"},
+		{PlatformBaremetal, []string{"bmc/service", "cluster/pivot", "ignition/worker-0", "ignition/worker-1", "kubeconfig/admin", "libvirt/vm/worker-0", "libvirt/vm/worker-1"},
 			[]string{"cluster/install/bootstrap", "cluster/install/master-0", "cluster/install/master-1", "cluster/install/master-2"}},
 		{"", []string{"cluster/install/worker-0", "cluster/install/worker-1", "cluster/pivot", "kubeconfig/admin"},
 			[]string{"cluster/install/bootstrap", "cluster/install/master-0", "cluster/install/master-1", "cluster/install/master-2", "cluster/install/worker-0", "cluster/install/worker-1"}},
@@ -24,7 +24,7 @@ func TestClusterBaremetalWorkers(t *testing.T) {
 		c := clusterConfig(3, 2)
 		c.Platform = tc.platform
 		ts := clusterTargets(c, func(n string) bool {
-			return n == "bmc/service" || n == clusterAdminKC || strings.HasPrefix(n, "libvirt/vm/worker-")
+			return n == "bmc/service" || n == clusterAdminKC || strings.HasPrefix(n, "libvirt/vm/worker-") || strings.HasPrefix(n, "ignition/worker-")
 		})
 		var install []string
 		for _, x := range ts {
