@@ -173,11 +173,16 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 	install := func(role string) []string {
 		var out []string
 		for _, n := range c.NodesByRole(role) {
-			out = append(out, "cluster/install/"+n.Name)
+			if !clusterMetal3Node(c, n) {
+				out = append(out, "cluster/install/"+n.Name)
+			}
 		}
 		return out
 	}
 	for _, n := range c.Nodes {
+		if clusterMetal3Node(c, n) {
+			continue // Metal3 powers it on through the BMC (cluster/workers waits for it)
+		}
 		node := n.Name // identity only; values come through the Step
 		ts = append(ts, &engine.Target{
 			Name:     "cluster/install/" + node,
@@ -229,6 +234,17 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 		return out
 	}
 	masterNames, workerNames := names(masters), names(workers)
+	// Platform baremetal: Metal3 needs the BMC and the (empty) worker domains behind it (the
+	// BMC answers 404 for a System whose domain is not defined), and the workers' Ignition is
+	// built as on the other platforms: it is what the user data Metal3 writes resolves to (the
+	// MCO's pointer config, answered by the machine-config-server).
+	var metal3Deps []string
+	if c.Baremetal() {
+		metal3Deps = append(metal3Deps, "bmc/service")
+		for _, n := range workerNames {
+			metal3Deps = append(metal3Deps, "libvirt/vm/"+n, "ignition/"+n)
+		}
+	}
 	allJoining := append(slices.Clone(masters), workers...)
 	bootstrap := c.Bootstrap().Name
 
@@ -305,7 +321,7 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 		},
 		clusterJoin("cluster/masters", "masters on; their CSRs approved; every master Ready",
 			append([]string{clusterAdminKC, "cluster/bootstrap"}, opt(install(RoleMaster)...)...),
-			"wait.mastersMinutes", masterNames, nodeReads(masters), "master", joinsIn(workerNames, "cluster/workers")),
+			"wait.mastersMinutes", masterNames, nodeReads(masters), "master", joinsIn(workerNames, "cluster/workers"), true),
 		&engine.Target{
 			Name:     "cluster/etcd",
 			Doc:      "etcd running on every master; then kube-system/bootstrap status=complete (bootstrap member removed)",
@@ -359,9 +375,7 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 				return engine.ProbeResult{Action: engine.Keep}, nil
 			},
 		},
-		clusterJoin("cluster/workers", "workers on; their CSRs approved; every worker Ready (none in a compact cluster)",
-			append([]string{clusterAdminKC, "cluster/pivot"}, opt(install(RoleWorker)...)...),
-			"wait.workersMinutes", workerNames, nodeReads(workers), "worker", nil),
+		clusterWorkers(c, append([]string{clusterAdminKC, "cluster/pivot"}, opt(append(install(RoleWorker), metal3Deps...)...)...), workerNames, nodeReads(workers)),
 		&engine.Target{
 			Name:     "cluster/converge",
 			Doc:      "every ClusterOperator Available and not Degraded; ClusterVersion Available",
@@ -393,4 +407,27 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 		},
 	)
 	return ts
+}
+
+// clusterMetal3Node reports whether n is a host the cluster's Metal3 provisions: a worker on
+// platform baremetal (docs/baremetal.md: the workers are handed over empty as BareMetalHosts).
+// labbuild neither installs nor starts it; cluster/workers waits for its Node.
+func clusterMetal3Node(c *Config, n Node) bool { return c.Baremetal() && n.Role == RoleWorker }
+
+// clusterWorkers is cluster/workers. On platform baremetal the workers are Metal3's: the
+// phase needs bmc/service and the workers' empty domains (Metal3 drives them through it once
+// cluster/pivot unpaused their BareMetalHosts, as the installer's master-bmh-update.sh lets
+// it; the caller passes them in deps), starts no VM, and
+// waits for the workers' Nodes, approving their CSRs as on the other platforms. The approval
+// stays labbuild's there too: OpenShift's cluster-machine-approver approves a Machine's
+// node only by the addresses the Machine's status carries, which the baremetal actuator copies
+// from the host's inspected hardware (not done in a lab whose BMC has no inspection), while
+// labbuild knows each lab node's name and address from lab.yaml and refuses anything else.
+func clusterWorkers(c *Config, deps []string, workers, reads []string) *engine.Target {
+	if !c.Baremetal() {
+		return clusterJoin("cluster/workers", "workers on; their CSRs approved; every worker Ready (none in a compact cluster)",
+			deps, "wait.workersMinutes", workers, reads, "worker", nil, true)
+	}
+	return clusterJoin("cluster/workers", "workers provisioned by Metal3 through the BMC (platform baremetal); their CSRs approved; every worker Ready",
+		deps, "wait.workersMinutes", workers, append(reads, "platform"), "worker", nil, false)
 }

@@ -136,8 +136,10 @@ func clusterBootstrap(ctx context.Context, s *engine.Step, bootstrap string, mas
 // clusterJoin declares a phase that powers nodes on, approves their CSRs and waits until they
 // are all Ready: cluster/masters and cluster/workers. later maps the lab's nodes that join in a
 // later phase to that phase: their CSRs, when seen early (a rerun, a VM started by hand), are
-// left pending for it and logged so, not as a stranger's refused request.
-func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, nodeReads []string, role string, later map[string]string) *engine.Target {
+// left pending for it and logged so, not as a stranger's refused request. start false: the
+// phase powers nothing on (platform baremetal's workers, which Metal3 starts through the BMC)
+// and only approves and waits.
+func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, nodeReads []string, role string, later map[string]string, start bool) *engine.Target {
 	return &engine.Target{
 		Name:     name,
 		Doc:      doc,
@@ -171,19 +173,28 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 				want = append(want, n)
 			}
 			slices.Sort(want)
-			m, err := clusterMachinesFor(s)
-			if err != nil {
-				return err
-			}
-			for _, n := range nodes {
-				if err := m.Start(ctx, n); err != nil {
-					return fmt.Errorf("%s: start VM %s: %w", name, n, err)
+			if start {
+				m, err := clusterMachinesFor(s)
+				if err != nil {
+					return err
 				}
+				for _, n := range nodes {
+					if err := m.Start(ctx, n); err != nil {
+						return fmt.Errorf("%s: start VM %s: %w", name, n, err)
+					}
+				}
+			}
+			inspect := "oc get csr; oc get nodes -l node-role.kubernetes.io/" + role
+			what := fmt.Sprintf("%d %s nodes Ready (%s), approving their CSRs", len(want), role, strings.Join(want, ", "))
+			if !start {
+				what = fmt.Sprintf("Metal3 to provision %d %s nodes through the BMC and each to be Ready (%s), approving their CSRs", len(want), role, strings.Join(want, ", "))
+				inspect = "oc get baremetalhosts -n openshift-machine-api; " + inspect
+				s.Logf("the %s nodes are BareMetalHosts: the cluster's Metal3 powers them on through the BMC, labbuild starts none", role)
 			}
 			logged := map[string]bool{} // CSR name → verdict logged (refusals once, not every poll)
 			_, err = clusterWait(ctx, s, wait.Spec{
-				What:     fmt.Sprintf("%d %s nodes Ready (%s), approving their CSRs", len(want), role, strings.Join(want, ", ")),
-				Inspect:  "oc get csr; oc get nodes -l node-role.kubernetes.io/" + role,
+				What:     what,
+				Inspect:  inspect,
 				Timeout:  timeout,
 				Interval: clusterPollNodes,
 			}, func(ctx context.Context) (bool, string, error) {

@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/labbuild/labbuild/engine"
@@ -48,6 +49,19 @@ func (h hostSys) path(p string) string { return filepath.Join(h.root, filepath.F
 // ingress HTTP and HTTPS (haproxy/config's frontends).
 var hostVIPPorts = []string{"6443", "22623", "80", "443"}
 
+// hostFWPorts are the TCP ports host/firewall opens from the lab bridge: hostVIPPorts, and on
+// platform baremetal the BMC's (BMCPort), which the cluster's Metal3 reaches from the masters
+// (Ironic runs there, host-networked) as bmc/manifests' addresses say. platform is read only on
+// that platform (the target's Reads), so other labs' keys are unchanged.
+func hostFWPorts(s *engine.Step) []string {
+	if slices.Contains(s.Target().Reads, "platform") {
+		if p, _ := s.String("platform"); p == PlatformBaremetal {
+			return append(slices.Clone(hostVIPPorts), strconv.Itoa(BMCPort))
+		}
+	}
+	return hostVIPPorts
+}
+
 // NetworkManager paths of the split-DNS drop-in.
 const (
 	nmDnsmasqDir = "/etc/NetworkManager/dnsmasq.d"
@@ -55,6 +69,10 @@ const (
 )
 
 func hostIntegrationTargets(c *Config) []*engine.Target {
+	fwReads := []string{"cluster.name", "libvirt.network"}
+	if c.Baremetal() {
+		fwReads = append(fwReads, "platform") // the BMC's port (hostFWPorts)
+	}
 	if LibvirtRemoteHost(c.Libvirt.URI) != "" {
 		// The lab bridge and its dnsmasq are on the daemon's host: a drop-in or a firewall
 		// rule here would name a bridge this machine does not have. Validation refuses the
@@ -70,9 +88,9 @@ func hostIntegrationTargets(c *Config) []*engine.Target {
 		},
 		{
 			Name:  "host/firewall",
-			Doc:   "VIP ports 6443/22623/80/443 open from the lab bridge: firewalld's libvirt zone, or rules in the nftables input chains, or nothing",
+			Doc:   "VIP ports 6443/22623/80/443 (and the BMC's 8000 on platform baremetal) open from the lab bridge: firewalld's libvirt zone, or rules in the nftables input chains, or nothing",
 			Deps:  []string{hostPreflight},
-			Reads: []string{"cluster.name", "libvirt.network"}, Version: 1, External: true,
+			Reads: fwReads, Version: 1, External: true,
 			Run: hostFWRun, Probe: hostFWProbe, Destroy: hostFWDestroy,
 		},
 	}
@@ -359,8 +377,9 @@ func hostFWRun(ctx context.Context, s *engine.Step) error {
 			return fmt.Errorf("%s: %w", s.Target().Name, err)
 		}
 	}
+	open := hostFWPorts(s)
 	var ports []string
-	for _, p := range hostVIPPorts {
+	for _, p := range open {
 		ports = append(ports, p+"/tcp")
 	}
 	switch mode := hostFirewall(ctx); mode {
@@ -386,11 +405,11 @@ func hostFWRun(ctx context.Context, s *engine.Step) error {
 		// nftables runs every base chain of a hook: an accept in a table of our own would not
 		// outvote another table's drop, so the rule goes first into each input chain there is.
 		for _, c := range hostNFTMissing(inputs, tagged) {
-			args := []string{"insert", "rule", c.Family, c.Table, c.Name, "iifname", bridge, "tcp", "dport", "{ " + strings.Join(hostVIPPorts, ", ") + " }", "accept", "comment", `"` + tag + `"`}
+			args := []string{"insert", "rule", c.Family, c.Table, c.Name, "iifname", bridge, "tcp", "dport", "{ " + strings.Join(open, ", ") + " }", "accept", "comment", `"` + tag + `"`}
 			if out, err := hostEnv.run(ctx, "nft", args...); err != nil {
 				return fmt.Errorf("%s: nft %s: %w: %s", s.Target().Name, strings.Join(args, " "), err, bytes.TrimSpace(out))
 			}
-			s.Logf("nftables %s %s %s: accept tcp %s from %s", c.Family, c.Table, c.Name, strings.Join(hostVIPPorts, ","), bridge)
+			s.Logf("nftables %s %s %s: accept tcp %s from %s", c.Family, c.Table, c.Name, strings.Join(open, ","), bridge)
 		}
 		return hostWrite(s, hostRecord{Mode: mode, Tag: tag, Ports: ports})
 	default:

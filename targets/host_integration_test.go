@@ -232,6 +232,21 @@ func TestHostFirewallNftables(t *testing.T) {
 	}
 	hostDestroy(t, c, out, "host/firewall", "absent")
 
+	// Platform baremetal: the BMC's port too (Metal3 reaches it from the masters).
+	bm := hostLab()
+	bm.Platform, bm.Network.LoadBalancer = PlatformBaremetal, "in-cluster"
+	outBM := t.TempDir()
+	if _, err := hostBuild(t, bm, outBM, "host/firewall", false); err != nil {
+		t.Fatal(err)
+	}
+	if bmRule := strings.Replace(rule, "6443, 22623 }", "6443, 8000, 22623 }", 1); !strings.Contains(ruleset(), bmRule) {
+		t.Errorf("platform baremetal: ruleset lacks %s:\n%s", bmRule, ruleset())
+	}
+	hostDestroy(t, bm, outBM, "host/firewall", "destroyed")
+	if after := ruleset(); after != before {
+		t.Errorf("platform baremetal: destroy left the ruleset changed:\n%s", after)
+	}
+
 	// Neither firewalld nor nftables: nothing.
 	var calls []string
 	setHostEnv(t, hostSys{root: t.TempDir(), run: func(ctx context.Context, name string, args ...string) ([]byte, error) {

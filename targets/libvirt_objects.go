@@ -335,10 +335,11 @@ func lvDomain(node string) lvObserve {
 		if err != nil {
 			return p, err
 		}
+		bmc := slices.Contains(s.Target().Reads, "platform") // platform baremetal: behind bmc/service
 		var replace, resized bool
 		if !found {
 			p.action, p.reason = engine.Create, "domain "+sp.Name+" does not exist"
-		} else if diff := rl.DomainDiff(want, got); rl.DomainNeedsReplace(diff) {
+		} else if diff := lvNotBMCOwned(rl.DomainDiff(want, got), bmc); rl.DomainNeedsReplace(diff) {
 			p.action, p.reason, replace = engine.Replace, "domain "+sp.Name+": "+strings.Join(diff, "; "), true
 		} else {
 			// Redefining keeps the domain's identity only with its UUID; without it libvirt
@@ -380,6 +381,25 @@ func lvDomain(node string) lvObserve {
 		}
 		return p, nil
 	}
+}
+
+// lvNotBMCOwned drops from a domain's diff what the lab's BMC changes on platform baremetal
+// (bmc true): the virtual-media CD-ROM its InsertMedia adds to the persistent definition and
+// the boot order its overrides set (internal/redfish: Cd → <boot dev='cdrom'/> first). They are
+// Metal3's to drive; replacing the domain for them would take its media away while Metal3
+// provisions the host. Everything else still counts.
+func lvNotBMCOwned(diff []string, bmc bool) []string {
+	if !bmc {
+		return diff
+	}
+	var out []string
+	for _, l := range diff {
+		if strings.HasPrefix(l, "boot: ") || strings.HasPrefix(l, "disk: unexpected cdrom ") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // lvState is a domain's run state, DomainNoState when it cannot be read.

@@ -27,6 +27,7 @@ import (
 
 	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/targets"
+	"github.com/labbuild/labbuild/targets/kube"
 )
 
 // lbRun is one labbuild run: its output, exit status, wall time and peak RSS (GNU time's %M:
@@ -328,13 +329,18 @@ func rehearsalImage(t *testing.T, dir string) struct{ url, sum string } {
 }
 
 // flowTopology is the flow lab's shape: masters (1 or 3) and workers (0 or 1); inCluster sets
-// network.loadBalancer: in-cluster (keepalived and haproxy pods on the nodes, no host haproxy).
+// network.loadBalancer: in-cluster (keepalived and haproxy pods on the nodes, no host haproxy);
+// baremetal sets platform: baremetal too (it needs inCluster): the workers are BareMetalHosts
+// that the Metal3 stand-in provisions through labbuild's BMC (baremetal_flow_test.go).
 type flowTopology struct {
-	masters, workers int
-	inCluster        bool
+	masters, workers     int
+	inCluster, baremetal bool
 }
 
 func (f flowTopology) String() string {
+	if f.baremetal {
+		return fmt.Sprintf("%d+%d baremetal", f.masters, f.workers)
+	}
 	if f.inCluster {
 		return fmt.Sprintf("%d+%d in-cluster", f.masters, f.workers)
 	}
@@ -399,7 +405,12 @@ func rehearsalLab(t *testing.T, dir, poolPath string, topo flowTopology) {
 	if topo.inCluster {
 		s = inClusterLab(t, s)
 	}
-	s += "wait:\n  bootstrapMinutes: 15\n  mastersMinutes: 15\n  etcdMinutes: 10\n  pivotMinutes: 10\n  workersMinutes: 5\n  convergeMinutes: 10\n"
+	workersMinutes := 5
+	if topo.baremetal {
+		s = baremetalLab(t, s, topo)
+		workersMinutes = 10 // the worker is registered, claimed and booted through the BMC first
+	}
+	s += fmt.Sprintf("wait:\n  bootstrapMinutes: 15\n  mastersMinutes: 15\n  etcdMinutes: 10\n  pivotMinutes: 10\n  workersMinutes: %d\n  convergeMinutes: 10\n", workersMinutes)
 	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +467,8 @@ func stoppedAt(out string) string {
 // them only; through the VIP a ServiceAccount token issued before the pivot authenticates,
 // system:kube-apiserver may get nodes/proxy, and master-0's pod answers logs and exec
 // (pivotcheck_test.go). rehearsalFlow runs it for a topology (3+1 here, 3+0 and 1+1 below, 3+1
-// with network.loadBalancer: in-cluster in incluster_test.go TestInClusterFlow).
+// with network.loadBalancer: in-cluster in incluster_test.go TestInClusterFlow, and that with
+// platform: baremetal in baremetal_flow_test.go TestBaremetalFlow).
 //
 // labbuild is killed (SIGKILL) while cluster/masters waits and rerun: it continues there and
 // reaches cluster/done; a third run has no work to do. `labbuild destroy` then leaves no
@@ -507,10 +519,19 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	var etcdJoin sync.Mutex
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
+	var bm *baremetalFlow
+	if topo.baremetal {
+		bm = startBaremetalFlow(wctx, t, r, fl, workers)
+	}
 	w := &Watch{URI: r.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: append(append([]string{"bootstrap"}, masters...), workers...),
 		Up: func(node string) {
 			fl.logf("domain %s running: node starts", node)
-			nd, err := r.boot(node)
+			boot := r.boot
+			if topo.baremetal && slices.Contains(workers, node) {
+				// Started by the BMC: the Ignition is the user data on its virtual media.
+				boot = func(node string) (*Node, error) { return bm.bootFromMedia(node) }
+			}
+			nd, err := boot(node)
 			if err != nil {
 				fl.fail("%s: boot: %v", node, err)
 				return
@@ -562,6 +583,15 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 				return
 			}
 			go func() {
+				// The operators install a master's static pods only once it is a Ready Node
+				// (their installer pods are scheduled to it). Started earlier, the stand-ins'
+				// kube-controller-manager could take the leader lease from the bootstrap's,
+				// which came up late, and sign the masters' kubelet client CSRs with the
+				// operator's csr-signer, which the bootstrap's kube-apiserver does not trust
+				// (seen in TestBaremetalFlow's second run: every master kubelet Unauthorized).
+				if !masterReady(wctx, r, node+"."+labDomain) {
+					return
+				}
 				m := &MasterStandins{Node: nd, NodeName: node + "." + labDomain, IP: k.IP, BootstrapIP: bootstrapIP, BootstrapRoot: bootRoot,
 					Bins: r.bins, Clients: r.clients, Logf: fl.logf, EtcdJoin: &etcdJoin}
 				if err := m.Run(wctx); err != nil {
@@ -592,7 +622,7 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	// masters, ClusterVersion Available once both are.
 	go func() {
 		last := ""
-		nsDone := !topo.inCluster
+		nsDone, bmDone := !topo.inCluster, !topo.baremetal
 		for wctx.Err() == nil {
 			if !nsDone {
 				// The CVO applies the MCO's namespaces from the payload: openshift-kni-infra,
@@ -601,6 +631,14 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 					if err := applyMCONamespaces(wctx, k); err == nil {
 						nsDone = true
 						fl.logf("CVO stand-in: applied the MCO's namespaces (openshift-kni-infra)")
+					}
+				}
+			}
+			if !bmDone {
+				if k, err := r.clients(); err == nil {
+					if err := applyMachineAPI(wctx, k); err == nil {
+						bmDone = true
+						fl.logf("CVO stand-in: applied openshift-machine-api and the BareMetalHost and MachineSet CRDs")
 					}
 				}
 			}
@@ -697,6 +735,9 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	// keepalived holds the VIP, and its haproxy balances to the masters.
 	if topo.inCluster {
 		inClusterAfterPivot(t, r, masters)
+		if topo.baremetal {
+			bm.afterDone(ctx, t, masters)
+		}
 	} else if ls := h.apiListeners(t); len(ls) == 0 {
 		t.Errorf("after cluster/done nothing listens on %s:6443 in the host namespace", apiVIP)
 	} else {
@@ -782,8 +823,11 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	}
 	pids, _ := exec.Command("ip", "netns", "pids", r.lv.NetNS).Output()
 	for _, p := range strings.Fields(string(pids)) {
-		if b, _ := os.ReadFile("/proc/" + p + "/cmdline"); bytes.Contains(b, []byte("haproxy")) {
-			t.Errorf("after destroy, haproxy pid %s still runs: %q", p, bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		b, _ := os.ReadFile("/proc/" + p + "/cmdline")
+		for _, d := range []string{"haproxy", targets.BMCServeVerb} {
+			if bytes.Contains(b, []byte(d)) {
+				t.Errorf("after destroy, %s pid %s still runs: %q", d, p, bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+			}
 		}
 	}
 	if got := h.dropIns(); len(got) != 0 {
@@ -799,6 +843,22 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	fmt.Fprintf(os.Stderr, "rehearsal %s: test %s; run1 %s (killed), run2 %s, run3 %s, destroy %s; labbuild peak RSS %d/%d/%d/%d KiB\n",
 		topo, time.Since(start).Round(time.Second), first.wall.Round(time.Second), second.wall.Round(time.Second), third.wall.Round(time.Second),
 		d1.wall.Round(time.Second), first.maxRSS, second.maxRSS, third.maxRSS, d1.maxRSS)
+}
+
+// masterReady waits until Node name is Ready (through the admin kubeconfig) or ctx ends.
+func masterReady(ctx context.Context, r *rig, name string) bool {
+	for ctx.Err() == nil {
+		if k, err := r.clients(); err == nil {
+			if ready, _, err := kube.NodesReady(ctx, k.Dynamic, []string{name}); err == nil && len(ready) == 1 {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(3 * time.Second):
+		}
+	}
+	return false
 }
 
 // etcdMembers lists etcd's member names, sorted, as node's member reports them (real etcdctl
