@@ -75,4 +75,3 @@ func keyKind(t *testing.T, path string) string {
 	t.Fatalf("%s: PEM type %s", path, blk.Type)
 	return ""
 }
-
