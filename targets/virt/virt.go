@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 	rl "github.com/labbuild/labbuild/render/libvirt"
@@ -255,8 +256,11 @@ func (c *Conn) Volume(pool, name string) (*libvirtxml.StorageVolume, bool, error
 		}
 		x, err = c.l.StorageVolGetXMLDesc(vh, 0)
 		// Another target's pool refresh (-j) between the lookup and the read replaces the
-		// pool's volume objects, and the handle reads as "not found": look it up again.
-		if err != nil && notFound(err) && attempt < 3 {
+		// pool's volume objects, and the handle reads as "not found": look it up again, after
+		// a pause that grows, since under -j the other volume targets refresh the same pool
+		// one after another (three immediate retries lost that race once in a full test run).
+		if err != nil && notFound(err) && attempt < 10 {
+			time.Sleep(time.Duration(attempt+1) * 20 * time.Millisecond)
 			continue
 		}
 		if err != nil {
