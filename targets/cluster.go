@@ -326,7 +326,7 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 			Name:     "cluster/etcd",
 			Doc:      "etcd running on every master; then kube-system/bootstrap status=complete (bootstrap member removed)",
 			Deps:     append([]string{clusterAdminKC, "cluster/masters"}, opt(etcdClientDeps...)...),
-			Reads:    append(append(slices.Clone(clusterReads), "wait.etcdMinutes", "nodes."+bootstrap+".ip"), nodeReads(masters)...),
+			Reads:    append(append(append(slices.Clone(clusterReads), "wait.etcdMinutes", "nodes."+bootstrap+".ip"), nodeReads(masters)...), vipModeReads(c)...),
 			Version:  2,
 			External: true,
 			Run: func(ctx context.Context, s *engine.Step) error {

@@ -26,8 +26,9 @@ import (
 )
 
 // clusterEtcd is cluster/etcd's Run: wait until openshift-install would report bootstrap
-// complete (bootstrapCompleteGate), then mark it so the operator removes the etcd-bootstrap
-// member.
+// complete (bootstrapCompleteGate) and, in the in-cluster mode, until every master's keepalived
+// runs the API VRRP instance (vipMastersKeepalived), then mark it so the operator removes the
+// etcd-bootstrap member.
 func clusterEtcd(ctx context.Context, s *engine.Step, masters []string, bootstrap string) error {
 	timeout, err := clusterMinutes(s, "wait.etcdMinutes")
 	if err != nil {
@@ -66,6 +67,27 @@ func clusterEtcd(ctx context.Context, s *engine.Step, masters []string, bootstra
 		return ok, st, nil
 	}); err != nil {
 		return err
+	}
+	inCluster, err := vipInCluster(s)
+	if err != nil {
+		return err
+	}
+	if inCluster {
+		// labbuild's own step, not openshift-install's: on a real install bootstrap-complete comes
+		// minutes after the masters' keepalived is configured, but nothing orders the two. If the
+		// bootstrap's keepalived stops (its API gone with etcd-bootstrap) before a master's
+		// keepalived-monitor has read its peers through the VIP, no master ever takes the VIP.
+		if _, err := clusterWait(ctx, s, wait.Spec{
+			What:     "every master's keepalived running the API VRRP instance (it can take the VIP once the bootstrap's API goes)",
+			Inspect:  "oc logs -n " + vipInfraNamespace + " keepalived-<master> -c keepalived; oc logs -n " + vipInfraNamespace + " keepalived-<master> -c keepalived-monitor",
+			Timeout:  timeout,
+			Interval: clusterPollNodes,
+		}, func(ctx context.Context) (bool, string, error) {
+			ok, st := vipMastersKeepalived(ctx, k.REST, want)
+			return ok, st, nil
+		}); err != nil {
+			return err
+		}
 	}
 	if err := kube.MarkBootstrapComplete(ctx, k.Dynamic); err != nil {
 		return fmt.Errorf("%s: %w", s.Target().Name, err)

@@ -29,10 +29,7 @@ func vipPivotReads(c *Config) []string {
 	if c.Baremetal() { // and the worker hosts are unpaused after the pivot
 		return []string{"network.loadBalancer", "platform"}
 	}
-	if c.InCluster() {
-		return []string{"network.loadBalancer"}
-	}
-	return nil
+	return vipModeReads(c)
 }
 
 // clusterPivot is cluster/pivot's Run. In the host mode it switches labbuild's haproxy to the
@@ -48,13 +45,9 @@ func clusterPivot(ctx context.Context, s *engine.Step, bootstrap string, masters
 		return err
 	}
 	rec := map[string]any{}
-	inCluster := false
-	if slices.Contains(s.Target().Reads, "network.loadBalancer") {
-		lb, err := s.String("network.loadBalancer")
-		if err != nil {
-			return err
-		}
-		inCluster = lb == LoadBalancerInCluster
+	inCluster, err := vipInCluster(s)
+	if err != nil {
+		return err
 	}
 	if inCluster {
 		k, err := clusterClients(s)

@@ -3,6 +3,8 @@ package targets
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -54,14 +56,29 @@ func addReads(reads []string, extra ...string) []string {
 	return reads
 }
 
+// vipModeReads is what a cluster target that waits differently in the in-cluster mode reads:
+// network.loadBalancer there, nothing in the host mode (whose targets keep their keys).
+func vipModeReads(c *Config) []string {
+	if c.InCluster() {
+		return []string{"network.loadBalancer"}
+	}
+	return nil
+}
+
+// vipInCluster reports whether the step's target declares network.loadBalancer and it is
+// in-cluster.
+func vipInCluster(s *engine.Step) (bool, error) {
+	if !slices.Contains(s.Target().Reads, "network.loadBalancer") {
+		return false, nil
+	}
+	lb, err := s.String("network.loadBalancer")
+	return lb == LoadBalancerInCluster, err
+}
+
 // vipBareMetal returns the BareMetal platform of the lab when the target declares
 // network.loadBalancer and it is in-cluster, and nil (platform None) otherwise.
 func vipBareMetal(s *engine.Step) (*manifests.BareMetal, error) {
-	if !slices.Contains(s.Target().Reads, "network.loadBalancer") {
-		return nil, nil
-	}
-	lb, err := s.String("network.loadBalancer")
-	if err != nil || lb != LoadBalancerInCluster {
+	if in, err := vipInCluster(s); err != nil || !in {
 		return nil, err
 	}
 	bm := &manifests.BareMetal{}
@@ -173,4 +190,58 @@ type vipPod struct {
 // vipListInfraPods lists the pods of openshift-kni-infra.
 func vipListInfraPods(ctx context.Context, dyn kube.Interface) ([]vipPod, error) {
 	return kube.List[vipPod](ctx, dyn, kube.Pods, vipInfraNamespace, "")
+}
+
+// vipKeepalivedStateRE matches keepalived's state-change log line for an API VRRP instance,
+// "(<cluster>_API) Entering BACKUP STATE (init)" or "… Entering MASTER STATE" (keepalived 2.x
+// vrrp/vrrp.c; the instance is `vrrp_instance <cluster name>_API` in the MCO's on-prem
+// keepalived.conf.tmpl). The keepalived container runs keepalived with --log-console, so the
+// line is in the container's log.
+var vipKeepalivedStateRE = lazyRegexp(`\((\S+_API)\) Entering (BACKUP|MASTER|FAULT) STATE`)
+
+// vipKeepalivedState returns the API VRRP instance's last state in a keepalived container log
+// ("BACKUP", "MASTER", "FAULT"), or "" when keepalived has not run an API instance: its
+// keepalived-monitor has not written keepalived.conf yet (the container starts keepalived only
+// once that file is non-empty, MCO templates/common/on-prem/files/keepalived.yaml).
+func vipKeepalivedState(log []byte) string {
+	state := ""
+	for _, line := range strings.Split(string(log), "\n") {
+		if m := vipKeepalivedStateRE.FindStringSubmatch(line); m != nil {
+			state = m[2]
+		}
+	}
+	return state
+}
+
+// vipMastersKeepalived reports whether every master's keepalived runs the API VRRP instance in
+// BACKUP or MASTER state, read from the log of container keepalived of its mirror pod
+// keepalived-<node> (GET pods/log through the kubelet, as `oc logs` reads it). Until then a
+// master cannot take the VIP: its keepalived-monitor writes keepalived.conf only from the API
+// (baremetal-runtimecfg release-4.18 pkg/monitor/dynkeepalived.go KeepalivedWatch: the unicast
+// peers come from GetIngressConfig over the node's kubeconfig, api-int, which is the VIP, with no
+// fall back to localhost), so if the bootstrap gave up the VIP first no master would ever be
+// configured. status says which masters are not ready and why.
+func vipMastersKeepalived(ctx context.Context, rest *kube.RESTClient, masters []string) (bool, string) {
+	var waiting []string
+	states := map[string]int{}
+	for _, m := range masters {
+		b, err := rest.Do(ctx, http.MethodGet, "/api/v1/namespaces/"+vipInfraNamespace+"/pods/keepalived-"+m+"/log",
+			url.Values{"container": {"keepalived"}, "tailLines": {"2000"}}, "", nil)
+		if err != nil {
+			waiting = append(waiting, fmt.Sprintf("%s (log: %v)", m, err))
+			continue
+		}
+		switch st := vipKeepalivedState(b); st {
+		case "BACKUP", "MASTER":
+			states[st]++
+		case "":
+			waiting = append(waiting, m+" (keepalived not started: no keepalived.conf yet)")
+		default:
+			waiting = append(waiting, m+" (API instance in "+st+" state)")
+		}
+	}
+	if len(waiting) > 0 {
+		return false, "masters' keepalived not running the API VRRP instance: " + strings.Join(waiting, "; ")
+	}
+	return true, fmt.Sprintf("keepalived runs the API VRRP instance on %d masters (%d BACKUP, %d MASTER)", len(masters), states["BACKUP"], states["MASTER"])
 }

@@ -355,3 +355,101 @@ func TestClusterPivotInCluster(t *testing.T) {
 		t.Errorf("in-cluster pivot switched a host haproxy: %v", lb.cfg)
 	}
 }
+
+// TestVIPKeepalivedState reads the API VRRP instance's state from keepalived container logs as
+// keepalived 2.2 writes them with --log-console --log-detail.
+func TestVIPKeepalivedState(t *testing.T) {
+	for _, tc := range []struct{ name, log, want string }{
+		{"no config yet", "+ '[' -s /etc/keepalived/keepalived.conf ']'\n+ rm -f /var/run/keepalived/keepalived.sock\n", ""},
+		{"started", "Starting VRRP child process, pid=12\n(ocp4_API) Entering BACKUP STATE (init)\n", "BACKUP"},
+		{"took the VIP", "(ocp4_API) Entering BACKUP STATE (init)\n(ocp4_API) Entering MASTER STATE\n(ocp4_API) Sending/queueing gratuitous ARPs on br0 for 198.18.0.5\n", "MASTER"},
+		{"fault after master", "(ocp4_API) Entering MASTER STATE\n(ocp4_API) Entering FAULT STATE\n", "FAULT"},
+		{"only the ingress instance", "(ocp4_INGRESS) Entering BACKUP STATE (init)\n", ""},
+	} {
+		if got := vipKeepalivedState([]byte(tc.log)); got != tc.want {
+			t.Errorf("%s: state %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestClusterEtcdWaitsForMastersKeepalived runs cluster/etcd in the in-cluster mode against an
+// API server stand-in (httptest) on which bootstrap-complete's own gate holds from the start
+// (etcd Ready on the three masters, HighlyAvailable, two API addresses): it creates
+// kube-system/bootstrap only once the keepalived container of every master's mirror pod logs
+// its API instance in BACKUP or MASTER (master-2's keepalived-monitor writes keepalived.conf
+// at the 3rd log read), and never while one master's log shows none.
+func TestClusterEtcdWaitsForMastersKeepalived(t *testing.T) {
+	c := clusterConfig(3, 0)
+	c.Network.LoadBalancer = LoadBalancerInCluster
+	c.Wait.EtcdMinutes = 1
+	masters := []string{"master-0.ocp4.example.com", "master-1.ocp4.example.com", "master-2.ocp4.example.com"} // the Node names
+	var reads, readsAtMark atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch p := r.URL.Path; {
+		case p == "/api/v1/namespaces/openshift-etcd/pods":
+			list := corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
+			for _, m := range masters {
+				pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd-" + m, Namespace: "openshift-etcd"}, Spec: corev1.PodSpec{NodeName: m}}
+				pod.Status.Phase = corev1.PodRunning
+				pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+				list.Items = append(list.Items, pod)
+			}
+			json.NewEncoder(w).Encode(list)
+		case p == "/apis/config.openshift.io/v1/infrastructures/cluster":
+			io.WriteString(w, `{"apiVersion":"config.openshift.io/v1","kind":"Infrastructure","metadata":{"name":"cluster"},"status":{"controlPlaneTopology":"HighlyAvailable"}}`)
+		case p == "/api/v1/namespaces/default/endpoints/kubernetes":
+			io.WriteString(w, `{"apiVersion":"v1","kind":"Endpoints","metadata":{"name":"kubernetes"},"subsets":[{"addresses":[{"ip":"198.18.0.10"},{"ip":"198.18.0.11"}]}]}`)
+		case strings.HasPrefix(p, "/api/v1/namespaces/"+vipInfraNamespace+"/pods/keepalived-") && strings.HasSuffix(p, "/log"):
+			if r.URL.Query().Get("container") != "keepalived" {
+				http.Error(w, "wrong container", http.StatusBadRequest)
+				return
+			}
+			w.Header().Set("Content-Type", "text/plain")
+			n := reads.Add(1)
+			io.WriteString(w, "+ rm -f /var/run/keepalived/keepalived.sock\n")
+			if !strings.Contains(p, "master-2") || n >= 9 { // three masters a round: master-2 from the 3rd round
+				io.WriteString(w, "(ocp4_API) Entering BACKUP STATE (init)\n")
+			}
+		case p == "/api/v1/namespaces/kube-system/configmaps/bootstrap" && r.Method == http.MethodPatch:
+			readsAtMark.Store(reads.Load())
+			io.WriteString(w, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bootstrap","namespace":"kube-system"},"data":{"status":"complete"}}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	old := clusterEnv
+	t.Cleanup(func() { clusterEnv = old })
+	clusterEnv = clusterWorld{
+		clock:      wait.RealClock{},
+		interval:   func(d time.Duration) time.Duration { return d / 100 },
+		restConfig: func(kc, vip string) (*kube.RESTConfig, error) { return &kube.RESTConfig{Host: srv.URL}, nil },
+	}
+	ts := []*engine.Target{clusterStandinFile(clusterAdminKC, "kubeconfig", "apiVersion: v1\nkind: Config\n"), clusterStandinFile("cluster/masters", "record.json", "{}")}
+	for _, x := range clusterTargets(c, func(n string) bool { return n == clusterAdminKC }) {
+		if x.Name == "cluster/etcd" {
+			if !slices.Contains(x.Reads, "network.loadBalancer") {
+				t.Errorf("in-cluster cluster/etcd does not read network.loadBalancer: %v", x.Reads)
+			}
+			ts = append(ts, x)
+		}
+	}
+	var stderr strings.Builder
+	out := t.TempDir()
+	if _, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: out, Goals: []string{"cluster/etcd"}, Targets: ts, Jobs: 1, Now: time.Now, Stderr: &stderr}); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if at := readsAtMark.Load(); at < 9 {
+		t.Errorf("kube-system/bootstrap written after %d log reads, before master-2's keepalived ran the API instance (the 9th)", at)
+	}
+	log, err := os.ReadFile(filepath.Join(out, ".labbuild", "log", "cluster", "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"master-2.ocp4.example.com (keepalived not started: no keepalived.conf yet)", "keepalived runs the API VRRP instance on 3 masters (3 BACKUP, 0 MASTER)"} {
+		if !strings.Contains(string(log), want) {
+			t.Errorf("cluster/etcd's log lacks %q:\n%s", want, log)
+		}
+	}
+}
