@@ -193,21 +193,35 @@ func vipListInfraPods(ctx context.Context, dyn kube.Interface) ([]vipPod, error)
 }
 
 // vipKeepalivedStateRE matches keepalived's state-change log line for an API VRRP instance,
-// "(<cluster>_API) Entering BACKUP STATE (init)" or "… Entering MASTER STATE" (keepalived 2.x
-// vrrp/vrrp.c; the instance is `vrrp_instance <cluster name>_API` in the MCO's on-prem
-// keepalived.conf.tmpl). The keepalived container runs keepalived with --log-console, so the
-// line is in the container's log.
-var vipKeepalivedStateRE = lazyRegexp(`\((\S+_API)\) Entering (BACKUP|MASTER|FAULT) STATE`)
+// "(<cluster>_API_<i>) Entering BACKUP STATE (init)" or "… Entering MASTER STATE" (keepalived 2.x
+// vrrp/vrrp.c; the instances are `vrrp_instance <cluster name>_API_<i>`, one per API VIP, in the
+// MCO's templates/master/00-master/on-prem/files/keepalived-keepalived.yaml). The keepalived
+// container runs keepalived with --log-console, so the line is in the container's log.
+var vipKeepalivedStateRE = lazyRegexp(`\((\S+_API_\d+)\) Entering (BACKUP|MASTER|FAULT) STATE`)
 
-// vipKeepalivedState returns the API VRRP instance's last state in a keepalived container log
-// ("BACKUP", "MASTER", "FAULT"), or "" when keepalived has not run an API instance: its
-// keepalived-monitor has not written keepalived.conf yet (the container starts keepalived only
-// once that file is non-empty, MCO templates/common/on-prem/files/keepalived.yaml).
+// vipKeepalivedState returns the state the API VRRP instances of a keepalived container log are
+// in: "BACKUP" or "MASTER" when every API instance's last state is one of them (MASTER if any
+// is), the first other state ("FAULT") otherwise, or "" when keepalived has not run an API
+// instance: its keepalived-monitor has not written keepalived.conf yet (the container starts
+// keepalived only once that file is non-empty, MCO templates/common/on-prem/files/keepalived.yaml).
 func vipKeepalivedState(log []byte) string {
-	state := ""
+	last := map[string]string{}
+	var order []string
 	for _, line := range strings.Split(string(log), "\n") {
 		if m := vipKeepalivedStateRE.FindStringSubmatch(line); m != nil {
-			state = m[2]
+			if _, seen := last[m[1]]; !seen {
+				order = append(order, m[1])
+			}
+			last[m[1]] = m[2]
+		}
+	}
+	state := ""
+	for _, inst := range order {
+		switch st := last[inst]; {
+		case st != "BACKUP" && st != "MASTER":
+			return st
+		case st == "MASTER" || state == "":
+			state = st
 		}
 	}
 	return state

@@ -361,10 +361,12 @@ func TestClusterPivotInCluster(t *testing.T) {
 func TestVIPKeepalivedState(t *testing.T) {
 	for _, tc := range []struct{ name, log, want string }{
 		{"no config yet", "+ '[' -s /etc/keepalived/keepalived.conf ']'\n+ rm -f /var/run/keepalived/keepalived.sock\n", ""},
-		{"started", "Starting VRRP child process, pid=12\n(ocp4_API) Entering BACKUP STATE (init)\n", "BACKUP"},
-		{"took the VIP", "(ocp4_API) Entering BACKUP STATE (init)\n(ocp4_API) Entering MASTER STATE\n(ocp4_API) Sending/queueing gratuitous ARPs on br0 for 198.18.0.5\n", "MASTER"},
-		{"fault after master", "(ocp4_API) Entering MASTER STATE\n(ocp4_API) Entering FAULT STATE\n", "FAULT"},
-		{"only the ingress instance", "(ocp4_INGRESS) Entering BACKUP STATE (init)\n", ""},
+		{"started", "Starting VRRP child process, pid=12\nThu Nov 26 17:00:41 2026: (ocp4_API_0) Entering BACKUP STATE (init)\n", "BACKUP"},
+		{"took the VIP", "(ocp4_API_0) Entering BACKUP STATE (init)\n(ocp4_API_0) Entering MASTER STATE\n(ocp4_API_0) Sending/queueing gratuitous ARPs on br0 for 198.18.0.5\n", "MASTER"},
+		{"fault after master", "(ocp4_API_0) Entering MASTER STATE\n(ocp4_API_0) Entering FAULT STATE\n", "FAULT"},
+		{"dual stack, one in fault", "(ocp4_API_0) Entering BACKUP STATE (init)\n(ocp4_API_1) Entering FAULT STATE\n", "FAULT"},
+		{"dual stack", "(ocp4_API_0) Entering BACKUP STATE (init)\n(ocp4_API_1) Entering BACKUP STATE (init)\n(ocp4_API_1) Entering MASTER STATE\n", "MASTER"},
+		{"only the ingress instance", "(ocp4_INGRESS_0) Entering BACKUP STATE (init)\n", ""},
 	} {
 		if got := vipKeepalivedState([]byte(tc.log)); got != tc.want {
 			t.Errorf("%s: state %q, want %q", tc.name, got, tc.want)
@@ -409,7 +411,7 @@ func TestClusterEtcdWaitsForMastersKeepalived(t *testing.T) {
 			n := reads.Add(1)
 			io.WriteString(w, "+ rm -f /var/run/keepalived/keepalived.sock\n")
 			if !strings.Contains(p, "master-2") || n >= 9 { // three masters a round: master-2 from the 3rd round
-				io.WriteString(w, "(ocp4_API) Entering BACKUP STATE (init)\n")
+				io.WriteString(w, "Thu Nov 26 17:00:41 2026: (ocp4_API_0) Entering BACKUP STATE (init)\n")
 			}
 		case p == "/api/v1/namespaces/kube-system/configmaps/bootstrap" && r.Method == http.MethodPatch:
 			readsAtMark.Store(reads.Load())
