@@ -264,9 +264,10 @@ func bmcManifestReads(c *Config) []string {
 
 // bmcManifestsRun writes, for every master and worker, its BMC Secret and BareMetalHost (the
 // Redfish virtual-media address of its domain on the lab's BMC; masters externally
-// provisioned), and the worker MachineSet with one replica per worker. Ironic cannot verify the BMC's certificate (the lab's BMC CA is not in
-// its trust bundle), so the hosts set disableCertificateVerification, as an install-config
-// for sushy-tools' emulator does.
+// provisioned), and the worker MachineSet with one replica per worker. The hosts leave
+// disableCertificateVerification unset: Ironic verifies the BMC against ConfigMap
+// openshift-machine-api/cbo-trusted-ca, which holds the lab's trust bundle and so the BMC CA
+// (targets/trust.go, docs/baremetal.md).
 func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
 	name := s.Target().Name
 	cluster, err := s.String("cluster.name")
@@ -307,9 +308,8 @@ func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
 
 // bmcEachHost calls f, for each node whose name the target reads (nodes.<node>.name), with
 // the node's host behind the lab's BMC: its BMC address (network.gateway and the domain's
-// derived UUID), boot MAC and bmc/credentials. Ironic cannot verify the BMC's certificate (the
-// lab's BMC CA is not in its trust bundle), so certificate verification is off, as an
-// install-config for sushy-tools' emulator has it.
+// derived UUID), boot MAC and bmc/credentials. Certificate verification stays on: the BMC's
+// CA is in the cluster's trust bundle (targets/trust.go).
 func bmcEachHost(s *engine.Step, cluster string, f func(node string, h manifests.BMCHost) error) error {
 	gw, err := s.String("network.gateway")
 	if err != nil {
@@ -333,7 +333,7 @@ func bmcEachHost(s *engine.Step, cluster string, f func(node string, h manifests
 			return err
 		}
 		if err := f(node, manifests.BMCHost{Name: node, BMCAddress: BMCAddress(gw, rl.UUID(cluster, node)), BootMAC: mac,
-			Username: creds.Username, Password: creds.Password, DisableCertificateVerification: true}); err != nil {
+			Username: creds.Username, Password: creds.Password}); err != nil {
 			return err
 		}
 	}

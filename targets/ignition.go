@@ -187,7 +187,7 @@ func ignBootstrapTarget(c *Config, boot string) *engine.Target {
 		Name: "ignition/bootstrap",
 		Doc: "the bootstrap node's Ignition: standalone kubelet, static pods, TLS files, kubeconfigs, CRDs and cluster manifests, " +
 			"CRI-O pause drop-in, pull secret, SSH key, hostname, network",
-		Deps:    append(deps, mirrorClusterDeps(c, append(mirrorSourceDeps, "mirror/credentials")...)...),
+		Deps:    append(append(deps, mirrorClusterDeps(c, append(mirrorSourceDeps, "mirror/credentials")...)...), trustDeps(c)...),
 		Reads:   addReads(ignNodeReads(boot), mirrorClusterReads(c)...),
 		Files:   []string{"access.pullSecretFile", "access.sshKeyFile"},
 		Version: 1,
@@ -240,6 +240,9 @@ func ignBootstrapTarget(c *Config, boot string) *engine.Target {
 				}
 			}
 			if err := mirrorBootstrapInput(c, s, &in); err != nil { // targets/mirror.go
+				return fmt.Errorf("%s: %w", s.Target().Name, err)
+			}
+			if err := trustBootstrapInput(c, s, &in); err != nil { // targets/trust.go
 				return fmt.Errorf("%s: %w", s.Target().Name, err)
 			}
 			res, err := ignition.Bootstrap(in)

@@ -15,7 +15,8 @@ import (
 //
 //	ipi/install-config  install-config.yaml for `openshift-install create cluster` (bare-metal
 //	                    IPI): the masters and workers as hosts behind labbuild's BMC, their
-//	                    boot MACs and BMC credentials, provisioningNetwork Disabled, the VIPs,
+//	                    boot MACs and BMC credentials, the BMC CA as additionalTrustBundle
+//	                    (targets/trust.go), provisioningNetwork Disabled, the VIPs,
 //	                    the lab bridge as externalBridge (0600: it holds the pull secret and
 //	                    the BMC password)
 //
@@ -44,13 +45,13 @@ func ipiTargets(c *Config) []*engine.Target {
 		reads = append(reads, "network.externalBridge")
 	}
 	return []*engine.Target{{
-		Name: "ipi/install-config", Doc: "install-config.yaml for openshift-install's bare-metal IPI: hosts behind labbuild's BMC, provisioningNetwork Disabled (0600)",
-		Deps: []string{"bmc/credentials"}, Reads: reads, Files: []string{"access.pullSecretFile", "access.sshKeyFile"}, Version: 1,
-		Run: ipiInstallConfigRun,
+		Name: "ipi/install-config", Doc: "install-config.yaml for openshift-install's bare-metal IPI: hosts behind labbuild's BMC, its CA as additionalTrustBundle, provisioningNetwork Disabled (0600)",
+		Deps: append([]string{"bmc/credentials"}, trustDeps(c)...), Reads: reads, Files: []string{"access.pullSecretFile", "access.sshKeyFile"}, Version: 1,
+		Run: func(ctx context.Context, s *engine.Step) error { return ipiInstallConfigRun(ctx, s, c) },
 	}}
 }
 
-func ipiInstallConfigRun(ctx context.Context, s *engine.Step) error {
+func ipiInstallConfigRun(ctx context.Context, s *engine.Step, lab *Config) error {
 	name := s.Target().Name
 	var c manifests.IPIConfig
 	for _, f := range []struct {
@@ -89,12 +90,19 @@ func ipiInstallConfigRun(ctx context.Context, s *engine.Step) error {
 			return err
 		}
 		c.Hosts = append(c.Hosts, manifests.IPIHost{Name: node, Role: role, BMCAddress: h.BMCAddress, BootMAC: h.BootMAC,
-			Username: h.Username, Password: h.Password, DisableCertificateVerification: h.DisableCertificateVerification})
+			Username: h.Username, Password: h.Password})
 		return nil
 	})
 	if err != nil {
 		return err
 	}
+	// The BMC CA (and the mirror CA, if any) as additionalTrustBundle: the installer puts it in
+	// user-ca-bundle and the Proxy's trustedCA, from which Metal3's cbo-trusted-ca is filled.
+	tb, err := trustBundle(lab, s)
+	if err != nil {
+		return err
+	}
+	c.AdditionalTrustBundle = string(tb)
 	ps, err := s.File("access.pullSecretFile")
 	if err != nil {
 		return err

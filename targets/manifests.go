@@ -337,8 +337,10 @@ func manifestsTargets(c *Config) []*engine.Target {
 			}
 			return mfOne(manifests.Ingress(dom))
 		}),
-		mfCluster("proxy", "Proxy cluster (no proxy)", nil, mirrorClusterReads(c), func(*engine.Step) ([]manifests.File, error) {
-			if c.MirrorOn() {
+		// With a trust bundle (targets/trust.go) the Proxy names user-ca-bundle, as the
+		// installer's proxy.go does for additionalTrustBundlePolicy Always.
+		mfCluster("proxy", "Proxy cluster (no proxy)", userCABundleDeps(c), nil, func(*engine.Step) ([]manifests.File, error) {
+			if len(userCABundleDeps(c)) > 0 {
 				return mfOne(manifests.ProxyTrustedCA())
 			}
 			return mfOne(manifests.Proxy())
@@ -378,10 +380,10 @@ func manifestsTargets(c *Config) []*engine.Target {
 				}
 				return mfOne(manifests.ClusterVersion(v, strings.TrimSpace(string(id))))
 			}),
-		mfCluster("cluster-config-v1", "ConfigMap kube-system/cluster-config-v1 (the install-config, no pull secret)", mirrorClusterDeps(c, mirrorSourceDeps...),
+		mfCluster("cluster-config-v1", "ConfigMap kube-system/cluster-config-v1 (the install-config, no pull secret)", append(mirrorClusterDeps(c, mirrorSourceDeps...), trustDeps(c)...),
 			addReads(append(append(append(domainReads[:2:2], netReads...), "network.machineNetwork"), roleReads...), append(vipPlatformReads(c), mirrorClusterReads(c)...)...), func(s *engine.Step) ([]manifests.File, error) {
 				ic := manifests.InstallConfig{}
-				if err := mirrorInstallConfig(c, s, &ic); err != nil {
+				if err := labInstallConfig(c, s, &ic); err != nil { // targets/mirror.go
 					return nil, err
 				}
 				var err error
@@ -494,6 +496,10 @@ func manifestsTargets(c *Config) []*engine.Target {
 	if c.MirrorOn() { // targets/mirror.go
 		ts = append(ts, mirrorManifestTargets(c)...)
 		collectorDeps = append(collectorDeps, "manifests/cluster/mirror")
+	}
+	if ut := trustManifestTargets(c); len(ut) > 0 { // targets/trust.go
+		ts = append(ts, ut...)
+		collectorDeps = append(collectorDeps, userCABundleTarget)
 	}
 	if c.Baremetal() {
 		// The hosts, their BMC Secrets and the worker MachineSet go where the installer puts

@@ -127,7 +127,7 @@ func mcoTargets(c *Config) []*engine.Target {
 		{
 			Name:    "mco/inputs",
 			Doc:     "the MCO bootstrap work dir: root and kube-apiserver CAs, cluster-config-v1, pull-secret Secret, Infrastructure, Network, DNS, Proxy, FeatureGate, image-references",
-			Deps:    append([]string{"pki/ca/root", "pki/bundle/kubelet-client-ca", "manifests/ids", "release/image-references"}, mirrorClusterDeps(c, append(mirrorSourceDeps, "mirror/credentials")...)...),
+			Deps:    append([]string{"pki/ca/root", "pki/bundle/kubelet-client-ca", "manifests/ids", "release/image-references"}, append(mirrorClusterDeps(c, append(mirrorSourceDeps, "mirror/credentials")...), trustDeps(c)...)...),
 			Reads:   addReads(reads, mirrorClusterReads(c)...),
 			Files:   []string{"access.pullSecretFile"},
 			Version: 1,
@@ -162,7 +162,7 @@ func mcoTargets(c *Config) []*engine.Target {
 				if err := CheckPullSecret(in.PullSecret, "access.pullSecretFile"); err != nil {
 					return err
 				}
-				if err := mirrorMCOInputs(c, s, &in); err != nil { // targets/mirror.go
+				if err := mcoTrustInputs(c, s, &in); err != nil { // targets/mirror.go
 					return fmt.Errorf("%s: %w", s.Target().Name, err)
 				}
 				id, err := s.DepFile("manifests/ids", "infrastructure-name")

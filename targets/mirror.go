@@ -545,7 +545,7 @@ func mirrorClusterReads(c *Config) []string {
 
 // mirrorSourceDeps are the targets whose pull specs name the repositories the mirror serves:
 // the release image's repository and the components' (art-dev) one.
-var mirrorSourceDeps = []string{"release/resolve", "release/image/pod", "pki/ca/mirror-ca"}
+var mirrorSourceDeps = []string{"release/resolve", "release/image/pod"}
 
 // mirrorSources is the lab's imageDigestSources: the release repository and the component
 // repository, each mirrored at network.gateway:mirror.port under the same path (MirrorRepo).
@@ -573,56 +573,37 @@ func mirrorSources(s *engine.Step) ([]manifests.MirrorSource, error) {
 	return out, nil
 }
 
-// mirrorManifestTargets are the cluster manifests of the mirror, in the manifests family's
-// collector: the ImageDigestMirrorSet and the user-ca-bundle ConfigMap with the mirror CA.
+// mirrorManifestTargets is the mirror's cluster manifest, in the manifests family's collector:
+// the ImageDigestMirrorSet. The mirror CA is in the lab's trust bundle (targets/trust.go:
+// manifests/cluster/user-ca-bundle).
 func mirrorManifestTargets(c *Config) []*engine.Target {
 	if !c.MirrorOn() {
 		return nil
 	}
-	return []*engine.Target{mfCluster("mirror", "the release mirror: ImageDigestMirrorSet image-digest-mirror (release and art-dev repositories) and ConfigMap openshift-config/user-ca-bundle (the mirror CA)",
+	return []*engine.Target{mfCluster("mirror", "the release mirror: ImageDigestMirrorSet image-digest-mirror (release and art-dev repositories)",
 		mirrorSourceDeps, mirrorClusterReads(c), func(s *engine.Step) ([]manifests.File, error) {
-			srcs, ca, err := mirrorTrust(s)
+			srcs, err := mirrorSources(s)
 			if err != nil {
 				return nil, err
 			}
-			idms, err := manifests.ImageDigestMirrorSet(srcs)
-			if err != nil {
-				return nil, err
-			}
-			cm, err := manifests.UserCABundle(ca)
-			if err != nil {
-				return nil, err
-			}
-			return []manifests.File{idms, cm}, nil
+			return mfOne(manifests.ImageDigestMirrorSet(srcs))
 		})}
 }
 
-// mirrorInstallConfig fills the install-config's imageDigestSources and additionalTrustBundle
-// (cluster-config-v1) when the lab has a mirror.
-func mirrorInstallConfig(c *Config, s *engine.Step, ic *manifests.InstallConfig) error {
-	if !c.MirrorOn() {
-		return nil
+// labInstallConfig fills the install-config's imageDigestSources when the lab has a mirror,
+// and its additionalTrustBundle when it has a trust bundle (targets/trust.go), as
+// cluster-config-v1 carries them.
+func labInstallConfig(c *Config, s *engine.Step, ic *manifests.InstallConfig) error {
+	if c.MirrorOn() {
+		srcs, err := mirrorSources(s)
+		if err != nil {
+			return err
+		}
+		ic.ImageDigestSources = srcs
 	}
-	srcs, ca, err := mirrorTrust(s)
-	if err != nil {
-		return err
-	}
-	ic.ImageDigestSources, ic.AdditionalTrustBundle = srcs, string(ca)
-	return nil
-}
-
-// mirrorTrust reads the lab's imageDigestSources and the mirror CA (PEM), what every object
-// that points the cluster at the mirror is made of.
-func mirrorTrust(s *engine.Step) ([]manifests.MirrorSource, []byte, error) {
-	srcs, err := mirrorSources(s)
-	if err != nil {
-		return nil, nil, err
-	}
-	ca, err := s.DepFile("pki/ca/mirror-ca", "tls.crt")
-	if err != nil {
-		return nil, nil, err
-	}
-	return srcs, ca, nil
+	b, err := trustBundle(c, s)
+	ic.AdditionalTrustBundle = string(b)
+	return err
 }
 
 // mirrorPullSecret returns the pull secret with the mirror's credentials merged in, for the
@@ -642,46 +623,44 @@ func mirrorPullSecret(c *Config, s *engine.Step, ps []byte) ([]byte, error) {
 	return manifests.MergePullSecret(ps, host, MirrorUser, string(pw))
 }
 
-// Node paths of the mirror's files on the bootstrap (containers-registries.conf.d(5): a
-// drop-in, so RHCOS's own registries.conf stays; update-ca-trust reads the anchors at boot).
-const (
-	MirrorRegistriesDropIn = "/etc/containers/registries.conf.d/99-labbuild-mirror.conf"
-	MirrorCAAnchor         = "/etc/pki/ca-trust/source/anchors/labbuild-mirror-ca.crt"
-)
+// MirrorRegistriesDropIn is the bootstrap's registries.conf drop-in for the mirror
+// (containers-registries.conf(5): a drop-in, so RHCOS's own registries.conf stays).
+const MirrorRegistriesDropIn = "/etc/containers/registries.conf.d/99-labbuild-mirror.conf"
 
 // mirrorBootstrapInput adds the mirror to the bootstrap's Ignition when the lab has one: the
-// registries.conf drop-in (the installer's bootstrap registries.conf, from imageDigestSources),
-// the mirror CA as a trust anchor (the installer's anchors/ca.crt = additionalTrustBundle) and
-// the pull secret with the mirror's auth.
+// registries.conf drop-in (the installer's bootstrap registries.conf, from imageDigestSources)
+// and the pull secret with the mirror's auth. Its CA is in the lab's trust bundle
+// (trustBootstrapInput).
 func mirrorBootstrapInput(c *Config, s *engine.Step, in *ignition.BootstrapInput) error {
 	if !c.MirrorOn() {
 		return nil
 	}
-	srcs, ca, err := mirrorTrust(s)
+	srcs, err := mirrorSources(s)
 	if err != nil {
 		return err
 	}
 	if in.PullSecret, err = mirrorPullSecret(c, s, in.PullSecret); err != nil {
 		return err
 	}
-	in.Files = append(in.Files,
-		ignition.File{Path: MirrorRegistriesDropIn, Mode: ignition.ModeFile, Contents: manifests.RegistriesConf(srcs)},
-		ignition.File{Path: MirrorCAAnchor, Mode: ignition.ModeFile, Contents: ca})
+	in.Files = append(in.Files, ignition.File{Path: MirrorRegistriesDropIn, Mode: ignition.ModeFile, Contents: manifests.RegistriesConf(srcs)})
 	return nil
 }
 
-// mirrorMCOInputs gives the MCO bootstrap the mirror when the lab has one: the pull secret
-// with its auth (the nodes' /var/lib/kubelet/config.json), imageDigestSources and the CA
-// bundle (cluster-config-v1, user-ca-bundle, Proxy trustedCA).
-func mirrorMCOInputs(c *Config, s *engine.Step, in *mco.Inputs) error {
-	if !c.MirrorOn() {
-		return nil
-	}
+// mcoTrustInputs gives the MCO bootstrap the mirror and the lab's trust bundle: with a mirror,
+// the pull secret with its auth (the nodes' /var/lib/kubelet/config.json) and
+// imageDigestSources; with a trust bundle, the bundle (cluster-config-v1, user-ca-bundle,
+// Proxy trustedCA, and so the nodes' anchor).
+func mcoTrustInputs(c *Config, s *engine.Step, in *mco.Inputs) error {
 	var err error
-	if in.PullSecret, err = mirrorPullSecret(c, s, bytes.TrimSpace(in.PullSecret)); err != nil {
-		return err
+	if c.MirrorOn() {
+		if in.PullSecret, err = mirrorPullSecret(c, s, bytes.TrimSpace(in.PullSecret)); err != nil {
+			return err
+		}
+		if in.ImageDigestSources, err = mirrorSources(s); err != nil {
+			return err
+		}
 	}
-	in.ImageDigestSources, in.AdditionalTrustBundle, err = mirrorTrust(s)
+	in.AdditionalTrustBundle, err = trustBundle(c, s)
 	return err
 }
 

@@ -41,7 +41,7 @@ func TestMirrorIgnition(t *testing.T) {
 	if got := ignContents(t, cfg, "bootstrap", MirrorRegistriesDropIn); !bytes.Equal(got, want) {
 		t.Errorf("bootstrap %s:\n%s\nwant\n%s", MirrorRegistriesDropIn, got, want)
 	}
-	if got := ignContents(t, cfg, "bootstrap", MirrorCAAnchor); !bytes.Equal(got, l.file("pki/ca/mirror-ca", "tls.crt")) {
+	if got := ignContents(t, cfg, "bootstrap", TrustBundleAnchor); !bytes.Equal(got, l.file("pki/ca/mirror-ca", "tls.crt")) {
 		t.Error("the bootstrap's CA anchor is not the mirror CA")
 	}
 	auth := base64.StdEncoding.EncodeToString([]byte(MirrorUser + ":" + string(l.file("mirror/credentials", "password"))))

@@ -77,7 +77,7 @@ func TestMirrorOffUnchanged(t *testing.T) {
 			mirrorTargets = append(mirrorTargets, strings.Fields(l)[0])
 		}
 	}
-	wantNew := []string{"ignition/bootstrap", "ignition/master-0", "ignition/master-1", "ignition/master-2", "ignition/worker-0", "ignition/worker-1", "manifests/bootstrap", "manifests/cluster/cluster-config-v1", "manifests/cluster/mirror", "manifests/cluster/proxy", "manifests/cluster/pull-secret",
+	wantNew := []string{"ignition/bootstrap", "ignition/master-0", "ignition/master-1", "ignition/master-2", "ignition/worker-0", "ignition/worker-1", "manifests/bootstrap", "manifests/cluster/cluster-config-v1", "manifests/cluster/mirror", "manifests/cluster/proxy", "manifests/cluster/pull-secret", "manifests/cluster/user-ca-bundle",
 		"mco/controller-bootstrap", "mco/inputs", "mirror/credentials", "mirror/registry", "mirror/release", "pki/ca/mirror-ca", "pki/cert/mirror", "pki/key/mirror", "pki/key/mirror-ca"}
 	if !slices.Equal(mirrorTargets, wantNew) {
 		t.Errorf("targets new or changed with mirror.enabled: %v, want %v", mirrorTargets, wantNew)

@@ -47,3 +47,29 @@ func CVOStandinCRDs(repoRoot string) (map[string][]byte, error) {
 	}
 	return map[string][]byte{filepath.Base(OperatorNetworkCRDFile): b, ProvisioningCRDFile: provisioningCRD}, nil
 }
+
+// CBOTrustedCAFile is the cluster-baremetal-operator's manifest of ConfigMap
+// openshift-machine-api/cbo-trusted-ca (release-4.18
+// manifests/0000_31_cluster-baremetal-operator_01_trusted-ca-configmap.yaml), and CBOTrustedCA
+// its content as written there: empty, labelled for the network operator's trusted-CA
+// injection (TrustedCAInjector), create-only. The CVO stand-in applies it with the
+// cluster-baremetal-operator's CRDs; the CBO mounts its ca-bundle.crt as Ironic's
+// /etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem (provisioning/baremetal_pod.go
+// trustedCAVolume, mountsWithTrustedCA), which Metal3Standin reads.
+const CBOTrustedCAFile = "0000_31_cluster-baremetal-operator_01_trusted-ca-configmap.yaml"
+
+// CBOTrustedCA is CBOTrustedCAFile's content.
+var CBOTrustedCA = []byte(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  annotations:
+    capability.openshift.io/name: baremetal
+    include.release.openshift.io/ibm-cloud-managed: "true"
+    include.release.openshift.io/self-managed-high-availability: "true"
+    include.release.openshift.io/single-node-developer: "true"
+    release.openshift.io/create-only: "true"
+  labels:
+    ` + TrustedCALabel + `: "true"
+  name: ` + CBOTrustedCAName + `
+  namespace: ` + MachineAPINamespace + `
+`)

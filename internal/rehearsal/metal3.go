@@ -32,9 +32,11 @@ import (
 // (their images are not pullable, Ironic is a Python service with a database). It reads only
 // what they read: the BareMetalHost objects in openshift-machine-api, the BMC credentials
 // Secret each names, the worker MachineSet's providerSpec and the user-data Secret it names,
-// all from the cluster; it reaches the BMC only at the host's spec.bmc.address, over HTTPS,
-// and drives it by Ironic's redfish-virtualmedia sequence with gofish. It fails where they
-// fail (below, each with the upstream code it follows). It reads none of labbuild's files.
+// and Ironic's CA bundle, ConfigMap openshift-machine-api/cbo-trusted-ca (ironicTrust), all
+// from the cluster; it reaches the BMC only at the host's spec.bmc.address, over HTTPS
+// verified against that bundle, and drives it by Ironic's redfish-virtualmedia sequence with
+// gofish. It fails where they fail (below, each with the upstream code it follows). It reads
+// none of labbuild's files.
 //
 // What differs from Metal3, by design of a stand-in: Ironic boots the host from an IPA ramdisk
 // ISO which then writes RHCOS to the disk with the user data (custom deploy install_coreos,
@@ -46,12 +48,9 @@ type Metal3Standin struct {
 	Kube *kube.Clients
 	// Dial opens connections to the BMC (the rehearsal: DialIn of the lab's namespace).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
-	// Trust is Ironic's CA bundle: the BMC's serving certificate must chain to it unless the
-	// host sets disableCertificateVerification (BMO redfish.go DriverInfo: redfish_verify_ca
-	// false; otherwise sushy verifies against the container's system bundle, which in 4.18 is
-	// ConfigMap openshift-machine-api/cbo-trusted-ca). The caller gives it: the rehearsal
-	// passes the lab's BMC CA, which labbuild does not yet put in that bundle
-	// (docs/baremetal.md).
+	// Trust is not Ironic's CA bundle, which Reconcile reads from the cluster (ironicTrust):
+	// it is only what connect verifies with, for a test that checks the BMC itself through
+	// the stand-in's client. Reconcile never uses it.
 	Trust *x509.CertPool
 	// Media is where the BMC downloads boot images from (Ironic's httpd): a listener the
 	// stand-in serves on, and the base URL the BMC is given.
@@ -186,7 +185,9 @@ func labelsMatch(have map[string]string, want map[string]any) bool {
 //     connection detail 'username' in credentials"); spec.bmc.address must parse as a
 //     redfish(-virtualmedia)+https URL (pkg/hardwareutils/bmc/redfish.go);
 //   - registration: Ironic gets the System at the address (sushy; a 401 or an unknown system
-//     fails it); the host becomes available (inspection is not stood in for);
+//     fails it), over TLS verified against cbo-trusted-ca (ironicTrust) unless the host sets
+//     spec.bmc.disableCertificateVerification (BMO pkg/hardwareutils/bmc/redfish.go DriverInfo:
+//     redfish_verify_ca false); the host becomes available (inspection is not stood in for);
 //   - provisioning, once a consumer has set spec.userData (CAPBM): the user data from the
 //     Secret's "userData" key, else "value" (host_config_data.go getSecretData), goes on the
 //     media; Ironic's redfish-virtualmedia boot (ironic/drivers/modules/redfish/boot.py
@@ -221,8 +222,18 @@ func (m *Metal3Standin) Reconcile(ctx context.Context, host string) (string, err
 		return fail("registration error", err)
 	}
 	insecure, _ := dig(h.Object, "spec", "bmc", "disableCertificateVerification").(bool)
-	c, err := m.connect(endpoint, user, pass, insecure)
+	var trust *x509.CertPool
+	var trustNote string
+	if !insecure {
+		if trust, trustNote, err = m.ironicTrust(ctx); err != nil {
+			return fail("registration error", err)
+		}
+	}
+	c, err := m.connectWith(endpoint, user, pass, trust, insecure)
 	if err != nil {
+		if trustNote != "" {
+			err = fmt.Errorf("%w (Ironic's CA bundle: %s)", err, trustNote)
+		}
 		return fail("registration error", fmt.Errorf("BMC %s: %w", endpoint, err))
 	}
 	defer c.Logout()
@@ -330,8 +341,45 @@ func parseBMCAddress(addr string) (endpoint, system string, err error) {
 	return scheme + "://" + u.Host, u.Path, nil
 }
 
+// CBOTrustedCAName is the ConfigMap in openshift-machine-api whose ca-bundle.crt the
+// cluster-baremetal-operator mounts in every metal3 container as
+// /etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem, the bundle Ironic (sushy, through
+// python-requests) verifies a BMC against (release-4.18 provisioning/baremetal_pod.go
+// externalTrustBundleConfigMapName, trustedCAVolume: key ca-bundle.crt as tls-ca-bundle.pem,
+// Optional; mountsWithTrustedCA: the whole /etc/pki/ca-trust/extracted/pem).
+const CBOTrustedCAName = "cbo-trusted-ca"
+
+// ironicTrust reads Ironic's CA bundle from the cluster: ConfigMap
+// openshift-machine-api/cbo-trusted-ca, key ca-bundle.crt. The volume is Optional, so a
+// missing ConfigMap or key mounts no bundle: Ironic trusts nothing and the TLS handshake fails,
+// as here with an empty pool. The note says what the bundle held, for the error.
+func (m *Metal3Standin) ironicTrust(ctx context.Context) (*x509.CertPool, string, error) {
+	pool := x509.NewCertPool()
+	where := MachineAPINamespace + "/" + CBOTrustedCAName
+	cm, err := m.Kube.Dynamic.Resource(kube.ConfigMaps).Namespace(MachineAPINamespace).Get(ctx, CBOTrustedCAName, kube.GetOptions{})
+	if kube.IsNotFound(err) {
+		return pool, "ConfigMap " + where + " does not exist", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("ConfigMap %s: %w", where, err)
+	}
+	b, ok := dig(cm.Object, "data", TrustedCAKey).(string)
+	if !ok {
+		return pool, "ConfigMap " + where + " has no " + TrustedCAKey, nil
+	}
+	pool.AppendCertsFromPEM([]byte(b))
+	return pool, fmt.Sprintf("ConfigMap %s %s, %d bytes", where, TrustedCAKey, len(b)), nil
+}
+
+// connect is connectWith m.Trust: a test's own client for the BMC, not Ironic's.
 func (m *Metal3Standin) connect(endpoint, user, pass string, insecure bool) (*gofish.APIClient, error) {
-	tr := &http.Transport{DialContext: m.Dial, TLSClientConfig: &tls.Config{RootCAs: m.Trust, InsecureSkipVerify: insecure}}
+	return m.connectWith(endpoint, user, pass, m.Trust, insecure)
+}
+
+// connectWith opens a Redfish session at endpoint, verifying the BMC against trust unless
+// insecure.
+func (m *Metal3Standin) connectWith(endpoint, user, pass string, trust *x509.CertPool, insecure bool) (*gofish.APIClient, error) {
+	tr := &http.Transport{DialContext: m.Dial, TLSClientConfig: &tls.Config{RootCAs: trust, InsecureSkipVerify: insecure}}
 	client := &http.Client{Transport: tr, Timeout: 2 * time.Minute}
 	return gofish.Connect(gofish.ClientConfig{Endpoint: endpoint, Username: user, Password: pass, BasicAuth: true, HTTPClient: client})
 }

@@ -3,7 +3,6 @@ package rehearsal
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -85,11 +84,18 @@ const worker1IP = "198.18.0.111"
 //     as the CVO would), and bootkube.service applies bootstrap.ign's manifests, bmc/manifests'
 //     hosts (master-0 externally provisioned, the workers paused), Secrets and MachineSet among
 //     them: the hosts are registered in the real kube-apiserver;
-//   - the Metal3 stand-in (metal3.go) refuses the hosts while they are paused, then, once
-//     unpaused as the installer's master-bmh-update.sh does, registers each: the BMC answers
-//     for each worker VM (its System at the host's address, with its credentials Secret);
-//     a host whose Secret is missing, one with a wrong password (401) and one naming an unknown
-//     System fail as BMO/Ironic would, with the error in their status;
+//   - the Metal3 stand-in (metal3.go) refuses the hosts while they are paused; once unpaused
+//     as the installer's master-bmh-update.sh does, it verifies the BMC against Ironic's
+//     bundle, ConfigMap openshift-machine-api/cbo-trusted-ca (applied empty and labelled, as
+//     the cluster-baremetal-operator's manifest is): before the network operator's injection
+//     stand-in (cno.go) fills it, the TLS handshake fails, with the error in the host's
+//     status; after it, cbo-trusted-ca holds exactly the BMC CA, from the Proxy's trustedCA
+//     user-ca-bundle that labbuild's bootstrap manifests carry (the hosts do not set
+//     disableCertificateVerification), and each worker registers: the BMC answers for each
+//     worker VM (its System at the host's address, with its credentials Secret); a host whose
+//     Secret is missing, one with a wrong password (401) and one naming an unknown System fail
+//     as BMO/Ironic would, with the error in their status; with user-ca-bundle holding another
+//     CA and injected, a host fails the handshake again, and registers once it is restored;
 //   - the stand-in, as CAPBM, claims a host for a Machine of the worker MachineSet and, as BMO
 //     with Ironic, drives that worker's BMC by the redfish-virtualmedia sequence with the
 //     user-data Secret on the media; libvirt starts the domain (seen by Watch), the node boots
@@ -257,7 +263,10 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	files["0000_10_machine-api_01_machinesets-Default.crd.yaml"] = msCRD
-	waitFor(ctx, t, "the BareMetalHost, Provisioning and MachineSet CRDs applied", 2*time.Minute, func() (bool, string) {
+	// The cluster-baremetal-operator's empty cbo-trusted-ca, labelled for the network
+	// operator's injection.
+	files[CBOTrustedCAFile] = CBOTrustedCA
+	waitFor(ctx, t, "the BareMetalHost, Provisioning and MachineSet CRDs and cbo-trusted-ca applied", 2*time.Minute, func() (bool, string) {
 		_, err := ap.ApplyFiles(ctx, files)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -279,11 +288,11 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 		t.Fatalf("BareMetalHosts from bootstrap.ign: %v, want %v", registered, want)
 	}
 
-	// Ironic's trust bundle: the BMC's CA, as the cluster's (docs/baremetal.md).
-	trust := x509.NewCertPool()
-	ca, err := os.ReadFile(filepath.Join(r.lab, "out", "pki", "ca", "bmc", "tls.crt"))
-	if err != nil || !trust.AppendCertsFromPEM(ca) {
-		t.Fatalf("the BMC CA: %v", err)
+	// The BMC's CA, to compare with what the cluster's bundle holds (the stand-ins read only
+	// the cluster).
+	bmcCA, err := os.ReadFile(filepath.Join(r.lab, "out", "pki", "ca", "bmc", "tls.crt"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	ln, err := ListenIn(r.labNS, "198.18.0.1:0")
 	if err != nil {
@@ -291,8 +300,9 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	}
 	defer ln.Close()
 	var slog bytes.Buffer
-	m3 := &Metal3Standin{Kube: k, Dial: DialIn(r.labNS), Trust: trust, Media: ln, MediaURL: "http://" + ln.Addr().String(), Log: &slog}
+	m3 := &Metal3Standin{Kube: k, Dial: DialIn(r.labNS), Media: ln, MediaURL: "http://" + ln.Addr().String(), Log: &slog}
 	defer func() { t.Logf("%s", slog.String()) }()
+	cno := &TrustedCAInjector{Kube: k}
 
 	// Paused, as the installer writes workers: no work.
 	for _, w := range workers {
@@ -304,7 +314,27 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	if got, err := targets.UnpauseBareMetalHosts(ctx, k.Dynamic); err != nil || !slices.Equal(got, workers) {
 		t.Fatalf("unpaused %v (%v), want the workers %v", got, err, workers)
 	}
-	// Registration: the BMC answers for each worker VM at its host's address.
+	// Before the network operator fills cbo-trusted-ca, Ironic trusts nothing: the TLS
+	// handshake with the BMC fails, and the error is in the host's status.
+	if _, err := m3.Reconcile(ctx, "worker-0"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("worker-0 with an empty cbo-trusted-ca: %v, want a certificate error", err)
+	}
+	if msg, _ := dig(getBMH(ctx, t, k, "worker-0"), "status", "errorMessage").(string); !strings.Contains(msg, "certificate") || !strings.Contains(msg, CBOTrustedCAName) {
+		t.Errorf("worker-0: status.errorMessage %q, want the certificate error naming %s", msg, CBOTrustedCAName)
+	}
+	// The network operator's injection: from the Proxy's trustedCA (user-ca-bundle, which
+	// labbuild's bootstrap manifests hold: the BMC CA) into cbo-trusted-ca.
+	if changed, err := cno.Inject(ctx); err != nil || !slices.Equal(changed, []string{MachineAPINamespace + "/" + CBOTrustedCAName}) {
+		t.Fatalf("trusted-CA injection: changed %v, %v; want %s/%s", changed, err, MachineAPINamespace, CBOTrustedCAName)
+	}
+	if got := cboTrustedCA(ctx, t, k); got != string(bmcCA) {
+		t.Errorf("cbo-trusted-ca ca-bundle.crt:\n%s\nwant the BMC CA (pki/ca/bmc):\n%s", got, bmcCA)
+	}
+	if changed, err := cno.Inject(ctx); err != nil || len(changed) != 0 {
+		t.Errorf("a second injection changed %v, %v; want nothing", changed, err)
+	}
+	// Registration: the BMC answers for each worker VM at its host's address, verified
+	// against cbo-trusted-ca.
 	for _, w := range workers {
 		st, err := m3.Reconcile(ctx, w)
 		if err != nil || st != StateAvailable {
@@ -336,15 +366,27 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 		}
 	}
 
-	// Certificate verification on (the hosts' disableCertificateVerification false): Ironic's
-	// bundle with the BMC's CA registers the host; without it the TLS handshake fails.
+	// A cbo-trusted-ca without the BMC's CA (user-ca-bundle holding another CA, injected):
+	// the TLS handshake fails; with user-ca-bundle as labbuild wrote it, injected again, the
+	// host registers.
 	mkBMH(ctx, t, k, "verified", "worker-0-bmc-secret", bmcAddr)
-	if st, err := m3.Reconcile(ctx, "verified"); err != nil || st != StateAvailable {
-		t.Errorf("verified: with the BMC CA in Ironic's bundle: %s, %v", st, err)
+	rootCA, err := os.ReadFile(filepath.Join(r.lab, "out", "pki", "ca", "root", "tls.crt"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	untrusting := &Metal3Standin{Kube: k, Dial: DialIn(r.labNS), Trust: x509.NewCertPool()}
-	if _, err := untrusting.Reconcile(ctx, "verified"); err == nil || !strings.Contains(err.Error(), "certificate") {
-		t.Errorf("verified: without the BMC CA: %v, want a certificate error", err)
+	labBundle := setUserCABundle(ctx, t, k, string(rootCA))
+	if _, err := cno.Inject(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m3.Reconcile(ctx, "verified"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("verified: cbo-trusted-ca without the BMC CA: %v, want a certificate error", err)
+	}
+	setUserCABundle(ctx, t, k, labBundle)
+	if _, err := cno.Inject(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := m3.Reconcile(ctx, "verified"); err != nil || st != StateAvailable {
+		t.Errorf("verified: cbo-trusted-ca with the BMC CA again: %s, %v", st, err)
 	}
 	k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Delete(ctx, "verified", kube.DeleteOptions{})
 
@@ -423,6 +465,35 @@ func liveCDROM(d *libvirtxml.Domain) (string, []string) {
 		}
 	}
 	return iso, order
+}
+
+// cboTrustedCA returns cbo-trusted-ca's ca-bundle.crt.
+func cboTrustedCA(ctx context.Context, t *testing.T, k *kube.Clients) string {
+	t.Helper()
+	cm, err := k.Dynamic.Resource(kube.ConfigMaps).Namespace(MachineAPINamespace).Get(ctx, CBOTrustedCAName, kube.GetOptions{})
+	if err != nil {
+		t.Fatalf("configmap %s: %v", CBOTrustedCAName, err)
+	}
+	b, _ := dig(cm.Object, "data", TrustedCAKey).(string)
+	return b
+}
+
+// setUserCABundle sets openshift-config/user-ca-bundle's ca-bundle.crt (what a user's edit of
+// the cluster's trust would do) and returns what it held.
+func setUserCABundle(ctx context.Context, t *testing.T, k *kube.Clients, bundle string) string {
+	t.Helper()
+	cms := k.Dynamic.Resource(kube.ConfigMaps).Namespace("openshift-config")
+	cm, err := cms.Get(ctx, "user-ca-bundle", kube.GetOptions{})
+	if err != nil {
+		t.Fatalf("configmap openshift-config/user-ca-bundle: %v", err)
+	}
+	data, _ := cm.Object["data"].(map[string]any)
+	old, _ := data[TrustedCAKey].(string)
+	data[TrustedCAKey] = bundle
+	if _, err := cms.Update(ctx, cm, kube.UpdateOptions{}); err != nil {
+		t.Fatalf("update user-ca-bundle: %v", err)
+	}
+	return old
 }
 
 func getBMH(ctx context.Context, t *testing.T, k *kube.Clients, name string) map[string]any {

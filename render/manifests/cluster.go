@@ -359,9 +359,10 @@ type InstallConfig struct {
 	Masters int
 	// BareMetal, when set, makes the platform baremetal (see BareMetal); nil is platform none.
 	BareMetal *BareMetal
-	// ImageDigestSources and AdditionalTrustBundle (PEM) are the release mirror's
-	// (targets/mirror.go): with them additionalTrustBundlePolicy is Always, so the Proxy
-	// names the bundle (installer proxy.go). Empty: the fields are absent, as before.
+	// ImageDigestSources are the release mirror's (targets/mirror.go). AdditionalTrustBundle
+	// (PEM) is the lab's trust bundle (targets/trust.go: the mirror CA, the BMC CA): with it
+	// additionalTrustBundlePolicy is Always, so the Proxy names the bundle (installer
+	// proxy.go). Empty: the fields are absent, as before.
 	ImageDigestSources    []MirrorSource
 	AdditionalTrustBundle string
 }
@@ -436,8 +437,8 @@ func ClusterConfigV1(ic InstallConfig) (File, error) {
 		Platform: map[string]any{"none": map[string]any{}},
 		Publish:  "External",
 	}
-	if len(ic.ImageDigestSources) > 0 {
-		cfg.ImageDigestSources = ic.ImageDigestSources
+	cfg.ImageDigestSources = ic.ImageDigestSources
+	if ic.AdditionalTrustBundle != "" {
 		cfg.AdditionalTrustBundle = ic.AdditionalTrustBundle
 		cfg.AdditionalTrustBundlePolicy = "Always"
 	}

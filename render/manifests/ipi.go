@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 )
 
 // IPIConfig is what `labbuild ipi/install-config` needs to write the install-config.yaml of
@@ -24,23 +25,28 @@ type IPIConfig struct {
 	Hosts []IPIHost
 	// PullSecret and SSHKey are the file contents (the pull secret is a secret: the file is 0600).
 	PullSecret, SSHKey string
+	// AdditionalTrustBundle is additionalTrustBundle (PEM): the lab's BMC CA (and its mirror
+	// CA, if any), written with additionalTrustBundlePolicy Always so that the installer
+	// names it in the Proxy's trustedCA (pkg/asset/manifests/proxy.go) whether or not a proxy
+	// is set, and the cluster-network-operator copies it into Metal3's cbo-trusted-ca. Empty:
+	// both fields are absent.
+	AdditionalTrustBundle string
 }
 
 // IPIHost is one platform.baremetal.hosts entry (pkg/types/baremetal/platform.go Host).
 type IPIHost struct {
 	Name, Role, BMCAddress, BootMAC string
 	Username, Password              string
-	// DisableCertificateVerification is bmc.disableCertificateVerification: Ironic does not
-	// trust labbuild's BMC CA.
-	DisableCertificateVerification bool
 }
 
 // IPIBMCDoc is a host's bmc in the install-config (pkg/types/baremetal/platform.go BMC).
+// disableCertificateVerification is not written: the installer puts additionalTrustBundle
+// in the cluster's trust (user-ca-bundle, the Proxy's trustedCA), which is what Metal3's
+// Ironic verifies the BMC against.
 type IPIBMCDoc struct {
-	Address                        string `json:"address"`
-	Username                       string `json:"username"`
-	Password                       string `json:"password"`
-	DisableCertificateVerification bool   `json:"disableCertificateVerification,omitempty"`
+	Address  string `json:"address"`
+	Username string `json:"username"`
+	Password string `json:"password"`
 }
 
 // IPIHostDoc is one of platform.baremetal.hosts (pkg/types/baremetal/platform.go Host).
@@ -70,13 +76,17 @@ type IPIPoolDoc struct {
 // IPIInstallConfigDoc is the install-config IPIInstallConfig writes, field for field; tests
 // read the file back into it.
 type IPIInstallConfigDoc struct {
-	APIVersion   string            `json:"apiVersion"`
-	BaseDomain   string            `json:"baseDomain"`
-	Metadata     map[string]string `json:"metadata"`
-	Networking   icNetworking      `json:"networking"`
-	ControlPlane IPIPoolDoc        `json:"controlPlane"`
-	Compute      []IPIPoolDoc      `json:"compute"`
-	Platform     struct {
+	APIVersion string `json:"apiVersion"`
+	// AdditionalTrustBundle and AdditionalTrustBundlePolicy: pkg/types/installconfig.go
+	// InstallConfig (PolicyType "Proxyonly", the default, or "Always").
+	AdditionalTrustBundle       string            `json:"additionalTrustBundle,omitempty"`
+	AdditionalTrustBundlePolicy string            `json:"additionalTrustBundlePolicy,omitempty"`
+	BaseDomain                  string            `json:"baseDomain"`
+	Metadata                    map[string]string `json:"metadata"`
+	Networking                  icNetworking      `json:"networking"`
+	ControlPlane                IPIPoolDoc        `json:"controlPlane"`
+	Compute                     []IPIPoolDoc      `json:"compute"`
+	Platform                    struct {
 		BareMetal IPIPlatformDoc `json:"baremetal"`
 	} `json:"platform"`
 	PullSecret string `json:"pullSecret"`
@@ -88,8 +98,8 @@ type IPIInstallConfigDoc struct {
 // (InstallConfig: baseDomain, metadata.name, networking, controlPlane, compute, pullSecret,
 // sshKey), pkg/types/baremetal/platform.go (Platform: apiVIPs, ingressVIPs, libvirtURI,
 // externalBridge, provisioningNetwork "Disabled", hosts; Host: name, role, bmc {address,
-// username, password, disableCertificateVerification}, bootMACAddress). Fields the installer
-// defaults (pkg/types/baremetal/defaults/platform.go) are left to it.
+// username, password}, bootMACAddress), and additionalTrustBundle with policy Always. Fields
+// the installer defaults (pkg/types/baremetal/defaults/platform.go) are left to it.
 func IPIInstallConfig(c IPIConfig) ([]byte, error) {
 	for field, v := range map[string]string{"machine network": c.MachineNetwork, "cluster network": c.ClusterNetwork, "service network": c.ServiceNetwork} {
 		if err := checkCIDR("install-config: "+field, v); err != nil {
@@ -125,7 +135,7 @@ func IPIInstallConfig(c IPIConfig) ([]byte, error) {
 			return nil, fmt.Errorf("install-config: host %s: no BMC address or credentials", h.Name)
 		}
 		hosts = append(hosts, IPIHostDoc{Name: h.Name, Role: h.Role, BootMACAddress: h.BootMAC,
-			BMC: IPIBMCDoc{Address: h.BMCAddress, Username: h.Username, Password: h.Password, DisableCertificateVerification: h.DisableCertificateVerification}})
+			BMC: IPIBMCDoc{Address: h.BMCAddress, Username: h.Username, Password: h.Password}})
 	}
 	ic := IPIInstallConfigDoc{
 		APIVersion: "v1", BaseDomain: c.BaseDomain, Metadata: map[string]string{"name": c.Name},
@@ -138,6 +148,12 @@ func IPIInstallConfig(c IPIConfig) ([]byte, error) {
 		ControlPlane: IPIPoolDoc{Name: "master", Replicas: masters},
 		Compute:      []IPIPoolDoc{{Name: "worker", Replicas: workers}},
 		PullSecret:   c.PullSecret, SSHKey: c.SSHKey,
+	}
+	if c.AdditionalTrustBundle != "" {
+		if !strings.Contains(c.AdditionalTrustBundle, "-----BEGIN CERTIFICATE-----") {
+			return nil, errors.New("install-config: additionalTrustBundle holds no PEM certificate")
+		}
+		ic.AdditionalTrustBundle, ic.AdditionalTrustBundlePolicy = c.AdditionalTrustBundle, "Always"
 	}
 	ic.Platform.BareMetal = IPIPlatformDoc{APIVIPs: []string{c.APIVIP}, IngressVIPs: []string{c.IngressVIP},
 		LibvirtURI: c.LibvirtURI, ExternalBridge: c.ExternalBridge, ProvisioningNetwork: "Disabled", Hosts: hosts}

@@ -27,19 +27,18 @@ type BMCHost struct {
 	BootMAC string
 	// Username and Password are the BMC credentials (the Secret <name>-bmc-secret).
 	Username, Password string
-	// DisableCertificateVerification is spec.bmc.disableCertificateVerification: set when
-	// Ironic cannot verify the BMC's certificate (labbuild's BMC CA is not in its bundle).
-	DisableCertificateVerification bool
 	// BootMode is spec.bootMode: UEFI (the installer's default), UEFISecureBoot or legacy.
 	BootMode string
 	// ControlPlane marks a master: provisioned by labbuild, not by Metal3 (below).
 	ControlPlane bool
 }
 
+// bmhBMC is spec.bmc. disableCertificateVerification is never set: Ironic verifies labbuild's
+// BMC against the cluster's trust bundle (cbo-trusted-ca), which holds the BMC CA
+// (targets/trust.go).
 type bmhBMC struct {
-	Address                        string `json:"address"`
-	CredentialsName                string `json:"credentialsName"`
-	DisableCertificateVerification bool   `json:"disableCertificateVerification,omitempty"`
+	Address         string `json:"address"`
+	CredentialsName string `json:"credentialsName"`
 }
 
 type bmhSpec struct {
@@ -122,7 +121,7 @@ func BareMetalHosts(hosts []BMCHost) ([]File, error) {
 				// install-config's hardwareProfile defaults to "default", which hosts.go maps to
 				// the baremetal-operator's DefaultProfileName, "unknown".
 				HardwareProfile: "unknown",
-				BMC:             bmhBMC{Address: h.BMCAddress, CredentialsName: secret.Metadata.Name, DisableCertificateVerification: h.DisableCertificateVerification}}}
+				BMC:             bmhBMC{Address: h.BMCAddress, CredentialsName: secret.Metadata.Name}}}
 		hf, err := newFile("99_openshift-cluster-api_hosts-"+strconv.Itoa(i)+".yaml", host)
 		if err != nil {
 			return nil, err

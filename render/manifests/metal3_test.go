@@ -1,6 +1,8 @@
 package manifests
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,11 +19,11 @@ import (
 func TestMetal3Golden(t *testing.T) {
 	hosts := []BMCHost{
 		{Name: "master-0", BMCAddress: "redfish-virtualmedia+https://192.168.126.1:8000/redfish/v1/Systems/0f6e2d9e-3d2b-8c1e-9a41-5b7d8e2f1a10", BootMAC: "52:54:00:aa:bb:10",
-			Username: "labbuild", Password: "not-a-real-password", DisableCertificateVerification: true, ControlPlane: true},
+			Username: "labbuild", Password: "not-a-real-password", ControlPlane: true},
 		{Name: "worker-0", BMCAddress: "redfish-virtualmedia+https://192.168.126.1:8000/redfish/v1/Systems/0f6e2d9e-3d2b-8c1e-9a41-5b7d8e2f1a00", BootMAC: "52:54:00:aa:bb:01",
-			Username: "labbuild", Password: "not-a-real-password", DisableCertificateVerification: true},
+			Username: "labbuild", Password: "not-a-real-password"},
 		{Name: "worker-1", BMCAddress: "redfish-virtualmedia+https://192.168.126.1:8000/redfish/v1/Systems/0f6e2d9e-3d2b-8c1e-9a41-5b7d8e2f1a01", BootMAC: "52:54:00:aa:bb:02",
-			Username: "labbuild", Password: "not-a-real-password", DisableCertificateVerification: true},
+			Username: "labbuild", Password: "not-a-real-password"},
 	}
 	fs, err := BareMetalHosts(hosts)
 	if err != nil {
@@ -31,6 +33,9 @@ func TestMetal3Golden(t *testing.T) {
 	for _, f := range fs {
 		names = append(names, f.Name)
 		golden(t, "baremetal/"+f.Name, f.Data)
+		if strings.Contains(string(f.Data), "disableCertificateVerification") {
+			t.Errorf("%s disables the BMC's certificate verification", f.Name)
+		}
 		var o map[string]any
 		if err := yaml.Unmarshal(f.Data, &o); err != nil {
 			t.Fatal(err)
@@ -110,13 +115,18 @@ func TestIPIInstallConfigGolden(t *testing.T) {
 	c := IPIConfig{Name: "ocp4", BaseDomain: "example.com", MachineNetwork: "192.168.126.0/24", ClusterNetwork: "10.128.0.0/14", HostPrefix: 23,
 		ServiceNetwork: "172.30.0.0/16", APIVIP: "192.168.126.10", IngressVIP: "192.168.126.11", LibvirtURI: "qemu:///system", ExternalBridge: "virbr-ocp4",
 		PullSecret: `{"auths":{"example.com":{"auth":"dGVzdDp0ZXN0"}}}`, SSHKey: "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAITEST test"}
+	ca, err := os.ReadFile(filepath.Join("testdata", "mirror-ca.crt")) // a test CA whose key was not kept, as the BMC CA
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.AdditionalTrustBundle = string(ca)
 	for i, n := range []string{"master-0", "master-1", "master-2", "worker-0"} {
 		role := "master"
 		if i == 3 {
 			role = "worker"
 		}
 		c.Hosts = append(c.Hosts, IPIHost{Name: n, Role: role, BMCAddress: "redfish-virtualmedia+https://192.168.126.1:8000/redfish/v1/Systems/0f6e2d9e-3d2b-8c1e-9a41-5b7d8e2f1a0" + string(rune('0'+i)),
-			BootMAC: "52:54:00:aa:bb:0" + string(rune('0'+i)), Username: "labbuild", Password: "not-a-real-password", DisableCertificateVerification: true})
+			BootMAC: "52:54:00:aa:bb:0" + string(rune('0'+i)), Username: "labbuild", Password: "not-a-real-password"})
 	}
 	b, err := IPIInstallConfig(c)
 	if err != nil {
@@ -128,6 +138,14 @@ func TestIPIInstallConfigGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	bm := o.Platform.BareMetal
+	// The BMC CA in the cluster's trust (user-ca-bundle, named by the Proxy only with policy
+	// Always when no proxy is set: installer proxy.go), no host skipping verification.
+	if o.AdditionalTrustBundle != string(ca) || o.AdditionalTrustBundlePolicy != "Always" {
+		t.Errorf("additionalTrustBundle %q, policy %q; want the CA, Always", o.AdditionalTrustBundle, o.AdditionalTrustBundlePolicy)
+	}
+	if strings.Contains(string(b), "disableCertificateVerification") {
+		t.Error("install-config disables certificate verification")
+	}
 	if o.ControlPlane.Replicas != 3 || o.Compute[0].Replicas != 1 || bm.ProvisioningNetwork != "Disabled" || bm.ExternalBridge != "virbr-ocp4" || len(bm.Hosts) != 4 {
 		t.Errorf("install-config: %+v", o)
 	}
@@ -139,5 +157,10 @@ func TestIPIInstallConfigGolden(t *testing.T) {
 	c.Hosts[0].Role = "bootstrap"
 	if _, err := IPIInstallConfig(c); err == nil || !strings.Contains(err.Error(), "master-0") {
 		t.Errorf("a bootstrap host: %v", err)
+	}
+	c.Hosts[0].Role = "master"
+	c.AdditionalTrustBundle = "not a certificate"
+	if _, err := IPIInstallConfig(c); err == nil || !strings.Contains(err.Error(), "additionalTrustBundle") {
+		t.Errorf("a bundle without a certificate: %v", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // testMirrorSources are a lab's imageDigestSources: the release and art-dev repositories at
@@ -47,6 +49,40 @@ func TestMirrorGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "mirror-"+cc.Name, cc.Data)
+}
+
+// TestClusterConfigTrustBundle: a trust bundle without a mirror (platform baremetal's BMC CA)
+// is the install-config's additionalTrustBundle with policy Always and no imageDigestSources;
+// without a bundle both are absent and the policy is the installer's default, Proxyonly.
+func TestClusterConfigTrustBundle(t *testing.T) {
+	ca, err := os.ReadFile(filepath.Join("testdata", "mirror-ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		bundle, policy string
+	}{{string(ca), "Always"}, {"", "Proxyonly"}} {
+		cc, err := ClusterConfigV1(InstallConfig{Name: "ocp4", BaseDomain: "example.com", ClusterNetwork: "10.128.0.0/14", HostPrefix: 23,
+			ServiceNetwork: "172.30.0.0/16", MachineNetwork: "198.18.0.0/24", Masters: 3, AdditionalTrustBundle: tc.bundle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cm struct {
+			Data map[string]string `json:"data"`
+		}
+		if err := yaml.Unmarshal(cc.Data, &cm); err != nil {
+			t.Fatal(err)
+		}
+		var ic map[string]any
+		if err := yaml.Unmarshal([]byte(cm.Data["install-config"]), &ic); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := ic["additionalTrustBundle"].(string)
+		if got != tc.bundle || ic["additionalTrustBundlePolicy"] != tc.policy || ic["imageDigestSources"] != nil {
+			t.Errorf("bundle %d bytes: additionalTrustBundle %d bytes, policy %v, imageDigestSources %v; want policy %s and no sources",
+				len(tc.bundle), len(got), ic["additionalTrustBundlePolicy"], ic["imageDigestSources"], tc.policy)
+		}
+	}
 }
 
 func TestMirrorBadInput(t *testing.T) {

@@ -85,7 +85,8 @@ type Inputs struct {
 	// BareMetal, when set, makes Infrastructure and cluster-config-v1 platform BareMetal with
 	// the lab's VIPs (in-cluster VIP mode), so the MCO renders its on-prem templates.
 	BareMetal *manifests.BareMetal
-	// ImageDigestSources and AdditionalTrustBundle (PEM) are the release mirror's, when the lab
+	// ImageDigestSources are the release mirror's, when the lab has one; AdditionalTrustBundle
+	// (PEM) is the lab's trust bundle (the mirror CA, the BMC CA on platform baremetal), when it
 	// has one: cluster-config-v1 carries them, the Proxy names user-ca-bundle, and the
 	// user-ca-bundle ConfigMap is the operator's --additional-trust-bundle-config-file.
 	ImageDigestSources    []manifests.MirrorSource
@@ -93,7 +94,7 @@ type Inputs struct {
 }
 
 // UserCABundleFile is the work-dir path of the user-ca-bundle ConfigMap, the operator's
-// --additional-trust-bundle-config-file (present only with a mirror).
+// --additional-trust-bundle-config-file (present only with a trust bundle).
 const UserCABundleFile = "manifests/user-ca-bundle-config.yaml"
 
 // File is one work-dir file; Secret marks files holding the pull secret (mode 0600).
@@ -212,7 +213,7 @@ func OperatorArgs(workDir, destDir, releaseImage, payloadVersion string) []strin
 		"--network-config-file=" + p(NetworkFile),
 		"--proxy-config-file=" + p(ProxyFile),
 		"--dns-config-file=" + p(DNSFile),
-		// Without a mirror there is no user-ca-bundle: the optional flag names a file that
+		// Without a trust bundle there is no user-ca-bundle: the optional flag names a file that
 		// does not exist in workDir rather than the /assets default, which might exist on
 		// the host.
 		"--additional-trust-bundle-config-file=" + p(UserCABundleFile),
