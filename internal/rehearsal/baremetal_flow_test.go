@@ -32,15 +32,18 @@ import (
 // empty (no Ignition, an empty disk) and runs bmc/service, its Redfish BMC, in the lab's
 // namespace; bmc/manifests' BareMetalHosts and Secrets and the worker MachineSet reach the
 // cluster through cluster/bootstrap (the CVO stand-in applies the machine-api namespace and
-// the BareMetalHost, Provisioning and MachineSet CRDs, as the cluster-baremetal-operator and
-// the CVO would), and cluster/pivot unpauses the worker hosts once the bootstrap is off.
+// the BareMetalHost, Provisioning and MachineSet CRDs and the empty cbo-trusted-ca ConfigMap, as
+// the cluster-baremetal-operator and the CVO would), and cluster/pivot unpauses the worker hosts
+// once the bootstrap is off.
 //
 // The Metal3 stand-in (metal3.go) runs on master-0, in its network namespace, as the metal3 pod
 // runs host-networked on a master: it reaches the BMC on the host's lab-bridge address through
 // the host firewall that host/firewall opened for it, and serves its media on master-0's
 // address. It does Metal3's part from the cluster alone: it refuses
 // the worker host while it is paused, registers it through the BMC at its spec.bmc.address
-// with its credentials Secret, claims it for a Machine of the worker MachineSet (CAPBM, with the
+// with its credentials Secret, verifying the BMC's certificate against cbo-trusted-ca, which the
+// network operator's stand-in (cno.go) fills from the Proxy's trustedCA (labbuild's
+// user-ca-bundle, holding pki/ca/bmc on this platform), claims it for a Machine of the worker MachineSet (CAPBM, with the
 // MachineSet controller's replicas), and drives the worker VM by Ironic's redfish-virtualmedia
 // sequence (eject, insert the user data's media, one-time boot from Cd, power on). The domain
 // start becomes the worker node (Watch): its Ignition is read from the CD-ROM in the domain's
@@ -83,6 +86,7 @@ func applyMachineAPI(ctx context.Context, k *kube.Clients) error {
 		return err
 	}
 	files["metal3.io_baremetalhosts.crd.yaml"] = b
+	files[CBOTrustedCAFile] = CBOTrustedCA // the cluster-baremetal-operator's, empty until the CNO injects
 	if files["0000_10_machine-api_01_machinesets-Default.crd.yaml"], err = machineSetCRD(); err != nil {
 		return err
 	}
@@ -179,8 +183,8 @@ func (b *baremetalFlow) pass(ctx context.Context) {
 		b.r.mu.Lock()
 		nd := b.r.nodes[ironicNode]
 		b.r.mu.Unlock()
-		// Ironic's trust bundle with the lab's BMC CA (Metal3Standin.Trust; the hosts set
-		// disableCertificateVerification until labbuild puts it in the cluster's bundle).
+		// The test's own trust in the BMC (connect, after done); Ironic's comes from the
+		// cluster (cbo-trusted-ca, Metal3Standin.ironicTrust).
 		ca, err := os.ReadFile(filepath.Join(b.r.lab, "out", "pki", "ca", "bmc", "tls.crt"))
 		if nd == nil || err != nil {
 			return
@@ -195,6 +199,12 @@ func (b *baremetalFlow) pass(ctx context.Context) {
 		b.m3 = &Metal3Standin{Kube: k, Dial: DialIn(nd.NetNS), Trust: b.trust, Media: ln,
 			MediaURL: "http://" + ironicHTTP, Log: flowLogWriter{b.fl}}
 		b.fl.logf("metal3 stand-in: runs on %s (Ironic's httpd on %s)", ironicNode, ironicHTTP)
+	}
+	// The network operator's part: cbo-trusted-ca filled from the Proxy's trustedCA (cno.go).
+	if changed, err := (&TrustedCAInjector{Kube: k}).Inject(ctx); err != nil {
+		b.note("cno", err.Error())
+	} else if len(changed) > 0 {
+		b.fl.logf("CNO stand-in: injected the trusted CA bundle into %v", changed)
 	}
 	list, err := k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).List(ctx, kube.ListOptions{})
 	if err != nil {
