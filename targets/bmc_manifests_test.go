@@ -80,7 +80,7 @@ func bmcManifestsLab(t *testing.T, goals ...string) (string, map[string][]byte) 
 // UUID, its boot MAC and credentials Secret, the masters externally provisioned, and the
 // MachineSet's replicas; UnpauseBareMetalHosts (cluster/pivot) unpauses the workers once and
 // finds nothing to do without the CRD. The Provisioning CR is applied with the
-// cluster-baremetal-operator's Provisioning CRD (testdata/baremetal) beside them.
+// cluster-baremetal-operator's Provisioning CRD (internal/rehearsal/crds) beside them.
 func TestBMCManifestsAPIServer(t *testing.T) {
 	testenv.Require(t, "kube-apiserver")
 	testenv.Require(t, "etcd")
@@ -94,8 +94,10 @@ func TestBMCManifestsAPIServer(t *testing.T) {
 	}
 	files["0000_00_metal3.io_baremetalhosts.crd.yaml"] = bmh
 	// The Provisioning CR of the in-cluster VIP work, against the cluster-baremetal-operator's
-	// CRD (testdata/baremetal, from its release-4.18 schema).
-	prov, err := os.ReadFile("testdata/baremetal/metal3.io_provisionings.crd.yaml")
+	// CRD (written from its release-4.18 schema): the one file the rehearsal's CVO stand-in
+	// embeds (internal/rehearsal/cvo.go provisioningCRD), read by path since a package embeds
+	// only files below its own folder.
+	prov, err := os.ReadFile(filepath.Join("..", "internal", "rehearsal", "crds", "metal3.io_provisionings.crd.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -241,9 +241,9 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	applyCVOStandinCRDs(ctx, t, k)
 	go RunOneshot(ctx, bNode, "bootkube.service")
 
-	// The cluster-baremetal-operator's CRDs (BareMetalHost, Provisioning) and the
-	// machine-api's namespace and MachineSet CRD, as that operator and the CVO would apply them; bootkube.sh
-	// then applies bootstrap.ign's manifests, among them bmc/manifests' hosts, Secrets and
+	// The cluster-baremetal-operator's BareMetalHost CRD (its Provisioning CRD came with
+	// applyCVOStandinCRDs) and the machine-api's namespace and MachineSet CRD, as that
+	// operator and the CVO would apply them; bootkube.sh then applies bootstrap.ign's manifests, among them bmc/manifests' hosts, Secrets and
 	// MachineSet and the Provisioning CR, and finishes.
 	ap, err := kube.NewApplier(k.Config, io.Discard)
 	if err != nil {
@@ -251,13 +251,11 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	}
 	// The namespace too: the machine-api-operator's manifests create it (CVO).
 	files := map[string][]byte{"00-namespace.yaml": []byte("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + MachineAPINamespace + "\n")}
-	for _, f := range []string{"metal3.io_baremetalhosts.crd.yaml", "metal3.io_provisionings.crd.yaml"} {
-		b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "targets", "testdata", "baremetal", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[f] = b
+	bmh, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "targets", "testdata", "baremetal", "metal3.io_baremetalhosts.crd.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	files["metal3.io_baremetalhosts.crd.yaml"] = bmh
 	msCRD, err := machineSetCRD()
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +264,7 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	// The cluster-baremetal-operator's empty cbo-trusted-ca, labelled for the network
 	// operator's injection.
 	files[CBOTrustedCAFile] = CBOTrustedCA
-	waitFor(ctx, t, "the BareMetalHost, Provisioning and MachineSet CRDs and cbo-trusted-ca applied", 2*time.Minute, func() (bool, string) {
+	waitFor(ctx, t, "the BareMetalHost and MachineSet CRDs and cbo-trusted-ca applied", 2*time.Minute, func() (bool, string) {
 		_, err := ap.ApplyFiles(ctx, files)
 		return err == nil, fmt.Sprint(err)
 	})
