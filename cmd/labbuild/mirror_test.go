@@ -40,15 +40,7 @@ func TestMirrorScripts(t *testing.T) {
 			e.Defer(func() { stopScriptRegistries(e.WorkDir) })
 			// Addresses in 198.18.0.0/24: nothing is sent to them (the bridge is not up, so
 			// the registry serves 127.0.0.1 only).
-			lab := fmt.Sprintf(`network:
-  machineNetwork: 198.18.0.0/24
-  gateway: 198.18.0.1
-  dns: 198.18.0.1
-  apiVIP: 198.18.0.10
-  ingressVIP: 198.18.0.11
-  dhcpStart: 198.18.0.200
-  dhcpEnd: 198.18.0.254
-nodes:
+			lab := testenv.LabNetworkYAML + fmt.Sprintf(`nodes:
   - {name: bootstrap, role: bootstrap, ip: 198.18.0.100}
   - {name: master-0, role: master, ip: 198.18.0.101}
   - {name: worker-0, role: worker, ip: 198.18.0.110}

@@ -34,7 +34,7 @@ const (
 )
 
 // labYAML is the rehearsal's lab.yaml: the sample payload (its layout path and refs filled
-// in), the lab on 198.18.0.0/24.
+// in), the lab on 198.18.0.0/24 (testenv.LabNetworkYAML).
 func labYAML(p *payload.Payload, layout, uri, poolPath string) string {
 	return fmt.Sprintf(`cluster:
   name: rehearsal
@@ -45,15 +45,7 @@ release:
   mirrors:
     %s: oci:%s
     %s: oci:%s
-network:
-  machineNetwork: 198.18.0.0/24
-  gateway: 198.18.0.1
-  dns: 198.18.0.1
-  apiVIP: 198.18.0.10
-  ingressVIP: 198.18.0.11
-  dhcpStart: 198.18.0.200
-  dhcpEnd: 198.18.0.254
-nodes:
+%snodes:
   - {name: bootstrap, role: bootstrap, ip: 198.18.0.100}
   - {name: master-0, role: master, ip: 198.18.0.101}
 libvirt:
@@ -67,7 +59,7 @@ access:
   sshKeyFile: id.pub
 pki:
   keyAlgorithm: ECDSA-P256
-`, p.ReleaseRef(), p.Version, p.ReleaseRepo, layout, p.ComponentRepo, layout, uri, poolPath)
+`, p.ReleaseRef(), p.Version, p.ReleaseRepo, layout, p.ComponentRepo, layout, testenv.LabNetworkYAML, uri, poolPath)
 }
 
 // requireHost skips (fails in CI) unless the rehearsal's programs and root are here.
