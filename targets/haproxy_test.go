@@ -59,31 +59,15 @@ func TestHAProxyConfigTarget(t *testing.T) {
 // second build keeps it, a changed config reloads it (new pid), and destroy stops it and
 // removes the VIPs.
 func TestHAProxyServiceReal(t *testing.T) {
-	d := testenv.StartLibvirtd(t)
-	useNetnsHost(t, d)
-	sr := testenv.StartSampleRelease(t, true)
-	testenv.Require(t, "haproxy")
+	d, sr := lvHost(t)
+	hpInNetns(t, d)
 	curl := testenv.Require(t, "curl")
-	orig := hpCommand
-	hpCommand = func(name string, args ...string) *exec.Cmd {
-		return orig("ip", append([]string{"netns", "exec", d.NetNS, name}, args...)...)
-	}
-	t.Cleanup(func() { hpCommand = orig })
 
 	ctx := context.Background()
 	out := t.TempDir()
 	c := lvLab(d, sr)
-	build := func(c *Config) *engine.Result {
-		t.Helper()
-		var log strings.Builder
-		r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"haproxy/service"}, Stdout: &log, Stderr: &log,
-			Now: func() time.Time { return time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC) }})
-		if err != nil {
-			t.Fatalf("build: %v\n%s", err, log.String())
-		}
-		return r
-	}
-	r := build(c)
+	build := lvBuilder(ctx, t, out, "haproxy/service")
+	r := build(c, false)
 	for _, want := range []string{"libvirt/network", "haproxy/config", "haproxy/service"} {
 		if !slices.Contains(r.Executed, want) {
 			t.Errorf("first build did not run %s: %v", want, r.Executed)
@@ -115,13 +99,13 @@ func TestHAProxyServiceReal(t *testing.T) {
 		}
 		return nil
 	})
-	if r := build(c); len(r.Executed) != 0 {
+	if r := build(c, false); len(r.Executed) != 0 {
 		t.Errorf("second build executed %v", r.Executed)
 	}
 
 	c2 := lvLab(d, sr)
 	c2.HAProxy.StatsPort = 9001
-	r = build(c2)
+	r = build(c2, false)
 	if !slices.Contains(r.Executed, "haproxy/service") || slices.Contains(r.Executed, "libvirt/network") {
 		t.Errorf("stats port change executed %v, want haproxy/config and haproxy/service only", r.Executed)
 	}
@@ -161,7 +145,7 @@ func TestHAProxyServiceReal(t *testing.T) {
 	if st := stats("9001"); strings.Contains(st, "kubernetes-api-backend,bootstrap") || !strings.Contains(st, "kubernetes-api-backend,master-0") {
 		t.Errorf("post-pivot stats still list the bootstrap, or lost the masters:\n%s", st)
 	}
-	if r := build(c2); len(r.Executed) != 0 {
+	if r := build(c2, false); len(r.Executed) != 0 {
 		t.Errorf("build after the pivot executed %v, want haproxy/service kept", r.Executed)
 	}
 	second.PID = pivoted[0]
@@ -171,7 +155,7 @@ func TestHAProxyServiceReal(t *testing.T) {
 	// haproxy/service starts it again.
 	c3 := lvLab(d, sr)
 	c3.HAProxy.StatsPort = 9002
-	if r := build(c3); !slices.Contains(r.Executed, "haproxy/service") {
+	if r := build(c3, false); !slices.Contains(r.Executed, "haproxy/service") {
 		t.Errorf("stats port change after the pivot executed %v", r.Executed)
 	}
 	for step := 0; step < 2; step++ {
@@ -198,7 +182,7 @@ func TestHAProxyServiceReal(t *testing.T) {
 				}
 				return nil
 			})
-			if r := build(c3); !slices.Contains(r.Executed, "haproxy/service") {
+			if r := build(c3, false); !slices.Contains(r.Executed, "haproxy/service") {
 				t.Errorf("build after haproxy died executed %v", r.Executed)
 			}
 		}

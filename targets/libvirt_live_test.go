@@ -151,25 +151,13 @@ func hpInNetns(t *testing.T, d *testenv.Libvirtd) {
 // tap, checked from libvirt and the kernel) stay. A worker's IP edit is a DNS/DHCP update in
 // place too.
 func TestLibvirtLiveEdits(t *testing.T) {
-	d := testenv.StartLibvirtd(t)
-	useNetnsHost(t, d)
+	d, sr := lvHost(t)
 	hpInNetns(t, d)
-	sr := testenv.StartSampleRelease(t, true)
 	testenv.Require(t, "dig")
 	curl := testenv.Require(t, "curl")
 	ctx := context.Background()
 	out := t.TempDir()
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	build := func(c *Config, dry bool) *engine.Result {
-		t.Helper()
-		var log strings.Builder
-		r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt", "haproxy/service"}, DryRun: dry, Jobs: 2,
-			Now: func() time.Time { return now }, Stdout: &log, Stderr: &log})
-		if err != nil {
-			t.Fatalf("build (dry %v): %v\n%s", dry, err, log.String())
-		}
-		return r
-	}
+	build := lvBuilder(ctx, t, out, "libvirt", "haproxy/service")
 	dig := func(name string) string {
 		o, err := d.Exec("dig", "@198.18.0.1", "+short", "+time=2", "+tries=2", name, "A")
 		if err != nil {

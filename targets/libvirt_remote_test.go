@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
@@ -29,11 +28,9 @@ func TestLibvirtRemote(t *testing.T) {
 	c := lvLab(d, sr)
 	c.Libvirt.URI = uri
 	pool := c.Libvirt.PoolPath
-	var log strings.Builder
-	r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, Jobs: 2,
-		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }, Stdout: &log, Stderr: &log})
+	r, log, err := lvBuild(ctx, c, out, false, "libvirt")
 	if err != nil {
-		t.Fatalf("build over %s: %v\n%s", uri, err, log.String())
+		t.Fatalf("build over %s: %v\n%s", uri, err, log)
 	}
 	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) })
 	if got := lvOwn(r.Executed); len(got) != 3+2*len(c.Nodes) {

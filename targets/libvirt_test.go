@@ -61,28 +61,49 @@ func lvLab(d *testenv.Libvirtd, sr testenv.SampleRelease) *Config {
 	return c
 }
 
+// lvHost starts a real libvirtd in a network namespace of its own, makes it the host the
+// targets see (useNetnsHost), and serves the offline sample release with the MCO for lvLab.
+func lvHost(t *testing.T) (*testenv.Libvirtd, testenv.SampleRelease) {
+	t.Helper()
+	d := testenv.StartLibvirtd(t)
+	useNetnsHost(t, d)
+	return d, testenv.StartSampleRelease(t, true)
+}
+
+// lvNow is the libvirt tests' build clock: fixed, so a rerun's records equal the first's.
+var lvNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// lvBuild builds goals of c into out (-j 2, the clock lvNow; dry: the plan only) and returns
+// the result with the build's log (stdout and stderr as they came) for a failure message.
+func lvBuild(ctx context.Context, c *Config, out string, dry bool, goals ...string) (*engine.Result, string, error) {
+	var log strings.Builder
+	r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: goals, DryRun: dry, Jobs: 2,
+		Now: func() time.Time { return lvNow }, Stdout: &log, Stderr: &log})
+	return r, log.String(), err
+}
+
+// lvBuilder is lvBuild of goals into out as a test step: a failed build fails t with its log.
+func lvBuilder(ctx context.Context, t *testing.T, out string, goals ...string) func(c *Config, dry bool) *engine.Result {
+	return func(c *Config, dry bool) *engine.Result {
+		t.Helper()
+		r, log, err := lvBuild(ctx, c, out, dry, goals...)
+		if err != nil {
+			t.Fatalf("build %v (dry %v): %v\n%s", goals, dry, err, log)
+		}
+		return r
+	}
+}
+
 // TestLibvirtFamilyReal builds the family against a real libvirtd in a network namespace:
 // everything is created and the network's dnsmasq answers; a second build changes nothing;
 // one worker's memory edit plans and applies exactly that VM; a domain removed by hand shows
 // in the plan as create; destroy leaves nothing and is safe to rerun.
 func TestLibvirtFamilyReal(t *testing.T) {
-	d := testenv.StartLibvirtd(t)
-	useNetnsHost(t, d)
-	sr := testenv.StartSampleRelease(t, true)
+	d, sr := lvHost(t)
 	testenv.Require(t, "dig")
 	ctx := context.Background()
 	out := t.TempDir()
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	build := func(c *Config, dry bool) *engine.Result {
-		t.Helper()
-		var log strings.Builder
-		r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, DryRun: dry, Jobs: 2,
-			Now: func() time.Time { return now }, Stdout: &log, Stderr: &log})
-		if err != nil {
-			t.Fatalf("build (dry %v): %v\n%s", dry, err, log.String())
-		}
-		return r
-	}
+	build := lvBuilder(ctx, t, out, "libvirt")
 	c := lvLab(d, sr)
 	r := build(c, false)
 	if got := lvOwn(r.Executed); len(got) != 3+2*len(c.Nodes) {
@@ -191,9 +212,7 @@ func TestLibvirtFamilyReal(t *testing.T) {
 // processes): hand-made drift in the network's DNS is planned as an in-place update and repaired, and a
 // renamed network removes the old one instead of leaving it behind.
 func TestLibvirtFamilyTestDriver(t *testing.T) {
-	d := testenv.StartLibvirtd(t)
-	useNetnsHost(t, d)
-	sr := testenv.StartSampleRelease(t, true)
+	d, sr := lvHost(t)
 	ctx := context.Background()
 	out := t.TempDir()
 	lab := func(network string) *Config {
@@ -207,15 +226,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	build := func(c *Config, dry bool) *engine.Result {
-		t.Helper()
-		var log strings.Builder
-		r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, DryRun: dry, Stdout: &log, Stderr: &log})
-		if err != nil {
-			t.Fatalf("build: %v\n%s", err, log.String())
-		}
-		return r
-	}
+	build := lvBuilder(ctx, t, out, "libvirt")
 	c := lab("lbt")
 	if got := lvOwn(build(c, false).Executed); len(got) != 3+2*len(c.Nodes) {
 		t.Fatalf("first build executed %v", got)

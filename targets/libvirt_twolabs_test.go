@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
@@ -34,17 +33,11 @@ func lvLabOn(d *testenv.Libvirtd, sr testenv.SampleRelease, name string, third s
 // libvirt, before anything is made), and destroys one: the other's domains, volumes, pool,
 // network, bridge and DNS answers stay.
 func TestLibvirtTwoLabs(t *testing.T) {
-	d := testenv.StartLibvirtd(t)
-	useNetnsHost(t, d)
-	sr := testenv.StartSampleRelease(t, true)
+	d, sr := lvHost(t)
 	testenv.Require(t, "dig")
 	ctx := context.Background()
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	build := func(c *Config, out string, dry bool) (*engine.Result, string, error) {
-		var log strings.Builder
-		r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, DryRun: dry, Jobs: 2,
-			Now: func() time.Time { return now }, Stdout: &log, Stderr: &log})
-		return r, log.String(), err
+		return lvBuild(ctx, c, out, dry, "libvirt")
 	}
 	a, b := lvLabOn(d, sr, "lba", "0"), lvLabOn(d, sr, "lbb", "1")
 	outA, outB := t.TempDir(), t.TempDir()
