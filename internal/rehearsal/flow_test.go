@@ -537,32 +537,7 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 				return
 			}
 			if node == "bootstrap" {
-				if _, _, err := r.staticPods(nd); err != nil {
-					fl.fail("bootstrap static pods: %v", err)
-					return
-				}
-				go func() {
-					files, _ := filepath.Glob(filepath.Join(r.lab, "out", "release", "crds", "crds", "*.yaml"))
-					crds := map[string][]byte{}
-					for _, f := range files {
-						if b, err := os.ReadFile(f); err == nil && CEL131.Match(b) {
-							crds[filepath.Base(f)] = b
-						}
-					}
-					names, err := SeedCRDs(wctx, nd, r.bins["etcdctl"], crds)
-					if err != nil {
-						fl.fail("%v", err)
-						return
-					}
-					fl.logf("kube-apiserver 1.31 stand-in: stored labbuild's %v in the bootstrap's etcd", names)
-					if cvo, err := CVOStandinCRDs(testenv.RepoRoot()); err != nil {
-						fl.fail("%v", err)
-					} else if names, err = SeedCRDs(wctx, nd, r.bins["etcdctl"], cvo); err != nil {
-						fl.fail("%v", err)
-					} else {
-						fl.logf("CVO stand-in: created %v from the payload's operator manifests", names)
-					}
-				}()
+				flowBootstrapUp(wctx, r, nd, fl)
 				return
 			}
 			if err := r.kubelet(wctx, nd, podSubnets[node]); err != nil {

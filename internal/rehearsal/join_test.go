@@ -353,6 +353,39 @@ func (r *rig) staticPods(nd *Node) ([]string, []string, error) {
 	return r.podsOf(nd, "", nil)
 }
 
+// flowBootstrapUp is what a flow does when the bootstrap's domain starts: its static pods,
+// then, in the background, the kube-apiserver 1.31 stand-in's CRDs (labbuild's release/crds
+// with CEL131 rules, SeedCRDs) and the CVO stand-in's (CVOStandinCRDs) stored in the
+// bootstrap's etcd. rehearsalFlow and TestRehearsalWithholdFlow share it; a failure goes to fl.
+func flowBootstrapUp(ctx context.Context, r *rig, nd *Node, fl *flowLog) {
+	if _, _, err := r.staticPods(nd); err != nil {
+		fl.fail("bootstrap static pods: %v", err)
+		return
+	}
+	go func() {
+		files, _ := filepath.Glob(filepath.Join(r.lab, "out", "release", "crds", "crds", "*.yaml"))
+		crds := map[string][]byte{}
+		for _, f := range files {
+			if b, err := os.ReadFile(f); err == nil && CEL131.Match(b) {
+				crds[filepath.Base(f)] = b
+			}
+		}
+		names, err := SeedCRDs(ctx, nd, r.bins["etcdctl"], crds)
+		if err != nil {
+			fl.fail("%v", err)
+			return
+		}
+		fl.logf("kube-apiserver 1.31 stand-in: stored labbuild's %v in the bootstrap's etcd", names)
+		if cvo, err := CVOStandinCRDs(testenv.RepoRoot()); err != nil {
+			fl.fail("%v", err)
+		} else if names, err = SeedCRDs(ctx, nd, r.bins["etcdctl"], cvo); err != nil {
+			fl.fail("%v", err)
+		} else {
+			fl.logf("CVO stand-in: created %v from the payload's operator manifests", names)
+		}
+	}()
+}
+
 // podsOf is staticPods for the static pod named pod only ("" for all), env added to each
 // container's environment.
 func (r *rig) podsOf(nd *Node, pod string, env []string) ([]string, []string, error) {

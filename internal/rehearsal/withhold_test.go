@@ -320,34 +320,3 @@ func apiWritesFail(ctx context.Context, clients func() (*kube.Clients, error), n
 	}
 	return true
 }
-
-// flowBootstrapUp is what the flow does when the bootstrap's domain starts, after its static
-// pods: the kube-apiserver 1.31 stand-in's CRDs (SeedCRDs with CEL131) and the CVO stand-in's
-// (CVOStandinCRDs) stored in the bootstrap's etcd, in the background. (rehearsalFlow does the
-// same inline.)
-func flowBootstrapUp(ctx context.Context, r *rig, nd *Node, fl *flowLog) {
-	if _, _, err := r.staticPods(nd); err != nil {
-		fl.fail("bootstrap static pods: %v", err)
-		return
-	}
-	go func() {
-		files, _ := filepath.Glob(filepath.Join(r.lab, "out", "release", "crds", "crds", "*.yaml"))
-		crds := map[string][]byte{}
-		for _, f := range files {
-			if b, err := os.ReadFile(f); err == nil && CEL131.Match(b) {
-				crds[filepath.Base(f)] = b
-			}
-		}
-		if _, err := SeedCRDs(ctx, nd, r.bins["etcdctl"], crds); err != nil {
-			fl.fail("%v", err)
-			return
-		}
-		cvo, err := CVOStandinCRDs(testenv.RepoRoot())
-		if err == nil {
-			_, err = SeedCRDs(ctx, nd, r.bins["etcdctl"], cvo)
-		}
-		if err != nil {
-			fl.fail("%v", err)
-		}
-	}()
-}
