@@ -243,14 +243,9 @@ func TestInClusterVIPMovesToMaster(t *testing.T) {
 	})
 
 	// bootkube.service applies the CRDs and manifests (the RBAC for the kubelets' CSRs among
-	// them); it does not finish here: 99_baremetal-provisioning-config.yaml waits for the
-	// cluster-baremetal-operator's CRD, which the CVO would apply and no stand-in does, so
-	// bootkube.sh retries it as on a real bootstrap until then.
-	if err := bNode.Run(ctx, "oc-standin", nil, "ln", "-sf", kubectl, "/usr/local/bin/oc"); err != nil {
-		t.Fatal(err)
-	}
-	applyCVOStandinCRDs(ctx, t, k)
-	go RunOneshot(ctx, bNode, "bootkube.service")
+	// them); the Provisioning CRD that 99_baremetal-provisioning-config.yaml waits for comes
+	// with the CVO stand-in's (startBootkube).
+	startBootkube(ctx, t, bNode, kubectl, k)
 
 	masters := map[string]string{"master-0": master0IP, "master-1": master1IP}
 	mNodes := map[string]*Node{}

@@ -596,12 +596,9 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 	r, k := bootstrapUp(ctx, t)
 	// The bootstrap's bootkube.service (from bootstrap.ign) applies the CRDs and cluster
 	// manifests, among them the RBAC that lets system:bootstrappers create CSRs. Its `oc` is
-	// a stand-in: kubectl (the apiserver's version, .ci/build-kube.sh), linked as
-	// /usr/local/bin/oc inside the node (oc is not packaged).
+	// a stand-in (linkOC).
 	bNode := r.allNodes()[0]
-	if err := bNode.Run(ctx, "oc-standin", nil, "ln", "-sf", kubectl, "/usr/local/bin/oc"); err != nil {
-		t.Fatal(err)
-	}
+	linkOC(ctx, t, bNode, kubectl)
 	// kube-apiserver 1.30 stands in for OpenShift's 1.31: boot dropped the CRD rules that call
 	// 1.31's CEL IP/CIDR functions (exactly those of two CRDs: TestAdaptCRDsFor130).
 	if len(r.celDropped["bootstrap"]) == 0 {
@@ -687,6 +684,27 @@ func applyCVOStandinCRDs(ctx context.Context, t *testing.T, k *kube.Clients) {
 	if _, err := ap.ApplyFiles(ctx, crds); err != nil {
 		t.Fatalf("CVO stand-in: %v", err)
 	}
+}
+
+// linkOC puts the bootstrap's `oc` in place for bootkube.sh: a stand-in, kubectl (the
+// apiserver's version, .ci/build-kube.sh) linked as /usr/local/bin/oc inside the node (oc is
+// not packaged).
+func linkOC(ctx context.Context, t *testing.T, bNode *Node, kubectl string) {
+	t.Helper()
+	if err := bNode.Run(ctx, "oc-standin", nil, "ln", "-sf", kubectl, "/usr/local/bin/oc"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startBootkube starts the bootstrap's bootkube.service in the background once its `oc` is
+// in place (linkOC) and the CVO stand-in's CRDs are applied (applyCVOStandinCRDs), as on a
+// bootstrap whose CVO runs. Its progress shows in bNode's bootkube.log and
+// /opt/openshift/.bootkube.done.
+func startBootkube(ctx context.Context, t *testing.T, bNode *Node, kubectl string, k *kube.Clients) {
+	t.Helper()
+	linkOC(ctx, t, bNode, kubectl)
+	applyCVOStandinCRDs(ctx, t, k)
+	go RunOneshot(ctx, bNode, "bootkube.service")
 }
 
 // waitFor polls cond every 2 s until it holds, or fails the test after limit with the last

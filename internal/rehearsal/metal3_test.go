@@ -235,16 +235,13 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 		err := kube.Readyz(ctx, k)
 		return err == nil, fmt.Sprint(err)
 	})
-	if err := bNode.Run(ctx, "oc-standin", nil, "ln", "-sf", kubectl, "/usr/local/bin/oc"); err != nil {
-		t.Fatal(err)
-	}
-	applyCVOStandinCRDs(ctx, t, k)
-	go RunOneshot(ctx, bNode, "bootkube.service")
+	startBootkube(ctx, t, bNode, kubectl, k)
 
 	// The cluster-baremetal-operator's BareMetalHost CRD (its Provisioning CRD came with
-	// applyCVOStandinCRDs) and the machine-api's namespace and MachineSet CRD, as that
-	// operator and the CVO would apply them; bootkube.sh then applies bootstrap.ign's manifests, among them bmc/manifests' hosts, Secrets and
-	// MachineSet and the Provisioning CR, and finishes.
+	// startBootkube's CVO stand-in) and the machine-api's namespace and MachineSet CRD, as
+	// that operator and the CVO would apply them; bootkube.sh then applies bootstrap.ign's
+	// manifests, among them bmc/manifests' hosts, Secrets and MachineSet and the Provisioning
+	// CR, and finishes.
 	ap, err := kube.NewApplier(k.Config, io.Discard)
 	if err != nil {
 		t.Fatal(err)
