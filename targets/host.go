@@ -28,7 +28,6 @@ import (
 	"syscall"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/targets/oci"
 	"github.com/labbuild/labbuild/targets/virt"
 )
 
@@ -302,20 +301,12 @@ func hostChecks(s *engine.Step) (passed []string, fails []hostFail, warns []stri
 // image-references pull spec) that neither the pull secret has an auth for nor release.mirrors
 // serves. Names only: the secret's content never appears.
 func hostPullSecretGaps(s *engine.Step) ([]string, error) {
-	ps, err := s.File("access.pullSecretFile")
+	// The pull client's keychain and mirrors, as release/* would pull with them.
+	c, err := releaseClient(s)
 	if err != nil {
 		return nil, err
 	}
-	kc, err := oci.NewKeychain(ps)
-	if err != nil {
-		return nil, fmt.Errorf("%s: access.pullSecretFile: %w", s.Target().Name, err)
-	}
-	var mirrors map[string]string
-	if slices.Contains(s.Target().Reads, "release.mirrors") {
-		if err := s.Value("release.mirrors", &mirrors); err != nil {
-			return nil, err
-		}
-	}
+	kc, mirrors := c.Keychain, c.Mirrors
 	image, err := s.String("release.image")
 	if err != nil {
 		return nil, err
