@@ -30,11 +30,7 @@ func bmcManifestsLab(t *testing.T, goals ...string) (string, map[string][]byte) 
 	}
 	l := newMFLab(t)
 	l.cfg.Platform, l.cfg.Network.LoadBalancer = PlatformBaremetal, LoadBalancerInCluster
-	js, _ := json.Marshal(l.cfg)
-	cfg, err := ParseConfig(js, "lab.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := reparsed(t, l.cfg, "lab.json")
 	var ts []*engine.Target
 	for _, mt := range manifestsTargets(cfg) {
 		// In-cluster, the bootstrap's manifest tree reads the MCO bootstrap render (mco/*),

@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"os"
@@ -97,14 +96,7 @@ func mfStandinRelease(crds map[string][]byte) []*engine.Target {
 
 func (l *mfLab) build(goals ...string) *engine.Result {
 	l.t.Helper()
-	js, err := json.Marshal(l.cfg)
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	cfg, err := ParseConfig(js, "lab.json")
-	if err != nil {
-		l.t.Fatal(err)
-	}
+	cfg := reparsed(l.t, l.cfg, "lab.json")
 	ts := append(append(append(pkiTargets(cfg), kubeconfigTargets(cfg)...), manifestsTargets(cfg)...), mfStandinRelease(l.crds)...)
 	r, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts,
 		Now: func() time.Time { return l.now }, Stdout: &l.log, Stderr: &l.log})
@@ -235,8 +227,7 @@ func TestManifestsBadPullSecret(t *testing.T) {
 	if err := os.WriteFile(l.cfg.Access.PullSecretFile, []byte(`{"auths": "hunter2-secret"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	js, _ := json.Marshal(l.cfg)
-	cfg, _ := ParseConfig(js, "lab.json")
+	cfg := reparsed(t, l.cfg, "lab.json")
 	ts := append(append(pkiTargets(cfg), manifestsTargets(cfg)...), mfStandinRelease(l.crds)...)
 	var out bytes.Buffer
 	_, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: []string{"manifests/cluster/pull-secret"}, Targets: ts, Stdout: &out, Stderr: &out})

@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -205,14 +204,7 @@ func (l *mcoLab) tryBuild(goals ...string) (*engine.Result, error) {
 // tryBuildForce is tryBuild, with force as -B (every target but the sticky keys runs).
 func (l *mcoLab) tryBuildForce(force bool, goals ...string) (*engine.Result, error) {
 	l.t.Helper()
-	js, err := json.Marshal(l.cfg)
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	cfg, err := ParseConfig(js, filepath.Join(filepath.Dir(l.out), "lab.json"))
-	if err != nil {
-		l.t.Fatal(err)
-	}
+	cfg := reparsed(l.t, l.cfg, filepath.Join(filepath.Dir(l.out), "lab.json"))
 	ts := append(append(append(append(append(pkiTargets(cfg), kubeconfigTargets(cfg)...), manifestsTargets(cfg)...),
 		mcoTargets(cfg)...), ignitionTargets(cfg)...), l.standinRelease()...)
 	ts = append(ts, mirrorCredentialsOnly(cfg)...) // with mirror.enabled (mirror_ignition_test.go)

@@ -23,11 +23,7 @@ import (
 func TestMirrorManifestsAPIServer(t *testing.T) {
 	l := mfRealAPILab(t)
 	l.cfg.Mirror = &MirrorConfig{Enabled: true, Storage: filepath.Join(t.TempDir(), "mirror"), Port: 5000}
-	js, _ := json.Marshal(l.cfg)
-	cfg, err := ParseConfig(js, "lab.json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := reparsed(t, l.cfg, "lab.json")
 	ts := append(append(append(pkiTargets(cfg), kubeconfigTargets(cfg)...), manifestsTargets(cfg)...), mfStandinRelease(l.crds)...)
 	for _, m := range mirrorTargets(cfg) {
 		if m.Name == "mirror/credentials" {

@@ -37,18 +37,25 @@ func newPKILab(t *testing.T) *pkiLab {
 	return &pkiLab{t: t, cfg: DefaultConfig(), out: t.TempDir(), now: pkiT0, goals: []string{"pki", "kubeconfig"}}
 }
 
+// reparsed returns a fresh copy of c as ParseConfig reads a lab file named name: a Config
+// caches its generic form on first lookup, and the tests edit their Config between builds as a
+// user edits lab.yaml.
+func reparsed(t testing.TB, c *Config, name string) *Config {
+	t.Helper()
+	js, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := ParseConfig(js, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 func (l *pkiLab) build() *engine.Result {
 	l.t.Helper()
-	// A fresh copy each time: a Config caches its generic form on first lookup, and the tests
-	// edit l.cfg between builds as a user edits lab.yaml.
-	js, err := json.Marshal(l.cfg)
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	cfg, err := ParseConfig(js, "lab.json")
-	if err != nil {
-		l.t.Fatal(err)
-	}
+	cfg := reparsed(l.t, l.cfg, "lab.json")
 	r, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: l.goals, Jobs: 2,
 		Force: l.force, Now: func() time.Time { return l.now }, Stdout: &l.log, Stderr: &l.log})
 	if err != nil {
