@@ -268,17 +268,9 @@ func runGraph(ctx context.Context, c *cli, args []string) error {
 	}
 	goals := args
 	if c.all && len(args) == 0 {
-		o, err := c.options(nil)
-		if err != nil {
+		var err error
+		if goals, err = c.allTargets(); err != nil {
 			return err
-		}
-		p, err := engine.Load(o)
-		if err != nil {
-			return err
-		}
-		goals = make([]string, 0, len(p.Targets))
-		for _, t := range p.Targets {
-			goals = append(goals, t.Name)
 		}
 	}
 	p, res, _, err := c.status(ctx, goals, false)

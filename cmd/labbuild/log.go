@@ -17,11 +17,7 @@ func runLog(ctx context.Context, c *cli, args []string) error {
 	if len(args) != 1 {
 		return usagef("log takes one target (labbuild list shows them)")
 	}
-	o, err := c.options(nil)
-	if err != nil {
-		return err
-	}
-	p, err := engine.Load(o)
+	p, o, err := c.load(nil)
 	if err != nil {
 		return err
 	}

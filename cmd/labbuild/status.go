@@ -53,17 +53,10 @@ type targetStatus struct {
 // statusJSON computes statusReport for goals (every target when none): a dry run, which
 // writes nothing, and a read of the state journal.
 func (c *cli) statusJSON(ctx context.Context, goals []string) (*statusReport, error) {
-	o, err := c.options(nil)
-	if err != nil {
-		return nil, err
-	}
 	if len(goals) == 0 {
-		p, err := engine.Load(o)
-		if err != nil {
+		var err error
+		if goals, err = c.allTargets(); err != nil {
 			return nil, err
-		}
-		for _, t := range p.Targets {
-			goals = append(goals, t.Name)
 		}
 	}
 	p, res, o, err := c.status(ctx, goals, false)

@@ -314,14 +314,35 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 	return err
 }
 
+// load is engine.Load of c.options(goals): the lab's targets as a verb sees them before it
+// plans or builds anything. o is returned with the error too (its OutDir, for messages).
+func (c *cli) load(goals []string) (*engine.Project, engine.Options, error) {
+	o, err := c.options(goals)
+	if err != nil {
+		return nil, o, err
+	}
+	p, err := engine.Load(o)
+	return p, o, err
+}
+
+// allTargets returns every target's name in the project's order (graph --all, status --json
+// with no goals).
+func (c *cli) allTargets() ([]string, error) {
+	p, _, err := c.load(nil)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(p.Targets))
+	for _, t := range p.Targets {
+		names = append(names, t.Name)
+	}
+	return names, nil
+}
+
 // status computes, without building, each selected target's state for graph colouring and
 // explain: a dry run.
 func (c *cli) status(ctx context.Context, goals []string, inputs bool) (*engine.Project, *engine.Result, engine.Options, error) {
-	o, err := c.options(goals)
-	if err != nil {
-		return nil, nil, o, err
-	}
-	p, err := engine.Load(o)
+	p, o, err := c.load(goals)
 	if err != nil {
 		return nil, nil, o, err
 	}
@@ -348,11 +369,7 @@ type listItem struct {
 }
 
 func runList(ctx context.Context, c *cli, args []string) error {
-	o, err := c.options(nil)
-	if err != nil {
-		return err
-	}
-	p, err := engine.Load(o)
+	p, _, err := c.load(nil)
 	if err != nil {
 		return err
 	}
