@@ -548,22 +548,9 @@ func WriteStamp(meta, key string, s *Stamp) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".tmp-"+key)
-	if err != nil {
-		return err
-	}
-	_, werr := f.Write(s.Encode())
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(f.Name(), filepath.Join(dir, key))
-	}
-	if werr != nil {
-		os.Remove(f.Name())
-	}
+	err := WriteFileAtomic(filepath.Join(dir, key), s.Encode(), 0o600)
 	pruneStamps(dir, time.Now())
-	return werr
+	return err
 }
 
 // pruneStamps removes from dir what WriteStamp's comment says.

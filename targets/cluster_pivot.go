@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/labbuild/labbuild/cache"
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
@@ -141,11 +142,7 @@ func (h haproxyFileBalancer) Switch(ctx context.Context, cfgFile string) error {
 	if err != nil {
 		return err
 	}
-	tmp := h.path + ".labbuild-tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, h.path); err != nil {
+	if err := cache.WriteFileAtomic(h.path, b, 0o644); err != nil {
 		return err
 	}
 	if out, err := exec.CommandContext(ctx, "systemctl", "reload", "haproxy").CombinedOutput(); err != nil {

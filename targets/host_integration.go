@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/labbuild/labbuild/cache"
 	"github.com/labbuild/labbuild/engine"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 )
@@ -264,11 +265,7 @@ func hostWriteFile(name, content string) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	tmp := p + ".labbuild-tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, p)
+	return cache.WriteFileAtomic(p, []byte(content), 0o644)
 }
 
 // hostRemoveFiles removes files under the host root except keep; it reports whether any was

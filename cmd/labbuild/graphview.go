@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"os/signal"
 	"sort"
 	"strings"
 	"syscall"
 
+	"github.com/labbuild/labbuild/cache"
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/graph"
 )
@@ -311,7 +311,7 @@ func runGraph(ctx context.Context, c *cli, args []string) error {
 		return err
 	}
 	if out != "" {
-		if err := writeFileAtomic(out, buf.Bytes(), 0o644); err != nil {
+		if err := cache.WriteFileAtomic(out, buf.Bytes(), 0o644); err != nil {
 			return err
 		}
 		if c.format == "png" || c.format == "svg" {
@@ -349,30 +349,4 @@ func writeOut(w io.Writer, b []byte) error {
 		return nil
 	}
 	return err
-}
-
-// writeFileAtomic writes path through a temporary file in its directory and a rename, so a
-// reader never sees half a file.
-func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
-	dir := "."
-	if i := strings.LastIndexByte(path, '/'); i >= 0 {
-		dir = path[:i+1]
-	}
-	f, err := os.CreateTemp(dir, ".labbuild-tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
