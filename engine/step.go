@@ -313,3 +313,10 @@ func BaseDir(path string) string {
 type Values interface {
 	Lookup(path string) ([]byte, bool)
 }
+
+// WriteFileAtomic is cache.WriteFileAtomic for the families, which reach the cache only through
+// the engine (docs/how-it-works.md): data written to path by a rename in its directory, with
+// mode, so a reader (dnsmasq, haproxy) sees the old file or the new one.
+func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
+	return cache.WriteFileAtomic(path, data, mode)
+}

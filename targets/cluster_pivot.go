@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/labbuild/labbuild/cache"
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
@@ -142,7 +141,7 @@ func (h haproxyFileBalancer) Switch(ctx context.Context, cfgFile string) error {
 	if err != nil {
 		return err
 	}
-	if err := cache.WriteFileAtomic(h.path, b, 0o644); err != nil {
+	if err := engine.WriteFileAtomic(h.path, b, 0o644); err != nil {
 		return err
 	}
 	if out, err := exec.CommandContext(ctx, "systemctl", "reload", "haproxy").CombinedOutput(); err != nil {

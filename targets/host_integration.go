@@ -27,7 +27,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/labbuild/labbuild/cache"
 	"github.com/labbuild/labbuild/engine"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 )
@@ -265,7 +264,7 @@ func hostWriteFile(name, content string) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
-	return cache.WriteFileAtomic(p, []byte(content), 0o644)
+	return engine.WriteFileAtomic(p, []byte(content), 0o644)
 }
 
 // hostRemoveFiles removes files under the host root except keep; it reports whether any was

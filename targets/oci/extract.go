@@ -23,8 +23,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
-
-	"github.com/labbuild/labbuild/cache"
 )
 
 // maxManifest bounds a manifest or index read (registries cap them at 4 MiB as well).
@@ -74,12 +72,31 @@ func (c *Client) manifestBytes(ctx context.Context, repo name.Repository, d v1.H
 		if got := "sha256:" + hex.EncodeToString(sum[:]); got != d.String() {
 			return nil, &VerifyError{Digest: d, Source: s.desc, Got: got, GotSize: int64(len(b)), WantSize: -1}
 		}
-		if err := cache.WriteFileAtomic(cp, b, 0o600); err != nil {
+		if err := writeAtomic(cp, b); err != nil {
 			return nil, err
 		}
 		return b, nil
 	}
 	return nil, fmt.Errorf("manifest %s: no source has it: %s", d, strings.Join(errs, "; "))
+}
+
+// writeAtomic writes the manifest cache file p (0600, CreateTemp's mode) by a rename, so a
+// reader never sees half a manifest. Its own and not cache.WriteFileAtomic: adapters import no
+// engine or cache (docs/how-it-works.md, TestRoomImports).
+func writeAtomic(p string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(p), ".tmp-manifest-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), p)
 }
 
 // Image is a pulled image manifest: its layers bottom to top, and where they come from.
