@@ -335,9 +335,10 @@ func labelsMatch(have map[string]string, want map[string]any) bool {
 //     Deprovision, which moves the Ironic node from active to deleted (ironic.go Deprovision:
 //     changeNodeProvisionState TargetDeleted); Ironic's tear down powers the node off and its
 //     redfish-virtualmedia boot interface's clean_up_instance ejects the media (tearDown);
-//     with automatedCleaningMode disabled the node goes on to available without cleaning, and
-//     BMO's handleDeprovisioning moves the host to available. spec.consumerRef stays until
-//     CAPBM releases the host.
+//     BMO's handleDeprovisioning moves the host to available. spec.consumerRef stays until CAPBM
+//     releases the host. Ironic's automated cleaning (automatedCleaningMode metadata, the CRD's
+//     default: IPA booted from virtual media wipes the disks' metadata, then power off and
+//     eject) is not stood in for; it ends in the same state.
 //
 // A failure is written to status (errorType registration error / provisioning error and the
 // message, as setErrorCondition does) and returned. It returns the host's new state.
