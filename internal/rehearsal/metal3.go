@@ -391,7 +391,7 @@ func (m *Metal3Standin) Reconcile(ctx context.Context, host string) (string, err
 		m.logf("host %s registered: %s %s, power %s", host, endpoint, system, sys.PowerState)
 	}
 	if state == StateProvisioned && provisioningCancelled(h) {
-		if err := tearDown(c, sys); err != nil {
+		if err := tearDown(sys); err != nil {
 			return fail("provisioning error", fmt.Errorf("BMC %s: deprovision: %w", endpoint, err))
 		}
 		if sys, err = redfish.GetComputerSystem(c, system); err != nil {
@@ -551,25 +551,15 @@ func (m *Metal3Standin) connectWith(endpoint, user, pass string, trust *x509.Cer
 // persistent=False: BootSourceOverrideEnabled Once), then power.py reboot (On when off,
 // ForceRestart when on).
 func virtualMediaBoot(c *gofish.APIClient, sys *redfish.ComputerSystem, image string) error {
-	managers, err := sys.ManagedBy()
-	if err != nil || len(managers) == 0 {
-		return fmt.Errorf("system %s has no manager (%v)", sys.ID, err)
+	vms, err := ejectAll(sys)
+	if err != nil {
+		return err
 	}
 	var cd *redfish.VirtualMedia
-	for _, mg := range managers {
-		vms, err := mg.VirtualMedia()
-		if err != nil {
-			return fmt.Errorf("virtual media: %w", err)
-		}
-		for _, vm := range vms {
-			if vm.Inserted {
-				if err := vm.EjectMedia(); err != nil {
-					return fmt.Errorf("eject %s: %w", vm.ID, err)
-				}
-			}
-			if cd == nil && slices.Contains(vm.MediaTypes, redfish.CDMediaType) {
-				cd = vm
-			}
+	for _, vm := range vms {
+		if slices.Contains(vm.MediaTypes, redfish.CDMediaType) {
+			cd = vm
+			break
 		}
 	}
 	if cd == nil {
@@ -607,30 +597,39 @@ func provisioningCancelled(h *kube.Unstructured) bool {
 // ComputerSystem.Reset ForceOff), then the boot interface's clean_up_instance ejects the
 // virtual media (ironic/drivers/modules/redfish/boot.py RedfishVirtualMediaBoot
 // clean_up_instance, _eject_all: _eject_vmedia for the CD). A node already off is not reset.
-func tearDown(c *gofish.APIClient, sys *redfish.ComputerSystem) error {
+func tearDown(sys *redfish.ComputerSystem) error {
 	if sys.PowerState != redfish.OffPowerState {
 		if err := sys.Reset(redfish.ForceOffResetType); err != nil {
 			return fmt.Errorf("reset ForceOff: %w", err)
 		}
 	}
+	_, err := ejectAll(sys)
+	return err
+}
+
+// ejectAll ejects every inserted medium of sys's managers (Ironic boot.py _eject_vmedia) and
+// returns their virtual media devices, in the managers' order.
+func ejectAll(sys *redfish.ComputerSystem) ([]*redfish.VirtualMedia, error) {
 	managers, err := sys.ManagedBy()
 	if err != nil || len(managers) == 0 {
-		return fmt.Errorf("system %s has no manager (%v)", sys.ID, err)
+		return nil, fmt.Errorf("system %s has no manager (%v)", sys.ID, err)
 	}
+	var all []*redfish.VirtualMedia
 	for _, mg := range managers {
 		vms, err := mg.VirtualMedia()
 		if err != nil {
-			return fmt.Errorf("virtual media: %w", err)
+			return nil, fmt.Errorf("virtual media: %w", err)
 		}
 		for _, vm := range vms {
 			if vm.Inserted {
 				if err := vm.EjectMedia(); err != nil {
-					return fmt.Errorf("eject %s: %w", vm.ID, err)
+					return nil, fmt.Errorf("eject %s: %w", vm.ID, err)
 				}
 			}
 		}
+		all = append(all, vms...)
 	}
-	return nil
+	return all, nil
 }
 
 // setStatus writes the host's status as BMO does after a pass (the CRD's required status
