@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"net"
 	"os"
@@ -87,8 +86,10 @@ func applyMachineAPI(ctx context.Context, k *kube.Clients) error {
 	}
 	files["metal3.io_baremetalhosts.crd.yaml"] = b
 	files[CBOTrustedCAFile] = CBOTrustedCA // the cluster-baremetal-operator's, empty until the CNO injects
-	if files["0000_10_machine-api_01_machinesets-Default.crd.yaml"], err = machineSetCRD(); err != nil {
-		return err
+	for _, f := range []string{"0000_10_machine-api_01_machinesets-Default.crd.yaml", "0000_10_machine-api_01_machines-Default.crd.yaml"} {
+		if files[f], err = machineAPICRD(f); err != nil {
+			return err
+		}
 	}
 	ap, err := kube.NewApplier(k.Config, io.Discard)
 	if err != nil {
@@ -170,7 +171,7 @@ func (b *baremetalFlow) note(host, what string) {
 // pass is one round of the cluster's Metal3 as the stand-in plays it: BMO's reconcile of each
 // host that is not externally provisioned (the masters are: BMO only manages their power, not
 // stood in for), then, once a host is available, the MachineSet controller's Machines
-// (spec.replicas, names as generateName makes them) each claimed by CAPBM (ClaimHost), and
+// (MachineSetStandin.Sync: Machine objects for spec.replicas) each claimed by CAPBM (ClaimHost), and
 // the next reconcile provisions the claimed host through its BMC.
 func (b *baremetalFlow) pass(ctx context.Context) {
 	b.mu.Lock()
@@ -250,37 +251,29 @@ func (b *baremetalFlow) pass(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	msc := &MachineSetStandin{Kube: k, Log: flowLogWriter{b.fl}}
 	for _, ms := range sets.Items {
-		replicas, _ := dig(ms.Object, "spec", "replicas").(int64)
-		for i := 0; i < int(replicas); i++ {
-			machine := machineName(ms.GetName(), i)
-			if _, ok := b.claims[machine]; ok {
-				continue
-			}
-			host, err := b.m3.ClaimHost(ctx, ms.GetName(), machine)
-			if err != nil {
-				b.note(machine, err.Error())
-				continue
-			}
-			b.claims[machine] = host
+		if _, _, err := msc.Sync(ctx, ms.GetName()); err != nil {
+			b.note(ms.GetName(), err.Error())
+			continue
 		}
 	}
-}
-
-// machineName is the name the MachineSet controller gives its i-th Machine: the set's name, a
-// dash and five characters of the alphabet of Kubernetes' generateName (apiserver
-// names.SimpleNameGenerator), here derived from the set's name and i so reruns agree.
-func machineName(set string, i int) string {
-	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s/%d", set, i)
-	n := h.Sum64()
-	var s [5]byte
-	for j := range s {
-		s[j] = alphabet[n%uint64(len(alphabet))]
-		n /= uint64(len(alphabet))
+	machines, err := k.Dynamic.Resource(machineGVR).Namespace(MachineAPINamespace).List(ctx, kube.ListOptions{})
+	if err != nil {
+		return
 	}
-	return set + "-" + string(s[:])
+	for _, m := range machines.Items {
+		machine := m.GetName()
+		if _, ok := b.claims[machine]; ok {
+			continue
+		}
+		host, err := b.m3.ClaimHost(ctx, machine)
+		if err != nil {
+			b.note(machine, err.Error())
+			continue
+		}
+		b.claims[machine] = host
+	}
 }
 
 // bootFromMedia is Watch's Up for a worker the BMC started: the Ignition is config.ign on the

@@ -31,7 +31,7 @@ import (
 // hands it Machines (openshift/cluster-api-provider-baremetal, CAPBM). Neither can run here
 // (their images are not pullable, Ironic is a Python service with a database). It reads only
 // what they read: the BareMetalHost objects in openshift-machine-api, the BMC credentials
-// Secret each names, the worker MachineSet's providerSpec and the user-data Secret it names,
+// Secret each names, the Machines (their providerSpec) and the user-data Secret it names,
 // and Ironic's CA bundle, ConfigMap openshift-machine-api/cbo-trusted-ca (ironicTrust), all
 // from the cluster; it reaches the BMC only at the host's spec.bmc.address, over HTTPS
 // verified against that bundle, and drives it by Ironic's redfish-virtualmedia sequence with
@@ -44,7 +44,7 @@ import (
 // and the rehearsal's node, booted from it, takes its Ignition from there (MediaIgnition).
 // Registration skips hardware inspection: a host whose BMC answers becomes available.
 type Metal3Standin struct {
-	// Kube reads and writes the BareMetalHosts, Secrets and MachineSets.
+	// Kube reads and writes the BareMetalHosts and Machines and reads the Secrets.
 	Kube *kube.Clients
 	// Dial opens connections to the BMC (the rehearsal: DialIn of the lab's namespace).
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -90,60 +90,92 @@ func (m *Metal3Standin) logf(format string, args ...any) {
 	}
 }
 
-// ClaimHost is CAPBM's Actuator.Create for Machine machine of MachineSet set (the Machine the
-// MachineSet controller would make from its template): chooseHost picks a host whose
-// spec.consumerRef is this Machine, else one with no consumerRef, not being deleted, in state
-// ready or available, without an error message, not externally provisioned, matching the
-// providerSpec's hostSelector (first by name here, where CAPBM picks at random); provisionHost
-// then sets spec.customDeploy, spec.userData (namespace defaulting to the Machine's),
-// spec.consumerRef and spec.online (CAPBM release-4.18
-// pkg/cloud/baremetal/actuators/machine/actuator.go chooseHost, provisionHost). It returns the
-// host's name, or an error when none is available (CAPBM: "no available host", the Machine
-// stays Provisioning).
-func (m *Metal3Standin) ClaimHost(ctx context.Context, set, machine string) (string, error) {
-	ms, err := m.Kube.Dynamic.Resource(machineSet).Namespace(MachineAPINamespace).Get(ctx, set, kube.GetOptions{})
+// HostAnnotation is CAPBM's annotation on a Machine naming its host, "<namespace>/<name>"
+// (cluster-api-provider-baremetal release-4.18 pkg/cloud/baremetal/actuators/machine/actuator.go
+// HostAnnotation); InstanceStateAnnotation carries the host's provisioning state beside it
+// (machine-api-operator pkg/controller/machine MachineInstanceStateAnnotationName).
+const (
+	HostAnnotation          = "metal3.io/BareMetalHost"
+	InstanceStateAnnotation = "machine.openshift.io/instance-state"
+)
+
+// ClaimHost is the machine controller's create path for Machine machine in
+// openshift-machine-api with CAPBM's Actuator.Create (cluster-api-provider-baremetal
+// release-4.18 pkg/cloud/baremetal/actuators/machine/actuator.go Create): the machine
+// controller first puts MachineFinalizer on the Machine (machine-api-operator
+// pkg/controller/machine/controller.go Reconcile); then the providerSpec is read from the
+// Machine (none: "ProviderSpec is missing"); getHost follows the Machine's HostAnnotation;
+// without one chooseHost picks a host whose spec.consumerRef is this Machine, else one with no
+// consumerRef, not being deleted, in state ready or available, without an error message, not
+// externally provisioned, matching the providerSpec's hostSelector (first by name here, where
+// CAPBM picks at random); provisionHost sets spec.customDeploy, spec.userData (namespace
+// defaulting to the Machine's), spec.consumerRef and spec.online; ensureAnnotation writes
+// HostAnnotation and InstanceStateAnnotation on the Machine. It returns the host's name, or an
+// error when none is available (CAPBM: "No available BareMetalHost found", the Machine stays
+// Provisioning) or the Machine is being deleted (the machine controller calls Delete then:
+// DeleteMachine).
+func (m *Metal3Standin) ClaimHost(ctx context.Context, machine string) (string, error) {
+	machines := m.Kube.Dynamic.Resource(machineGVR).Namespace(MachineAPINamespace)
+	mo, err := machines.Get(ctx, machine, kube.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("machineset %s: %w", set, err)
+		return "", fmt.Errorf("machine %s: %w", machine, err)
 	}
-	ps, _ := dig(ms.Object, "spec", "template", "spec", "providerSpec", "value").(map[string]any)
+	if dig(mo.Object, "metadata", "deletionTimestamp") != nil {
+		return "", fmt.Errorf("machine %s is being deleted", machine)
+	}
+	meta := mo.Object["metadata"].(map[string]any)
+	if fin, _ := meta["finalizers"].([]any); !slices.Contains(fin, any(MachineFinalizer)) {
+		meta["finalizers"] = append(fin, MachineFinalizer)
+		if mo, err = machines.Update(ctx, mo, kube.UpdateOptions{}); err != nil {
+			return "", fmt.Errorf("machine %s: add finalizer: %w", machine, err)
+		}
+		meta = mo.Object["metadata"].(map[string]any)
+	}
+	ps, _ := dig(mo.Object, "spec", "providerSpec", "value").(map[string]any)
 	if ps == nil {
-		return "", fmt.Errorf("machineset %s: no spec.template.spec.providerSpec.value", set)
+		return "", fmt.Errorf("machine %s: ProviderSpec is missing (spec.providerSpec.value)", machine)
 	}
 	selector, _ := dig(ps, "hostSelector", "matchLabels").(map[string]any)
-	list, err := m.Kube.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).List(ctx, kube.ListOptions{})
+	hosts := m.Kube.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace)
+	chosen, err := m.machineHost(ctx, mo)
 	if err != nil {
 		return "", err
 	}
-	slices.SortFunc(list.Items, func(a, b kube.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
-	var chosen *kube.Unstructured
-	for i := range list.Items {
-		h := &list.Items[i]
-		ref, _ := dig(h.Object, "spec", "consumerRef").(map[string]any)
-		if ref != nil && ref["kind"] == "Machine" && ref["name"] == machine && ref["namespace"] == MachineAPINamespace {
-			chosen = h
-			break
+	if chosen == nil {
+		list, err := hosts.List(ctx, kube.ListOptions{})
+		if err != nil {
+			return "", err
 		}
-		if ref != nil || dig(h.Object, "metadata", "deletionTimestamp") != nil {
-			continue
-		}
-		if st, _ := dig(h.Object, "status", "provisioning", "state").(string); st != "ready" && st != StateAvailable {
-			continue
-		}
-		if msg, _ := dig(h.Object, "status", "errorMessage").(string); msg != "" {
-			continue
-		}
-		if ext, _ := dig(h.Object, "spec", "externallyProvisioned").(bool); ext {
-			continue
-		}
-		if !labelsMatch(h.GetLabels(), selector) {
-			continue
-		}
-		if chosen == nil {
-			chosen = h
+		slices.SortFunc(list.Items, func(a, b kube.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
+		for i := range list.Items {
+			h := &list.Items[i]
+			ref, _ := dig(h.Object, "spec", "consumerRef").(map[string]any)
+			if consumerRefMatches(ref, machine) {
+				chosen = h
+				break
+			}
+			if ref != nil || dig(h.Object, "metadata", "deletionTimestamp") != nil {
+				continue
+			}
+			if st, _ := dig(h.Object, "status", "provisioning", "state").(string); st != "ready" && st != StateAvailable {
+				continue
+			}
+			if msg, _ := dig(h.Object, "status", "errorMessage").(string); msg != "" {
+				continue
+			}
+			if ext, _ := dig(h.Object, "spec", "externallyProvisioned").(bool); ext {
+				continue
+			}
+			if !labelsMatch(h.GetLabels(), selector) {
+				continue
+			}
+			if chosen == nil {
+				chosen = h
+			}
 		}
 	}
 	if chosen == nil {
-		return "", fmt.Errorf("machine %s: no available BareMetalHost in %s (CAPBM chooseHost: none ready/available, unclaimed and matching)", machine, MachineAPINamespace)
+		return "", fmt.Errorf("machine %s: No available BareMetalHost found in %s (CAPBM chooseHost: none ready/available, unclaimed and matching)", machine, MachineAPINamespace)
 	}
 	spec, _ := chosen.Object["spec"].(map[string]any)
 	if cd, _ := dig(ps, "customDeploy", "method").(string); cd != "" {
@@ -158,11 +190,114 @@ func (m *Metal3Standin) ClaimHost(ctx context.Context, set, machine string) (str
 	}
 	spec["consumerRef"] = map[string]any{"kind": "Machine", "name": machine, "namespace": MachineAPINamespace, "apiVersion": "machine.openshift.io/v1beta1"}
 	spec["online"] = true
-	if _, err := m.Kube.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Update(ctx, chosen, kube.UpdateOptions{}); err != nil {
-		return "", fmt.Errorf("machine %s: claim host %s: %w", machine, chosen.GetName(), err)
+	if chosen, err = hosts.Update(ctx, chosen, kube.UpdateOptions{}); err != nil {
+		return "", fmt.Errorf("machine %s: claim host: %w", machine, err)
 	}
-	m.logf("machine %s claimed host %s", machine, chosen.GetName())
+	// ensureAnnotation.
+	state, _ := dig(chosen.Object, "status", "provisioning", "state").(string)
+	ann, _ := meta["annotations"].(map[string]any)
+	if ann == nil {
+		ann = map[string]any{}
+	}
+	key := MachineAPINamespace + "/" + chosen.GetName()
+	if ann[HostAnnotation] != key || ann[InstanceStateAnnotation] != state {
+		ann[HostAnnotation], ann[InstanceStateAnnotation] = key, state
+		meta["annotations"] = ann
+		if _, err := machines.Update(ctx, mo, kube.UpdateOptions{}); err != nil {
+			return "", fmt.Errorf("machine %s: failed to update machine annotation: %w", machine, err)
+		}
+		m.logf("machine %s claimed host %s (%s)", machine, chosen.GetName(), state)
+	}
 	return chosen.GetName(), nil
+}
+
+// consumerRefMatches is CAPBM's consumerRefMatches for a Machine of openshift-machine-api.
+func consumerRefMatches(ref map[string]any, machine string) bool {
+	return ref != nil && ref["kind"] == "Machine" && ref["name"] == machine && ref["namespace"] == MachineAPINamespace &&
+		ref["apiVersion"] == "machine.openshift.io/v1beta1"
+}
+
+// machineHost is CAPBM's getHost: the host the Machine's HostAnnotation names, nil when it has
+// none or the host is gone.
+func (m *Metal3Standin) machineHost(ctx context.Context, mo *kube.Unstructured) (*kube.Unstructured, error) {
+	key, ok := mo.GetAnnotations()[HostAnnotation]
+	if !ok {
+		return nil, nil
+	}
+	ns, name, found := strings.Cut(key, "/")
+	if !found || ns == "" || name == "" || strings.Contains(name, "/") {
+		return nil, fmt.Errorf("machine %s: annotation %s: %q is not namespace/name", mo.GetName(), HostAnnotation, key)
+	}
+	h, err := m.Kube.Dynamic.Resource(bmhGVR).Namespace(ns).Get(ctx, name, kube.GetOptions{})
+	if kube.IsNotFound(err) {
+		return nil, nil
+	}
+	return h, err
+}
+
+// DeleteMachine is the machine controller's delete path for Machine machine, which its
+// MachineSet (or a user) deleted and MachineFinalizer keeps, with CAPBM's Actuator.Delete
+// (actuator.go Delete, releaseHost; machine-api-operator pkg/controller/machine/controller.go
+// Reconcile: the actuator's Delete, then the finalizer removed). One call is one pass: when the
+// host still has customDeploy, image, userData or online, they are cleared (BMO then
+// deprovisions it: Reconcile) and it returns false; while the host is provisioned,
+// provisioning or deprovisioning it waits (false); then releaseHost clears spec.consumerRef
+// and the finalizer goes: the Machine is removed and it returns true. A Machine whose host is
+// gone or claimed by another Machine is released at once. The Node's drain and deletion, which
+// the machine controller does first, are not stood in for.
+func (m *Metal3Standin) DeleteMachine(ctx context.Context, machine string) (bool, error) {
+	machines := m.Kube.Dynamic.Resource(machineGVR).Namespace(MachineAPINamespace)
+	mo, err := machines.Get(ctx, machine, kube.GetOptions{})
+	if kube.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("machine %s: %w", machine, err)
+	}
+	if dig(mo.Object, "metadata", "deletionTimestamp") == nil {
+		return false, fmt.Errorf("machine %s is not being deleted", machine)
+	}
+	h, err := m.machineHost(ctx, mo)
+	if err != nil {
+		return false, err
+	}
+	if h != nil {
+		spec, _ := h.Object["spec"].(map[string]any)
+		ref, _ := spec["consumerRef"].(map[string]any)
+		mine := consumerRefMatches(ref, machine)
+		online, _ := spec["online"].(bool)
+		if mine && (spec["image"] != nil || spec["customDeploy"] != nil || spec["userData"] != nil || online) {
+			delete(spec, "image")
+			delete(spec, "customDeploy")
+			delete(spec, "userData")
+			spec["online"] = false
+			if _, err := m.Kube.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Update(ctx, h, kube.UpdateOptions{}); err != nil && !kube.IsNotFound(err) {
+				return false, fmt.Errorf("machine %s: failed to deprovision host %s: %w", machine, h.GetName(), err)
+			}
+			m.logf("machine %s deleted: deprovisioning host %s", machine, h.GetName())
+			return false, nil
+		}
+		switch st, _ := dig(h.Object, "status", "provisioning", "state").(string); st {
+		case "provisioning", StateProvisioned, "deprovisioning":
+			if mine {
+				return false, nil
+			}
+		}
+		if mine {
+			delete(spec, "consumerRef")
+			if _, err := m.Kube.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Update(ctx, h, kube.UpdateOptions{}); err != nil && !kube.IsNotFound(err) {
+				return false, fmt.Errorf("machine %s: failed to release host %s: %w", machine, h.GetName(), err)
+			}
+			m.logf("machine %s released host %s", machine, h.GetName())
+		}
+	}
+	meta := mo.Object["metadata"].(map[string]any)
+	fin, _ := meta["finalizers"].([]any)
+	meta["finalizers"] = slices.DeleteFunc(fin, func(f any) bool { return f == MachineFinalizer })
+	if _, err := machines.Update(ctx, mo, kube.UpdateOptions{}); err != nil && !kube.IsNotFound(err) {
+		return false, fmt.Errorf("machine %s: remove finalizer: %w", machine, err)
+	}
+	return true, nil
 }
 
 func labelsMatch(have map[string]string, want map[string]any) bool {
@@ -193,7 +328,17 @@ func labelsMatch(have map[string]string, want map[string]any) bool {
 //     media; Ironic's redfish-virtualmedia boot (ironic/drivers/modules/redfish/boot.py
 //     _eject_vmedia, _insert_vmedia; management.py set_boot_device CDROM persistent=False;
 //     power.py reboot: On when off, else ForceRestart), then the System and its media read back;
-//     the host becomes provisioned.
+//     the host becomes provisioned;
+//   - deprovisioning, once the consumer has taken spec.customDeploy and spec.image away from a
+//     provisioned host (CAPBM Delete; host_state_machine.go handleProvisioned,
+//     provisioningCancelled): BMO's actionDeprovisioning calls the Ironic provisioner's
+//     Deprovision, which moves the Ironic node from active to deleted (ironic.go Deprovision:
+//     changeNodeProvisionState TargetDeleted); Ironic's tear down powers the node off and its
+//     redfish-virtualmedia boot interface's clean_up_instance ejects the media (tearDown);
+//     BMO's handleDeprovisioning moves the host to available. spec.consumerRef stays until CAPBM
+//     releases the host. Ironic's automated cleaning (automatedCleaningMode metadata, the CRD's
+//     default: IPA booted from virtual media wipes the disks' metadata, then power off and
+//     eject) is not stood in for; it ends in the same state.
 //
 // A failure is written to status (errorType registration error / provisioning error and the
 // message, as setErrorCondition does) and returned. It returns the host's new state.
@@ -244,6 +389,22 @@ func (m *Metal3Standin) Reconcile(ctx context.Context, host string) (string, err
 	if state == "" || state == "registering" {
 		state = StateAvailable
 		m.logf("host %s registered: %s %s, power %s", host, endpoint, system, sys.PowerState)
+	}
+	if state == StateProvisioned && provisioningCancelled(h) {
+		if err := tearDown(sys); err != nil {
+			return fail("provisioning error", fmt.Errorf("BMC %s: deprovision: %w", endpoint, err))
+		}
+		if sys, err = redfish.GetComputerSystem(c, system); err != nil {
+			return fail("provisioning error", err)
+		}
+		if sys.PowerState != redfish.OffPowerState {
+			return fail("provisioning error", fmt.Errorf("BMC %s: power state %s after the tear down, want Off", endpoint, sys.PowerState))
+		}
+		m.unpublish(host)
+		state = StateAvailable
+		m.setStatus(ctx, host, state, "", "")
+		m.logf("host %s deprovisioned: powered off, virtual media ejected, available", host)
+		return state, nil
 	}
 	ud, _ := dig(h.Object, "spec", "userData").(map[string]any)
 	if ud == nil || dig(h.Object, "spec", "consumerRef") == nil || state == StateProvisioned {
@@ -390,25 +551,15 @@ func (m *Metal3Standin) connectWith(endpoint, user, pass string, trust *x509.Cer
 // persistent=False: BootSourceOverrideEnabled Once), then power.py reboot (On when off,
 // ForceRestart when on).
 func virtualMediaBoot(c *gofish.APIClient, sys *redfish.ComputerSystem, image string) error {
-	managers, err := sys.ManagedBy()
-	if err != nil || len(managers) == 0 {
-		return fmt.Errorf("system %s has no manager (%v)", sys.ID, err)
+	vms, err := ejectAll(sys)
+	if err != nil {
+		return err
 	}
 	var cd *redfish.VirtualMedia
-	for _, mg := range managers {
-		vms, err := mg.VirtualMedia()
-		if err != nil {
-			return fmt.Errorf("virtual media: %w", err)
-		}
-		for _, vm := range vms {
-			if vm.Inserted {
-				if err := vm.EjectMedia(); err != nil {
-					return fmt.Errorf("eject %s: %w", vm.ID, err)
-				}
-			}
-			if cd == nil && slices.Contains(vm.MediaTypes, redfish.CDMediaType) {
-				cd = vm
-			}
+	for _, vm := range vms {
+		if slices.Contains(vm.MediaTypes, redfish.CDMediaType) {
+			cd = vm
+			break
 		}
 	}
 	if cd == nil {
@@ -428,6 +579,57 @@ func virtualMediaBoot(c *gofish.APIClient, sys *redfish.ComputerSystem, image st
 		return fmt.Errorf("reset %s: %w", rt, err)
 	}
 	return nil
+}
+
+// provisioningCancelled is BMO's hostStateMachine.provisioningCancelled for a host without a
+// spec.customDeploy method: an image provisioning cancelled (imageProvisioningCancelled: no
+// spec.image URL). The stand-in records no status.provisioning.image or customDeploy, so a
+// changed method or image URL is not told apart here.
+func provisioningCancelled(h *kube.Unstructured) bool {
+	cd, _ := dig(h.Object, "spec", "customDeploy", "method").(string)
+	img, _ := dig(h.Object, "spec", "image", "url").(string)
+	return cd == "" && img == ""
+}
+
+// tearDown is Ironic's tear down of a node deployed by redfish-virtualmedia: the deploy
+// interface's tear_down powers it off (ironic/drivers/modules/agent_base.py
+// AgentBaseMixin.tear_down: node_power_action POWER_OFF, which redfish power.py sends as
+// ComputerSystem.Reset ForceOff), then the boot interface's clean_up_instance ejects the
+// virtual media (ironic/drivers/modules/redfish/boot.py RedfishVirtualMediaBoot
+// clean_up_instance, _eject_all: _eject_vmedia for the CD). A node already off is not reset.
+func tearDown(sys *redfish.ComputerSystem) error {
+	if sys.PowerState != redfish.OffPowerState {
+		if err := sys.Reset(redfish.ForceOffResetType); err != nil {
+			return fmt.Errorf("reset ForceOff: %w", err)
+		}
+	}
+	_, err := ejectAll(sys)
+	return err
+}
+
+// ejectAll ejects every inserted medium of sys's managers (Ironic boot.py _eject_vmedia) and
+// returns their virtual media devices, in the managers' order.
+func ejectAll(sys *redfish.ComputerSystem) ([]*redfish.VirtualMedia, error) {
+	managers, err := sys.ManagedBy()
+	if err != nil || len(managers) == 0 {
+		return nil, fmt.Errorf("system %s has no manager (%v)", sys.ID, err)
+	}
+	var all []*redfish.VirtualMedia
+	for _, mg := range managers {
+		vms, err := mg.VirtualMedia()
+		if err != nil {
+			return nil, fmt.Errorf("virtual media: %w", err)
+		}
+		for _, vm := range vms {
+			if vm.Inserted {
+				if err := vm.EjectMedia(); err != nil {
+					return nil, fmt.Errorf("eject %s: %w", vm.ID, err)
+				}
+			}
+		}
+		all = append(all, vms...)
+	}
+	return all, nil
 }
 
 // setStatus writes the host's status as BMO does after a pass (the CRD's required status
@@ -472,6 +674,13 @@ func (m *Metal3Standin) publish(host string, media []byte) string {
 		}))
 	}
 	return strings.TrimSuffix(m.MediaURL, "/") + p
+}
+
+// unpublish stops serving host's boot image (Ironic's clean_up_instance removes it from httpd).
+func (m *Metal3Standin) unpublish(host string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.images, "/redfish/boot-"+host+".iso")
 }
 
 // The stand-in's boot media is the user data as coreos-installer embeds an Ignition config in a

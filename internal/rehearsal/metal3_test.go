@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,18 +97,33 @@ const worker1IP = "198.18.0.111"
 //     Secret is missing, one with a wrong password (401) and one naming an unknown System fail
 //     as BMO/Ironic would, with the error in their status; with user-ca-bundle holding another
 //     CA and injected, a host fails the handshake again, and registers once it is restored;
-//   - the stand-in, as CAPBM, claims a host for a Machine of the worker MachineSet and, as BMO
-//     with Ironic, drives that worker's BMC by the redfish-virtualmedia sequence with the
-//     user-data Secret on the media; libvirt starts the domain (seen by Watch), the node boots
-//     with the Ignition read from the CD-ROM libvirt attached, and its real kubelet joins (its
-//     CSRs approved by labbuild's approver, as cluster/workers does); the other worker stays
-//     off, and master-0's host (externally provisioned) is never chosen.
+//   - the worker MachineSet (replicas: one per worker host) is scaled to 1 through its scale
+//     subresource, as `oc scale machineset` does, before the machine-api's first sync: worker-1
+//     is a spare host. The MachineSet controller's stand-in (machineset.go) creates one Machine
+//     from the template (generateName, labels, providerSpec, the set as controller owner); the
+//     Metal3 stand-in, as the machine controller with CAPBM's Actuator.Create, claims a host for
+//     it and annotates the Machine with metal3.io/BareMetalHost, and, as BMO with Ironic, drives
+//     that worker's BMC by the redfish-virtualmedia sequence with the user-data Secret on the
+//     media; libvirt starts the domain (seen by Watch), the node boots with the Ignition read
+//     from the CD-ROM libvirt attached, and its real kubelet joins (its CSRs approved by
+//     labbuild's approver, as cluster/workers does); the other worker stays off, and master-0's
+//     host (externally provisioned) is never chosen;
+//   - scale up to 2: a second Machine, worker-1 claimed, provisioned through its BMC, booted and
+//     joined; both Machines annotated with distinct hosts, both Nodes Ready;
+//   - scale down to 1, the second Machine annotated machine.openshift.io/delete-machine: the
+//     controller deletes it, the Machine stays (finalizer) and is not replaced; CAPBM's Delete
+//     takes the host's user data, customDeploy and online away, BMO deprovisions it (power off
+//     and eject through the BMC), CAPBM releases it and the Machine goes: one Machine left,
+//     worker-1's host available without a consumerRef, its domain shut off with no media in its
+//     CD-ROM, worker-0 still provisioned, running and Ready. (The machine controller's drain and
+//     Node deletion are not stood in for: worker-1's Node stays, NotReady.)
 //
 // Not the full flow (TestInClusterFlow, issue 25): the API VIP is put on the bootstrap by the
 // test where the bootstrap's keepalived would take it (TestInClusterBootstrapVIP shows that),
-// and the worker-user-data-managed Secret holds worker-0's Ignition as built by labbuild,
-// where the MCO writes a pointer config that the machine-config-server (not stood in for)
-// would answer; docs/baremetal.md says what the full flow needs.
+// and the worker-user-data-managed Secret holds worker-0's Ignition as built by labbuild (then
+// worker-1's, before the scale up), where the MCO writes one pointer config that the
+// machine-config-server (not stood in for) would answer, each node named by DHCP;
+// docs/baremetal.md says what the full flow needs.
 func TestMetal3StandinDrivesWorker(t *testing.T) {
 	requireRehearsal(t)
 	kubectl := pinnedTool(t, "kubectl")
@@ -130,7 +146,7 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	lab = strings.Replace(lab, "  domainType: qemu\n", "  domainType: qemu\n  memoryOvercommit: true\n", 1)
 	lab += "sizes:\n  bootstrap: {diskGiB: 20}\n  master: {diskGiB: 20}\n  worker: {diskGiB: 20}\n"
 	os.WriteFile(labYAMLPath, []byte(lab), 0o644)
-	if out, err := r.labbuild("ignition/bootstrap", "ignition/worker-0", "kubeconfig/admin", "libvirt/dns",
+	if out, err := r.labbuild("ignition/bootstrap", "ignition/worker-0", "ignition/worker-1", "kubeconfig/admin", "libvirt/dns",
 		"libvirt/vm/worker-0", "libvirt/vm/worker-1", "bmc/service", "bmc/manifests"); err != nil {
 		t.Fatalf("labbuild: %v\n%s", err, out)
 	}
@@ -208,7 +224,7 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 				upFail(fmt.Errorf("%s: boot: %w", node, err))
 				return
 			}
-			if err := r.kubelet(wctx, nd, "10.131.0.0/23"); err != nil {
+			if err := r.kubelet(wctx, nd, map[string]string{"worker-0": "10.131.0.0/23", "worker-1": "10.131.2.0/23"}[node]); err != nil {
 				upFail(fmt.Errorf("%s: kubelet: %w", node, err))
 			}
 		},
@@ -253,15 +269,15 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	files["metal3.io_baremetalhosts.crd.yaml"] = bmh
-	msCRD, err := machineSetCRD()
-	if err != nil {
-		t.Fatal(err)
+	for _, f := range []string{"0000_10_machine-api_01_machinesets-Default.crd.yaml", "0000_10_machine-api_01_machines-Default.crd.yaml"} {
+		if files[f], err = machineAPICRD(f); err != nil {
+			t.Fatal(err)
+		}
 	}
-	files["0000_10_machine-api_01_machinesets-Default.crd.yaml"] = msCRD
 	// The cluster-baremetal-operator's empty cbo-trusted-ca, labelled for the network
 	// operator's injection.
 	files[CBOTrustedCAFile] = CBOTrustedCA
-	waitFor(ctx, t, "the BareMetalHost and MachineSet CRDs and cbo-trusted-ca applied", 2*time.Minute, func() (bool, string) {
+	waitFor(ctx, t, "the BareMetalHost, MachineSet and Machine CRDs and cbo-trusted-ca applied", 2*time.Minute, func() (bool, string) {
 		_, err := ap.ApplyFiles(ctx, files)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -398,9 +414,33 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 		t.Fatalf("MachineSets: %v (%d)", err, len(sets.Items))
 	}
 	set := sets.Items[0].GetName()
-	machine := set + "-m3x7q"
+	// bmc/manifests' MachineSet asks for every worker host (replicas 2); the lab starts with
+	// one, worker-1 a spare host: `oc scale machineset --replicas=1` before the machine-api's
+	// first sync, as oc does it (a merge patch of spec.replicas through the scale subresource).
+	if got, _ := dig(sets.Items[0].Object, "spec", "replicas").(int64); got != int64(len(workers)) {
+		t.Errorf("MachineSet %s: spec.replicas %d, want one per worker host (%d)", set, got, len(workers))
+	}
+	scale := func(n int) {
+		t.Helper()
+		if _, err := k.Dynamic.Resource(machineSet).Namespace(MachineAPINamespace).Patch(ctx, set, kube.MergePatchType,
+			[]byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)), kube.PatchOptions{}, "scale"); err != nil {
+			t.Fatalf("scale machineset %s --replicas=%d: %v", set, n, err)
+		}
+	}
+	scale(1)
+	// The MachineSet controller's step: one Machine for spec.replicas 1, from the template.
+	msc := &MachineSetStandin{Kube: k, Log: &slog}
+	created, deleted, err := msc.Sync(ctx, set)
+	if err != nil || len(created) != 1 || len(deleted) != 0 {
+		t.Fatalf("MachineSet %s at replicas 1: created %v, deleted %v, %v; want one Machine created", set, created, deleted, err)
+	}
+	machine0 := created[0]
+	checkMachine(ctx, t, k, &sets.Items[0], machine0)
+	if c, d, err := msc.Sync(ctx, set); err != nil || len(c)+len(d) != 0 {
+		t.Errorf("a second sync at replicas 1: created %v, deleted %v, %v; want nothing", c, d, err)
+	}
 	t0 := time.Now()
-	host, err := m3.ClaimHost(ctx, set, machine)
+	host, err := m3.ClaimHost(ctx, machine0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,37 +450,183 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	if st, err := m3.Reconcile(ctx, host); err != nil || st != StateProvisioned {
 		t.Fatalf("%s: provisioning: %s, %v", host, st, err)
 	}
-	if again, err := m3.ClaimHost(ctx, set, machine); err != nil || again != host {
+	if again, err := m3.ClaimHost(ctx, machine0); err != nil || again != host {
 		t.Errorf("the same Machine claimed %s, %v (want its host %s again)", again, err, host)
 	}
 
-	name := "worker-0." + labDomain
-	expected := map[string]csr.NodeIdentity{name: {Name: name, IPs: []string{worker0IP}, DNSNames: []string{"worker-0"}}}
-	waitFor(ctx, t, "worker-0 booted from virtual media, its CSRs approved and its Node Ready", 8*time.Minute, func() (bool, string) {
-		mu.Lock()
-		errs := errors.Join(upErrs...)
-		mu.Unlock()
-		if errs != nil {
-			t.Fatal(errs)
+	waitWorkers := func(what string, want map[string]string) {
+		t.Helper()
+		expected := map[string]csr.NodeIdentity{}
+		var names []string
+		for w, ip := range want {
+			name := w + "." + labDomain
+			expected[name] = csr.NodeIdentity{Name: name, IPs: []string{ip}, DNSNames: []string{w}}
+			names = append(names, name)
 		}
-		if _, err := csr.Approve(ctx, k.Dynamic, expected); err != nil {
-			return false, err.Error()
-		}
-		ready, _, err := kube.NodesReady(ctx, k.Dynamic, []string{name})
-		return err == nil && len(ready) == 1, fmt.Sprintf("ready %v, err %v; watch errors %v", ready, err, w.Errs())
-	})
-	t.Logf("worker-0: claimed, provisioned through the BMC and its Node Ready %v later", time.Since(t0).Round(time.Second))
+		waitFor(ctx, t, what, 8*time.Minute, func() (bool, string) {
+			mu.Lock()
+			errs := errors.Join(upErrs...)
+			mu.Unlock()
+			if errs != nil {
+				t.Fatal(errs)
+			}
+			if _, err := csr.Approve(ctx, k.Dynamic, expected); err != nil {
+				return false, err.Error()
+			}
+			ready, _, err := kube.NodesReady(ctx, k.Dynamic, names)
+			return err == nil && len(ready) == len(names), fmt.Sprintf("ready %v, err %v; watch errors %v", ready, err, w.Errs())
+		})
+	}
+	waitWorkers("worker-0 booted from virtual media, its CSRs approved and its Node Ready", map[string]string{"worker-0": worker0IP})
+	t.Logf("worker-0: Machine %s created, host claimed, provisioned through the BMC and its Node Ready %v later", machine0, time.Since(t0).Round(time.Second))
 	mu.Lock()
-	defer mu.Unlock()
 	if !bytes.Equal(booted["worker-0"], ign) {
 		t.Errorf("worker-0 booted with %d bytes of Ignition from %s, want the user-data Secret's %d", len(booted["worker-0"]), mediaOf["worker-0"], len(ign))
 	}
 	if _, ok := booted["worker-1"]; ok {
 		t.Errorf("worker-1 booted: nothing provisioned it")
 	}
+	mu.Unlock()
 	if _, st, _, _ := lc.Domain("rehearsal-worker-1"); st == virt.DomainRunning {
 		t.Errorf("worker-1's domain runs: nothing powered it on")
 	}
+
+	// Scale up, as before. The user data for the next worker: see the test's doc (the
+	// machine-config-server and DHCP would give it its own identity).
+	ign1, err := os.ReadFile(filepath.Join(r.lab, "out", "ignition", "worker-1.ign"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	setSecret(ctx, t, k, "worker-user-data-managed", map[string]string{"userData": string(ign1)})
+	t1 := time.Now()
+	scale(2)
+	created, deleted, err = msc.Sync(ctx, set)
+	if err != nil || len(created) != 1 || len(deleted) != 0 {
+		t.Fatalf("MachineSet %s at replicas 2: created %v, deleted %v, %v; want one more Machine", set, created, deleted, err)
+	}
+	machine1 := created[0]
+	checkMachine(ctx, t, k, &sets.Items[0], machine1)
+	host1, err := m3.ClaimHost(ctx, machine1)
+	if err != nil || host1 != "worker-1" {
+		t.Fatalf("Machine %s claimed %q, %v; want worker-1 (worker-0 is taken)", machine1, host1, err)
+	}
+	if st, err := m3.Reconcile(ctx, host1); err != nil || st != StateProvisioned {
+		t.Fatalf("%s: provisioning: %s, %v", host1, st, err)
+	}
+	waitWorkers("worker-1 booted from virtual media and both Nodes Ready", map[string]string{"worker-0": worker0IP, "worker-1": worker1IP})
+	t.Logf("scale up: Machine %s created, worker-1 provisioned and its Node Ready %v after the scale", machine1, time.Since(t1).Round(time.Second))
+	mu.Lock()
+	if !bytes.Equal(booted["worker-1"], ign1) {
+		t.Errorf("worker-1 booted with %d bytes of Ignition from %s, want the user-data Secret's %d", len(booted["worker-1"]), mediaOf["worker-1"], len(ign1))
+	}
+	mu.Unlock()
+	m3.ClaimHost(ctx, machine1) // a later reconcile: the instance state annotation follows the host
+	if got := machineHosts(ctx, t, k); !maps.Equal(got, map[string]string{machine0: MachineAPINamespace + "/worker-0", machine1: MachineAPINamespace + "/worker-1"}) {
+		t.Errorf("Machines → %s after the scale up: %v, want %s → worker-0, %s → worker-1", HostAnnotation, got, machine0, machine1)
+	}
+
+	// Scale down, the second Machine marked to go first (oc annotate machine NAME
+	// machine.openshift.io/delete-machine=true): with the Random policy and no node links, the
+	// two Machines are otherwise of equal priority.
+	if _, err := k.Dynamic.Resource(machineGVR).Namespace(MachineAPINamespace).Patch(ctx, machine1, kube.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"`+DeleteMachineAnnotation+`":"true"}}}`), kube.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t2 := time.Now()
+	scale(1)
+	created, deleted, err = msc.Sync(ctx, set)
+	if err != nil || len(created) != 0 || !slices.Equal(deleted, []string{machine1}) {
+		t.Fatalf("MachineSet %s at replicas 1: created %v, deleted %v, %v; want %s deleted", set, created, deleted, err, machine1)
+	}
+	// The Machine stays, being deleted, until the machine controller's Delete: the MachineSet
+	// no longer counts it and makes no replacement.
+	if c, d, err := msc.Sync(ctx, set); err != nil || len(c)+len(d) != 0 {
+		t.Errorf("a sync while %s is being deleted: created %v, deleted %v, %v; want nothing", machine1, c, d, err)
+	}
+	if done, err := m3.DeleteMachine(ctx, machine1); err != nil || done {
+		t.Fatalf("delete %s, first pass: done %v, %v; want the host's deprovisioning started", machine1, done, err)
+	}
+	h1 := getBMH(ctx, t, k, "worker-1")
+	if spec := h1["spec"].(map[string]any); spec["userData"] != nil || spec["customDeploy"] != nil || spec["image"] != nil || spec["online"] != false || dig(spec, "consumerRef", "name") != machine1 {
+		t.Errorf("worker-1 after CAPBM's Delete: spec %v; want userData, customDeploy and image gone, online false, consumerRef still %s", spec, machine1)
+	}
+	if done, err := m3.DeleteMachine(ctx, machine1); err != nil || done {
+		t.Errorf("delete %s while its host is provisioned: done %v, %v; want waiting", machine1, done, err)
+	}
+	if st, err := m3.Reconcile(ctx, "worker-1"); err != nil || st != StateAvailable {
+		t.Fatalf("worker-1: deprovisioning: %s, %v", st, err)
+	}
+	if done, err := m3.DeleteMachine(ctx, machine1); err != nil || !done {
+		t.Fatalf("delete %s once its host is available: done %v, %v", machine1, done, err)
+	}
+	waitFor(ctx, t, machine1+" removed", time.Minute, func() (bool, string) {
+		_, err := k.Dynamic.Resource(machineGVR).Namespace(MachineAPINamespace).Get(ctx, machine1, kube.GetOptions{})
+		return kube.IsNotFound(err), fmt.Sprint(err)
+	})
+	t.Logf("scale down: Machine %s deleted and worker-1 deprovisioned %v after the scale", machine1, time.Since(t2).Round(time.Second))
+	if got := machineHosts(ctx, t, k); !maps.Equal(got, map[string]string{machine0: MachineAPINamespace + "/worker-0"}) {
+		t.Errorf("Machines after the scale down: %v, want only %s → worker-0", got, machine0)
+	}
+	h1 = getBMH(ctx, t, k, "worker-1")
+	if st := dig(h1, "status", "provisioning", "state"); st != StateAvailable || dig(h1, "spec", "consumerRef") != nil {
+		t.Errorf("worker-1 after the scale down: state %v, consumerRef %v; want available and none", st, dig(h1, "spec", "consumerRef"))
+	}
+	if _, st, _, err := lc.Domain("rehearsal-worker-1"); err != nil || st != virt.DomainShutoff {
+		t.Errorf("worker-1's domain after the deprovisioning: state %v, %v; want shut off", st, err)
+	}
+	if live, err := lc.LiveDomain("rehearsal-worker-1"); err != nil {
+		t.Error(err)
+	} else if iso, _ := liveCDROM(live); iso != "" {
+		t.Errorf("worker-1's CD-ROM still holds %s after the deprovisioning", iso)
+	}
+	// The kept worker: its host untouched and its Node Ready.
+	if st, err := m3.Reconcile(ctx, "worker-0"); err != nil || st != StateProvisioned {
+		t.Errorf("worker-0 after the scale down: %s, %v", st, err)
+	}
+	if _, st, _, _ := lc.Domain("rehearsal-worker-0"); st != virt.DomainRunning {
+		t.Errorf("worker-0's domain after the scale down: state %v, want running", st)
+	}
+	if ready, _, err := kube.NodesReady(ctx, k.Dynamic, []string{"worker-0." + labDomain}); err != nil || len(ready) != 1 {
+		t.Errorf("worker-0's Node after the scale down: ready %v, %v", ready, err)
+	}
+}
+
+// checkMachine: Machine name is what the MachineSet controller makes from ms's template
+// (generateName, labels, providerSpec, ms as controller owner).
+func checkMachine(ctx context.Context, t *testing.T, k *kube.Clients, ms *kube.Unstructured, name string) {
+	t.Helper()
+	m, err := k.Dynamic.Resource(machineGVR).Namespace(MachineAPINamespace).Get(ctx, name, kube.GetOptions{})
+	if err != nil {
+		t.Fatalf("machine %s: %v", name, err)
+	}
+	if want := ms.GetName() + "-"; !strings.HasPrefix(name, want) || dig(m.Object, "metadata", "generateName") != want {
+		t.Errorf("machine %s: generateName %v, want %s", name, dig(m.Object, "metadata", "generateName"), want)
+	}
+	tl, _ := dig(ms.Object, "spec", "template", "metadata", "labels").(map[string]any)
+	if !maps.Equal(m.GetLabels(), stringMap(tl)) {
+		t.Errorf("machine %s: labels %v, want the template's %v", name, m.GetLabels(), tl)
+	}
+	if got, want := fmt.Sprint(dig(m.Object, "spec", "providerSpec")), fmt.Sprint(dig(ms.Object, "spec", "template", "spec", "providerSpec")); got != want {
+		t.Errorf("machine %s: providerSpec %s, want the template's %s", name, got, want)
+	}
+	refs := m.GetOwnerReferences()
+	if len(refs) != 1 || refs[0].Kind != "MachineSet" || refs[0].Name != ms.GetName() || refs[0].UID != ms.GetUID() || refs[0].Controller == nil || !*refs[0].Controller {
+		t.Errorf("machine %s: ownerReferences %+v, want MachineSet %s as controller", name, refs, ms.GetName())
+	}
+}
+
+// machineHosts maps each Machine in openshift-machine-api to its HostAnnotation.
+func machineHosts(ctx context.Context, t *testing.T, k *kube.Clients) map[string]string {
+	t.Helper()
+	l, err := k.Dynamic.Resource(machineGVR).Namespace(MachineAPINamespace).List(ctx, kube.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, m := range l.Items {
+		out[m.GetName()] = m.GetAnnotations()[HostAnnotation]
+	}
+	return out
 }
 
 // liveCDROM returns the file in a domain's CD-ROM and its boot order (os/boot dev values).
@@ -513,6 +699,24 @@ func mkSecret(ctx context.Context, t *testing.T, k *kube.Clients, name string, d
 	}
 }
 
+// setSecret replaces Secret name's data (what the MCO does when it rewrites the user data).
+func setSecret(ctx context.Context, t *testing.T, k *kube.Clients, name string, data map[string]string) {
+	t.Helper()
+	secrets := k.Dynamic.Resource(secretGVR).Namespace(MachineAPINamespace)
+	o, err := secrets.Get(ctx, name, kube.GetOptions{})
+	if err != nil {
+		t.Fatalf("secret %s: %v", name, err)
+	}
+	d := map[string]any{}
+	for key, v := range data {
+		d[key] = base64.StdEncoding.EncodeToString([]byte(v))
+	}
+	o.Object["data"] = d
+	if _, err := secrets.Update(ctx, o, kube.UpdateOptions{}); err != nil {
+		t.Fatalf("secret %s: %v", name, err)
+	}
+}
+
 func mkBMH(ctx context.Context, t *testing.T, k *kube.Clients, name, secret, addr string) {
 	t.Helper()
 	o := &kube.Unstructured{Object: map[string]any{"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
@@ -524,16 +728,18 @@ func mkBMH(ctx context.Context, t *testing.T, k *kube.Clients, name, secret, add
 	}
 }
 
-// machineSetCRD is openshift/api's MachineSet CRD (what the CVO applies from the payload), with
+// machineAPICRD is openshift/api's machine/v1beta1 CRD in file (the MachineSet's
+// 0000_10_machine-api_01_machinesets-Default.crd.yaml, the Machine's
+// 0000_10_machine-api_01_machines-Default.crd.yaml: what the CVO applies from the payload), with
 // the CEL rules kube-apiserver 1.30 cannot compile dropped (cel.go).
-func machineSetCRD() ([]byte, error) {
+func machineAPICRD(file string) ([]byte, error) {
 	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openshift/api")
 	cmd.Dir = testenv.RepoRoot()
 	dir, err := cmd.Output()
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(dir)), "machine", "v1beta1", "zz_generated.crd-manifests", "0000_10_machine-api_01_machinesets-Default.crd.yaml"))
+	b, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(dir)), "machine", "v1beta1", "zz_generated.crd-manifests", file))
 	if err != nil {
 		return nil, err
 	}
