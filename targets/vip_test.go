@@ -320,15 +320,10 @@ func TestClusterPivotInCluster(t *testing.T) {
 	machines := &pivotMachines{fakeMachines: newFakeMachines(c), polls: &polls}
 	machines.Start(context.Background(), "bootstrap")
 	lb := &fakeBalancer{}
-	old := clusterEnv
-	t.Cleanup(func() { clusterEnv = old })
-	clusterEnv = clusterWorld{
-		clock:      wait.RealClock{},
-		interval:   func(d time.Duration) time.Duration { return d / 100 },
-		restConfig: func(kc, vip string) (*kube.RESTConfig, error) { return &kube.RESTConfig{Host: srv.URL}, nil },
-		machines:   func(uri, cluster string) ClusterMachines { return machines },
-		balancer:   func() ClusterBalancer { return lb },
-	}
+	w := apiStandinWorld(t, srv.URL)
+	w.machines = func(uri, cluster string) ClusterMachines { return machines }
+	w.balancer = func() ClusterBalancer { return lb }
+	clusterEnv = w
 	ts := []*engine.Target{clusterStandinFile(clusterAdminKC, "kubeconfig", "apiVersion: v1\nkind: Config\n"), clusterStandinFile("cluster/etcd", "record.json", "{}")}
 	for _, x := range clusterTargets(c, func(n string) bool { return n == clusterAdminKC }) {
 		if x.Name == "cluster/pivot" {
@@ -421,13 +416,7 @@ func TestClusterEtcdWaitsForMastersKeepalived(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	old := clusterEnv
-	t.Cleanup(func() { clusterEnv = old })
-	clusterEnv = clusterWorld{
-		clock:      wait.RealClock{},
-		interval:   func(d time.Duration) time.Duration { return d / 100 },
-		restConfig: func(kc, vip string) (*kube.RESTConfig, error) { return &kube.RESTConfig{Host: srv.URL}, nil },
-	}
+	clusterEnv = apiStandinWorld(t, srv.URL)
 	ts := []*engine.Target{clusterStandinFile(clusterAdminKC, "kubeconfig", "apiVersion: v1\nkind: Config\n"), clusterStandinFile("cluster/masters", "record.json", "{}")}
 	for _, x := range clusterTargets(c, func(n string) bool { return n == clusterAdminKC }) {
 		if x.Name == "cluster/etcd" {
@@ -453,5 +442,19 @@ func TestClusterEtcdWaitsForMastersKeepalived(t *testing.T) {
 		if !strings.Contains(string(log), want) {
 			t.Errorf("cluster/etcd's log lacks %q:\n%s", want, log)
 		}
+	}
+}
+
+// apiStandinWorld is the cluster family's world for a test against an API server stand-in at
+// url (httptest): the real clock, polls 100 times faster, every kubeconfig answered by url.
+// clusterEnv is restored when t ends; the caller assigns the world (after adding machines or a
+// balancer when its targets need them).
+func apiStandinWorld(t *testing.T, url string) clusterWorld {
+	old := clusterEnv
+	t.Cleanup(func() { clusterEnv = old })
+	return clusterWorld{
+		clock:      wait.RealClock{},
+		interval:   func(d time.Duration) time.Duration { return d / 100 },
+		restConfig: func(kc, vip string) (*kube.RESTConfig, error) { return &kube.RESTConfig{Host: url}, nil },
 	}
 }
