@@ -2,8 +2,10 @@ package rehearsal
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -58,7 +60,8 @@ func (s *MachineSetStandin) logf(format string, args ...any) {
 //     providerSpec, the MachineSet as controller owner);
 //   - with more it deletes the surplus chosen by spec.deletePolicy (MachinesToDelete);
 //   - status.replicas and observedGeneration are written, the count before this sync as
-//     calculateStatus does (the ready/available counts need the node link, not stood in for).
+//     calculateStatus does (the ready/available counts, which read the Machines' Nodes, are not
+//     written).
 //
 // It returns the names of the Machines created and deleted (deletion requested: a Machine with
 // MachineFinalizer stays until the machine controller's Delete, Metal3Standin.DeleteMachine).
@@ -281,4 +284,127 @@ func deleteAnnotated(m *kube.Unstructured) bool {
 
 func machineFailed(m *kube.Unstructured) bool {
 	return dig(m.Object, "status", "errorReason") != nil || dig(m.Object, "status", "errorMessage") != nil
+}
+
+// MachineAnnotation is the node link's annotation on a Node naming its Machine,
+// "<namespace>/<name>" (machine-api-operator release-4.18
+// pkg/controller/nodelink/nodelink_controller.go machineAnnotationKey).
+const MachineAnnotation = "machine.openshift.io/machine"
+
+// NodeLinkStandin is a stand-in for the machine-api-operator's node link controller
+// (machine-api-controllers' nodelink-controller, pkg/controller/nodelink/nodelink_controller.go;
+// its image is not pullable here). It reads only what that controller reads, the Nodes and the
+// Machines in openshift-machine-api, and writes what it writes: the Machine's status.nodeRef
+// and the Node's MachineAnnotation, labels, annotations and taints. Log receives one line per
+// link made.
+type NodeLinkStandin struct {
+	Kube *kube.Clients
+	Log  io.Writer
+}
+
+// Sync is one Reconcile of every Node (nodelink_controller.go Reconcile), in name order:
+//
+//   - findMachineFromNode: the Machine whose spec.providerID equals the Node's spec.providerID,
+//     else the one whose first InternalIP in status.addresses equals the Node's first InternalIP
+//     (findMachineFromNodeByProviderID, findMachineFromNodeByIP); more than one is an error
+//     ("expected 1 machine"); none: the Node is skipped;
+//   - updateNodeRef: a Node not being deleted becomes the Machine's status.nodeRef (kind Node,
+//     name, uid) — upstream writes it when the Node's readiness changes (nodeReadinessCache),
+//     here when the reference differs;
+//   - the Node gets MachineAnnotation, the Machine's spec.metadata annotations and labels, and
+//     its spec.taints not already there by key and effect (addTaintsToNode).
+//
+// It returns Node name → Machine name for the Nodes linked.
+func (s *NodeLinkStandin) Sync(ctx context.Context) (map[string]string, error) {
+	nodesAPI := s.Kube.Dynamic.Resource(kube.Nodes)
+	machines := s.Kube.Dynamic.Resource(machineGVR).Namespace(MachineAPINamespace)
+	nodes, err := nodesAPI.List(ctx, kube.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("node link: list nodes: %w", err)
+	}
+	ms, err := machines.List(ctx, kube.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("node link: list machines: %w", err)
+	}
+	slices.SortFunc(nodes.Items, func(a, b kube.Unstructured) int { return strings.Compare(a.GetName(), b.GetName()) })
+	linked := map[string]string{}
+	for _, n := range nodes.Items {
+		var found []kube.Unstructured
+		if pid, _ := dig(n.Object, "spec", "providerID").(string); pid != "" {
+			for _, m := range ms.Items {
+				if p, _ := dig(m.Object, "spec", "providerID").(string); p == pid {
+					found = append(found, m)
+				}
+			}
+		}
+		if ip := internalIP(n.Object); len(found) == 0 && ip != "" {
+			for _, m := range ms.Items {
+				if internalIP(m.Object) == ip {
+					found = append(found, m)
+				}
+			}
+		}
+		switch {
+		case len(found) == 0:
+			continue
+		case len(found) > 1:
+			return linked, fmt.Errorf("failed to find machine from node %q: expected 1 machine, got %d", n.GetName(), len(found))
+		}
+		m := found[0]
+		if dig(n.Object, "metadata", "deletionTimestamp") != nil {
+			continue
+		}
+		ref := map[string]any{"kind": "Node", "name": n.GetName(), "uid": string(n.GetUID())}
+		if have, _ := dig(m.Object, "status", "nodeRef").(map[string]any); have["name"] != ref["name"] || have["uid"] != ref["uid"] {
+			body, _ := json.Marshal(map[string]any{"status": map[string]any{"nodeRef": ref}})
+			if _, err := machines.Patch(ctx, m.GetName(), kube.MergePatchType, body, kube.PatchOptions{}, "status"); err != nil {
+				return linked, fmt.Errorf("error updating nodeRef for machine %q and node %q: %w", m.GetName(), n.GetName(), err)
+			}
+			if s.Log != nil {
+				fmt.Fprintf(s.Log, "node link stand-in: Machine %s → Node %s\n", m.GetName(), n.GetName())
+			}
+		}
+		linked[n.GetName()] = m.GetName()
+		ann := map[string]any{MachineAnnotation: MachineAPINamespace + "/" + m.GetName()}
+		if a, _ := dig(m.Object, "spec", "metadata", "annotations").(map[string]any); a != nil {
+			maps.Copy(ann, a)
+		}
+		meta := map[string]any{"annotations": ann}
+		if l, _ := dig(m.Object, "spec", "metadata", "labels").(map[string]any); len(l) > 0 {
+			meta["labels"] = l
+		}
+		patch := map[string]any{"metadata": meta}
+		taints, _ := dig(n.Object, "spec", "taints").([]any)
+		added := false
+		mtaints, _ := dig(m.Object, "spec", "taints").([]any)
+		for _, mt := range mtaints {
+			mtm, _ := mt.(map[string]any)
+			if !slices.ContainsFunc(taints, func(nt any) bool {
+				ntm, _ := nt.(map[string]any)
+				return ntm["key"] == mtm["key"] && ntm["effect"] == mtm["effect"]
+			}) {
+				taints, added = append(taints, mt), true
+			}
+		}
+		if added {
+			patch["spec"] = map[string]any{"taints": taints}
+		}
+		body, _ := json.Marshal(patch)
+		if _, err := nodesAPI.Patch(ctx, n.GetName(), kube.MergePatchType, body, kube.PatchOptions{}); err != nil {
+			return linked, fmt.Errorf("node link: error updating node %s: %w", n.GetName(), err)
+		}
+	}
+	return linked, nil
+}
+
+// internalIP is the first InternalIP of an object's status.addresses (a Node's or a Machine's).
+func internalIP(o map[string]any) string {
+	addrs, _ := dig(o, "status", "addresses").([]any)
+	for _, a := range addrs {
+		if am, _ := a.(map[string]any); am["type"] == "InternalIP" {
+			s, _ := am["address"].(string)
+			return s
+		}
+	}
+	return ""
 }

@@ -2,7 +2,9 @@ package rehearsal
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,7 +109,11 @@ func TestMachinesToDelete(t *testing.T) {
 // replica is made from the template and a second sync changes nothing; a selector that does not
 // match the template is refused; a Machine finds no host until one is available, then claims it
 // (finalizer, annotation, consumerRef); deleted, it stays until CAPBM's Delete has cleared the
-// host, waited for its deprovisioning and released it; scaled to 0, the set deletes its
+// host, waited for its deprovisioning and released it. CAPBM's Update gives a claimed Machine its
+// providerID and, from the host's inspection data, its addresses; the node link stand-in links
+// the Node of that InternalIP (status.nodeRef, the Node's machine annotation), CAPBM then sets
+// the Node's providerID and the link holds by it; the Machine's Delete deletes that Node and no
+// other. Scaled to 0, the set deletes its
 // Machines; an unknown delete policy is refused by the CRD.
 func TestMachineSetStandinAPIServer(t *testing.T) {
 	cp := testenv.StartControlPlane(t, testenv.ControlPlaneOptions{})
@@ -224,8 +230,71 @@ func TestMachineSetStandinAPIServer(t *testing.T) {
 	if ref := dig(getBMH(ctx, t, k, "h1"), "spec", "consumerRef", "name"); ref != "orphan" {
 		t.Errorf("h1 consumerRef %v", ref)
 	}
+	// CAPBM's Update and the node link: inspection data on h1 (written as IPA's inspection
+	// would) gives the Machine its addresses, its InternalIP links Node w1 (w2 has another
+	// address, m0 none), then CAPBM gives w1 the Machine's providerID.
+	nodes := k.Dynamic.Resource(kube.Nodes)
+	for name, ip := range map[string]string{"w1": "198.18.0.21", "w2": "198.18.0.22", "m0": ""} {
+		if _, err := nodes.Create(ctx, &kube.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node",
+			"metadata": map[string]any{"name": name}}}, kube.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if ip != "" {
+			if _, err := nodes.Patch(ctx, name, kube.MergePatchType, []byte(`{"status":{"addresses":[{"type":"InternalIP","address":"`+ip+`"}]}}`),
+				kube.PatchOptions{}, "status"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	nl := &NodeLinkStandin{Kube: k}
+	if err := m3.UpdateMachine(ctx, "orphan"); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := nl.Sync(ctx); err != nil || len(l) != 0 {
+		t.Errorf("node link without inspection data: %v, %v; want no link", l, err)
+	}
+	if _, err := k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Patch(ctx, "h1", kube.MergePatchType,
+		[]byte(`{"status":{"hardware":{"hostname":"w1","nics":[{"name":"enp1s0","mac":"52:54:00:00:00:01","ip":"198.18.0.21"}]}}}`),
+		kube.PatchOptions{FieldManager: "inspection"}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m3.UpdateMachine(ctx, "orphan"); err != nil {
+		t.Fatal(err)
+	}
+	h1 := getBMH(ctx, t, k, "h1")
+	wantPID := "baremetalhost:///" + MachineAPINamespace + "/h1/" + dig(h1, "metadata", "uid").(string)
+	o, _ = machines.Get(ctx, "orphan", kube.GetOptions{})
+	if pid := dig(o.Object, "spec", "providerID"); pid != wantPID {
+		t.Errorf("orphan's providerID %v, want %s", pid, wantPID)
+	}
+	if a := fmt.Sprint(dig(o.Object, "status", "addresses")); a != "[map[address:198.18.0.21 type:InternalIP] map[address:w1 type:Hostname] map[address:w1 type:InternalDNS]]" {
+		t.Errorf("orphan's addresses %s", a)
+	}
+	for pass := range 2 { // by InternalIP, then (after CAPBM's Node providerID) by providerID
+		if l, err := nl.Sync(ctx); err != nil || !maps.Equal(l, map[string]string{"w1": "orphan"}) {
+			t.Fatalf("node link pass %d: %v, %v; want w1 → orphan", pass, l, err)
+		}
+		if err := m3.UpdateMachine(ctx, "orphan"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o, _ = machines.Get(ctx, "orphan", kube.GetOptions{})
+	w1, err := nodes.Get(ctx, "w1", kube.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref := dig(o.Object, "status", "nodeRef").(map[string]any); ref["name"] != "w1" || ref["uid"] != string(w1.GetUID()) || ref["kind"] != "Node" {
+		t.Errorf("orphan's nodeRef %v, want Node w1 %s", ref, w1.GetUID())
+	}
+	if a := w1.GetAnnotations()[MachineAnnotation]; a != MachineAPINamespace+"/orphan" {
+		t.Errorf("w1's %s %q", MachineAnnotation, a)
+	}
+	if pid := dig(w1.Object, "spec", "providerID"); pid != wantPID {
+		t.Errorf("w1's providerID %v, want %s", pid, wantPID)
+	}
+
 	// Delete: the Machine stays until the host is cleared, deprovisioned (BMO's part, here the
-	// status written as BMO would) and released.
+	// status written as BMO would) and released; then its Node is deleted and the finalizer goes.
 	m3.setStatus(ctx, "h1", StateProvisioned, "", "")
 	if err := machines.Delete(ctx, "orphan", kube.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -249,6 +318,11 @@ func TestMachineSetStandinAPIServer(t *testing.T) {
 	if _, err := machines.Get(ctx, "orphan", kube.GetOptions{}); !kube.IsNotFound(err) {
 		t.Errorf("orphan after its Delete: %v, want not found", err)
 	}
+	if nl, err := nodes.List(ctx, kube.ListOptions{}); err != nil {
+		t.Fatal(err)
+	} else if got := nodeNames(nl.Items); !slices.Equal(got, []string{"m0", "w2"}) {
+		t.Errorf("Nodes after orphan's Delete: %v, want m0 and w2 (w1 deleted)", got)
+	}
 	if ref := dig(getBMH(ctx, t, k, "h1"), "spec", "consumerRef"); ref != nil {
 		t.Errorf("h1 consumerRef %v after the release", ref)
 	}
@@ -267,4 +341,13 @@ func TestMachineSetStandinAPIServer(t *testing.T) {
 		[]byte(`{"spec":{"deletePolicy":"Largest"}}`), kube.PatchOptions{}); err == nil || !strings.Contains(err.Error(), "deletePolicy") {
 		t.Errorf("deletePolicy Largest: %v, want the API's refusal naming spec.deletePolicy", err)
 	}
+}
+
+func nodeNames(items []kube.Unstructured) []string {
+	var out []string
+	for _, n := range items {
+		out = append(out, n.GetName())
+	}
+	slices.Sort(out)
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -242,9 +243,13 @@ func (m *Metal3Standin) machineHost(ctx context.Context, mo *kube.Unstructured) 
 // host still has customDeploy, image, userData or online, they are cleared (BMO then
 // deprovisions it: Reconcile) and it returns false; while the host is provisioned,
 // provisioning or deprovisioning it waits (false); then releaseHost clears spec.consumerRef
-// and the finalizer goes: the Machine is removed and it returns true. A Machine whose host is
-// gone or claimed by another Machine is released at once. The Node's drain and deletion, which
-// the machine controller does first, are not stood in for.
+// and, as the machine controller does once the actuator reports the instance gone (Reconcile:
+// actuator.Delete, Exists, then deleteNode for status.nodeRef), the Node that status.nodeRef
+// names is deleted (already gone: fine), then the finalizer goes: the Machine is removed and it
+// returns true. A Machine whose host is gone or claimed by another Machine is released at
+// once. The drain that comes first upstream (the drain controller, drain_controller.go, which
+// cordons the Node, evicts its pods and sets the Machine's Drained condition the machine
+// controller waits for) is skipped: nothing here runs workloads on the workers to evict.
 func (m *Metal3Standin) DeleteMachine(ctx context.Context, machine string) (bool, error) {
 	machines := m.Kube.Dynamic.Resource(machineGVR).Namespace(MachineAPINamespace)
 	mo, err := machines.Get(ctx, machine, kube.GetOptions{})
@@ -291,6 +296,13 @@ func (m *Metal3Standin) DeleteMachine(ctx context.Context, machine string) (bool
 			m.logf("machine %s released host %s", machine, h.GetName())
 		}
 	}
+	// deleteNode (controller.go): the Node of status.nodeRef, after the instance is gone.
+	if node, _ := dig(mo.Object, "status", "nodeRef", "name").(string); node != "" {
+		if err := m.Kube.Dynamic.Resource(kube.Nodes).Delete(ctx, node, kube.DeleteOptions{}); err != nil && !kube.IsNotFound(err) {
+			return false, fmt.Errorf("machine %s: error deleting node %s for machine: %w", machine, node, err)
+		}
+		m.logf("machine %s deleted: deleted Node %s", machine, node)
+	}
 	meta := mo.Object["metadata"].(map[string]any)
 	fin, _ := meta["finalizers"].([]any)
 	meta["finalizers"] = slices.DeleteFunc(fin, func(f any) bool { return f == MachineFinalizer })
@@ -298,6 +310,96 @@ func (m *Metal3Standin) DeleteMachine(ctx context.Context, machine string) (bool
 		return false, fmt.Errorf("machine %s: remove finalizer: %w", machine, err)
 	}
 	return true, nil
+}
+
+// ProviderIDForHost is CAPBM's providerIDForHost (actuator.go): the providerID of the Machine
+// (and then of its Node) that host backs, "baremetalhost:///<namespace>/<name>/<uid>".
+func ProviderIDForHost(h *kube.Unstructured) string {
+	return fmt.Sprintf("baremetalhost:///%s/%s/%s", h.GetNamespace(), h.GetName(), h.GetUID())
+}
+
+// UpdateMachine is the machine controller's update path for an existing Machine machine with
+// CAPBM's Actuator.Update (cluster-api-provider-baremetal release-4.18
+// pkg/cloud/baremetal/actuators/machine/actuator.go Update), its first steps in order:
+//
+//   - getHost: the host of the Machine's HostAnnotation; none is an error ("host not found for
+//     machine");
+//   - ensureMachineProviderID: an empty spec.providerID becomes ProviderIDForHost (never
+//     changed once set);
+//   - ensureMachineAddresses (nodeAddresses): status.addresses from the host's inspection data,
+//     status.hardware: an InternalIP per NIC's ip, and the hostname as Hostname and
+//     InternalDNS; none without inspection data;
+//   - ensureNodeProviderID: once the node link has set status.nodeRef, the Node's
+//     spec.providerID is set to the Machine's (a Node not there yet: nothing).
+//
+// ensureAnnotation is ClaimHost's; remediation (remediateIfNeeded) is not stood in for. The
+// Metal3 stand-in skips inspection, so status.hardware is there only when something wrote it as
+// the IPA ramdisk's inspection would (the rehearsal test does, from the address the node
+// has); without it the Machine gets no addresses and the node link (NodeLinkStandin) finds
+// no Node for it, as upstream.
+func (m *Metal3Standin) UpdateMachine(ctx context.Context, machine string) error {
+	machines := m.Kube.Dynamic.Resource(machineGVR).Namespace(MachineAPINamespace)
+	mo, err := machines.Get(ctx, machine, kube.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("machine %s: %w", machine, err)
+	}
+	h, err := m.machineHost(ctx, mo)
+	if err != nil {
+		return err
+	}
+	if h == nil {
+		return fmt.Errorf("host not found for machine %s", machine)
+	}
+	pid, _ := dig(mo.Object, "spec", "providerID").(string)
+	if pid == "" {
+		pid = ProviderIDForHost(h)
+		spec, _ := mo.Object["spec"].(map[string]any)
+		if spec == nil {
+			spec = map[string]any{}
+			mo.Object["spec"] = spec
+		}
+		spec["providerID"] = pid
+		if mo, err = machines.Update(ctx, mo, kube.UpdateOptions{}); err != nil {
+			return fmt.Errorf("machine %s: failed to set machine provider id: %w", machine, err)
+		}
+		m.logf("machine %s: providerID %s", machine, pid)
+	}
+	addrs := []any{}
+	nics, _ := dig(h.Object, "status", "hardware", "nics").([]any)
+	for _, n := range nics {
+		if ip, _ := n.(map[string]any)["ip"].(string); ip != "" {
+			addrs = append(addrs, map[string]any{"type": "InternalIP", "address": ip})
+		}
+	}
+	if hn, _ := dig(h.Object, "status", "hardware", "hostname").(string); hn != "" {
+		addrs = append(addrs, map[string]any{"type": "Hostname", "address": hn}, map[string]any{"type": "InternalDNS", "address": hn})
+	}
+	have, _ := dig(mo.Object, "status", "addresses").([]any)
+	if fmt.Sprint(have) != fmt.Sprint(addrs) {
+		body, _ := json.Marshal(map[string]any{"status": map[string]any{"addresses": addrs}})
+		if _, err := machines.Patch(ctx, machine, kube.MergePatchType, body, kube.PatchOptions{}, "status"); err != nil {
+			return fmt.Errorf("machine %s: failed to update machine addresses: %w", machine, err)
+		}
+	}
+	node, _ := dig(mo.Object, "status", "nodeRef", "name").(string)
+	if node == "" {
+		return nil
+	}
+	n, err := m.Kube.Dynamic.Resource(kube.Nodes).Get(ctx, node, kube.GetOptions{})
+	if kube.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("machine %s: get Node %s: %w", machine, node, err)
+	}
+	if have, _ := dig(n.Object, "spec", "providerID").(string); have != pid {
+		body, _ := json.Marshal(map[string]any{"spec": map[string]any{"providerID": pid}})
+		if _, err := m.Kube.Dynamic.Resource(kube.Nodes).Patch(ctx, node, kube.MergePatchType, body, kube.PatchOptions{}); err != nil {
+			return fmt.Errorf("machine %s: failed to set node provider id: %w", machine, err)
+		}
+		m.logf("machine %s: Node %s providerID %s", machine, node, pid)
+	}
+	return nil
 }
 
 func labelsMatch(have map[string]string, want map[string]any) bool {
