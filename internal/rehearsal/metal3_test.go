@@ -109,14 +109,18 @@ const worker1IP = "198.18.0.111"
 //     labbuild's approver, as cluster/workers does); the other worker stays off, and master-0's
 //     host (externally provisioned) is never chosen;
 //   - scale up to 2: a second Machine, worker-1 claimed, provisioned through its BMC, booted and
-//     joined; both Machines annotated with distinct hosts, both Nodes Ready;
+//     joined; both Machines annotated with distinct hosts, both Nodes Ready; with each host's
+//     inspection data written as IPA's inspection would (the stand-in skips inspection), CAPBM's
+//     Update gives each Machine its providerID and InternalIP, the node link stand-in sets each
+//     Machine's status.nodeRef to its worker's Node, and CAPBM sets that Node's providerID;
 //   - scale down to 1, the second Machine annotated machine.openshift.io/delete-machine: the
 //     controller deletes it, the Machine stays (finalizer) and is not replaced; CAPBM's Delete
 //     takes the host's user data, customDeploy and online away, BMO deprovisions it (power off
 //     and eject through the BMC), CAPBM releases it and the Machine goes: one Machine left,
 //     worker-1's host available without a consumerRef, its domain shut off with no media in its
-//     CD-ROM, worker-0 still provisioned, running and Ready. (The machine controller's drain and
-//     Node deletion are not stood in for: worker-1's Node stays, NotReady.)
+//     CD-ROM, worker-0 still provisioned, running and Ready; worker-1's Node deleted (the machine
+//     controller's deleteNode for status.nodeRef; its drain is skipped): the Nodes are those of
+//     before the scale up.
 //
 // Not the full flow (TestInClusterFlow, issue 25): the API VIP is put on the bootstrap by the
 // test where the bootstrap's keepalived would take it (TestInClusterBootstrapVIP shows that),
@@ -490,6 +494,51 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	if _, st, _, _ := lc.Domain("rehearsal-worker-1"); st == virt.DomainRunning {
 		t.Errorf("worker-1's domain runs: nothing powered it on")
 	}
+	// CAPBM's Update and the node link: the Machine gets its providerID and, from the host's
+	// inspection data, its InternalIP, by which the node link finds its Node.
+	nl := &NodeLinkStandin{Kube: k, Log: &slog}
+	linkNodes := func(want map[string]string) {
+		t.Helper()
+		for _, mach := range slices.Sorted(maps.Values(want)) {
+			if err := m3.UpdateMachine(ctx, mach); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := nl.Sync(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for mach := range maps.Values(want) { // CAPBM: the Node's providerID, once linked
+			if err := m3.UpdateMachine(ctx, mach); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("node link: %v, want %v", got, want)
+		}
+		for node, mach := range want {
+			mo, err := k.Dynamic.Resource(machineGVR).Namespace(MachineAPINamespace).Get(ctx, mach, kube.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ref := dig(mo.Object, "status", "nodeRef", "name"); ref != node {
+				t.Errorf("Machine %s: status.nodeRef %v, want Node %s", mach, ref, node)
+			}
+			n, err := k.Dynamic.Resource(kube.Nodes).Get(ctx, node, kube.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pid, want := dig(n.Object, "spec", "providerID"), dig(mo.Object, "spec", "providerID"); pid != want || pid == nil {
+				t.Errorf("Node %s: spec.providerID %v, want the Machine's %v", node, pid, want)
+			}
+		}
+	}
+	inspected(ctx, t, k, "worker-0", worker0IP)
+	linkNodes(map[string]string{"worker-0." + labDomain: machine0})
+	baseNodes := nodeSet(ctx, t, k)
+	if !slices.Contains(baseNodes, "worker-0."+labDomain) {
+		t.Fatalf("Nodes %v: no worker-0", baseNodes)
+	}
 
 	// Scale up, as before. The user data for the next worker: see the test's doc (the
 	// machine-config-server and DHCP would give it its own identity).
@@ -521,13 +570,18 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	}
 	mu.Unlock()
 	m3.ClaimHost(ctx, machine1) // a later reconcile: the instance state annotation follows the host
+	inspected(ctx, t, k, "worker-1", worker1IP)
+	linkNodes(map[string]string{"worker-0." + labDomain: machine0, "worker-1." + labDomain: machine1})
+	if got, want := nodeSet(ctx, t, k), slices.Sorted(slices.Values(append(slices.Clone(baseNodes), "worker-1."+labDomain))); !slices.Equal(got, want) {
+		t.Errorf("Nodes after the scale up: %v, want %v", got, want)
+	}
 	if got := machineHosts(ctx, t, k); !maps.Equal(got, map[string]string{machine0: MachineAPINamespace + "/worker-0", machine1: MachineAPINamespace + "/worker-1"}) {
 		t.Errorf("Machines → %s after the scale up: %v, want %s → worker-0, %s → worker-1", HostAnnotation, got, machine0, machine1)
 	}
 
 	// Scale down, the second Machine marked to go first (oc annotate machine NAME
-	// machine.openshift.io/delete-machine=true): with the Random policy and no node links, the
-	// two Machines are otherwise of equal priority.
+	// machine.openshift.io/delete-machine=true): with the Random policy and both linked to
+	// their Nodes, the two Machines are otherwise of equal priority.
 	if _, err := k.Dynamic.Resource(machineGVR).Namespace(MachineAPINamespace).Patch(ctx, machine1, kube.MergePatchType,
 		[]byte(`{"metadata":{"annotations":{"`+DeleteMachineAnnotation+`":"true"}}}`), kube.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -567,6 +621,10 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	if got := machineHosts(ctx, t, k); !maps.Equal(got, map[string]string{machine0: MachineAPINamespace + "/worker-0"}) {
 		t.Errorf("Machines after the scale down: %v, want only %s → worker-0", got, machine0)
 	}
+	// The machine controller deleted worker-1's Node (status.nodeRef) before the finalizer went.
+	if got := nodeSet(ctx, t, k); !slices.Equal(got, baseNodes) {
+		t.Errorf("Nodes after the scale down: %v, want %v (worker-1's deleted)", got, baseNodes)
+	}
 	h1 = getBMH(ctx, t, k, "worker-1")
 	if st := dig(h1, "status", "provisioning", "state"); st != StateAvailable || dig(h1, "spec", "consumerRef") != nil {
 		t.Errorf("worker-1 after the scale down: state %v, consumerRef %v; want available and none", st, dig(h1, "spec", "consumerRef"))
@@ -589,6 +647,31 @@ func TestMetal3StandinDrivesWorker(t *testing.T) {
 	if ready, _, err := kube.NodesReady(ctx, k.Dynamic, []string{"worker-0." + labDomain}); err != nil || len(ready) != 1 {
 		t.Errorf("worker-0's Node after the scale down: ready %v, %v", ready, err)
 	}
+	if got := nodeSet(ctx, t, k); !slices.Equal(got, baseNodes) {
+		t.Errorf("Nodes at the end: %v, want %v (worker-1's not back)", got, baseNodes)
+	}
+}
+
+// inspected writes host's status.hardware as the IPA ramdisk's inspection would report it (the
+// Metal3 stand-in skips inspection): one NIC with the address the node has, and its hostname.
+// A field manager of its own, so the stand-in's status writes keep it.
+func inspected(ctx context.Context, t *testing.T, k *kube.Clients, host, ip string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"status":{"hardware":{"hostname":%q,"nics":[{"name":"enp1s0","ip":%q}]}}}`, host, ip)
+	if _, err := k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Patch(ctx, host, kube.MergePatchType, []byte(body),
+		kube.PatchOptions{FieldManager: "inspection"}, "status"); err != nil {
+		t.Fatalf("host %s: inspection data: %v", host, err)
+	}
+}
+
+// nodeSet is the sorted names of the cluster's Nodes (kubectl get nodes).
+func nodeSet(ctx context.Context, t *testing.T, k *kube.Clients) []string {
+	t.Helper()
+	l, err := k.Dynamic.Resource(kube.Nodes).List(ctx, kube.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodeNames(l.Items)
 }
 
 // checkMachine: Machine name is what the MachineSet controller makes from ms's template
