@@ -486,10 +486,11 @@ func TestRehearsalSingleMasterFlow(t *testing.T) {
 	rehearsalFlow(t, flowTopology{masters: 1, workers: 1})
 }
 
-func rehearsalFlow(t *testing.T, topo flowTopology) {
-	requireRehearsal(t)
-	start := time.Now()
-	pool := flowPool(t) // before newRig: its cleanup runs after libvirtd's
+// flowRig is a flow's pool and rig: the pool first (its cleanup then runs after libvirtd's), the
+// rig with the host's etcdctl, dnsmasq and nft, and GNU time, which measures labbuild's peak RSS.
+func flowRig(t *testing.T) (string, *rig) {
+	t.Helper()
+	pool := flowPool(t)
 	r := newRig(t, true)
 	for _, p := range []string{"etcdctl", "dnsmasq", "nft"} {
 		r.bins[p] = testenv.Require(t, p)
@@ -498,6 +499,13 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 		testenv.Missing(t, "GNU time (/usr/bin/time) measures labbuild's peak RSS: bash .ci/install-host.sh")
 	}
 	r.bins["time"] = "/usr/bin/time"
+	return pool, r
+}
+
+func rehearsalFlow(t *testing.T, topo flowTopology) {
+	requireRehearsal(t)
+	start := time.Now()
+	pool, r := flowRig(t)
 	if topo.inCluster {
 		r.inClusterTools(t, true)
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labbuild/labbuild/internal/testenv"
 	"github.com/labbuild/labbuild/targets/kube"
 )
 
@@ -44,15 +43,7 @@ var errEarlySignal = errors.New("stopped after the early bootstrap-complete sign
 func TestRehearsalWithholdFlow(t *testing.T) {
 	requireRehearsal(t)
 	start := time.Now()
-	pool := flowPool(t)
-	r := newRig(t, true)
-	for _, p := range []string{"etcdctl", "dnsmasq", "nft"} {
-		r.bins[p] = testenv.Require(t, p)
-	}
-	if _, err := os.Stat("/usr/bin/time"); err != nil {
-		testenv.Missing(t, "GNU time (/usr/bin/time): bash .ci/install-host.sh")
-	}
-	r.bins["time"] = "/usr/bin/time"
+	pool, r := flowRig(t)
 	topo := flowTopology{masters: 3, workers: 0}
 	rehearsalLab(t, r.lab, pool, topo)
 	h := startFlowHost(t, r)
