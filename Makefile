@@ -52,7 +52,7 @@ vet:
 # `make install` installs. REHEARSAL_RUN=TestRehearsalFlow runs only the flow.
 REHEARSAL_RUN ?= .
 rehearsal: build
-	LABBUILD_REHEARSAL=1 LABBUILD_BIN=$(CURDIR)/labbuild $(GO) test -count=1 -v -timeout 75m -run '$(REHEARSAL_RUN)' ./internal/rehearsal
+	LABBUILD_REHEARSAL=1 LABBUILD_BIN=$(CURDIR)/labbuild $(GO) test -count=1 -v -timeout 75m -run '$(REHEARSAL_RUN)' ./internal/rig/rehearsal
 
 # Fuzz the lab-config parser and validator (targets.FuzzConfig) for FUZZTIME; the seeds are the
 # bad-config corpus in testdata/badconfig. A crash is saved under targets/testdata/fuzz.

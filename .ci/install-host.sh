@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Host integration tests (targets host/firewall) run the real nft inside a network namespace
 # they create: nothing is loaded into the root namespace's ruleset. The rehearsal
-# (internal/rehearsal TestRehearsalFlow) measures each labbuild run's peak RSS with GNU time.
+# (internal/rig/rehearsal TestRehearsalFlow) measures each labbuild run's peak RSS with GNU time.
 # Idempotent.
 set -euo pipefail
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

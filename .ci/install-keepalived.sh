@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The in-cluster VIP tests (cmd/mco-standin keepalived_test.go) run Debian's keepalived in network
+# The in-cluster VIP tests (internal/rig/standin/mco keepalived_test.go) run Debian's keepalived in network
 # namespaces, with the configuration the lab's bootstrap and master assets render, and the
 # bootstrap keepalived container's own command line, which serves its control socket with
-# Debian's socat (MCO manifests/on-prem/keepalived.yaml). The in-cluster flow (internal/rehearsal
+# Debian's socat (MCO manifests/on-prem/keepalived.yaml). The in-cluster flow (internal/rig/rehearsal
 # TestInClusterFlow) builds the masters' on-prem pod images from these programs, haproxy and
 # iptables among them (OnPremImages). Idempotent.
 set -euo pipefail

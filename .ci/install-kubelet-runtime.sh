@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The rehearsal lab (internal/rehearsal, `make rehearsal`) joins nodes with a real kubelet
+# The rehearsal lab (internal/rig/rehearsal, `make rehearsal`) joins nodes with a real kubelet
 # (built by .ci/build-kube.sh) on a real container runtime: Debian's containerd and runc, and
 # the CNI plugins (bridge, host-local, loopback) in /usr/lib/cni. Nothing is started here: the
 # rehearsal starts one containerd per node inside that node's network namespace. Idempotent.

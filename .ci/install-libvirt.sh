@@ -5,7 +5,7 @@
 #
 # Not libvirt-daemon-system: it autostarts a NAT network on a 192.168.x address in the root
 # namespace (../shared/notes/real-tools.md). Nothing is started here: the tests start their own
-# libvirtd (internal/testenv/libvirt.go) and haproxy, and no systemd runs on these machines.
+# libvirtd (internal/rig/testenv/libvirt.go) and haproxy, and no systemd runs on these machines.
 set -euo pipefail
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   if [ -z "${LABBUILD_APT_UPDATED:-}" ]; then

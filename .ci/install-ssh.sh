@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # labbuild ssh and gather are tested against Debian's sshd in rehearsal nodes' network
-# namespaces (internal/nodessh, internal/rehearsal), logging in as core with the node's
+# namespaces (internal/nodessh, internal/rig/rehearsal), logging in as core with the node's
 # Ignition keys and sudo as RHCOS gives core. The package's own service is not started here:
 # the tests start sshd inside the namespaces they create. Idempotent.
 set -euo pipefail

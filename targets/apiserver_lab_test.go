@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/render/manifests"
 )
 

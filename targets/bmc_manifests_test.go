@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -76,7 +76,7 @@ func bmcManifestsLab(t *testing.T, goals ...string) (string, map[string][]byte) 
 // UUID, its boot MAC and credentials Secret, the masters externally provisioned, and the
 // MachineSet's replicas; UnpauseBareMetalHosts (cluster/pivot) unpauses the workers once and
 // finds nothing to do without the CRD. The Provisioning CR is applied with the
-// cluster-baremetal-operator's Provisioning CRD (internal/rehearsal/crds) beside them.
+// cluster-baremetal-operator's Provisioning CRD (internal/rig/rehearsal/crds) beside them.
 func TestBMCManifestsAPIServer(t *testing.T) {
 	testenv.Require(t, "kube-apiserver")
 	testenv.Require(t, "etcd")
@@ -91,7 +91,7 @@ func TestBMCManifestsAPIServer(t *testing.T) {
 	files["0000_00_metal3.io_baremetalhosts.crd.yaml"] = bmh
 	// The Provisioning CR of the in-cluster VIP work, against the cluster-baremetal-operator's
 	// CRD (written from its release-4.18 schema): the one file the rehearsal's CVO stand-in
-	// embeds (internal/rehearsal/cvo.go provisioningCRD), read by path since a package embeds
+	// embeds (internal/rig/rehearsal/cvo.go provisioningCRD), read by path since a package embeds
 	// only files below its own folder.
 	prov, err := os.ReadFile(filepath.Join("..", "internal", "rehearsal", "crds", "metal3.io_provisionings.crd.yaml"))
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	bmc "github.com/labbuild/labbuild/internal/redfish"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/virt"
 )

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"fmt"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/pki"
 	"github.com/labbuild/labbuild/targets/csr"

@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/render/pki"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"

@@ -28,7 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 )
 
 // clusterConfig returns the default lab with the given numbers of masters and workers.

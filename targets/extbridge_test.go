@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 )
 
 // TestExternalBridgeAndDestroy builds bridge/external and bmc/service for a platform:

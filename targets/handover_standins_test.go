@@ -9,14 +9,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labbuild/labbuild/internal/rehearsal"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/rehearsal"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 )
 
 // TestHandoverStandinsOnRealAPI drives the rehearsal's operator stand-ins
-// (internal/rehearsal/operators.go: what the 4.18 kube-apiserver- and
+// (internal/rig/rehearsal/operators.go: what the 4.18 kube-apiserver- and
 // kube-controller-manager-operators read for the masters) against the real kube-apiserver
 // holding everything labbuild's cluster/bootstrap applies: the release CRDs and every file of
 // manifests/bootstrap's manifests/. With the whole handover they read their inputs; with each

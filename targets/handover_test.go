@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/render/pki"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 )
 
 // TestHAProxyConfigTarget builds haproxy/config and haproxy/config-post-pivot for the default

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 )
 
 // fakeHost is a HostView filled by the test.

@@ -4,8 +4,10 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -67,23 +69,26 @@ var rooms = map[string][]string{
 	"targets": {"engine", "render/", "targets/", "internal/nearest", "internal/redfish"},
 	// Adapters to the outside world (a registry, libvirt, the Kubernetes API, polling): no
 	// engine, no families, so each is usable and testable alone.
-	"targets/":               {"render/", "targets/"},
-	"render/":                {"render/"}, // pure: values in, bytes out
-	"internal/front":         {"cache"},   // TestFrontImports: the standard library and cache only
-	"internal/nearest":       {},
-	"internal/gather":        {},
-	"internal/nodessh":       {},
-	"internal/redfish":       {},
-	"internal/synthcli":      {"engine"},
-	"internal/payload":       {},
-	"internal/testenv":       {"internal/payload", "render/"},
-	"internal/rehearsal":     {"render/", "targets/"},
-	"internal/tools":         {},
-	"cmd/labbuild":           {"engine", "graph", "cache", "targets", "internal/front", "internal/synthcli", "internal/nearest", "internal/gather", "internal/nodessh", "internal/redfish", "targets/virt"},
-	"cmd/labbuild-front":     {"internal/front"},
-	"cmd/labbuild-sample":    {"internal/testenv", "internal/payload"},
-	"cmd/mco-standin":        {"render/"},
-	"cmd/runtimecfg-standin": {"render/"},
+	"targets/":            {"render/", "targets/"},
+	"render/":             {"render/"}, // pure: values in, bytes out
+	"internal/front":      {"cache"},   // TestFrontImports: the standard library and cache only
+	"internal/nearest":    {},
+	"internal/gather":     {},
+	"internal/nodessh":    {},
+	"internal/redfish":    {},
+	"internal/synthcli":   {"engine"},
+	"internal/tools":      {},
+	"cmd/labbuild":        {"engine", "graph", "cache", "targets", "internal/front", "internal/synthcli", "internal/nearest", "internal/gather", "internal/nodessh", "internal/redfish", "targets/virt"},
+	"cmd/labbuild-front":  {"internal/front"},
+	"cmd/labbuild-sample": {"internal/rig/repo", "internal/rig/payload"},
+	// The rig: what fakes the world for the tests and the sample lab. Nothing in the product
+	// imports it (TestProductLinksNoRig).
+	"internal/rig/repo":               {},
+	"internal/rig/payload":            {},
+	"internal/rig/testenv":            {"internal/rig/repo", "internal/rig/payload", "render/"},
+	"internal/rig/rehearsal":          {"render/", "targets/"},
+	"internal/rig/standin/mco":        {"render/"},
+	"internal/rig/standin/runtimecfg": {"render/"},
 }
 
 // TestRoomImports checks every package's module imports (`go list`, non-test code) against
@@ -135,5 +140,54 @@ func TestRoomImports(t *testing.T) {
 	}
 	if seen < 20 {
 		t.Fatalf("go list named %d of the module's packages: not the whole module", seen)
+	}
+}
+
+// TestProductLinksNoRig: the product's binaries link nothing of the rig. `go list -deps` of
+// cmd/labbuild (labbuild-full) and cmd/labbuild-front (labbuild) holds no package under
+// internal/rig/, no stand-in, testenv or synthetic graph, and not `testing`; cmd/labbuild-sample,
+// which `make run` runs, may use the rig's sample payload but links no `testing` either; and no
+// stand-in is a folder of cmd/ (they live in internal/rig/standin, issue 34).
+func TestProductLinksNoRig(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command")
+	}
+	const mod = "github.com/labbuild/labbuild/"
+	rig := func(p string) bool {
+		m, ok := strings.CutPrefix(p, mod)
+		return ok && (strings.HasPrefix(m, "internal/rig/") || strings.Contains(m, "standin") ||
+			strings.Contains(m, "testenv") || strings.Contains(m, "synthetic"))
+	}
+	isTesting := func(p string) bool { return p == "testing" || strings.HasPrefix(p, "testing/") }
+	for _, c := range []struct {
+		bins      []string
+		want      string // a package the list must hold, so an empty list cannot pass
+		mayUseRig bool
+	}{
+		{[]string{"../cmd/labbuild", "../cmd/labbuild-front"}, mod + "targets", false},
+		{[]string{"../cmd/labbuild-sample"}, mod + "internal/rig/payload", true},
+	} {
+		out, err := exec.Command("go", append([]string{"list", "-deps"}, c.bins...)...).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %v: %v", c.bins, err)
+		}
+		pkgs := strings.Fields(string(out))
+		if !slices.Contains(pkgs, c.want) {
+			t.Fatalf("go list -deps %v lacks %s: the list is not the binaries'", c.bins, c.want)
+		}
+		for _, p := range pkgs {
+			if isTesting(p) || rig(p) && !c.mayUseRig {
+				t.Errorf("%v links %s: the product links no rig and no testing (docs/how-it-works.md, the map of the house)", c.bins, p)
+			}
+		}
+	}
+	dirs, err := os.ReadDir("../cmd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if strings.Contains(d.Name(), "standin") {
+			t.Errorf("cmd/%s: a stand-in is rig, not a product command; it belongs in internal/rig/standin", d.Name())
+		}
 	}
 }

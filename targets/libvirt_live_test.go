@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"

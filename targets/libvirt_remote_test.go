@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/virt"
 )

@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"

@@ -22,13 +22,14 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/repo"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/mco"
 )
 
 // mcoLab builds the mco and ignition families with the real pki, kubeconfig and manifests
-// families and stand-ins for the release targets: release/mco (the cmd/mco-standin binary
+// families and stand-ins for the release targets: release/mco (the internal/rig/standin/mco binary
 // under both names plus the real templates of ../shared/fixtures/mco/templates),
 // release/image-references (an ImageStream with the payload tags), release/resolve and
 // release/image/<tag> (fake digest pull specs) and release/crds (the fixture CRDs).
@@ -37,7 +38,7 @@ type mcoLab struct {
 	cfg      *Config
 	out      string
 	shared   string
-	standin  string // path of the built cmd/mco-standin
+	standin  string // path of the built internal/rig/standin/mco
 	digest   int    // bumps the stand-in release/resolve digest (and its Version)
 	operator []byte // when set, replaces bin/machine-config-operator (failure tests)
 	imageRef string // when set, replaces image-references
@@ -50,7 +51,7 @@ var (
 	mcoStandinErr  error
 )
 
-// mcoStandinBinary builds ./cmd/mco-standin once per test binary into a fixed cache path per
+// mcoStandinBinary builds ./internal/rig/standin/mco once per test binary into a fixed cache path per
 // checkout (overwritten atomically each time, so repeated runs do not accumulate binaries).
 func mcoStandinBinary(t testing.TB) string {
 	t.Helper()
@@ -69,16 +70,16 @@ func mcoStandinBinary(t testing.TB) string {
 			return
 		}
 		tmp.Close()
-		cmd := exec.Command("go", "build", "-o", tmp.Name(), "./cmd/mco-standin")
-		cmd.Dir = testenv.RepoRoot()
+		cmd := exec.Command("go", "build", "-o", tmp.Name(), "./internal/rig/standin/mco")
+		cmd.Dir = repo.Root()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			os.Remove(tmp.Name())
-			mcoStandinErr = fmt.Errorf("go build ./cmd/mco-standin: %v\n%s", err, out)
+			mcoStandinErr = fmt.Errorf("go build ./internal/rig/standin/mco: %v\n%s", err, out)
 			return
 		}
 		// One path per checkout: worktrees of this repository on one machine share the
 		// cache directory, and another's build must not replace this one's mid-run.
-		sum := sha256.Sum256([]byte(testenv.RepoRoot()))
+		sum := sha256.Sum256([]byte(repo.Root()))
 		mcoStandinPath = filepath.Join(dir, fmt.Sprintf("mco-standin-%x", sum[:6]))
 		mcoStandinErr = os.Rename(tmp.Name(), mcoStandinPath)
 	})
@@ -172,7 +173,7 @@ func (l *mcoLab) standinRelease() []*engine.Target {
 		operator, opVersion = l.operator, 2
 	}
 	templates := filepath.Join(l.shared, "fixtures/mco/templates")
-	ts = append(ts, &engine.Target{Name: "release/mco", Doc: "stand-in: cmd/mco-standin as both MCO binaries, fixture templates", Version: opVersion,
+	ts = append(ts, &engine.Target{Name: "release/mco", Doc: "stand-in: internal/rig/standin/mco as both MCO binaries, fixture templates", Version: opVersion,
 		Run: func(ctx context.Context, s *engine.Step) error {
 			if err := s.WriteFile("bin/machine-config-operator", operator, 0o755); err != nil {
 				return err

@@ -55,7 +55,7 @@ func TestMirrorIgnition(t *testing.T) {
 		t.Error("mco/inputs has no user-ca-bundle")
 	}
 	// A master's registries.conf is the MCO render's (99-master-generated-registries from the
-	// IDMS; byte-compared with the real 4.18 controller in cmd/mco-standin
+	// IDMS; byte-compared with the real 4.18 controller in internal/rig/standin/mco
 	// TestRegistriesMatchRealMCO), and its trust anchor the user-ca-bundle (the MCO's
 	// additional-trust-bundle template); no bootstrap drop-in.
 	m := l.ignLoad("master-0")

@@ -21,7 +21,7 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"

@@ -19,8 +19,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/payload"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/payload"
+	"github.com/labbuild/labbuild/internal/rig/repo"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/targets/oci"
 )
 
@@ -48,7 +49,7 @@ func newReleaseLab(t *testing.T) *releaseLab {
 func newReleaseLabWith(t *testing.T, o payload.Options) *releaseLab {
 	t.Helper()
 	l := &releaseLab{reg: testenv.StartRegistry(t), out: t.TempDir(), cache: t.TempDir()}
-	o.Shared, o.MCOBinary, o.BaseLayerBytes = testenv.Shared(), releaseTestBinary, 64<<10
+	o.Shared, o.MCOBinary, o.BaseLayerBytes = repo.Shared(), releaseTestBinary, 64<<10
 	o.ReleaseRepo, o.ComponentRepo = l.reg.Repo("ocp/release"), l.reg.Repo("ocp/art-dev")
 	p, err := payload.Build(o)
 	if err != nil {
@@ -136,7 +137,7 @@ func TestReleaseFromRegistry(t *testing.T) {
 	if len(crds) != 44 {
 		t.Errorf("release/crds: %d files for Default/SMHA, want 44 (42 + ClusterVersion + ClusterOperator)", len(crds))
 	}
-	if sh := testenv.Shared(); sh != "" {
+	if sh := repo.Shared(); sh != "" {
 		want := append(releaseDirNames(t, filepath.Join(sh, "fixtures/release/crds")),
 			"0000_00_cluster-version-operator_01_clusteroperators.crd.yaml",
 			"0000_00_cluster-version-operator_01_clusterversions-Default.crd.yaml")
@@ -404,7 +405,7 @@ func TestReleaseVersionChecks(t *testing.T) {
 // entirely from an OCI layout mirror (what labbuild-sample writes).
 func TestReleaseMirrorLayout(t *testing.T) {
 	t.Setenv(oci.CacheEnv, t.TempDir())
-	p, err := payload.Build(payload.Options{Shared: testenv.Shared(), MCOBinary: releaseTestBinary, BaseLayerBytes: 64 << 10})
+	p, err := payload.Build(payload.Options{Shared: repo.Shared(), MCOBinary: releaseTestBinary, BaseLayerBytes: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +463,7 @@ func TestReleaseTagMoves(t *testing.T) {
 	oldCoreDNS := l.p.Pullspec("coredns")
 
 	// The tag moves: only coredns differs.
-	p2, err := payload.Build(payload.Options{Shared: testenv.Shared(), MCOBinary: releaseTestBinary,
+	p2, err := payload.Build(payload.Options{Shared: repo.Shared(), MCOBinary: releaseTestBinary,
 		ReleaseRepo: l.reg.Repo("ocp/release"), ComponentRepo: l.reg.Repo("ocp/art-dev"), BaseLayerBytes: 64 << 10,
 		Revision: map[string]string{"coredns": "revision 2\n"}})
 	if err != nil {

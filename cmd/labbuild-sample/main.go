@@ -1,12 +1,12 @@
 // Command labbuild-sample writes a sample lab that builds offline: an OCI image layout holding a
-// small OpenShift 4.18 release payload (internal/payload: real CRDs and templates, stand-in
+// small OpenShift 4.18 release payload (internal/rig/payload: real CRDs and templates, stand-in
 // programs), a pull secret and SSH key made for the sample, and a lab.yaml whose release.image
 // is pinned by digest and whose release.mirrors send every pull to the layout.
 //
 //	labbuild-sample -out out/sample && labbuild -f out/sample/lab.yaml
 //
 // It is what `make run` calls. It must run from the labbuild repository (it builds
-// ./cmd/mco-standin, the MCO stand-in, into the payload's machine-config-operator image). The
+// ./internal/rig/standin/mco, the MCO stand-in, into the payload's machine-config-operator image). The
 // real CRDs come from ../shared/fixtures when present, else from the github.com/openshift/api
 // module (fetched through the Go module proxy).
 package main
@@ -24,13 +24,13 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
-	"github.com/labbuild/labbuild/internal/payload"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/payload"
+	"github.com/labbuild/labbuild/internal/rig/repo"
 )
 
 func main() {
 	out := flag.String("out", "out/sample", "directory to write the sample lab into")
-	shared := flag.String("shared", testenv.Shared(), "the ../shared reference tree with fixtures (\"\" uses the openshift/api module's CRDs and stand-in templates)")
+	shared := flag.String("shared", repo.Shared(), "the ../shared reference tree with fixtures (\"\" uses the openshift/api module's CRDs and stand-in templates)")
 	flag.Parse()
 	if err := run(context.Background(), *out, *shared); err != nil {
 		fmt.Fprintln(os.Stderr, "labbuild-sample:", err)
@@ -46,9 +46,9 @@ func run(ctx context.Context, out, shared string) error {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return err
 	}
-	root := testenv.RepoRoot()
+	root := repo.Root()
 	if root == "" {
-		return fmt.Errorf("run me inside the labbuild repository (I build ./cmd/mco-standin)")
+		return fmt.Errorf("run me inside the labbuild repository (I build ./internal/rig/standin/mco)")
 	}
 	bin, err := payload.BuildStandin(ctx, root)
 	if err != nil {

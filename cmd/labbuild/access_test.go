@@ -17,8 +17,8 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/labbuild/labbuild/internal/rehearsal"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/rehearsal"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 )
 
 // TestSSHVerb runs `labbuild ssh` as a user does, inside the namespace of a lab bridge on which

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/labbuild/labbuild/cache"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 )
 
 // The differential test of the front (issue 26): the front may replay only a verdict the full

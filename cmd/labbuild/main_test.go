@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/internal/front"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -35,7 +35,7 @@ var update = flag.Bool("update", false, "rewrite the golden sections (cmp target
 // rebuilds exactly these", "-n changes nothing", bad config exits 2.
 //
 // Every script finds $SAMPLE_LAB: a lab.yaml on the offline sample release (an OCI layout of
-// real 4.18 CRDs and the MCO stand-in, internal/payload), so flows reach Ignition.
+// real 4.18 CRDs and the MCO stand-in, internal/rig/payload), so flows reach Ignition.
 func TestScripts(t *testing.T) {
 	sr := testenv.StartSampleRelease(t, true)
 	lab, err := yaml.Marshal(map[string]any{

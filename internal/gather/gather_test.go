@@ -18,8 +18,8 @@ import (
 
 	"github.com/labbuild/labbuild/internal/gather"
 	"github.com/labbuild/labbuild/internal/nodessh"
-	"github.com/labbuild/labbuild/internal/rehearsal"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/rehearsal"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 )
 
 // TestGatherWithholdsSecretsAndNamesUnreachable runs the collector through Debian's sshd and

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/labbuild/labbuild/internal/nodessh"
-	"github.com/labbuild/labbuild/internal/rehearsal"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/rehearsal"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 )
 
 // sshNode starts a rehearsal node at ip on a bridge in a new namespace, with core's keys from a

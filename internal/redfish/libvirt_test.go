@@ -17,7 +17,7 @@ import (
 	"github.com/stmcginnis/gofish/redfish"
 	"libvirt.org/go/libvirtxml"
 
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 )
 
 // realLab starts libvirtd in a network namespace and defines n lab-like domains (QEMU, 128

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"libvirt.org/go/libvirtxml"
 )
 

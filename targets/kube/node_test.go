@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 )
 
 // TestNodeDrainDeleteReal runs Cordon, Drain and DeleteNode against a real etcd +

@@ -10,8 +10,9 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/labbuild/labbuild/internal/payload"
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/payload"
+	"github.com/labbuild/labbuild/internal/rig/repo"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/targets/oci"
 )
 
@@ -27,7 +28,7 @@ import (
 //	          (bash .ci/install-release.sh builds it into $LABBUILD_TOOLS).
 func BenchmarkExtract(b *testing.B) {
 	reg := testenv.StartRegistry(b)
-	p, err := payload.Build(payload.Options{Shared: testenv.Shared(), ReleaseRepo: reg.Repo("ocp/release"),
+	p, err := payload.Build(payload.Options{Shared: repo.Shared(), ReleaseRepo: reg.Repo("ocp/release"),
 		ComponentRepo: reg.Repo("ocp/art-dev"), BaseLayerBytes: 4 << 20})
 	if err != nil {
 		b.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"libvirt.org/go/libvirtxml"
 )

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 )
 
 // syncBuffer is a bytes.Buffer safe for the console's writer and the test's reads.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/internal/rig/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 )
 

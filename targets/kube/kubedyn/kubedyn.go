@@ -21,7 +21,7 @@ import (
 
 // Config returns the kube.RESTConfig of c: host, TLS server name, CA, client certificate,
 // bearer token, timeout (file references are read by client-go's own code paths only, so c
-// must carry data, as internal/testenv's configs do).
+// must carry data, as internal/rig/testenv's configs do).
 func Config(c *rest.Config) *kube.RESTConfig {
 	return &kube.RESTConfig{Host: c.Host, ServerName: c.TLSClientConfig.ServerName, CAData: c.TLSClientConfig.CAData,
 		CertData: c.TLSClientConfig.CertData, KeyData: c.TLSClientConfig.KeyData, BearerToken: c.BearerToken,
