@@ -18,6 +18,7 @@ import (
 	"github.com/labbuild/labbuild/internal/redfish"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/targets/daemon"
 	"github.com/labbuild/labbuild/targets/kube"
 )
 
@@ -30,7 +31,7 @@ import (
 //	bmc/manifests    the masters (externally provisioned) and workers as BareMetalHosts with their BMC Secrets, and the worker
 //	                 MachineSet (openshift-machine-api), as openshift-install writes them
 //
-// The BMC runs as `labbuild-full __bmc-serve CONFIG`, a daemon of targets/daemon.go: its
+// The BMC runs as `labbuild-full __bmc-serve CONFIG`, a daemon of targets/daemon: its
 // record keeps the pid, start time and program, so Probe and Destroy find it in a later run.
 func init() {
 	Register(Family{Name: "bmc", Doc: "platform baremetal: labbuild's virtual Redfish BMC for the lab's VMs (seed 001)", Targets: bmcTargets})
@@ -48,7 +49,7 @@ const BMCPort = 8000
 const BMCUser = "labbuild"
 
 // bmcCommand returns the BMC daemon's argv for its config file and the base name of the
-// program that serves (which daemonRecord.alive checks). Tests wrap it to run inside their
+// program that serves (which daemon.Record.Alive checks). Tests wrap it to run inside their
 // network namespace.
 var bmcCommand = func(cfg string) (argv []string, program string, err error) {
 	exe, err := os.Executable()
@@ -96,7 +97,7 @@ func bmcTargets(c *Config) []*engine.Target {
 
 // bmcRecord is what bmc/service started.
 type bmcRecord struct {
-	daemonRecord
+	daemon.Record
 	// Listen is the address it serves on; StateDir holds its log and downloaded images.
 	Listen   string `json:"listen"`
 	StateDir string `json:"stateDir"`
@@ -129,7 +130,7 @@ func bmcServiceRun(ctx context.Context, s *engine.Step) error {
 	if prev, ok, err := readRecord[bmcRecord](s, recordFile); err != nil {
 		return err
 	} else if ok {
-		if _, err := prev.stop(5 * time.Second); err != nil {
+		if _, err := prev.Stop(5 * time.Second); err != nil {
 			return fmt.Errorf("%s: stop the previous BMC: %w", name, err)
 		}
 	}
@@ -185,7 +186,7 @@ func bmcServiceRun(ctx context.Context, s *engine.Step) error {
 	if err != nil {
 		return err
 	}
-	rec, err := daemonStart(ctx, daemonSpec{Argv: argv, Log: filepath.Join(state, "bmc.log"), Timeout: 30 * time.Second,
+	rec, err := daemon.Start(ctx, daemon.Spec{Argv: argv, Log: filepath.Join(state, "bmc.log"), Timeout: 30 * time.Second,
 		Ready: func(context.Context) error {
 			if _, err := os.Stat(dc.ReadyFile); err != nil {
 				return errors.New("not listening yet")
@@ -197,7 +198,7 @@ func bmcServiceRun(ctx context.Context, s *engine.Step) error {
 	}
 	rec.Program = program // argv may be a wrapper (a test's ip netns exec) that execs it
 	s.Logf("BMC pid %d on https://%s/redfish/v1 for %d domains", rec.PID, dc.Listen, len(domains))
-	return writeRecord(s, recordFile, bmcRecord{daemonRecord: rec, Listen: dc.Listen, StateDir: state})
+	return writeRecord(s, recordFile, bmcRecord{Record: rec, Listen: dc.Listen, StateDir: state})
 }
 
 // cutNodeField returns the node of a "nodes.<node>.<field>" read.
@@ -214,7 +215,7 @@ func bmcServiceProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, e
 	if err != nil {
 		return engine.ProbeResult{}, err
 	}
-	if !ok || !prev.alive() {
+	if !ok || !prev.Alive() {
 		return engine.ProbeResult{Action: engine.Create, Reason: "the BMC is not running"}, nil
 	}
 	return engine.ProbeResult{Action: engine.Keep}, nil
@@ -231,7 +232,7 @@ func bmcServiceDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutco
 	if !ok {
 		return engine.AlreadyAbsent, nil
 	}
-	existed, err := prev.stop(5 * time.Second)
+	existed, err := prev.Stop(5 * time.Second)
 	if err != nil {
 		return 0, err
 	}

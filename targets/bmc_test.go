@@ -112,7 +112,7 @@ func TestBMCService(t *testing.T) {
 		t.Fatal(err)
 	}
 	json.Unmarshal(b, &rec)
-	if rec.Listen != "198.18.0.1:8000" || !rec.alive() {
+	if rec.Listen != "198.18.0.1:8000" || !rec.Alive() {
 		t.Fatalf("record %+v: want a live BMC on 198.18.0.1:8000", rec)
 	}
 	credsPath := filepath.Join(out, "bmc", "credentials", "credentials.json")
@@ -172,7 +172,7 @@ func TestBMCService(t *testing.T) {
 			t.Errorf("second plan: %s %s %v", p.Target, p.Action, p.Reasons)
 		}
 	}
-	if _, err := rec.stop(5 * time.Second); err != nil {
+	if _, err := rec.Stop(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	found := false
@@ -190,7 +190,7 @@ func TestBMCService(t *testing.T) {
 	build(false)
 	b, _ = os.ReadFile(filepath.Join(out, "bmc", "service", "record.json"))
 	json.Unmarshal(b, &rec)
-	if !rec.alive() {
+	if !rec.Alive() {
 		t.Fatal("the BMC was not restarted")
 	}
 
@@ -199,7 +199,7 @@ func TestBMCService(t *testing.T) {
 	if err != nil || !slices.Contains(rep.Destroyed, "bmc/service") {
 		t.Fatalf("destroy: %v %+v", err, rep)
 	}
-	if rec.alive() {
+	if rec.Alive() {
 		t.Error("the BMC runs after destroy")
 	}
 	if _, err := os.Stat(rec.StateDir); !os.IsNotExist(err) {

@@ -1,16 +1,15 @@
 package targets
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"os/exec"
-	"strings"
 
 	"github.com/labbuild/labbuild/engine"
 	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/targets/hostexec"
 )
 
 // The bridge family is seed 001's host network, as an option (network.externalBridge):
@@ -25,7 +24,7 @@ func init() {
 }
 
 // brCommand builds the ip commands bridge/external runs; tests run them in their namespace.
-var brCommand = exec.Command
+var brCommand hostexec.Command = exec.Command
 
 func bridgeTargets(c *Config) []*engine.Target {
 	if c.Network.ExternalBridge == "" {
@@ -62,29 +61,6 @@ func brWanted(s *engine.Step) (brRecord, error) {
 	return brRecord{Bridge: br, Lab: rl.Bridge(net), VethLab: "lbvl" + x, VethBr: "lbvb" + x}, nil
 }
 
-func brIP(args ...string) ([]byte, error) {
-	out, err := brCommand("ip", args...).CombinedOutput()
-	if err != nil {
-		return out, fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
-	}
-	return out, nil
-}
-
-// brMaster returns the link's master ("" for none) and whether the link exists.
-func brMaster(dev string) (string, bool) {
-	out, err := brCommand("ip", "-o", "link", "show", "dev", dev).CombinedOutput()
-	if err != nil {
-		return "", false
-	}
-	f := strings.Fields(string(out))
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] == "master" {
-			return f[i+1], true
-		}
-	}
-	return "", true
-}
-
 func brRun(ctx context.Context, s *engine.Step) error {
 	name := s.Target().Name
 	w, err := brWanted(s)
@@ -96,13 +72,13 @@ func brRun(ctx context.Context, s *engine.Step) error {
 	} else if ok && prev != w {
 		brRemove(prev) // a renamed bridge: the old one and its pair go
 	}
-	if _, ok := brMaster(w.Bridge); !ok {
-		if _, err := brIP("link", "add", "name", w.Bridge, "type", "bridge"); err != nil {
+	if _, ok := brCommand.LinkMaster(w.Bridge); !ok {
+		if _, err := brCommand.IP("link", "add", "name", w.Bridge, "type", "bridge"); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
-	if _, ok := brMaster(w.VethLab); !ok {
-		if _, err := brIP("link", "add", "name", w.VethLab, "type", "veth", "peer", "name", w.VethBr); err != nil {
+	if _, ok := brCommand.LinkMaster(w.VethLab); !ok {
+		if _, err := brCommand.IP("link", "add", "name", w.VethLab, "type", "veth", "peer", "name", w.VethBr); err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
@@ -110,7 +86,7 @@ func brRun(ctx context.Context, s *engine.Step) error {
 		{"link", "set", w.VethLab, "master", w.Lab}, {"link", "set", w.VethBr, "master", w.Bridge},
 		{"link", "set", w.Bridge, "up"}, {"link", "set", w.VethLab, "up"}, {"link", "set", w.VethBr, "up"},
 	} {
-		if _, err := brIP(cmd...); err != nil {
+		if _, err := brCommand.IP(cmd...); err != nil {
 			return fmt.Errorf("%s: %w (is libvirt/network up?)", name, err)
 		}
 	}
@@ -123,13 +99,13 @@ func brProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 	if err != nil {
 		return engine.ProbeResult{}, err
 	}
-	if _, ok := brMaster(w.Bridge); !ok {
+	if _, ok := brCommand.LinkMaster(w.Bridge); !ok {
 		return engine.ProbeResult{Action: engine.Create, Reason: "bridge " + w.Bridge + " is missing"}, nil
 	}
-	if m, ok := brMaster(w.VethLab); !ok || m != w.Lab {
+	if m, ok := brCommand.LinkMaster(w.VethLab); !ok || m != w.Lab {
 		return engine.ProbeResult{Action: engine.Update, Reason: "veth " + w.VethLab + " is not on " + w.Lab}, nil
 	}
-	if m, ok := brMaster(w.VethBr); !ok || m != w.Bridge {
+	if m, ok := brCommand.LinkMaster(w.VethBr); !ok || m != w.Bridge {
 		return engine.ProbeResult{Action: engine.Update, Reason: "veth " + w.VethBr + " is not on " + w.Bridge}, nil
 	}
 	return engine.ProbeResult{Action: engine.Keep}, nil
@@ -140,9 +116,9 @@ func brProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 func brRemove(r brRecord) bool {
 	existed := false
 	for _, dev := range []string{r.VethLab, r.Bridge} {
-		if _, ok := brMaster(dev); ok {
+		if _, ok := brCommand.LinkMaster(dev); ok {
 			existed = true
-			brIP("link", "del", "dev", dev)
+			brCommand.IP("link", "del", "dev", dev)
 		}
 	}
 	return existed
@@ -158,7 +134,7 @@ func brDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, erro
 		return engine.AlreadyAbsent, nil
 	}
 	for _, dev := range []string{prev.VethLab, prev.Bridge} {
-		if _, still := brMaster(dev); still {
+		if _, still := brCommand.LinkMaster(dev); still {
 			return 0, fmt.Errorf("%s: %s is still there after ip link del", s.Target().Name, dev)
 		}
 	}

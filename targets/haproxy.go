@@ -19,6 +19,7 @@ import (
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/render/haproxy"
 	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/targets/hostexec"
 )
 
 // The haproxy family is the host load balancer of stage 02 (setup-haproxy.sh):
@@ -127,7 +128,7 @@ func hpConfigRun(s *engine.Step, postPivot bool) error {
 
 // hpCommand builds the commands haproxy/service runs (ip, haproxy). Tests replace it to run
 // them inside their network namespace.
-var hpCommand = exec.Command
+var hpCommand hostexec.Command = exec.Command
 
 // hpRecord is what haproxy/service made: the process and the addresses it added.
 type hpRecord struct {
@@ -161,7 +162,7 @@ func hpPivoted(familyDir, postDir string) bool {
 	if _, err := os.Stat(filepath.Join(familyDir, hpPivotMarker)); err == nil {
 		return true
 	}
-	for _, cfg := range hpRunningConfigs(familyDir) {
+	for _, cfg := range hostexec.HAProxyRunningConfigs(familyDir) {
 		if strings.HasPrefix(cfg, filepath.Clean(postDir)+string(filepath.Separator)) {
 			return true
 		}
@@ -204,50 +205,6 @@ func hpService(s *engine.Step) (hpServiceSpec, error) {
 
 func hpPrev(s *engine.Step) (hpRecord, bool, error) { return readRecord[hpRecord](s, recordFile) }
 
-// hpRunningFrom returns the pids of the haproxy processes whose -f configuration lies under
-// dir (the haproxy family's output directory: haproxy/config or haproxy/config-post-pivot),
-// read from /proc. After the pivot's reload the running haproxy is no longer the pid
-// haproxy/service recorded, yet it is still this lab's.
-func hpRunningFrom(dir string) []int {
-	var pids []int
-	for pid := range hpRunningConfigs(dir) {
-		pids = append(pids, pid)
-	}
-	slices.Sort(pids)
-	return pids
-}
-
-// hpRunningConfigs maps the pid of each haproxy whose -f configuration lies under dir to
-// that configuration file.
-func hpRunningConfigs(dir string) map[int]string {
-	out := map[int]string{}
-	if dir == "" {
-		return out
-	}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-		if len(args) == 0 || filepath.Base(args[0]) != "haproxy" {
-			continue
-		}
-		for i := 0; i+1 < len(args); i++ {
-			if args[i] == "-f" && strings.HasPrefix(filepath.Clean(args[i+1]), filepath.Clean(dir)+string(filepath.Separator)) {
-				out[pid] = filepath.Clean(args[i+1])
-				break
-			}
-		}
-	}
-	return out
-}
-
 // hpFamilyDir is the haproxy family's output directory, given a config file one of its
 // targets wrote (<out>/haproxy/<target>/haproxy.cfg).
 func hpFamilyDir(cfgFile string) string {
@@ -255,44 +212,6 @@ func hpFamilyDir(cfgFile string) string {
 		return ""
 	}
 	return filepath.Dir(filepath.Dir(cfgFile))
-}
-
-// hpReload starts haproxy on cfgFile and lets the processes old finish their connections and
-// exit (haproxy -sf): a soft reload that drops no listener. It returns the new pid.
-func hpReload(cfgFile, pidfile string, old []int) (int, error) {
-	if err := hpRun("haproxy", "-c", "-q", "-f", cfgFile); err != nil {
-		return 0, fmt.Errorf("config check: %w", err)
-	}
-	args := []string{"-D", "-p", pidfile, "-f", cfgFile}
-	if len(old) > 0 {
-		args = append(args, "-sf")
-		for _, p := range old {
-			args = append(args, strconv.Itoa(p))
-		}
-	}
-	// The daemon inherits the command's stdout and stderr: a file, not a pipe, or waiting for
-	// the pipe's end would wait for the daemon's.
-	logf, err := os.Create(pidfile + ".log")
-	if err != nil {
-		return 0, err
-	}
-	cmd := hpCommand("haproxy", args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	err = cmd.Run()
-	logf.Close()
-	if err != nil {
-		out, _ := os.ReadFile(logf.Name())
-		return 0, fmt.Errorf("haproxy %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
-	}
-	b, err := os.ReadFile(pidfile)
-	if err != nil {
-		return 0, fmt.Errorf("haproxy wrote no pid file: %w", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]))
-	if err != nil {
-		return 0, fmt.Errorf("pid file %q: %w", b, err)
-	}
-	return pid, nil
 }
 
 // hpReloadBalancer is cluster/pivot's default ClusterBalancer: it soft-reloads labbuild's own
@@ -303,7 +222,7 @@ func hpReload(cfgFile, pidfile string, old []int) (int, error) {
 type hpReloadBalancer struct{}
 
 func (hpReloadBalancer) Switch(ctx context.Context, cfgFile string) error {
-	old := hpRunningFrom(hpFamilyDir(cfgFile))
+	old := hostexec.HAProxyRunningFrom(hpFamilyDir(cfgFile))
 	if len(old) == 0 {
 		return haproxyFileBalancer{path: "/etc/haproxy/haproxy.cfg"}.Switch(ctx, cfgFile)
 	}
@@ -312,7 +231,7 @@ func (hpReloadBalancer) Switch(ctx context.Context, cfgFile string) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if _, err = hpReload(cfgFile, filepath.Join(dir, "haproxy.pid"), old); err != nil {
+	if _, err = hpCommand.HAProxyReload(cfgFile, filepath.Join(dir, "haproxy.pid"), old); err != nil {
 		return err
 	}
 	if err := hpNoteServing(cfgFile); err != nil {
@@ -321,38 +240,6 @@ func (hpReloadBalancer) Switch(ctx context.Context, cfgFile string) error {
 	// Remembered for haproxy/service: past the pivot it never goes back to the bootstrap's
 	// config (written after the reload succeeded, so a failed switch leaves no marker).
 	return os.WriteFile(filepath.Join(hpFamilyDir(cfgFile), hpPivotMarker), []byte(hpPhasePostPivot+"\n"), 0o644)
-}
-
-// hpAlive reports whether pid is a running haproxy (not a reused pid of another program).
-func hpAlive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	return err == nil && bytes.Contains(b, []byte("haproxy"))
-}
-
-func hpRun(name string, args ...string) error {
-	out, err := hpCommand(name, args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
-	}
-	return nil
-}
-
-// hpAddrsPresent reports which of addrs are on bridge.
-func hpAddrsMissing(bridge string, addrs []string) ([]string, error) {
-	out, err := hpCommand("ip", "-o", "-4", "addr", "show", "dev", bridge).CombinedOutput()
-	if err != nil {
-		return nil, fmt.Errorf("ip addr show dev %s: %w: %s (is libvirt/network running?)", bridge, err, bytes.TrimSpace(out))
-	}
-	var missing []string
-	for _, a := range addrs {
-		if !bytes.Contains(out, []byte(" "+a+" ")) {
-			missing = append(missing, a)
-		}
-	}
-	return missing, nil
 }
 
 // hpServing is the file, in the haproxy family's output directory, holding a copy of the
@@ -454,12 +341,12 @@ func hpServiceRun(ctx context.Context, s *engine.Step) error {
 	if hadPrev {
 		for _, a := range prev.Addrs {
 			if !slices.Contains(sp.addrs, a) || prev.Bridge != sp.bridge {
-				_ = hpRun("ip", "addr", "del", a, "dev", prev.Bridge)
+				_ = hpCommand.Run("ip", "addr", "del", a, "dev", prev.Bridge)
 			}
 		}
 	}
 	for _, a := range sp.addrs {
-		if err := hpRun("ip", "addr", "replace", a, "dev", sp.bridge); err != nil {
+		if err := hpCommand.Run("ip", "addr", "replace", a, "dev", sp.bridge); err != nil {
 			return fmt.Errorf("%s: add VIP: %w", s.Target().Name, err)
 		}
 	}
@@ -469,10 +356,10 @@ func hpServiceRun(ctx context.Context, s *engine.Step) error {
 	}
 	// Soft reload of what runs: the recorded process, or the one the pivot reloaded.
 	var old []int
-	if hadPrev && hpAlive(prev.PID) {
+	if hadPrev && hostexec.HAProxyAlive(prev.PID) {
 		old = []int{prev.PID}
 	}
-	for _, p := range hpRunningFrom(hpFamilyDir(cfg)) {
+	for _, p := range hostexec.HAProxyRunningFrom(hpFamilyDir(cfg)) {
 		if !slices.Contains(old, p) {
 			old = append(old, p)
 		}
@@ -480,7 +367,7 @@ func hpServiceRun(ctx context.Context, s *engine.Step) error {
 	if len(old) > 0 {
 		s.Logf("reload haproxy (old pids %v)", old)
 	}
-	pid, err := hpReload(cfg, filepath.Join(scratch, "haproxy.pid"), old)
+	pid, err := hpCommand.HAProxyReload(cfg, filepath.Join(scratch, "haproxy.pid"), old)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.Target().Name, err)
 	}
@@ -497,14 +384,14 @@ func hpServiceProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, er
 	if err != nil {
 		return engine.ProbeResult{}, err
 	}
-	if !ok || !hpAlive(prev.PID) && len(hpRunningFrom(hpFamilyDir(prev.Config))) == 0 {
+	if !ok || !hostexec.HAProxyAlive(prev.PID) && len(hostexec.HAProxyRunningFrom(hpFamilyDir(prev.Config))) == 0 {
 		return engine.ProbeResult{Action: engine.Create, Reason: "haproxy is not running"}, nil
 	}
 	sp, err := hpService(s)
 	if err != nil {
 		return engine.ProbeResult{}, err
 	}
-	missing, err := hpAddrsMissing(sp.bridge, sp.addrs)
+	missing, err := hpCommand.AddrsMissing(sp.bridge, sp.addrs)
 	if err != nil {
 		return engine.ProbeResult{}, err
 	}
@@ -553,8 +440,8 @@ func hpServiceDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutcom
 	if !ok {
 		return engine.AlreadyAbsent, nil
 	}
-	pids := hpRunningFrom(hpFamilyDir(prev.Config))
-	if hpAlive(prev.PID) && !slices.Contains(pids, prev.PID) {
+	pids := hostexec.HAProxyRunningFrom(hpFamilyDir(prev.Config))
+	if hostexec.HAProxyAlive(prev.PID) && !slices.Contains(pids, prev.PID) {
 		pids = append(pids, prev.PID)
 	}
 	existed := false
@@ -566,7 +453,7 @@ func hpServiceDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutcom
 		existed = existed || err == nil
 	}
 	for _, a := range prev.Addrs {
-		if hpRun("ip", "addr", "del", a, "dev", prev.Bridge) == nil { // gone with the bridge is fine
+		if hpCommand.Run("ip", "addr", "del", a, "dev", prev.Bridge) == nil { // gone with the bridge is fine
 			existed = true
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/targets/hostexec"
 )
 
 // TestHAProxyConfigTarget builds haproxy/config and haproxy/config-post-pivot for the default
@@ -83,7 +84,7 @@ func TestHAProxyServiceReal(t *testing.T) {
 		return r
 	}
 	first := rec()
-	if !hpAlive(first.PID) {
+	if !hostexec.HAProxyAlive(first.PID) {
 		t.Fatalf("haproxy pid %d not running", first.PID)
 	}
 	stats := func(port string) string {
@@ -110,11 +111,11 @@ func TestHAProxyServiceReal(t *testing.T) {
 		t.Errorf("stats port change executed %v, want haproxy/config and haproxy/service only", r.Executed)
 	}
 	second := rec()
-	if second.PID == first.PID || !hpAlive(second.PID) {
-		t.Errorf("reload: pid %d -> %d (alive %v)", first.PID, second.PID, hpAlive(second.PID))
+	if second.PID == first.PID || !hostexec.HAProxyAlive(second.PID) {
+		t.Errorf("reload: pid %d -> %d (alive %v)", first.PID, second.PID, hostexec.HAProxyAlive(second.PID))
 	}
 	testenv.WaitFor(t, "old haproxy to exit", 10*time.Second, func() error {
-		if hpAlive(first.PID) {
+		if hostexec.HAProxyAlive(first.PID) {
 			return os.ErrExist
 		}
 		return nil
@@ -133,12 +134,12 @@ func TestHAProxyServiceReal(t *testing.T) {
 		t.Fatalf("pivot switch: %v", err)
 	}
 	testenv.WaitFor(t, "pre-pivot haproxy to exit", 10*time.Second, func() error {
-		if hpAlive(second.PID) {
+		if hostexec.HAProxyAlive(second.PID) {
 			return os.ErrExist
 		}
 		return nil
 	})
-	pivoted := hpRunningFrom(filepath.Join(out, "haproxy"))
+	pivoted := hostexec.HAProxyRunningFrom(filepath.Join(out, "haproxy"))
 	if len(pivoted) != 1 || pivoted[0] == second.PID {
 		t.Fatalf("after the pivot's reload, this lab's haproxy pids are %v (pre-pivot pid %d)", pivoted, second.PID)
 	}
@@ -173,11 +174,11 @@ func TestHAProxyServiceReal(t *testing.T) {
 			t.Errorf("step %d: record %+v, want the post-pivot config", step, r)
 		}
 		if step == 0 { // haproxy dies (a host reboot): the next build starts it again
-			for _, pid := range hpRunningFrom(filepath.Join(out, "haproxy")) {
+			for _, pid := range hostexec.HAProxyRunningFrom(filepath.Join(out, "haproxy")) {
 				syscall.Kill(pid, syscall.SIGTERM)
 			}
 			testenv.WaitFor(t, "haproxy to die", 10*time.Second, func() error {
-				if len(hpRunningFrom(filepath.Join(out, "haproxy"))) > 0 {
+				if len(hostexec.HAProxyRunningFrom(filepath.Join(out, "haproxy"))) > 0 {
 					return os.ErrExist
 				}
 				return nil
@@ -200,7 +201,7 @@ func TestHAProxyServiceReal(t *testing.T) {
 		}
 	}
 	testenv.WaitFor(t, "haproxy to stop", 10*time.Second, func() error {
-		if hpAlive(second.PID) {
+		if hostexec.HAProxyAlive(second.PID) {
 			return os.ErrExist
 		}
 		return nil

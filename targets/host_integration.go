@@ -16,12 +16,10 @@ package targets
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -29,21 +27,11 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/targets/hostexec"
 )
 
-// hostSys is how host/dns and host/firewall reach the host: a file root ("/" in production)
-// and a command runner. Tests point root at a temporary directory and run the commands inside
-// a network namespace they created.
-type hostSys struct {
-	root string
-	run  func(ctx context.Context, name string, args ...string) ([]byte, error)
-}
-
-var hostEnv = hostSys{root: "/", run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
-	return exec.CommandContext(ctx, name, args...).CombinedOutput()
-}}
-
-func (h hostSys) path(p string) string { return filepath.Join(h.root, filepath.FromSlash(p)) }
+// hostEnv is how host/dns and host/firewall reach the host; tests replace it.
+var hostEnv = hostexec.Local()
 
 // hostVIPPorts are the ports the VMs reach on the host's VIPs: API, machine config server,
 // ingress HTTP and HTTPS (haproxy/config's frontends).
@@ -61,12 +49,6 @@ func hostFWPorts(s *engine.Step) []string {
 	}
 	return hostVIPPorts
 }
-
-// NetworkManager paths of the split-DNS drop-in.
-const (
-	nmDnsmasqDir = "/etc/NetworkManager/dnsmasq.d"
-	nmConfDir    = "/etc/NetworkManager/conf.d"
-)
 
 func hostIntegrationTargets(c *Config) []*engine.Target {
 	fwReads := []string{"cluster.name", "libvirt.network"}
@@ -130,43 +112,9 @@ func hostDNSWant(s *engine.Step) (name, content, domain, server string, err erro
 		return
 	}
 	cluster, _ := s.String("cluster.name")
-	name = nmDnsmasqDir + "/labbuild-" + cluster + ".conf"
+	name = hostexec.NMDnsmasqDir + "/labbuild-" + cluster + ".conf"
 	content = fmt.Sprintf("# labbuild: lab %s; removed by labbuild destroy\nserver=/%s/%s\n", cluster, domain, server)
 	return
-}
-
-// hostNMRunning reports whether NetworkManager runs (nmcli answers "running").
-func hostNMRunning(ctx context.Context) bool {
-	out, err := hostEnv.run(ctx, "nmcli", "-t", "-f", "RUNNING", "general")
-	return err == nil && strings.TrimSpace(string(out)) == "running"
-}
-
-// hostNMUsesDnsmasq reports whether a NetworkManager conf file sets dns=dnsmasq.
-func hostNMUsesDnsmasq() bool {
-	files, _ := filepath.Glob(hostEnv.path(nmConfDir + "/*.conf"))
-	if b, err := os.ReadFile(hostEnv.path("/etc/NetworkManager/NetworkManager.conf")); err == nil && hostDNSMode(b) == "dnsmasq" {
-		return true
-	}
-	for _, f := range files {
-		if b, err := os.ReadFile(f); err == nil && hostDNSMode(b) == "dnsmasq" {
-			return true
-		}
-	}
-	return false
-}
-
-// hostDNSMode returns the dns= key of a NetworkManager.conf [main] section.
-func hostDNSMode(b []byte) string {
-	main := false
-	for _, l := range strings.Split(string(b), "\n") {
-		l = strings.TrimSpace(l)
-		if strings.HasPrefix(l, "[") {
-			main = l == "[main]"
-		} else if k, v, ok := strings.Cut(l, "="); ok && main && strings.TrimSpace(k) == "dns" {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 func hostDNSRun(ctx context.Context, s *engine.Step) error {
@@ -179,7 +127,7 @@ func hostDNSRun(ctx context.Context, s *engine.Step) error {
 	} else if ok {
 		hostRemoveFiles(prev.Files, name)
 	}
-	if !hostNMRunning(ctx) {
+	if !hostEnv.NMRunning(ctx) {
 		return hostWrite(s, hostRecord{Mode: "manual", Note: fmt.Sprintf(
 			"host/dns: NetworkManager does not run here, so labbuild did not change the host's resolver. To resolve api.%[1]s and *.apps.%[1]s from the host, send the domain %[1]s to the lab's DNS at %[2]s: with dnsmasq, add server=/%[1]s/%[2]s; with systemd-resolved, resolvectl dns <lab bridge> %[2]s && resolvectl domain <lab bridge> ~%[1]s.",
 			domain, server)})
@@ -188,14 +136,14 @@ func hostDNSRun(ctx context.Context, s *engine.Step) error {
 	if err := hostWriteFile(name, content); err != nil {
 		return fmt.Errorf("%s: %w", s.Target().Name, err)
 	}
-	if !hostNMUsesDnsmasq() {
-		conf := nmConfDir + "/labbuild-dnsmasq.conf"
+	if !hostEnv.NMUsesDnsmasq() {
+		conf := hostexec.NMConfDir + "/labbuild-dnsmasq.conf"
 		if err := hostWriteFile(conf, "# labbuild: NetworkManager's own dnsmasq, for split DNS to labs; removed by labbuild destroy\n[main]\ndns=dnsmasq\n"); err != nil {
 			return fmt.Errorf("%s: %w", s.Target().Name, err)
 		}
 		files = append(files, conf)
 	}
-	if out, err := hostEnv.run(ctx, "nmcli", "general", "reload", "conf", "dns-full"); err != nil {
+	if out, err := hostEnv.Run(ctx, "nmcli", "general", "reload", "conf", "dns-full"); err != nil {
 		return fmt.Errorf("%s: nmcli general reload: %w: %s (the drop-in %s is in place: systemctl reload NetworkManager)", s.Target().Name, err, bytes.TrimSpace(out), name)
 	}
 	s.Logf("wrote %s: %s resolves through %s", name, domain, server)
@@ -207,7 +155,7 @@ func hostDNSProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, erro
 	if err != nil || !ok {
 		return engine.ProbeResult{Action: engine.Create, Reason: "not set up yet"}, err
 	}
-	if (prev.Mode == "networkmanager") != hostNMRunning(ctx) {
+	if (prev.Mode == "networkmanager") != hostEnv.NMRunning(ctx) {
 		return engine.ProbeResult{Action: engine.Update, Reason: "NetworkManager started or stopped since"}, nil
 	}
 	if prev.Mode != "networkmanager" {
@@ -217,7 +165,7 @@ func hostDNSProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, erro
 	if err != nil {
 		return engine.ProbeResult{}, err
 	}
-	if b, err := os.ReadFile(hostEnv.path(name)); err != nil || string(b) != content {
+	if b, err := os.ReadFile(hostEnv.Path(name)); err != nil || string(b) != content {
 		return engine.ProbeResult{Action: engine.Update, Reason: name + " missing or changed"}, nil
 	}
 	return engine.ProbeResult{Action: engine.Keep}, nil
@@ -238,10 +186,10 @@ func hostDNSDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutcome,
 		return engine.RecordOnly, nil
 	}
 	// The shared dnsmasq selector stays while another lab's drop-in still needs it.
-	others, _ := filepath.Glob(hostEnv.path(nmDnsmasqDir + "/labbuild-*.conf"))
+	others, _ := filepath.Glob(hostEnv.Path(hostexec.NMDnsmasqDir + "/labbuild-*.conf"))
 	keep := ""
 	if len(others) > 1 {
-		keep = nmConfDir + "/labbuild-dnsmasq.conf"
+		keep = hostexec.NMConfDir + "/labbuild-dnsmasq.conf"
 	}
 	removed, err := hostRemoveFiles(prev.Files, keep)
 	if err != nil {
@@ -250,8 +198,8 @@ func hostDNSDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutcome,
 	if !removed {
 		return engine.AlreadyAbsent, nil
 	}
-	if hostNMRunning(ctx) {
-		if out, err := hostEnv.run(ctx, "nmcli", "general", "reload", "conf", "dns-full"); err != nil {
+	if hostEnv.NMRunning(ctx) {
+		if out, err := hostEnv.Run(ctx, "nmcli", "general", "reload", "conf", "dns-full"); err != nil {
 			return 0, fmt.Errorf("%s: nmcli general reload: %w: %s", s.Target().Name, err, bytes.TrimSpace(out))
 		}
 	}
@@ -260,7 +208,7 @@ func hostDNSDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutcome,
 
 // hostWriteFile writes a file under the host root atomically.
 func hostWriteFile(name, content string) error {
-	p := hostEnv.path(name)
+	p := hostEnv.Path(name)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
@@ -275,7 +223,7 @@ func hostRemoveFiles(files []string, keep string) (bool, error) {
 		if f == keep {
 			continue
 		}
-		err := os.Remove(hostEnv.path(f))
+		err := os.Remove(hostEnv.Path(f))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return removed, err
 		}
@@ -299,68 +247,6 @@ func hostFWWant(s *engine.Step) (bridge, tag string, err error) {
 	return rl.Bridge(net), "labbuild:" + cluster, nil
 }
 
-// hostFirewall says which firewall the host uses: "firewalld" (firewall-cmd --state says
-// running), "nftables" (nft lists the ruleset), or "none".
-func hostFirewall(ctx context.Context) string {
-	if out, err := hostEnv.run(ctx, "firewall-cmd", "--state"); err == nil && strings.TrimSpace(string(out)) == "running" {
-		return "firewalld"
-	}
-	if _, err := hostEnv.run(ctx, "nft", "list", "tables"); err == nil {
-		return "nftables"
-	}
-	return "none"
-}
-
-// nftChain is one nftables chain or rule, as `nft -j list ruleset` prints it.
-type nftObj struct {
-	Family  string `json:"family"`
-	Table   string `json:"table"`
-	Name    string `json:"name"`
-	Chain   string `json:"chain"`
-	Hook    string `json:"hook"`
-	Handle  int    `json:"handle"`
-	Comment string `json:"comment"`
-}
-
-// hostNFT returns the input hook base chains and the rules tagged tag.
-func hostNFT(ctx context.Context, tag string) (inputs, tagged []nftObj, err error) {
-	out, err := hostEnv.run(ctx, "nft", "-j", "list", "ruleset")
-	if err != nil {
-		return nil, nil, fmt.Errorf("nft -j list ruleset: %w: %s", err, bytes.TrimSpace(out))
-	}
-	var doc struct {
-		Nftables []struct {
-			Chain *nftObj `json:"chain"`
-			Rule  *nftObj `json:"rule"`
-		} `json:"nftables"`
-	}
-	if err := json.Unmarshal(out, &doc); err != nil {
-		return nil, nil, fmt.Errorf("nft -j list ruleset: %w", err)
-	}
-	for _, o := range doc.Nftables {
-		if o.Chain != nil && o.Chain.Hook == "input" && (o.Chain.Family == "inet" || o.Chain.Family == "ip") {
-			inputs = append(inputs, *o.Chain)
-		}
-		if o.Rule != nil && o.Rule.Comment == tag {
-			tagged = append(tagged, *o.Rule)
-		}
-	}
-	return inputs, tagged, nil
-}
-
-// hostNFTMissing returns the input chains that lack the lab's rule.
-func hostNFTMissing(inputs, tagged []nftObj) []nftObj {
-	var missing []nftObj
-	for _, c := range inputs {
-		if !slices.ContainsFunc(tagged, func(r nftObj) bool {
-			return r.Family == c.Family && r.Table == c.Table && r.Chain == c.Name
-		}) {
-			missing = append(missing, c)
-		}
-	}
-	return missing
-}
-
 func hostFWRun(ctx context.Context, s *engine.Step) error {
 	bridge, tag, err := hostFWWant(s)
 	if err != nil {
@@ -378,7 +264,7 @@ func hostFWRun(ctx context.Context, s *engine.Step) error {
 	for _, p := range open {
 		ports = append(ports, p+"/tcp")
 	}
-	switch mode := hostFirewall(ctx); mode {
+	switch mode := hostEnv.Firewall(ctx); mode {
 	case "firewalld":
 		// libvirt puts its bridges in firewalld's "libvirt" zone, which rejects what it does
 		// not list; open the VIP ports there, now and across reloads.
@@ -387,22 +273,22 @@ func hostFWRun(ctx context.Context, s *engine.Step) error {
 			for _, p := range ports {
 				args = append(args, "--add-port="+p)
 			}
-			if out, err := hostEnv.run(ctx, "firewall-cmd", args...); err != nil {
+			if out, err := hostEnv.Run(ctx, "firewall-cmd", args...); err != nil {
 				return fmt.Errorf("%s: firewall-cmd %s: %w: %s", s.Target().Name, strings.Join(args, " "), err, bytes.TrimSpace(out))
 			}
 		}
 		s.Logf("firewalld zone libvirt: opened %s", strings.Join(ports, " "))
 		return hostWrite(s, hostRecord{Mode: mode, Zone: "libvirt", Ports: ports})
 	case "nftables":
-		inputs, tagged, err := hostNFT(ctx, tag)
+		inputs, tagged, err := hostEnv.NFT(ctx, tag)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.Target().Name, err)
 		}
 		// nftables runs every base chain of a hook: an accept in a table of our own would not
 		// outvote another table's drop, so the rule goes first into each input chain there is.
-		for _, c := range hostNFTMissing(inputs, tagged) {
+		for _, c := range hostexec.NFTMissing(inputs, tagged) {
 			args := []string{"insert", "rule", c.Family, c.Table, c.Name, "iifname", bridge, "tcp", "dport", "{ " + strings.Join(open, ", ") + " }", "accept", "comment", `"` + tag + `"`}
-			if out, err := hostEnv.run(ctx, "nft", args...); err != nil {
+			if out, err := hostEnv.Run(ctx, "nft", args...); err != nil {
 				return fmt.Errorf("%s: nft %s: %w: %s", s.Target().Name, strings.Join(args, " "), err, bytes.TrimSpace(out))
 			}
 			s.Logf("nftables %s %s %s: accept tcp %s from %s", c.Family, c.Table, c.Name, strings.Join(open, ","), bridge)
@@ -419,23 +305,23 @@ func hostFWProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, error
 	if err != nil || !ok {
 		return engine.ProbeResult{Action: engine.Create, Reason: "not set up yet"}, err
 	}
-	if mode := hostFirewall(ctx); mode != prev.Mode {
+	if mode := hostEnv.Firewall(ctx); mode != prev.Mode {
 		return engine.ProbeResult{Action: engine.Update, Reason: "the host's firewall is now " + mode + ", was " + prev.Mode}, nil
 	}
 	switch prev.Mode {
 	case "firewalld":
-		out, err := hostEnv.run(ctx, "firewall-cmd", "--zone="+prev.Zone, "--list-ports")
+		out, err := hostEnv.Run(ctx, "firewall-cmd", "--zone="+prev.Zone, "--list-ports")
 		for _, p := range prev.Ports {
 			if err != nil || !slices.Contains(strings.Fields(string(out)), p) {
 				return engine.ProbeResult{Action: engine.Update, Reason: "firewalld zone " + prev.Zone + " lacks " + p}, nil
 			}
 		}
 	case "nftables":
-		inputs, tagged, err := hostNFT(ctx, prev.Tag)
+		inputs, tagged, err := hostEnv.NFT(ctx, prev.Tag)
 		if err != nil {
 			return engine.ProbeResult{Action: engine.Update, Reason: err.Error()}, nil
 		}
-		if m := hostNFTMissing(inputs, tagged); len(m) > 0 {
+		if m := hostexec.NFTMissing(inputs, tagged); len(m) > 0 {
 			return engine.ProbeResult{Action: engine.Update, Reason: fmt.Sprintf("nftables chain %s %s %s lacks the lab's rule", m[0].Family, m[0].Table, m[0].Name)}, nil
 		}
 	}
@@ -475,8 +361,8 @@ func hostFWUndo(ctx context.Context, r hostRecord) (removed bool, err error) {
 			for _, p := range r.Ports {
 				args = append(args, "--remove-port="+p)
 			}
-			out, err := hostEnv.run(ctx, "firewall-cmd", args...)
-			if err != nil && hostFirewall(ctx) == "firewalld" {
+			out, err := hostEnv.Run(ctx, "firewall-cmd", args...)
+			if err != nil && hostEnv.Firewall(ctx) == "firewalld" {
 				return removed, fmt.Errorf("firewall-cmd %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
 			}
 			// firewall-cmd warns "NOT_ENABLED: 80/tcp" for each port that was not open.
@@ -485,13 +371,13 @@ func hostFWUndo(ctx context.Context, r hostRecord) (removed bool, err error) {
 			}
 		}
 	case "nftables":
-		_, tagged, err := hostNFT(ctx, r.Tag)
+		_, tagged, err := hostEnv.NFT(ctx, r.Tag)
 		if err != nil {
 			return false, nil // nftables gone: so are the rules
 		}
 		for _, t := range tagged {
 			args := []string{"delete", "rule", t.Family, t.Table, t.Chain, "handle", fmt.Sprint(t.Handle)}
-			if out, err := hostEnv.run(ctx, "nft", args...); err != nil {
+			if out, err := hostEnv.Run(ctx, "nft", args...); err != nil {
 				return removed, fmt.Errorf("nft %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
 			}
 			removed = true

@@ -15,10 +15,11 @@ import (
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/targets/hostexec"
 )
 
 // setHostEnv replaces hostEnv for the test.
-func setHostEnv(t *testing.T, h hostSys) {
+func setHostEnv(t *testing.T, h hostexec.Host) {
 	old := hostEnv
 	hostEnv = h
 	t.Cleanup(func() { hostEnv = old })
@@ -78,7 +79,7 @@ func TestHostDNS(t *testing.T) {
 			root := t.TempDir()
 			var mu sync.Mutex
 			var calls []string
-			setHostEnv(t, hostSys{root: root, run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
+			setHostEnv(t, hostexec.Host{Root: root, Run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				calls = append(calls, name+" "+strings.Join(args, " "))
@@ -114,7 +115,7 @@ func TestHostDNS(t *testing.T) {
 			if err != nil || !strings.Contains(string(b), "\nserver=/lbt.example.test/198.18.0.1\n") {
 				t.Fatalf("drop-in %s: %v\n%s", dropIn, err, b)
 			}
-			if s, _ := os.ReadFile(sel); hostDNSMode(s) != "dnsmasq" {
+			if s, _ := os.ReadFile(sel); hostexec.DNSMode(s) != "dnsmasq" {
 				t.Errorf("NetworkManager not switched to dnsmasq: %q", s)
 			}
 			if !slices.Contains(calls, "nmcli general reload conf dns-full") {
@@ -184,7 +185,7 @@ func TestHostFirewallNftables(t *testing.T) {
 		return string(o)
 	}
 	before := ruleset()
-	setHostEnv(t, hostSys{root: t.TempDir(), run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
+	setHostEnv(t, hostexec.Host{Root: t.TempDir(), Run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
 		return inNS(name, args...)
 	}})
 	c, out := hostLab(), t.TempDir()
@@ -249,7 +250,7 @@ func TestHostFirewallNftables(t *testing.T) {
 
 	// Neither firewalld nor nftables: nothing.
 	var calls []string
-	setHostEnv(t, hostSys{root: t.TempDir(), run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
+	setHostEnv(t, hostexec.Host{Root: t.TempDir(), Run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
 		calls = append(calls, name+" "+strings.Join(args, " "))
 		return nil, errors.New("exec: not found")
 	}})

@@ -23,6 +23,7 @@ import (
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/targets/hostexec"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 	"github.com/labbuild/labbuild/targets/virt"
@@ -184,7 +185,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	hpPID := func() int {
 		t.Helper()
 		r, ok, err := hpPrev(engine.RecordStep(&engine.Target{Name: "haproxy/service"}, filepath.Join(out, "haproxy/service")))
-		if err != nil || !ok || !hpAlive(r.PID) {
+		if err != nil || !ok || !hostexec.HAProxyAlive(r.PID) {
 			t.Fatalf("haproxy/service record %+v (found %v, %v): not a running haproxy", r, ok, err)
 		}
 		return r.PID
@@ -219,7 +220,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 		t.Errorf("haproxy not reloaded: pid %d", hpFirst)
 	}
 	testenv.WaitFor(t, "the old haproxy to exit after -sf", 10*time.Second, func() error {
-		if hpAlive(hpFirst) {
+		if hostexec.HAProxyAlive(hpFirst) {
 			return os.ErrExist
 		}
 		return nil

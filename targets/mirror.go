@@ -43,6 +43,8 @@ import (
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/mco"
 	"github.com/labbuild/labbuild/render/pki"
+	"github.com/labbuild/labbuild/targets/daemon"
+	"github.com/labbuild/labbuild/targets/oci"
 )
 
 // MirrorConfig is lab.yaml's `mirror:` section: the local release mirror. Absent or
@@ -190,7 +192,7 @@ type mirrorRecord struct {
 	Storage string `json:"storage"`
 	Port    int    `json:"port"`
 	// Serving maps each listen address ("127.0.0.1", the bridge address) to its process.
-	Serving map[string]daemonRecord `json:"serving"`
+	Serving map[string]daemon.Record `json:"serving"`
 	// Bridge is the bridge address the registry should also listen on; when it was not on
 	// the host at start, Serving lacks it and the Probe starts it once it appears.
 	Bridge string `json:"bridge"`
@@ -369,7 +371,7 @@ func mirrorRegistryRun(ctx context.Context, s *engine.Step) error {
 	// same, and distribution reads its config and certificate only at start.
 	if hadPrev {
 		for _, d := range prev.Serving {
-			if _, err := d.stop(5 * time.Second); err != nil {
+			if _, err := d.Stop(5 * time.Second); err != nil {
 				return fmt.Errorf("%s: %w", s.Target().Name, err)
 			}
 		}
@@ -385,7 +387,7 @@ func mirrorRegistryRun(ctx context.Context, s *engine.Step) error {
 	if err != nil {
 		return err
 	}
-	rec := mirrorRecord{Storage: sp.storage, Port: sp.port, Bridge: sp.bridge, Serving: map[string]daemonRecord{}}
+	rec := mirrorRecord{Storage: sp.storage, Port: sp.port, Bridge: sp.bridge, Serving: map[string]daemon.Record{}}
 	for _, addr := range mirrorAddrs(sp.bridge) {
 		// distribution reads its config once, at start: the file need not outlive this run
 		// (the certificate, key and htpasswd it names are upstream outputs and stay).
@@ -394,7 +396,7 @@ func mirrorRegistryRun(ctx context.Context, s *engine.Step) error {
 			return err
 		}
 		hostport := net.JoinHostPort(addr, strconv.Itoa(sp.port))
-		d, err := daemonStart(ctx, daemonSpec{
+		d, err := daemon.Start(ctx, daemon.Spec{
 			Argv: []string{prog, "serve", cfg},
 			// Its log (a pull shows there) lives in the storage, per address and port.
 			Log: mirrorLogPath(sp.storage, addr, sp.port),
@@ -405,7 +407,7 @@ func mirrorRegistryRun(ctx context.Context, s *engine.Step) error {
 		})
 		if err != nil {
 			for _, r := range rec.Serving {
-				r.stop(2 * time.Second)
+				r.Stop(2 * time.Second)
 			}
 			return fmt.Errorf("%s: registry on %s: %w", s.Target().Name, hostport, err)
 		}
@@ -427,7 +429,7 @@ func mirrorRegistryProbe(ctx context.Context, s *engine.Step) (engine.ProbeResul
 		return engine.ProbeResult{Action: engine.Create, Reason: "the mirror registry is not running"}, nil
 	}
 	for addr, d := range prev.Serving {
-		if !d.alive() {
+		if !d.Alive() {
 			return engine.ProbeResult{Action: engine.Update, Reason: fmt.Sprintf("the registry on %s:%d is not running (pid %d)", addr, prev.Port, d.PID)}, nil
 		}
 	}
@@ -454,7 +456,7 @@ func mirrorRegistryDestroy(ctx context.Context, s *engine.Step) (engine.DestroyO
 	}
 	existed := false
 	for _, d := range prev.Serving {
-		e, err := d.stop(5 * time.Second)
+		e, err := d.Stop(5 * time.Second)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", s.Target().Name, err)
 		}
@@ -568,7 +570,7 @@ func mirrorSources(s *engine.Step) ([]manifests.MirrorSource, error) {
 		if len(out) > 0 && out[0].Source == src {
 			continue
 		}
-		out = append(out, manifests.MirrorSource{Source: src, Mirrors: []string{MirrorRepo(host, d.Context())}})
+		out = append(out, manifests.MirrorSource{Source: src, Mirrors: []string{oci.MirrorRepo(host, d.Context())}})
 	}
 	return out, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/targets/oci"
 )
 
 // TestMirrorBench is scripts/bench-mirror.sh's measurement (make bench), not a test: it runs
@@ -55,10 +56,7 @@ func TestMirrorBench(t *testing.T) {
 		}
 		refs = append(refs, ref)
 	}
-	var jobs []mirrorJob
-	for _, r := range refs {
-		jobs = append(jobs, mirrorJob{Src: r})
-	}
+	jobs := refs
 	fresh := func(n string) {
 		l.cfg.Mirror.Storage = filepath.Join(t.TempDir(), n)
 		if _, err := l.build(t, false, "mirror/registry"); err != nil {
@@ -66,7 +64,7 @@ func TestMirrorBench(t *testing.T) {
 		}
 	}
 	a := mirrorHelperArgs{CA: filepath.Join(l.out, "pki/ca/mirror-ca/tls.crt"), PullSecret: l.cfg.Access.PullSecretFile}
-	copier := func() *mirrorCopier {
+	copier := func() *oci.Copier {
 		a.Mirror = fmt.Sprintf("127.0.0.1:%d", l.cfg.Mirror.Port)
 		a.Password = string(l.read(t, "mirror/credentials/password"))
 		return helperCopier(t, a)
@@ -74,13 +72,13 @@ func TestMirrorBench(t *testing.T) {
 
 	fresh("labbuild")
 	start := time.Now()
-	res, err := copier().copy(ctx, jobs)
+	res, err := copier().Copy(ctx, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tLab := time.Since(start)
 	start = time.Now()
-	res2, err := copier().copy(ctx, jobs)
+	res2, err := copier().Copy(ctx, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +94,7 @@ func TestMirrorBench(t *testing.T) {
 	os.WriteFile(filepath.Join(dcfg, "config.json"), merged, 0o600)
 	start = time.Now()
 	for _, r := range refs {
-		cmd := exec.Command(crane, "copy", r.String(), MirrorRepo(a.Mirror, r.Context())+"@"+r.DigestStr())
+		cmd := exec.Command(crane, "copy", r.String(), oci.MirrorRepo(a.Mirror, r.Context())+"@"+r.DigestStr())
 		cmd.Env = append(os.Environ(), "DOCKER_CONFIG="+dcfg, "SSL_CERT_FILE="+a.CA)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("crane copy: %v\n%s", err, out)

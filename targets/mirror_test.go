@@ -86,11 +86,7 @@ func payloadRefs(t *testing.T, l *releaseLab) []name.Digest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []name.Digest
-	for _, j := range jobs {
-		out = append(out, j.Src)
-	}
-	return out
+	return jobs
 }
 
 // TestMirrorCopyAndSkip: a payload of 26 images in an upstream registry is mirrored into the
@@ -136,7 +132,7 @@ func TestMirrorCopyAndSkip(t *testing.T) {
 
 	host, opts := mirrorClient(t, l)
 	for _, ref := range refs {
-		d, err := name.NewDigest(MirrorRepo(host, ref.Context()) + "@" + ref.DigestStr())
+		d, err := name.NewDigest(oci.MirrorRepo(host, ref.Context()) + "@" + ref.DigestStr())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +203,7 @@ func TestMirrorCopyAndSkip(t *testing.T) {
 		t.Fatal(err)
 	}
 	for addr, d := range rr.Serving {
-		if d.alive() {
+		if d.Alive() {
 			t.Errorf("registry on %s (pid %d) still runs after destroy", addr, d.PID)
 		}
 	}
@@ -244,20 +240,20 @@ func TestMirrorHelperProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := helperCopier(t, a)
-	var jobs []mirrorJob
+	var jobs []name.Digest
 	for _, j := range a.Jobs {
 		d, err := name.NewDigest(j)
 		if err != nil {
 			t.Fatal(err)
 		}
-		jobs = append(jobs, mirrorJob{Src: d})
+		jobs = append(jobs, d)
 	}
-	if _, err := c.copy(context.Background(), jobs); err != nil {
+	if _, err := c.Copy(context.Background(), jobs); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func helperCopier(t *testing.T, a mirrorHelperArgs) *mirrorCopier {
+func helperCopier(t *testing.T, a mirrorHelperArgs) *oci.Copier {
 	tc, err := mirrorTLS(a.CA)
 	if err != nil {
 		t.Fatal(err)
@@ -271,7 +267,7 @@ func helperCopier(t *testing.T, a mirrorHelperArgs) *mirrorCopier {
 		t.Fatal(err)
 	}
 	// The transport mirror/release uses (mirrorCopierOf), so the benchmark measures it.
-	return &mirrorCopier{Mirror: a.Mirror, MirrorTransport: mirrorTransport(tc), Keychain: kc, Jobs: a.Concurrency,
+	return &oci.Copier{Mirror: a.Mirror, MirrorTransport: oci.MirrorTransport(tc), Keychain: kc, Jobs: a.Concurrency,
 		MirrorAuth: &authn.Basic{Username: MirrorUser, Password: a.Password}}
 }
 
@@ -318,13 +314,13 @@ func TestMirrorResume(t *testing.T) {
 	// What the mirror holds now, asked of the registry itself.
 	repos := map[string]bool{}
 	for _, r := range payloadRefs(t, l) {
-		repos[MirrorRepo(host, r.Context())] = true
+		repos[oci.MirrorRepo(host, r.Context())] = true
 	}
 	c := helperCopier(t, a)
 	held := map[string]bool{}
 	for dg := range begun1 {
 		h, _ := v1.NewHash(dg)
-		held[dg] = c.blobInMirror(context.Background(), repos, h)
+		held[dg] = c.HasBlob(context.Background(), repos, h)
 	}
 	nHeld := 0
 	for _, v := range held {

@@ -1,7 +1,8 @@
 // Package oci reads OpenShift release payload images from registries and OCI image layouts with
 // go-containerregistry: no oc, no podman. It resolves tags to digests, applies mirrors (another
 // repository or an OCI layout on disk, "oci:/path"), authenticates from the pull secret, and
-// extracts chosen files from image layers through a blob cache shared by every lab.
+// extracts chosen files from image layers through a blob cache shared by every lab. Its Copier
+// (mirror.go) copies a release by digest into the lab's mirror registry.
 //
 // Integrity: every manifest and blob is checked against its digest before it is cached or its
 // files are handed out; a mismatch or a truncated body fails the pull and caches nothing.
@@ -241,10 +242,15 @@ type source struct {
 
 // sources returns where pulls by digest of repo go: mirrors first (longest matching prefix),
 // then the source itself.
-func (c *Client) sources(repo name.Repository) ([]source, error) {
+func (c *Client) sources(repo name.Repository) ([]source, error) { return sourcesOf(c.Mirrors, repo) }
+
+// sourcesOf returns where pulls by digest of repo go under release.mirrors: mirrors first
+// (longest matching prefix), then repo itself, always last. The Client and the mirror Copier
+// both read sources through it.
+func sourcesOf(mirrors map[string]string, repo name.Repository) ([]source, error) {
 	full := repo.Name()
-	keys := make([]string, 0, len(c.Mirrors))
-	for k := range c.Mirrors {
+	keys := make([]string, 0, len(mirrors))
+	for k := range mirrors {
 		k2 := strings.TrimSuffix(k, "/")
 		if full == k2 || strings.HasPrefix(full, k2+"/") {
 			keys = append(keys, k)
@@ -253,7 +259,7 @@ func (c *Client) sources(repo name.Repository) ([]source, error) {
 	sort.Slice(keys, func(i, j int) bool { return len(keys[i]) > len(keys[j]) })
 	var out []source
 	for _, k := range keys {
-		m := c.Mirrors[k]
+		m := mirrors[k]
 		if dir, ok := strings.CutPrefix(m, "oci:"); ok {
 			if !filepath.IsAbs(dir) {
 				return nil, fmt.Errorf("release.mirrors[%q] = %q: an OCI layout mirror needs an absolute path (oci:/path)", k, m)

@@ -1,4 +1,8 @@
-package targets
+// Package daemon starts, finds, probes and stops the long-running host processes External
+// targets own (the mirror's registry, labbuild's own Redfish BMC): a program in the foreground,
+// in a session of its own so it outlives the labbuild that started it, its output in a log
+// file, found again in a later run by its Record.
+package daemon
 
 import (
 	"bytes"
@@ -14,7 +18,7 @@ import (
 	"time"
 )
 
-// A daemon is a long-running host process that an External target starts, records, probes and
+// Record is what a target keeps of its daemon. A daemon is a long-running host process that an External target starts, records, probes and
 // stops: a program that stays in the foreground (a registry, labbuild's own Redfish BMC), run
 // in a session of its own so that it outlives the labbuild that started it, with its output in
 // a log file. haproxy/service supervises haproxy its own way, because haproxy daemonizes itself
@@ -24,7 +28,7 @@ import (
 // the process again in a later run. A pid alone is not enough: after a reboot or a long time
 // the pid may belong to another program, so the record also holds the process's start time
 // in clock ticks since boot (/proc/PID/stat field 22, proc(5)) and the program's base name.
-type daemonRecord struct {
+type Record struct {
 	// PID is the daemon's process id.
 	PID int `json:"pid"`
 	// StartTicks is /proc/PID/stat's starttime (clock ticks since boot) when it was started.
@@ -35,8 +39,8 @@ type daemonRecord struct {
 	Log string `json:"log"`
 }
 
-// daemonSpec says how to start a daemon.
-type daemonSpec struct {
+// Spec says how to start a daemon.
+type Spec struct {
 	// Argv is the program and its arguments; Argv[0] is looked up in PATH.
 	Argv []string
 	// Env is added to labbuild's own environment (KEY=value).
@@ -52,11 +56,11 @@ type daemonSpec struct {
 	Timeout time.Duration
 }
 
-// daemonStart starts sp's program detached (a new session, stdin from /dev/null, output to
+// Start starts sp's program detached (a new session, stdin from /dev/null, output to
 // sp.Log) and waits until it is ready. On any failure the process is stopped and the error
 // holds the last lines of its log.
-func daemonStart(ctx context.Context, sp daemonSpec) (daemonRecord, error) {
-	var rec daemonRecord
+func Start(ctx context.Context, sp Spec) (Record, error) {
+	var rec Record
 	if len(sp.Argv) == 0 {
 		return rec, errors.New("daemon: no program")
 	}
@@ -80,7 +84,7 @@ func daemonStart(ctx context.Context, sp daemonSpec) (daemonRecord, error) {
 	// zombie that still looks alive; once labbuild exits, init adopts it.
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	rec = daemonRecord{PID: cmd.Process.Pid, Program: filepath.Base(sp.Argv[0]), Log: sp.Log}
+	rec = Record{PID: cmd.Process.Pid, Program: filepath.Base(sp.Argv[0]), Log: sp.Log}
 	rec.StartTicks, _ = procStartTicks(rec.PID)
 	if sp.Ready == nil {
 		return rec, nil
@@ -102,16 +106,16 @@ func daemonStart(ctx context.Context, sp daemonSpec) (daemonRecord, error) {
 		case <-exited:
 			return rec, fmt.Errorf("%s exited before it served: %w%s", rec.Program, rerr, logTail(sp.Log))
 		case <-wctx.Done():
-			rec.stop(2 * time.Second)
+			rec.Stop(2 * time.Second)
 			return rec, fmt.Errorf("%s did not serve within %s: %w%s", rec.Program, timeout, rerr, logTail(sp.Log))
 		case <-tick.C:
 		}
 	}
 }
 
-// alive reports whether the recorded process still runs: the same pid, start time and program,
+// Alive reports whether the recorded process still runs: the same pid, start time and program,
 // and not a zombie.
-func (r daemonRecord) alive() bool {
+func (r Record) Alive() bool {
 	if r.PID <= 0 || !procIsProgram(r.PID, r.Program) {
 		return false
 	}
@@ -122,11 +126,11 @@ func (r daemonRecord) alive() bool {
 	return r.StartTicks == 0 || st.startTicks == r.StartTicks
 }
 
-// stop ends the recorded process: SIGTERM, then SIGKILL after grace. It reports whether the
+// Stop ends the recorded process: SIGTERM, then SIGKILL after grace. It reports whether the
 // process was running. A record whose process is gone (or whose pid now belongs to another
 // program) is not an error: nothing is signalled.
-func (r daemonRecord) stop(grace time.Duration) (existed bool, err error) {
-	if !r.alive() {
+func (r Record) Stop(grace time.Duration) (existed bool, err error) {
+	if !r.Alive() {
 		return false, nil
 	}
 	if err := syscall.Kill(r.PID, syscall.SIGTERM); err != nil {
@@ -137,7 +141,7 @@ func (r daemonRecord) stop(grace time.Duration) (existed bool, err error) {
 	}
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) {
-		if !r.alive() {
+		if !r.Alive() {
 			return true, nil
 		}
 		time.Sleep(20 * time.Millisecond)

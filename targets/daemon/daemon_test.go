@@ -1,4 +1,4 @@
-package targets
+package daemon
 
 import (
 	"context"
@@ -44,12 +44,12 @@ func TestDaemon(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			log := filepath.Join(dir, tc.name+".log")
-			rec, err := daemonStart(context.Background(), daemonSpec{Argv: tc.argv, Env: tc.env, Log: log, Ready: tc.ready, Timeout: 5 * time.Second})
+			rec, err := Start(context.Background(), Spec{Argv: tc.argv, Env: tc.env, Log: log, Ready: tc.ready, Timeout: 5 * time.Second})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one naming %q", err, tc.wantErr)
 				}
-				if rec.alive() {
+				if rec.Alive() {
 					t.Fatal("a daemon that failed is still alive")
 				}
 				return
@@ -57,7 +57,7 @@ func TestDaemon(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !rec.alive() {
+			if !rec.Alive() {
 				t.Fatal("started daemon is not alive")
 			}
 			if fi, err := os.Stat(log); err != nil || fi.Mode().Perm() != 0o600 {
@@ -65,29 +65,29 @@ func TestDaemon(t *testing.T) {
 			}
 			other := rec
 			other.Program = "registry"
-			if other.alive() {
+			if other.Alive() {
 				t.Fatal("a record for another program matches this pid")
 			}
 			other = rec
 			other.StartTicks++
-			if other.alive() {
+			if other.Alive() {
 				t.Fatal("a record with another start time matches this pid (a reused pid)")
 			}
-			if existed, err := other.stop(time.Second); existed || err != nil {
+			if existed, err := other.Stop(time.Second); existed || err != nil {
 				t.Fatalf("stop of a stale record: existed %v, err %v; want nothing signalled", existed, err)
 			}
-			existed, err := rec.stop(300 * time.Millisecond)
+			existed, err := rec.Stop(300 * time.Millisecond)
 			if !existed || err != nil {
 				t.Fatalf("stop: existed %v, err %v", existed, err)
 			}
 			deadline := time.Now().Add(5 * time.Second)
-			for rec.alive() && time.Now().Before(deadline) {
+			for rec.Alive() && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
-			if rec.alive() {
+			if rec.Alive() {
 				t.Fatal("still alive after stop")
 			}
-			if existed, err := rec.stop(time.Second); existed || err != nil {
+			if existed, err := rec.Stop(time.Second); existed || err != nil {
 				t.Fatalf("second stop: existed %v, err %v; want nothing", existed, err)
 			}
 		})
