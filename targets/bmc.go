@@ -15,15 +15,15 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/redfish"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/targets/bmc"
 	"github.com/labbuild/labbuild/targets/daemon"
 	"github.com/labbuild/labbuild/targets/kube"
 )
 
 // The bmc family is platform: baremetal's virtual BMC (seed 001: sushy-tools' dynamic Redfish
-// emulator on the libvirt network's address, port 8000), labbuild's own (internal/redfish):
+// emulator on the libvirt network's address, port 8000), labbuild's own (targets/bmc):
 //
 //	bmc/credentials  the BMC's basic-auth user and generated password (sticky, 0600)
 //	bmc/service      labbuild's Redfish BMC for this lab's VMs, on network.gateway:8000 over
@@ -76,7 +76,7 @@ func bmcTargets(c *Config) []*engine.Target {
 				if _, err := rand.Read(b); err != nil {
 					return err
 				}
-				j, _ := json.MarshalIndent(redfish.Credentials{Username: BMCUser, Password: base64.RawURLEncoding.EncodeToString(b)}, "", "  ")
+				j, _ := json.MarshalIndent(bmc.Credentials{Username: BMCUser, Password: base64.RawURLEncoding.EncodeToString(b)}, "", "  ")
 				return s.WriteFile("credentials.json", append(j, '\n'), 0o600)
 			},
 		},
@@ -166,7 +166,7 @@ func bmcServiceRun(ctx context.Context, s *engine.Step) error {
 	if err != nil {
 		return err
 	}
-	dc := redfish.DaemonConfig{Listen: net.JoinHostPort(gw, strconv.Itoa(BMCPort)), LibvirtURI: uri, MediaDir: filepath.Join(state, "media"),
+	dc := bmc.DaemonConfig{Listen: net.JoinHostPort(gw, strconv.Itoa(BMCPort)), LibvirtURI: uri, MediaDir: filepath.Join(state, "media"),
 		Domains: domains, ReadyFile: filepath.Join(scratch, "ready")}
 	if dc.CertFile, err = s.DepPath("pki/cert/bmc-server", "tls.crt"); err != nil {
 		return err
@@ -320,7 +320,7 @@ func bmcEachHost(s *engine.Step, cluster string, f func(node string, h manifests
 	if err != nil {
 		return err
 	}
-	var creds redfish.Credentials
+	var creds bmc.Credentials
 	if err := json.Unmarshal(b, &creds); err != nil {
 		return fmt.Errorf("%s: bmc/credentials: %w", s.Target().Name, err)
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/stmcginnis/gofish/redfish"
 
 	"github.com/labbuild/labbuild/engine"
-	bmc "github.com/labbuild/labbuild/internal/redfish"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
 	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/targets/bmc"
 	"github.com/labbuild/labbuild/targets/virt"
 )
 

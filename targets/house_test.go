@@ -66,7 +66,7 @@ var rooms = map[string][]string{
 	"cache":  {},
 	"engine": {"graph", "cache"},
 	// The families: the engine's names, the renderers, the adapters.
-	"targets": {"engine", "render/", "targets/", "internal/nearest", "internal/redfish"},
+	"targets": {"engine", "render/", "targets/", "internal/nearest"},
 	// Adapters to the outside world (a registry, libvirt, the Kubernetes API, polling): no
 	// engine, no families, so each is usable and testable alone.
 	"targets/":            {"render/", "targets/"},
@@ -75,10 +75,9 @@ var rooms = map[string][]string{
 	"internal/nearest":    {},
 	"internal/gather":     {},
 	"internal/nodessh":    {},
-	"internal/redfish":    {},
 	"internal/synthcli":   {"engine"},
 	"internal/tools":      {},
-	"cmd/labbuild":        {"engine", "graph", "cache", "targets", "internal/front", "internal/synthcli", "internal/nearest", "internal/gather", "internal/nodessh", "internal/redfish", "targets/virt"},
+	"cmd/labbuild":        {"engine", "graph", "cache", "targets", "internal/front", "internal/synthcli", "internal/nearest", "internal/gather", "internal/nodessh", "targets/bmc", "targets/virt"},
 	"cmd/labbuild-front":  {"internal/front"},
 	"cmd/labbuild-sample": {"internal/rig/repo", "internal/rig/payload"},
 	// The rig: what fakes the world for the tests and the sample lab. Nothing in the product

@@ -385,7 +385,7 @@ func lvDomain(node string) lvObserve {
 
 // lvNotBMCOwned drops from a domain's diff what the lab's BMC changes on platform baremetal
 // (bmc true): the virtual-media CD-ROM its InsertMedia adds to the persistent definition and
-// the boot order its overrides set (internal/redfish: Cd → <boot dev='cdrom'/> first). They are
+// the boot order its overrides set (targets/bmc: Cd → <boot dev='cdrom'/> first). They are
 // Metal3's to drive; replacing the domain for them would take its media away while Metal3
 // provisions the host. Everything else still counts.
 func lvNotBMCOwned(diff []string, bmc bool) []string {

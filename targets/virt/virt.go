@@ -44,6 +44,10 @@ func Connect(uri string) (*Conn, error) {
 // Close disconnects.
 func (c *Conn) Close() error { return c.l.Disconnect() }
 
+// RPC returns the connection's go-libvirt client, for the adapter that drives libvirt calls
+// this package does not wrap: the BMC's power, boot and media by domain UUID (targets/bmc).
+func (c *Conn) RPC() *golibvirt.Libvirt { return c.l }
+
 // URI returns the URI the connection was opened with.
 func (c *Conn) URI() string { return c.uri }
 

@@ -1,4 +1,4 @@
-// Package redfish is labbuild's virtual BMC: a Redfish service over libvirt that lets a
+// Package bmc is labbuild's virtual BMC: a Redfish service over libvirt that lets a
 // bare-metal provisioner (Metal3's Ironic, openshift-install's IPI) power, boot and
 // virtual-media-boot a lab's VMs as if they were servers. It serves what Ironic's
 // redfish-virtualmedia driver uses (ironic/drivers/modules/redfish/boot.py, management.py,
@@ -9,7 +9,7 @@
 // (sushy_tools/emulator/resources/systems/libvirtdriver.py, vmedia.py) does the same in
 // Python; this one keeps its state in the domain (boot order, <metadata>), serializes the
 // requests to one system, and serves TLS with HTTP basic auth only.
-package redfish
+package bmc
 
 import (
 	"context"

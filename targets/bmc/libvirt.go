@@ -1,41 +1,38 @@
-package redfish
+package bmc
 
 import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
+
+	"github.com/labbuild/labbuild/targets/virt"
 )
 
 // Libvirt is the Hypervisor over libvirt's RPC protocol (github.com/digitalocean/go-libvirt,
-// as targets/virt talks to it): the same calls sushy-tools' dynamic emulator makes through
-// libvirt-python (sushy_tools/emulator/resources/systems/libvirtdriver.py), one connection
-// shared by all requests (go-libvirt multiplexes calls on it).
+// through targets/virt's connection): the same calls sushy-tools' dynamic emulator makes
+// through libvirt-python (sushy_tools/emulator/resources/systems/libvirtdriver.py), one
+// connection shared by all requests (go-libvirt multiplexes calls on it).
 type Libvirt struct {
-	uri string
-	l   *golibvirt.Libvirt
+	conn *virt.Conn
+	l    *golibvirt.Libvirt
 }
 
-// DialLibvirt connects to uri (qemu:///system, qemu+unix:///system?socket=PATH). The BMC
-// downloads images into a local directory and attaches them by path, so the daemon must run on
-// this host.
+// DialLibvirt connects to uri (qemu:///system, qemu+unix:///system?socket=PATH) with
+// virt.Connect, labbuild's one libvirt dialer. The BMC downloads images into a local
+// directory and attaches them by path, so the daemon must run on this host.
 func DialLibvirt(uri string) (*Libvirt, error) {
-	u, err := url.Parse(uri)
-	if err != nil || u.Scheme == "" {
-		return nil, fmt.Errorf("libvirt URI %q: want one such as qemu:///system", uri)
-	}
-	l, err := golibvirt.ConnectToURI(u)
+	c, err := virt.Connect(uri)
 	if err != nil {
-		return nil, fmt.Errorf("connect to libvirt at %s: %w", uri, err)
+		return nil, err
 	}
-	return &Libvirt{uri: uri, l: l}, nil
+	return &Libvirt{conn: c, l: c.RPC()}, nil
 }
 
 // Close disconnects.
-func (v *Libvirt) Close() error { return v.l.Disconnect() }
+func (v *Libvirt) Close() error { return v.conn.Close() }
 
 func parseUUID(s string) (golibvirt.UUID, error) {
 	var u golibvirt.UUID

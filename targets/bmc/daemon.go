@@ -1,4 +1,4 @@
-package redfish
+package bmc
 
 import (
 	"context"

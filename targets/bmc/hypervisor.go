@@ -1,4 +1,4 @@
-package redfish
+package bmc
 
 // Hypervisor is what the BMC needs from libvirt, one call per libvirt API it uses, so that the
 // server's logic (boot overrides, virtual media, the reset types) is tested against a fake and
