@@ -361,16 +361,22 @@ func TestClusterRealControlPlane(t *testing.T) {
 
 	// `labbuild status`: stages and nodes as the cluster reports them. Mallory's CSR names
 	// master-0, so master-0 shows one pending CSR.
-	var st strings.Builder
-	if err := ClusterStatus(ctx, c, out, &st); err != nil {
+	obs, err := ObserveCluster(ctx, c, out)
+	if err != nil {
 		t.Fatal(err)
 	}
-	norm := strings.Join(strings.Fields(strings.ReplaceAll(st.String(), "\n", " | ")), " ")
-	for _, want := range []string{"api ready through 192.168.126.10:6443", "bootstrap complete", "etcd Ready on 1/1 masters",
-		"2/2 ClusterOperators Available", "bootstrap bootstrap off - 0", "master-0 master running Ready 1", "worker-0 worker running Ready 0"} {
-		if !strings.Contains(norm, want) {
-			t.Errorf("status lacks %q:\n%s", want, st.String())
-		}
+	if obs.APIErr != nil || obs.APIVIP != "192.168.126.10" || !obs.BootstrapComplete || obs.Etcd == nil || *obs.Etcd != (ClusterEtcd{Ready: 1, Masters: 1}) ||
+		obs.Operators == nil || !strings.Contains(obs.Operators.String(), "2/2 ClusterOperators Available") {
+		t.Errorf("status: api %v through %s, bootstrap complete %v, etcd %+v, operators %v; want ready through 192.168.126.10, complete, 1/1, 2/2 Available",
+			obs.APIErr, obs.APIVIP, obs.BootstrapComplete, obs.Etcd, obs.Operators)
+	}
+	wantNodes := []ClusterNodeObservation{
+		{Name: "bootstrap", Role: RoleBootstrap, VM: "off"},
+		{Name: "master-0", Role: RoleMaster, VM: "running", Kubernetes: "Ready", PendingCSRs: 1},
+		{Name: "worker-0", Role: RoleWorker, VM: "running", Kubernetes: "Ready"},
+	}
+	if !slices.Equal(obs.Nodes, wantNodes) {
+		t.Errorf("status nodes:\n got %+v\nwant %+v", obs.Nodes, wantNodes)
 	}
 
 	// 5. Nothing left to do: every phase's Probe keeps it.

@@ -1,16 +1,14 @@
 package targets
 
-// cluster/converge, cluster/done and `labbuild status`: what the cluster reports at the end
-// (cluster.go declares the targets).
+// cluster/converge, cluster/done, and what the cluster reports for `labbuild status`
+// (ObserveCluster; cmd/labbuild prints it). cluster.go declares the targets.
 
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"text/tabwriter"
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/targets/csr"
@@ -90,51 +88,90 @@ func ClusterSummary(outDir string, r *engine.Result) []byte {
 	return b
 }
 
-// ClusterStatus writes, for `labbuild status`, each cluster stage and node as the cluster and
-// the hypervisor report them: the API through the VIP, the bootstrap, etcd, operators, and per
-// node its role, VM state, Kubernetes Ready condition and pending CSRs. It reads the admin
-// kubeconfig the build wrote (outDir/kubeconfig/admin/kubeconfig). An unreachable API is
-// reported, not returned as an error; errors are for a missing kubeconfig or a failed write.
-func ClusterStatus(ctx context.Context, c *Config, outDir string, w io.Writer) error {
+// ClusterObservation is a cluster as its API and the hypervisor report it now
+// (ObserveCluster), for `labbuild status`: each stage, and per node its VM, Kubernetes
+// condition and pending CSRs. A part the API did not answer is left at its zero value.
+type ClusterObservation struct {
+	// APIVIP is network.apiVIP: the API was asked through it, on port 6443.
+	APIVIP string
+	// APIErr says why the API is not ready through the VIP (/readyz); nil when it is. The
+	// stages below are asked only of a ready API.
+	APIErr error
+	// BootstrapComplete: kube-system/bootstrap exists (the bootstrap is done).
+	BootstrapComplete bool
+	// CVO is the cluster-version-operator's progress (kube.CVOProgress) while the bootstrap
+	// is not complete; nil when complete or unknown.
+	CVO *ClusterCVO
+	// Etcd counts the masters whose etcd member is Ready; nil when unknown.
+	Etcd *ClusterEtcd
+	// Operators is what the ClusterOperators and ClusterVersion say; nil when unknown.
+	Operators *kube.Convergence
+	// Nodes are the lab's nodes, in lab.yaml's order.
+	Nodes []ClusterNodeObservation
+}
+
+// ClusterCVO is the CVO's progress: whether it reports yet, and its one-line status.
+type ClusterCVO struct {
+	Reporting bool
+	Status    string
+}
+
+// ClusterEtcd is how many of the masters run a Ready etcd member (kube.EtcdOn).
+type ClusterEtcd struct {
+	Ready, Masters int
+}
+
+// ClusterNodeObservation is one node in a ClusterObservation.
+type ClusterNodeObservation struct {
+	// Name and Role are the lab node's (lab.yaml nodes[].name, role).
+	Name, Role string
+	// VM is the domain's state: "running", "off", or "unknown" when the hypervisor did not say.
+	VM string
+	// Kubernetes is the Node's Ready condition: "Ready", "NotReady or absent", or "" when the
+	// API did not answer (and always for the bootstrap, which never joins).
+	Kubernetes string
+	// PendingCSRs counts the pending CertificateSigningRequests naming the node.
+	PendingCSRs int
+}
+
+// ObserveCluster asks the cluster (through the admin kubeconfig the build wrote,
+// outDir/kubeconfig/admin/kubeconfig, and the API VIP) and the hypervisor what `labbuild status`
+// shows. An unreachable API is reported in APIErr, not returned; the error is for a missing
+// kubeconfig or unusable client configuration.
+func ObserveCluster(ctx context.Context, c *Config, outDir string) (*ClusterObservation, error) {
 	kc := filepath.Join(outDir, filepath.FromSlash(clusterAdminKC), "kubeconfig")
 	if _, err := os.Stat(kc); err != nil {
-		return fmt.Errorf("status: %w (build kubeconfig/admin first: labbuild kubeconfig/admin)", err)
+		return nil, fmt.Errorf("status: %w (build kubeconfig/admin first: labbuild kubeconfig/admin)", err)
 	}
 	cfg, err := clusterEnv.restConfig(kc, c.Network.APIVIP)
 	if err != nil {
-		return fmt.Errorf("status: %w", err)
+		return nil, fmt.Errorf("status: %w", err)
 	}
 	k, err := kube.NewClients(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	m := clusterEnv.machines(c.Libvirt.URI, c.Cluster.Name)
 	domain := c.Cluster.Domain()
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	apiErr := kube.Readyz(ctx, k)
-	if apiErr != nil {
-		fmt.Fprintf(tw, "api\tnot ready through %s:6443: %v\n", c.Network.APIVIP, apiErr)
-	} else {
-		fmt.Fprintf(tw, "api\tready through %s:6443\n", c.Network.APIVIP)
+	obs := &ClusterObservation{APIVIP: c.Network.APIVIP, APIErr: kube.Readyz(ctx, k)}
+	pending := map[string]int{}
+	ready := map[string]string{}
+	if obs.APIErr == nil {
 		if done, err := kube.BootstrapComplete(ctx, k.Dynamic); err == nil && done {
-			fmt.Fprintf(tw, "bootstrap\tcomplete (kube-system/bootstrap)\n")
+			obs.BootstrapComplete = true
 		} else if ok, st, err := kube.CVOProgress(ctx, k.Dynamic); err == nil {
-			fmt.Fprintf(tw, "bootstrap\tin progress; CVO reporting: %v (%s)\n", ok, st)
+			obs.CVO = &ClusterCVO{Reporting: ok, Status: st}
 		}
 		var masters []string
 		for _, n := range c.NodesByRole(RoleMaster) {
 			masters = append(masters, clusterNodeName(n.Name, domain))
 		}
 		if on, err := kube.EtcdOn(ctx, k.Dynamic, masters); err == nil {
-			fmt.Fprintf(tw, "etcd\tReady on %d/%d masters\n", len(on), len(masters))
+			obs.Etcd = &ClusterEtcd{Ready: len(on), Masters: len(masters)}
 		}
 		if cv, err := kube.Converged(ctx, k.Dynamic); err == nil {
-			fmt.Fprintf(tw, "operators\t%s\n", cv)
+			obs.Operators = &cv
 		}
-	}
-	pending := map[string]int{}
-	ready := map[string]string{}
-	if apiErr == nil {
 		if list, err := csr.List(ctx, k.Dynamic); err == nil {
 			for i := range list {
 				if csr.Pending(&list[i]) {
@@ -155,7 +192,6 @@ func ClusterStatus(ctx context.Context, c *Config, outDir string, w io.Writer) e
 			}
 		}
 	}
-	fmt.Fprintf(tw, "\nNODE\tROLE\tVM\tKUBERNETES\tPENDING CSRS\n")
 	for _, n := range c.Nodes {
 		vm := "unknown"
 		if on, err := m.Running(ctx, n.Name); err == nil {
@@ -163,12 +199,12 @@ func ClusterStatus(ctx context.Context, c *Config, outDir string, w io.Writer) e
 		}
 		fq := clusterNodeName(n.Name, domain)
 		st := ready[fq]
-		if n.Role == RoleBootstrap || st == "" {
-			st = "-"
+		if n.Role == RoleBootstrap {
+			st = ""
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", n.Name, n.Role, vm, st, pending[fq])
+		obs.Nodes = append(obs.Nodes, ClusterNodeObservation{Name: n.Name, Role: n.Role, VM: vm, Kubernetes: st, PendingCSRs: pending[fq]})
 	}
-	return tw.Flush()
+	return obs, nil
 }
 
 // clusterNodeNames maps lab node names to the Node names they register as in the cluster

@@ -476,25 +476,6 @@ func mirrorRegistryDestroy(ctx context.Context, s *engine.Step) (engine.DestroyO
 	return engine.Destroyed, nil
 }
 
-// MirrorDestroyNote is the line `labbuild destroy` prints about the mirror's storage when
-// mirror/registry is among what it destroys (or would: dryRun): kept unless --mirror. Empty
-// when the lab has no mirror.
-func MirrorDestroyNote(c *Config, dryRun bool) string {
-	if c == nil || !c.MirrorOn() {
-		return ""
-	}
-	st := ExpandPath(c.Mirror.Storage, "/")
-	switch {
-	case DestroyMirror && dryRun:
-		return "would delete the mirror storage " + st + " (--mirror; shared by every lab of this host)"
-	case DestroyMirror:
-		return "deleted the mirror storage " + st + " (--mirror)"
-	case dryRun:
-		return "would keep the mirror storage " + st + " (labbuild destroy --mirror deletes it)"
-	}
-	return "kept the mirror storage " + st + " (labbuild destroy --mirror deletes it)"
-}
-
 // mirrorLeaves is the mirror's serving certificate, a pkiLeaves row when the lab has a mirror:
 // the bridge address (what the nodes dial, network.gateway), 127.0.0.1 and localhost (what
 // labbuild dials).

@@ -4,17 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
@@ -579,43 +575,4 @@ func Certs(outDir string, now time.Time) ([]CertInfo, error) {
 		}
 	}
 	return infos, nil
-}
-
-// CertReport writes Certs(outDir, now) to w: a table, or JSON with jsonOut. A certificate
-// within a day of expiry, or expired, is marked so the user sees it before a boot fails.
-func CertReport(outDir string, now time.Time, jsonOut bool, w io.Writer) error {
-	infos, err := Certs(outDir, now)
-	if err != nil {
-		return err
-	}
-	if jsonOut {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if infos == nil {
-			infos = []CertInfo{}
-		}
-		return enc.Encode(infos)
-	}
-	if len(infos) == 0 {
-		fmt.Fprintf(w, "no certificates under %s (run `labbuild pki`)\n", outDir)
-		return nil
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TARGET\tSUBJECT\tISSUER\tUSAGES\tSANS\tNOT AFTER\tLEFT")
-	for _, in := range infos {
-		sans := append(append([]string(nil), in.DNSNames...), in.IPs...)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Target, in.Subject, in.Issuer, strings.Join(in.Usages, ","),
-			strings.Join(sans, ","), in.NotAfter.Format(time.RFC3339), pkiLeft(time.Duration(in.Left)*time.Second))
-	}
-	return tw.Flush()
-}
-
-func pkiLeft(d time.Duration) string {
-	switch {
-	case d <= 0:
-		return "EXPIRED"
-	case d < 24*time.Hour:
-		return fmt.Sprintf("%dh%02dm (renew)", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }

@@ -374,37 +374,37 @@ func TestPKIKeyAlgorithms(t *testing.T) {
 	}
 }
 
-func TestCertReport(t *testing.T) {
+// TestCerts: `labbuild certs` reads every built CA and certificate (and no key) with its
+// usages, SANs and time left on the report's clock (cmd/labbuild TestCertReport prints them).
+func TestCerts(t *testing.T) {
 	l := newPKILab(t)
 	l.build()
-	var js bytes.Buffer
-	if err := CertReport(l.out, pkiT0.Add(23*time.Hour), true, &js); err != nil {
-		t.Fatal(err)
-	}
-	var infos []CertInfo
-	if err := json.Unmarshal(js.Bytes(), &infos); err != nil {
+	infos, err := Certs(l.out, pkiT0.Add(23*time.Hour))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if want := len(pkiCAs) + len(pkiLeaves(l.cfg)); len(infos) != want {
 		t.Fatalf("%d certificates, want %d", len(infos), want)
 	}
-	var table bytes.Buffer
-	if err := CertReport(l.out, pkiT0.Add(23*time.Hour), false, &table); err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(table.String(), "\n") {
-		switch {
-		case strings.HasPrefix(line, "pki/cert/kubelet-bootstrap "):
-			if !strings.Contains(line, "(renew)") || !strings.Contains(line, "clientAuth") {
-				t.Errorf("kubelet-bootstrap line lacks the renewal mark or its usage: %q", line)
+	seen := 0
+	for _, in := range infos {
+		switch in.Target {
+		case "pki/cert/kubelet-bootstrap":
+			seen++
+			if left := time.Duration(in.Left) * time.Second; left <= 0 || left >= 24*time.Hour || !slices.Contains(in.Usages, "clientAuth") {
+				t.Errorf("kubelet-bootstrap: %s left, usages %v; want under a day (renew) and clientAuth", left, in.Usages)
 			}
-		case strings.HasPrefix(line, "pki/cert/kube-apiserver "):
-			if !strings.Contains(line, "api-int.ocp4.example.com") || !strings.Contains(line, "serverAuth,clientAuth") || !strings.HasSuffix(strings.TrimSpace(line), "364d") {
-				t.Errorf("kube-apiserver line: %q", line)
+		case "pki/cert/kube-apiserver":
+			seen++
+			if !slices.Contains(in.DNSNames, "api-int.ocp4.example.com") || !slices.Equal(in.Usages, []string{"serverAuth", "clientAuth"}) || in.Left/(24*3600) != 364 {
+				t.Errorf("kube-apiserver: SANs %v, usages %v, %d days left; want api-int.ocp4.example.com, serverAuth,clientAuth, 364", in.DNSNames, in.Usages, in.Left/(24*3600))
 			}
 		}
-		if strings.Contains(line, "PRIVATE KEY") {
+		if strings.Contains(in.Subject+in.Issuer, "PRIVATE KEY") {
 			t.Errorf("key material in the report")
 		}
+	}
+	if seen != 2 {
+		t.Errorf("the report lacks kubelet-bootstrap or kube-apiserver (%d of 2)", seen)
 	}
 }

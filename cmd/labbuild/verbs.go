@@ -475,7 +475,7 @@ func runDestroy(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintf(c.stdout, "kept %s (still recorded: %s uses it)\n", n, rep.KeptFor[n])
 	}
 	if slices.Contains(rep.Planned, "mirror/registry") || slices.Contains(rep.Destroyed, "mirror/registry") || slices.Contains(rep.Absent, "mirror/registry") {
-		if note := targets.MirrorDestroyNote(c.cfg, c.dryRun); note != "" {
+		if note := mirrorDestroyNote(c.cfg, c.mirror, c.dryRun); note != "" {
 			fmt.Fprintln(c.stdout, note)
 		}
 	}
@@ -567,7 +567,11 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 		return usagef("status: no lab config with --synthetic")
 	}
 	if !c.json {
-		return targets.ClusterStatus(ctx, cfg, o.OutDir, c.stdout)
+		obs, err := targets.ObserveCluster(ctx, cfg, o.OutDir)
+		if err != nil {
+			return err
+		}
+		return writeClusterStatus(c.stdout, obs)
 	}
 	rep, err := c.statusJSON(ctx, args)
 	if err != nil {
@@ -591,5 +595,9 @@ func runCerts(ctx context.Context, c *cli, args []string) error {
 		}
 		now = t
 	}
-	return targets.CertReport(c.outDir, now, c.json, c.stdout)
+	infos, err := targets.Certs(c.outDir, now)
+	if err != nil {
+		return err
+	}
+	return writeCertReport(c.stdout, c.outDir, infos, c.json)
 }
