@@ -67,8 +67,8 @@ var rooms = map[string][]string{
 	"engine": {"graph", "cache"},
 	// The families: the engine's names, the renderers, the adapters.
 	"targets": {"engine", "render/", "targets/", "internal/nearest"},
-	// Adapters to the outside world (a registry, libvirt, the Kubernetes API, polling): no
-	// engine, no families, so each is usable and testable alone.
+	// Adapters to the outside world (a registry, libvirt, the BMC, the Kubernetes API, polling,
+	// host daemons and programs): no engine, no families, so each is usable and testable alone.
 	"targets/":            {"render/", "targets/"},
 	"render/":             {"render/"}, // pure: values in, bytes out
 	"internal/front":      {"cache"},   // TestFrontImports: the standard library and cache only

@@ -10,7 +10,7 @@ import (
 )
 
 // bmcServeVerb runs labbuild's virtual Redfish BMC in the foreground: bmc/service starts
-// `labbuild-full __bmc-serve CONFIG` as a daemon (targets/daemon.go). It is not listed in the
+// `labbuild-full __bmc-serve CONFIG` as a daemon (targets/daemon). It is not listed in the
 // help: users build bmc/service. The same binary avoids a second program to install and find;
 // a null build pays nothing for it (targets/bmc has no package initializers).
 const bmcServeVerb = targets.BMCServeVerb

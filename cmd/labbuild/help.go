@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/pflag"
 
@@ -13,33 +14,44 @@ import (
 	"github.com/labbuild/labbuild/internal/nearest"
 )
 
+func printHelp(w io.Writer, name string, fs *pflag.FlagSet) {
+	if v, ok := verbs[name]; ok && name != "" {
+		fmt.Fprintf(w, "Usage: %s\n\n", v.usage)
+		if v.long != "" {
+			fmt.Fprintf(w, "%s\n\n", v.long)
+		} else {
+			fmt.Fprintf(w, "%s\n\n", v.short)
+		}
+		if len(v.examples) > 0 {
+			fmt.Fprintf(w, "Examples:\n")
+			for _, e := range v.examples {
+				fmt.Fprintf(w, "  %s\n", e)
+			}
+			fmt.Fprintln(w)
+		}
+		printVerbFlags(w, fs, name)
+		return
+	}
+	b := verbs["build"]
+	fmt.Fprintf(w, "labbuild builds an OpenShift 4 lab on libvirt the hard way, as content-hashed targets.\n\n")
+	fmt.Fprintf(w, "Usage: %s\n       labbuild VERB [flags] [args]\n\n%s\n\nVerbs:\n", b.usage, b.long)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, n := range verbNames() {
+		fmt.Fprintf(tw, "  %s\t%s\n", n, verbs[n].short)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nExamples:\n")
+	for _, e := range b.examples {
+		fmt.Fprintf(w, "  %s\n", e)
+	}
+	fmt.Fprintf(w, "\nFlags:\n%s\nRun 'labbuild help VERB' for a verb's help. Exit status: 0 ok, 1 a target failed, 2 bad usage or lab config.\n", fs.FlagUsages())
+}
+
 // globalFlags apply to every verb: where to work, which lab, where outputs go, how much to say.
 var globalFlags = []string{"directory", "file", "out", "json", "quiet", "verbose", "help", "version"}
 
-// verbFlags are each verb's own flags, shown first in `labbuild help VERB` (then the global
-// flags). Completion offers the same sets.
-var verbFlags = map[string][]string{
-	"build":      {"jobs", "keep-going", "dry-run", "always-make", "explain", "debug", "regenerate", "restart"},
-	"graph":      {"format", "by", "all-edges", "output", "all"},
-	"list":       {"all"},
-	"explain":    {},
-	"log":        {},
-	"clean":      {"cache", "trim"},
-	"destroy":    {"dry-run"},
-	"init":       {},
-	"config":     {},
-	"certs":      {},
-	"status":     {},
-	"ssh":        {},
-	"gather":     {},
-	"console":    {},
-	"completion": {},
-	"version":    {},
-	"help":       {},
-}
-
-// splitFlags returns the verb's own flags and the global flags of fs as two sets, in the order
-// of the names given.
+// splitFlags returns the verb's own flags (its entry in verbs) and the global flags of fs as
+// two sets, in the order of the names given.
 func splitFlags(fs *pflag.FlagSet, verb string) (own, global *pflag.FlagSet) {
 	pick := func(names []string) *pflag.FlagSet {
 		s := pflag.NewFlagSet(verb, pflag.ContinueOnError)
@@ -51,7 +63,7 @@ func splitFlags(fs *pflag.FlagSet, verb string) (own, global *pflag.FlagSet) {
 		}
 		return s
 	}
-	return pick(verbFlags[verb]), pick(globalFlags)
+	return pick(verbs[verb].flags), pick(globalFlags)
 }
 
 // printVerbFlags prints a verb's own flags, then the global flags.

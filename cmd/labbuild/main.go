@@ -29,7 +29,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/front"
 	"github.com/labbuild/labbuild/internal/synthcli"
 	"github.com/labbuild/labbuild/targets"
 )
@@ -231,7 +230,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				return report(stderr, usagef("--json and --format %s disagree", c.format))
 			}
 			c.format = "json"
-		case jsonVerbs[verb]:
+		case verbs[verb].json:
 		default:
 			return report(stderr, usagef("--json: %s has no JSON output", verb))
 		}
@@ -242,10 +241,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return report(stderr, err)
 }
-
-// jsonVerbs are the verbs with a JSON output (--json); build has one with -n, graph with
-// --format json.
-var jsonVerbs = map[string]bool{"build": true, "list": true, "explain": true, "certs": true, "config": true, "status": true, "version": true, "destroy": true}
 
 // report prints err once and maps it to an exit status.
 func report(stderr io.Writer, err error) int {
@@ -344,10 +339,6 @@ func (c *cli) options(goals []string) (engine.Options, error) {
 	o.Config, o.ConfigPath, c.cfg = cfg, path, cfg
 	return o, nil
 }
-
-// versionString is what `labbuild version` prints; the front prints the same (one function, so
-// the two binaries cannot drift).
-func versionString() string { return front.VersionString(version) }
 
 // checkFiles checks, before anything is written, the files the config names (pull secret,
 // SSH key, oci: mirrors) that the targets selected by o.Goals and their upstreams read. It

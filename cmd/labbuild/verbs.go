@@ -2,31 +2,26 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"os"
-	"slices"
-	"sort"
-	"strings"
-	"text/tabwriter"
-	"time"
-
-	"github.com/spf13/pflag"
-
-	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/targets"
 )
 
-// verb is one labbuild subcommand: its usage line, a paragraph of help, examples, and code.
+// verb is one labbuild subcommand, declared once in verbs: its usage line, a paragraph of
+// help, examples, its own flags, whether it has a JSON output, and its code (verb_<name>.go).
 type verb struct {
 	usage    string
 	short    string
 	long     string
 	examples []string
-	run      func(ctx context.Context, c *cli, args []string) error
+	// flags are the verb's own flags, by the name newFlags defines them with: `labbuild help
+	// VERB` lists them before the global flags (help.go), and completion offers them with the
+	// global ones (verb_completion.go). Every flag parses with every verb.
+	flags []string
+	// json says the verb has a JSON output, so --json is honoured; with any other verb it is
+	// refused (run). build's is the plan's (-n --json); graph's is --format json.
+	json bool
+	run  func(ctx context.Context, c *cli, args []string) error
 }
 
+// verbs is the table of verbs: `labbuild help` lists them sorted.
 var verbs map[string]verb
 
 func init() {
@@ -46,7 +41,9 @@ second run does nothing and an edit rebuilds only what it affects.`,
 				"labbuild -j4 -k cluster        # the whole lab, keep going past failures",
 				"labbuild -B kubeconfig         # rebuild every kubeconfig",
 			},
-			run: runBuild,
+			flags: []string{"jobs", "keep-going", "dry-run", "always-make", "explain", "debug", "regenerate", "restart"},
+			json:  true,
+			run:   runBuild,
 		},
 		"graph": {
 			usage: "labbuild graph [--format dot|svg|png|tree|json] [--by target|family] [--all-edges] [--output file] [target|family ...]",
@@ -65,13 +62,16 @@ labbuild-graph.png (or .svg) unless --output names a file.`,
 				"labbuild graph --format tree ignition/master-0",
 				"labbuild graph --all --all-edges | dot -Tsvg > all.svg",
 			},
-			run: runGraph,
+			flags: []string{"format", "by", "all-edges", "output", "all"},
+			run:   runGraph,
 		},
 		"list": {
 			usage:    "labbuild list [--json] [--all] [target|family ...]",
 			short:    "list targets with their doc lines",
 			long:     "Lists targets, one a line, with their doc line. --json adds deps, reads and files.",
 			examples: []string{"labbuild list pki", "labbuild list --json --all | jq -r '.[].name'"},
+			flags:    []string{"all"},
+			json:     true,
 			run:      runList,
 		},
 		"explain": {
@@ -80,6 +80,7 @@ labbuild-graph.png (or .svg) unless --output names a file.`,
 			long: `Shows TARGET's state (up to date, or what would run and why), its declared inputs with their
 current digests, and its upstream targets. Changes nothing.`,
 			examples: []string{"labbuild explain pki/cert/kube-apiserver", "labbuild explain --json ignition/master-1"},
+			json:     true,
 			run:      runExplain,
 		},
 		"clean": {
@@ -91,6 +92,7 @@ removes the store too: sticky keys and passwords are then generated anew. --trim
 store (entries unused for 30 days, then the oldest past 10 GiB; keys are kept), as every build
 does once a day. libvirt objects are left alone: use labbuild destroy.`,
 			examples: []string{"labbuild clean", "labbuild clean ignition", "labbuild clean --trim", "labbuild clean --cache"},
+			flags:    []string{"cache", "trim"},
 			run:      runClean,
 		},
 		"destroy": {
@@ -98,6 +100,8 @@ does once a day. libvirt objects are left alone: use labbuild destroy.`,
 			short:    "remove what labbuild created in libvirt and on the host, from its records",
 			long:     "Removes exactly what labbuild's records name (VMs, volumes, pool, network, haproxy) in reverse dependency order. Each line says what happened: destroyed (it existed and is gone), already absent (removed outside labbuild; the record goes), forgot (nothing of its own outside the output directory), NOT destroyed (unreachable or refused: it stays recorded, exit 1), kept (what a NOT destroyed target sits on stays recorded too). Safe to rerun. --json prints the same lists. The release mirror's storage (mirror.storage, shared by every lab of the host) is kept unless --mirror is given; the plan says which.",
 			examples: []string{"labbuild destroy", "labbuild destroy -n", "labbuild destroy libvirt/vm/worker-1", "labbuild destroy --mirror"},
+			flags:    []string{"dry-run"},
+			json:     true,
 			run:      runDestroy,
 		},
 		"init": {
@@ -112,6 +116,7 @@ does once a day. libvirt objects are left alone: use labbuild destroy.`,
 			short:    "print the effective lab config (validated; secrets are never printed)",
 			long:     "Prints the effective config after defaults, as YAML, after validating it. The config holds paths to secrets, never their content.",
 			examples: []string{"labbuild config", "labbuild -f other.yaml config"},
+			json:     true,
 			run:      runConfig,
 		},
 		"certs": {
@@ -119,6 +124,7 @@ does once a day. libvirt objects are left alone: use labbuild destroy.`,
 			short:    "list every built certificate: subject, SANs, EKUs, issuer, time left",
 			long:     "Reads the built certificates under the output directory and prints one line each.",
 			examples: []string{"labbuild certs", "labbuild certs --json"},
+			json:     true,
 			run:      runCerts,
 		},
 		"log": {
@@ -142,6 +148,7 @@ cached, stale, missing, failed, blocked), short action key, when it was built, w
 build would do and why, and for External targets whether the object exists and has drifted.
 The schema is in docs/usage.md.`,
 			examples: []string{"labbuild status", "labbuild -f lab.yaml status"},
+			json:     true,
 			run:      runStatus,
 		},
 		"ssh": {
@@ -192,13 +199,8 @@ password is withheld and listed in summary.txt. The bundle is 0600.`,
 			usage:    "labbuild version",
 			short:    "print the version",
 			examples: []string{"labbuild version", "labbuild --version"},
-			run: func(ctx context.Context, c *cli, args []string) error {
-				if c.json {
-					return encodeJSON(c.stdout, map[string]string{"version": versionString()})
-				}
-				fmt.Fprintln(c.stdout, "labbuild", versionString())
-				return nil
-			},
+			json:     true,
+			run:      runVersion,
 		},
 		"completion": {
 			usage:    "labbuild completion bash|zsh|fish",
@@ -209,395 +211,4 @@ password is withheld and listed in summary.txt. The bundle is 0600.`,
 		},
 		"help": {usage: "labbuild help [verb]", short: "show help for labbuild or a verb"},
 	}
-}
-
-func printHelp(w io.Writer, name string, fs *pflag.FlagSet) {
-	if v, ok := verbs[name]; ok && name != "" {
-		fmt.Fprintf(w, "Usage: %s\n\n", v.usage)
-		if v.long != "" {
-			fmt.Fprintf(w, "%s\n\n", v.long)
-		} else {
-			fmt.Fprintf(w, "%s\n\n", v.short)
-		}
-		if len(v.examples) > 0 {
-			fmt.Fprintf(w, "Examples:\n")
-			for _, e := range v.examples {
-				fmt.Fprintf(w, "  %s\n", e)
-			}
-			fmt.Fprintln(w)
-		}
-		printVerbFlags(w, fs, name)
-		return
-	}
-	b := verbs["build"]
-	fmt.Fprintf(w, "labbuild builds an OpenShift 4 lab on libvirt the hard way, as content-hashed targets.\n\n")
-	fmt.Fprintf(w, "Usage: %s\n       labbuild VERB [flags] [args]\n\n%s\n\nVerbs:\n", b.usage, b.long)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, n := range verbNames() {
-		fmt.Fprintf(tw, "  %s\t%s\n", n, verbs[n].short)
-	}
-	tw.Flush()
-	fmt.Fprintf(w, "\nExamples:\n")
-	for _, e := range b.examples {
-		fmt.Fprintf(w, "  %s\n", e)
-	}
-	fmt.Fprintf(w, "\nFlags:\n%s\nRun 'labbuild help VERB' for a verb's help. Exit status: 0 ok, 1 a target failed, 2 bad usage or lab config.\n", fs.FlagUsages())
-}
-
-func runBuild(ctx context.Context, c *cli, args []string) error {
-	o, err := c.options(args)
-	if err != nil {
-		return err
-	}
-	if err := c.checkFiles(&o); err != nil {
-		return err
-	}
-	o.Record = c.stamp.recorder()
-	pd := newProgress(c)
-	if pd != nil && !c.dryRun {
-		o.Reporter, o.Stderr = pd, pd.Stderr(o.Stderr)
-		if c.verbose {
-			ls := &logStream{w: o.Stderr}
-			o.LogTee = ls.For
-		}
-	}
-	var endTimes func()
-	if !c.dryRun {
-		o.Reporter = boundHeapOnWork(o.Reporter)    // the collector on once targets run: memory.go
-		o.Reporter, endTimes = profiled(o.Reporter) // LABBUILD_TIMES, labels: see profile.go
-	}
-	res, err := engine.Build(ctx, o)
-	if endTimes != nil {
-		endTimes()
-	}
-	if pd != nil {
-		pd.Close() // the summary line below takes the status area's place
-	}
-	if res == nil {
-		return err
-	}
-	if c.dryRun {
-		if c.json {
-			enc := json.NewEncoder(c.stdout)
-			enc.SetIndent("", "  ")
-			if res.Plan == nil {
-				res.Plan = []engine.PlanItem{}
-			}
-			// What could not be planned is part of the plan, not an empty list.
-			for _, n := range res.Failed {
-				res.Plan = append(res.Plan, engine.PlanItem{Target: n, Action: "unevaluated", Reasons: []string{"could not be evaluated (the error is on standard error)"}})
-			}
-			for _, n := range res.Skipped {
-				res.Plan = append(res.Plan, engine.PlanItem{Target: n, Action: "blocked", Reasons: []string{"an upstream could not be evaluated"}})
-			}
-			for _, n := range res.NotStarted {
-				res.Plan = append(res.Plan, engine.PlanItem{Target: n, Action: "not evaluated", Reasons: []string{"the plan stopped at the first target it could not evaluate; -k plans the rest"}})
-			}
-			if e := enc.Encode(res.Plan); e != nil {
-				return e
-			}
-			return err
-		}
-		printPlan(c, res)
-		return err
-	}
-	if len(res.Executed)+len(res.Reused)+len(res.Failed) == 0 && err == nil {
-		c.noWork(res) // and the front's stamp: stamp.go
-	} else {
-		fmt.Fprintf(c.stdout, "labbuild: %s\n", res.Summary())
-	}
-	if err == nil {
-		// The end of `labbuild cluster`, as openshift-install ends: KUBECONFIG, console URL,
-		// where the kubeadmin password is.
-		c.stdout.Write(targets.ClusterSummary(o.OutDir, res))
-	}
-	return err
-}
-
-// load is engine.Load of c.options(goals): the lab's targets as a verb sees them before it
-// plans or builds anything. o is returned with the error too (its OutDir, for messages).
-func (c *cli) load(goals []string) (*engine.Project, engine.Options, error) {
-	o, err := c.options(goals)
-	if err != nil {
-		return nil, o, err
-	}
-	p, err := engine.Load(o)
-	return p, o, err
-}
-
-// allTargets returns every target's name in the project's order (graph --all, status --json
-// with no goals).
-func (c *cli) allTargets() ([]string, error) {
-	p, _, err := c.load(nil)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(p.Targets))
-	for _, t := range p.Targets {
-		names = append(names, t.Name)
-	}
-	return names, nil
-}
-
-// status computes, without building, each selected target's state for graph colouring and
-// explain: a dry run.
-func (c *cli) status(ctx context.Context, goals []string, inputs bool) (*engine.Project, *engine.Result, engine.Options, error) {
-	p, o, err := c.load(goals)
-	if err != nil {
-		return nil, nil, o, err
-	}
-	// Explain (inputs) turns off the null-build fast path, which skips computing them.
-	// KeepGoing: a target that cannot be evaluated blocks its dependents, not every other target.
-	// The dry run's errors (why a target is blocked) are kept for explain.
-	c.dryErr.Reset()
-	o.DryRun, o.KeepGoing, o.Explain, o.Stdout, o.Stderr = true, true, inputs, io.Discard, &c.dryErr
-	res, err := engine.Build(ctx, o)
-	if res == nil && err != nil {
-		return nil, nil, o, err
-	}
-	return p, res, o, nil
-}
-
-type listItem struct {
-	Name     string   `json:"name"`
-	Doc      string   `json:"doc"`
-	Deps     []string `json:"deps"`
-	Reads    []string `json:"reads"`
-	Files    []string `json:"files"`
-	External bool     `json:"external,omitempty"`
-	Sticky   bool     `json:"sticky,omitempty"`
-}
-
-func runList(ctx context.Context, c *cli, args []string) error {
-	p, _, err := c.load(nil)
-	if err != nil {
-		return err
-	}
-	var ids []int
-	if len(args) > 0 {
-		if ids, err = p.Select(args); err != nil {
-			return err
-		}
-	} else {
-		for i := range p.Targets {
-			ids = append(ids, i)
-		}
-	}
-	sort.Slice(ids, func(a, b int) bool { return p.Targets[ids[a]].Name < p.Targets[ids[b]].Name })
-	var items []listItem
-	for _, i := range ids {
-		t := p.Targets[i]
-		items = append(items, listItem{Name: t.Name, Doc: t.Doc, Deps: nonNil(t.Deps), Reads: nonNil(t.Reads), Files: nonNil(t.Files), External: t.External, Sticky: t.Sticky})
-	}
-	if c.json {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		if items == nil {
-			items = []listItem{}
-		}
-		return enc.Encode(items)
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	for _, it := range items {
-		mark := ""
-		if it.External {
-			mark = " (external)"
-		}
-		fmt.Fprintf(tw, "%s\t%s%s\n", it.Name, it.Doc, mark)
-	}
-	return tw.Flush()
-}
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
-func runClean(ctx context.Context, c *cli, args []string) error {
-	o, err := c.options(args)
-	if err != nil {
-		return err
-	}
-	if c.trim {
-		st, err := engine.TrimCache(o, engine.TrimAge, engine.TrimBytes)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(c.stdout, "labbuild: trimmed the store: %d entries and %d objects (%d bytes) removed, %d entries (%d bytes) kept\n",
-			st.EntriesRemoved, st.ObjectsRemoved, st.BytesRemoved, st.EntriesKept, st.BytesKept)
-		return nil
-	}
-	names, err := engine.Clean(ctx, o, engine.CleanOptions{Cache: c.cacheToo})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(c.stdout, "labbuild: cleaned %d targets\n", len(names))
-	if c.cacheToo {
-		fmt.Fprintf(c.stdout, "labbuild: removed the content store: the next build generates new keys\n")
-	}
-	return nil
-}
-
-func runDestroy(ctx context.Context, c *cli, args []string) error {
-	o, err := c.options(args)
-	if err != nil {
-		return err
-	}
-	rep, err := engine.Destroy(ctx, o)
-	if rep == nil {
-		return err
-	}
-	if c.json {
-		if jerr := encodeJSON(c.stdout, destroyJSON(rep)); jerr != nil {
-			return jerr
-		}
-		return err
-	}
-	for _, n := range rep.Planned {
-		fmt.Fprintf(c.stdout, "would destroy %s\n", n)
-	}
-	// In the order handled; "destroyed" only for what existed and was removed.
-	for _, n := range rep.Destroyed {
-		fmt.Fprintf(c.stdout, "destroyed %s\n", n)
-	}
-	for _, n := range rep.Absent {
-		fmt.Fprintf(c.stdout, "already absent %s (removed outside labbuild); record forgotten\n", n)
-	}
-	for _, n := range rep.Forgotten {
-		fmt.Fprintf(c.stdout, "forgot %s (nothing of its own outside %s)\n", n, o.OutDir)
-	}
-	for _, n := range rep.Failed {
-		fmt.Fprintf(c.stdout, "NOT destroyed %s (still recorded)\n", n)
-	}
-	for _, n := range rep.Kept {
-		fmt.Fprintf(c.stdout, "kept %s (still recorded: %s uses it)\n", n, rep.KeptFor[n])
-	}
-	if slices.Contains(rep.Planned, "mirror/registry") || slices.Contains(rep.Destroyed, "mirror/registry") || slices.Contains(rep.Absent, "mirror/registry") {
-		if note := mirrorDestroyNote(c.cfg, c.mirror, c.dryRun); note != "" {
-			fmt.Fprintln(c.stdout, note)
-		}
-	}
-	if len(rep.Planned)+len(rep.Destroyed)+len(rep.Absent)+len(rep.Forgotten)+len(rep.Failed)+len(rep.Kept) == 0 {
-		if err == nil {
-			fmt.Fprintln(c.stdout, "labbuild: nothing recorded to destroy")
-		}
-		return err
-	}
-	if !c.dryRun {
-		line := fmt.Sprintf("labbuild: %d destroyed, %d already absent, %d records forgotten", len(rep.Destroyed), len(rep.Absent), len(rep.Forgotten))
-		if len(rep.Failed) > 0 {
-			line += fmt.Sprintf(", %d NOT destroyed, %d kept (fix the cause on stderr and run labbuild destroy again)", len(rep.Failed), len(rep.Kept))
-		}
-		fmt.Fprintln(c.stdout, line)
-	}
-	if err != nil && len(rep.Failed) > 0 {
-		// One line per target and its cause, then exit 1 without printing them again.
-		for _, l := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintf(c.stderr, "labbuild: %s\n", l)
-		}
-		return &engine.BuildError{Failed: rep.Failed}
-	}
-	return err
-}
-
-// destroyJSON is destroy --json: every list present, empty rather than null.
-func destroyJSON(r *engine.DestroyReport) engine.DestroyReport {
-	return engine.DestroyReport{Destroyed: nonNil(r.Destroyed), Absent: nonNil(r.Absent), Forgotten: nonNil(r.Forgotten),
-		Failed: nonNil(r.Failed), Kept: nonNil(r.Kept), KeptFor: r.KeptFor, Planned: r.Planned}
-}
-
-func runInit(ctx context.Context, c *cli, args []string) error {
-	path := c.file
-	if path == "" {
-		path = "lab.yaml"
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if os.IsExist(err) {
-		return usagef("init: %s exists; remove it or pass -f other.yaml", path)
-	}
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(targets.DefaultLabYAML()); err != nil {
-		f.Close()
-		os.Remove(path)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	fmt.Fprintf(c.stdout, "labbuild: wrote %s; edit it, then run labbuild\n", path)
-	return nil
-}
-
-func runConfig(ctx context.Context, c *cli, args []string) error {
-	o, err := c.options(nil)
-	if err != nil {
-		return err
-	}
-	cfg, ok := o.Config.(*targets.Config)
-	if !ok {
-		return usagef("config: no lab config with --synthetic")
-	}
-	if c.json {
-		b, err := cfg.RedactedJSON()
-		if err != nil {
-			return err
-		}
-		_, err = c.stdout.Write(append(b, '\n'))
-		return err
-	}
-	b, err := cfg.Redacted()
-	if err != nil {
-		return err
-	}
-	_, err = c.stdout.Write(b)
-	return err
-}
-
-func runStatus(ctx context.Context, c *cli, args []string) error {
-	o, err := c.options(nil)
-	if err != nil {
-		return err
-	}
-	cfg, ok := o.Config.(*targets.Config)
-	if !ok {
-		return usagef("status: no lab config with --synthetic")
-	}
-	if !c.json {
-		obs, err := targets.ObserveCluster(ctx, cfg, o.OutDir)
-		if err != nil {
-			return err
-		}
-		return writeClusterStatus(c.stdout, obs)
-	}
-	rep, err := c.statusJSON(ctx, args)
-	if err != nil {
-		return err
-	}
-	return encodeJSON(c.stdout, rep)
-}
-
-func encodeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-func runCerts(ctx context.Context, c *cli, args []string) error {
-	now := time.Now()
-	if c.now != "" {
-		t, err := time.Parse(time.RFC3339, c.now)
-		if err != nil {
-			return usagef("--now: %v", err)
-		}
-		now = t
-	}
-	infos, err := targets.Certs(c.outDir, now)
-	if err != nil {
-		return err
-	}
-	return writeCertReport(c.stdout, c.outDir, infos, c.json)
 }

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"path/filepath"
+	"text/tabwriter"
 	"time"
 
 	"github.com/labbuild/labbuild/cache"
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/targets"
 )
 
 // statusReport is `labbuild status --json`: where every selected target stands, as a dry run
@@ -126,4 +130,61 @@ func (c *cli) statusJSON(ctx context.Context, goals []string) (*statusReport, er
 		rep.Targets = append(rep.Targets, ts)
 	}
 	return rep, nil
+}
+
+// runStatus reports the running cluster (ObserveCluster, printed by writeClusterStatus) or,
+// with --json, each selected target's state.
+func runStatus(ctx context.Context, c *cli, args []string) error {
+	o, err := c.options(nil)
+	if err != nil {
+		return err
+	}
+	cfg, ok := o.Config.(*targets.Config)
+	if !ok {
+		return usagef("status: no lab config with --synthetic")
+	}
+	if !c.json {
+		obs, err := targets.ObserveCluster(ctx, cfg, o.OutDir)
+		if err != nil {
+			return err
+		}
+		return writeClusterStatus(c.stdout, obs)
+	}
+	rep, err := c.statusJSON(ctx, args)
+	if err != nil {
+		return err
+	}
+	return encodeJSON(c.stdout, rep)
+}
+
+// writeClusterStatus prints what `labbuild status` shows of a cluster (targets.ObserveCluster):
+// each stage as the API reports it, then one row per node with its role, VM state,
+// Kubernetes Ready condition and pending CSRs.
+func writeClusterStatus(w io.Writer, obs *targets.ClusterObservation) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if obs.APIErr != nil {
+		fmt.Fprintf(tw, "api\tnot ready through %s:6443: %v\n", obs.APIVIP, obs.APIErr)
+	} else {
+		fmt.Fprintf(tw, "api\tready through %s:6443\n", obs.APIVIP)
+		if obs.BootstrapComplete {
+			fmt.Fprintf(tw, "bootstrap\tcomplete (kube-system/bootstrap)\n")
+		} else if obs.CVO != nil {
+			fmt.Fprintf(tw, "bootstrap\tin progress; CVO reporting: %v (%s)\n", obs.CVO.Reporting, obs.CVO.Status)
+		}
+		if obs.Etcd != nil {
+			fmt.Fprintf(tw, "etcd\tReady on %d/%d masters\n", obs.Etcd.Ready, obs.Etcd.Masters)
+		}
+		if obs.Operators != nil {
+			fmt.Fprintf(tw, "operators\t%s\n", obs.Operators)
+		}
+	}
+	fmt.Fprintf(tw, "\nNODE\tROLE\tVM\tKUBERNETES\tPENDING CSRS\n")
+	for _, n := range obs.Nodes {
+		st := n.Kubernetes
+		if st == "" {
+			st = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", n.Name, n.Role, n.VM, st, n.PendingCSRs)
+	}
+	return tw.Flush()
 }

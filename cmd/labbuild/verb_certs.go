@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,23 @@ import (
 
 	"github.com/labbuild/labbuild/targets"
 )
+
+// runCerts lists the built certificates on the clock (--now, hidden, for tests).
+func runCerts(ctx context.Context, c *cli, args []string) error {
+	now := time.Now()
+	if c.now != "" {
+		t, err := time.Parse(time.RFC3339, c.now)
+		if err != nil {
+			return usagef("--now: %v", err)
+		}
+		now = t
+	}
+	infos, err := targets.Certs(c.outDir, now)
+	if err != nil {
+		return err
+	}
+	return writeCertReport(c.stdout, c.outDir, infos, c.json)
+}
 
 // writeCertReport writes `labbuild certs`: the certificates built under outDir
 // (targets.Certs), as a table or, with jsonOut, as JSON. A certificate within a day of

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/labbuild/labbuild/targets"
+)
+
+// runInit writes the embedded default lab config to lab.yaml (or -f), never over a file.
+func runInit(ctx context.Context, c *cli, args []string) error {
+	path := c.file
+	if path == "" {
+		path = "lab.yaml"
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if os.IsExist(err) {
+		return usagef("init: %s exists; remove it or pass -f other.yaml", path)
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(targets.DefaultLabYAML()); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "labbuild: wrote %s; edit it, then run labbuild\n", path)
+	return nil
+}
+
+// runConfig prints the effective, validated lab config, secrets redacted: YAML, or --json.
+func runConfig(ctx context.Context, c *cli, args []string) error {
+	o, err := c.options(nil)
+	if err != nil {
+		return err
+	}
+	cfg, ok := o.Config.(*targets.Config)
+	if !ok {
+		return usagef("config: no lab config with --synthetic")
+	}
+	if c.json {
+		b, err := cfg.RedactedJSON()
+		if err != nil {
+			return err
+		}
+		_, err = c.stdout.Write(append(b, '\n'))
+		return err
+	}
+	b, err := cfg.Redacted()
+	if err != nil {
+		return err
+	}
+	_, err = c.stdout.Write(b)
+	return err
+}
