@@ -93,7 +93,7 @@ func TestBMCManifestsAPIServer(t *testing.T) {
 	// CRD (written from its release-4.18 schema): the one file the rehearsal's CVO stand-in
 	// embeds (internal/rig/rehearsal/cvo.go provisioningCRD), read by path since a package embeds
 	// only files below its own folder.
-	prov, err := os.ReadFile(filepath.Join("..", "internal", "rehearsal", "crds", "metal3.io_provisionings.crd.yaml"))
+	prov, err := os.ReadFile(filepath.Join("..", "internal", "rig", "rehearsal", "crds", "metal3.io_provisionings.crd.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
