@@ -16,6 +16,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/redfish"
+	"github.com/labbuild/labbuild/lab"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -58,14 +59,16 @@ var bmcCommand = func(cfg string) (argv []string, program string, err error) {
 	return []string{exe, BMCServeVerb, cfg}, filepath.Base(exe), nil
 }
 
-func bmcTargets(c *Config) []*engine.Target {
+func bmcTargets(c *lab.Config) []*engine.Target {
 	if !c.Baremetal() {
 		return nil
 	}
-	reads := []string{"libvirt.uri", "libvirt.poolPath", "network.gateway", "cluster.name"}
-	for _, n := range c.Nodes {
-		reads = append(reads, "nodes."+n.Name+".name")
+	nodes := lab.NodeNames(c.Nodes)
+	reads := []string{lab.LibvirtURI, lab.LibvirtPoolPath, lab.NetworkGateway, lab.ClusterName}
+	for _, n := range nodes {
+		reads = append(reads, lab.NodePath(n, lab.NodeName))
 	}
+	hosts := lab.NodeNames(append(c.NodesByRole(lab.RoleMaster), c.NodesByRole(lab.RoleWorker)...))
 	return []*engine.Target{
 		{
 			Name: "bmc/credentials", Doc: "the virtual BMC's basic-auth credentials (sticky: generated once; 0600, never printed)",
@@ -81,15 +84,16 @@ func bmcTargets(c *Config) []*engine.Target {
 		},
 		{
 			Name: "bmc/manifests", Doc: "the masters' (externally provisioned) and workers' BareMetalHosts (BMC address, boot MAC, credentials Secret) and the worker MachineSet, as openshift-install writes them",
-			Deps: []string{"bmc/credentials", "manifests/ids"}, Reads: bmcManifestReads(c), Version: 1,
-			Run: bmcManifestsRun,
+			Deps: []string{"bmc/credentials", "manifests/ids"}, Reads: bmcManifestReads(c, hosts), Version: 1,
+			Run: func(ctx context.Context, s *engine.Step) error { return bmcManifestsRun(s, hosts) },
 		},
 		{
 			Name: "bmc/service", Doc: "labbuild's Redfish BMC (virtual media) for the lab's VMs on network.gateway:8000, TLS + basic auth",
 			Deps:    []string{"bmc/credentials", "pki/cert/bmc-server", "pki/key/bmc-server", "libvirt/network"},
 			Reads:   reads,
 			Version: 1, External: true,
-			Run: bmcServiceRun, Probe: bmcServiceProbe, Destroy: bmcServiceDestroy,
+			Run:   func(ctx context.Context, s *engine.Step) error { return bmcServiceRun(ctx, s, nodes) },
+			Probe: bmcServiceProbe, Destroy: bmcServiceDestroy,
 		},
 	}
 }
@@ -105,11 +109,11 @@ type bmcRecord struct {
 // bmcStateDir is where the BMC keeps its log and the images it downloads: beside the lab's
 // disks, which QEMU (user libvirt-qemu under qemu:///system) can read.
 func bmcStateDir(s *engine.Step) (string, error) {
-	pool, err := s.String("libvirt.poolPath")
+	pool, err := s.String(lab.LibvirtPoolPath)
 	if err != nil {
 		return "", err
 	}
-	cluster, err := s.String("cluster.name")
+	cluster, err := s.String(lab.ClusterName)
 	if err != nil {
 		return "", err
 	}
@@ -124,7 +128,7 @@ func BMCAddress(gateway, uuid string) string {
 	return "redfish-virtualmedia+https://" + net.JoinHostPort(gateway, strconv.Itoa(BMCPort)) + "/redfish/v1/Systems/" + uuid
 }
 
-func bmcServiceRun(ctx context.Context, s *engine.Step) error {
+func bmcServiceRun(ctx context.Context, s *engine.Step, nodes []string) error {
 	name := s.Target().Name
 	if prev, ok, err := readRecord[bmcRecord](s, recordFile); err != nil {
 		return err
@@ -133,26 +137,24 @@ func bmcServiceRun(ctx context.Context, s *engine.Step) error {
 			return fmt.Errorf("%s: stop the previous BMC: %w", name, err)
 		}
 	}
-	uri, err := s.String("libvirt.uri")
+	uri, err := s.String(lab.LibvirtURI)
 	if err != nil {
 		return err
 	}
-	if h := LibvirtRemoteHost(uri); h != "" {
+	if h := lab.LibvirtRemoteHost(uri); h != "" {
 		return fmt.Errorf("%s: libvirt.uri %q is remote: the BMC attaches the images it downloads by path, so it must run on %s (fix: run labbuild there)", name, uri, h)
 	}
-	gw, err := s.String("network.gateway")
+	gw, err := s.String(lab.NetworkGateway)
 	if err != nil {
 		return err
 	}
-	cluster, err := s.String("cluster.name")
+	cluster, err := s.String(lab.ClusterName)
 	if err != nil {
 		return err
 	}
 	var domains []string
-	for _, r := range s.Target().Reads {
-		if n, ok := cutNodeField(r, "name"); ok {
-			domains = append(domains, cluster+"-"+n)
-		}
+	for _, n := range nodes {
+		domains = append(domains, cluster+"-"+n)
 	}
 	state, err := bmcStateDir(s)
 	if err != nil {
@@ -200,15 +202,6 @@ func bmcServiceRun(ctx context.Context, s *engine.Step) error {
 	return writeRecord(s, recordFile, bmcRecord{daemonRecord: rec, Listen: dc.Listen, StateDir: state})
 }
 
-// cutNodeField returns the node of a "nodes.<node>.<field>" read.
-func cutNodeField(read, field string) (string, bool) {
-	rest, ok := strings.CutPrefix(read, "nodes.")
-	if !ok {
-		return "", false
-	}
-	return strings.CutSuffix(rest, "."+field)
-}
-
 func bmcServiceProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 	prev, ok, err := readRecord[bmcRecord](s, recordFile)
 	if err != nil {
@@ -250,13 +243,13 @@ func bmcServiceDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutco
 }
 
 // bmcManifestReads: the BMC address (network.gateway), the domains' UUIDs (cluster.name and
-// the node names) and each worker's boot MAC.
-func bmcManifestReads(c *Config) []string {
-	reads := []string{"network.gateway", "cluster.name"}
-	for _, n := range append(c.NodesByRole(RoleMaster), c.NodesByRole(RoleWorker)...) {
-		reads = append(reads, "nodes."+n.Name+".name", "nodes."+n.Name+".role")
-		if n.MAC != "" {
-			reads = append(reads, "nodes."+n.Name+".mac")
+// the names of hosts) and each host's boot MAC.
+func bmcManifestReads(c *lab.Config, hosts []string) []string {
+	reads := []string{lab.NetworkGateway, lab.ClusterName}
+	for _, n := range hosts {
+		reads = append(reads, lab.NodePath(n, lab.NodeName), lab.NodePath(n, lab.NodeRole))
+		if c.Node(n).MAC != "" {
+			reads = append(reads, lab.NodePath(n, lab.NodeMAC))
 		}
 	}
 	return reads
@@ -268,9 +261,9 @@ func bmcManifestReads(c *Config) []string {
 // disableCertificateVerification unset: Ironic verifies the BMC against ConfigMap
 // openshift-machine-api/cbo-trusted-ca, which holds the lab's trust bundle and so the BMC CA
 // (targets/trust.go, docs/baremetal.md).
-func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
+func bmcManifestsRun(s *engine.Step, nodes []string) error {
 	name := s.Target().Name
-	cluster, err := s.String("cluster.name")
+	cluster, err := s.String(lab.ClusterName)
 	if err != nil {
 		return err
 	}
@@ -280,12 +273,12 @@ func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
 	}
 	var hosts []manifests.BMCHost
 	workers := 0
-	err = bmcEachHost(s, cluster, func(node string, h manifests.BMCHost) error {
-		role, err := s.String("nodes." + node + ".role")
+	err = bmcEachHost(s, cluster, nodes, func(node string, h manifests.BMCHost) error {
+		role, err := s.String(lab.NodePath(node, lab.NodeRole))
 		if err != nil {
 			return err
 		}
-		h.ControlPlane = role == RoleMaster
+		h.ControlPlane = role == lab.RoleMaster
 		if !h.ControlPlane {
 			workers++
 		}
@@ -306,12 +299,12 @@ func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
 	return mfWrite(s, append(fs, ms)...)
 }
 
-// bmcEachHost calls f, for each node whose name the target reads (nodes.<node>.name), with
-// the node's host behind the lab's BMC: its BMC address (network.gateway and the domain's
-// derived UUID), boot MAC and bmc/credentials. Certificate verification stays on: the BMC's
-// CA is in the cluster's trust bundle (targets/trust.go).
-func bmcEachHost(s *engine.Step, cluster string, f func(node string, h manifests.BMCHost) error) error {
-	gw, err := s.String("network.gateway")
+// bmcEachHost calls f, for each of nodes (whose fields the target declared: NodeName, the
+// MAC when set), with the node's host behind the lab's BMC: its BMC address (network.gateway
+// and the domain's derived UUID), boot MAC and bmc/credentials. Certificate verification
+// stays on: the BMC's CA is in the cluster's trust bundle (targets/trust.go).
+func bmcEachHost(s *engine.Step, cluster string, nodes []string, f func(node string, h manifests.BMCHost) error) error {
+	gw, err := s.String(lab.NetworkGateway)
 	if err != nil {
 		return err
 	}
@@ -323,11 +316,7 @@ func bmcEachHost(s *engine.Step, cluster string, f func(node string, h manifests
 	if err := json.Unmarshal(b, &creds); err != nil {
 		return fmt.Errorf("%s: bmc/credentials: %w", s.Target().Name, err)
 	}
-	for _, r := range s.Target().Reads {
-		node, ok := cutNodeField(r, "name")
-		if !ok {
-			continue
-		}
+	for _, node := range nodes {
 		mac, err := lvMAC(s, cluster, node)
 		if err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
@@ -45,11 +46,11 @@ func clusterRecord(s *engine.Step, v any) error {
 
 // clusterMachinesFor returns the VM driver for the lab's libvirt URI and cluster name.
 func clusterMachinesFor(s *engine.Step) (ClusterMachines, error) {
-	uri, err := s.String("libvirt.uri")
+	uri, err := s.String(lab.LibvirtURI)
 	if err != nil {
 		return nil, err
 	}
-	name, err := s.String("cluster.name")
+	name, err := s.String(lab.ClusterName)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +63,7 @@ func clusterClients(s *engine.Step) (*kube.Clients, error) {
 	if err != nil {
 		return nil, err
 	}
-	vip, err := s.String("network.apiVIP")
+	vip, err := s.String(lab.NetworkAPIVIP)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +83,7 @@ func clusterExpected(s *engine.Step, nodes []string) (map[string]csr.NodeIdentit
 	}
 	out := map[string]csr.NodeIdentity{}
 	for _, n := range nodes {
-		ip, err := s.String("nodes." + n + ".ip")
+		ip, err := s.String(lab.NodePath(n, lab.NodeIP))
 		if err != nil {
 			return nil, err
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/kube"
 )
 
@@ -35,7 +36,7 @@ func clusterNodeClient(s *engine.Step) (kube.Interface, string) {
 	if err != nil {
 		return nil, "no admin kubeconfig is recorded"
 	}
-	vip, err := s.String("network.apiVIP")
+	vip, err := s.String(lab.NetworkAPIVIP)
 	if err != nil {
 		return nil, err.Error()
 	}

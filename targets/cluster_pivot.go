@@ -12,12 +12,13 @@ import (
 	"slices"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
 )
 
 // pivotDoc is cluster/pivot's one-line description in c's load-balancer mode.
-func pivotDoc(c *Config) string {
+func pivotDoc(c *lab.Config) string {
 	if c.InCluster() {
 		return "masters' keepalived and haproxy Ready; bootstrap VM off (keepalived moves the VIP); API ready through the VIP"
 	}
@@ -25,9 +26,9 @@ func pivotDoc(c *Config) string {
 }
 
 // vipPivotReads: in the in-cluster mode the pivot reads the mode (no host haproxy to switch).
-func vipPivotReads(c *Config) []string {
+func vipPivotReads(c *lab.Config) []string {
 	if c.Baremetal() { // and the worker hosts are unpaused after the pivot
-		return []string{"network.loadBalancer", "platform"}
+		return []string{lab.NetworkLoadBalancer, lab.Platform}
 	}
 	return vipModeReads(c)
 }
@@ -40,7 +41,7 @@ func vipPivotReads(c *Config) []string {
 // which keepalived moves to a master. With platform baremetal it then unpauses the
 // BareMetalHosts (UnpauseBareMetalHosts), as the installer's bootstrap does at that point.
 func clusterPivot(ctx context.Context, s *engine.Step, bootstrap string, masters []string) error {
-	timeout, err := clusterMinutes(s, "wait.pivotMinutes")
+	timeout, err := clusterMinutes(s, lab.WaitPivotMinutes)
 	if err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func clusterPivot(ctx context.Context, s *engine.Step, bootstrap string, masters
 	if err != nil {
 		return err
 	}
-	vip, _ := s.String("network.apiVIP")
+	vip, _ := s.String(lab.NetworkAPIVIP)
 	if _, err := clusterWait(ctx, s, wait.Spec{
 		What:     "the API to answer /readyz through the VIP without the bootstrap",
 		Inspect:  fmt.Sprintf("curl -k https://%s:6443/readyz; oc get pods -n openshift-kube-apiserver", vip),
@@ -112,10 +113,10 @@ func clusterPivot(ctx context.Context, s *engine.Step, bootstrap string, masters
 		return err
 	}
 	rec["bootstrapStopped"] = true
-	if slices.Contains(s.Target().Reads, "platform") {
-		if p, err := s.String("platform"); err != nil {
+	if slices.Contains(s.Target().Reads, lab.Platform) {
+		if p, err := s.String(lab.Platform); err != nil {
 			return err
-		} else if p == PlatformBaremetal {
+		} else if p == lab.PlatformBaremetal {
 			hosts, err := UnpauseBareMetalHosts(ctx, k.Dynamic)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.Target().Name, err)

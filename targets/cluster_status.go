@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
@@ -20,7 +21,7 @@ import (
 
 // clusterConverge is cluster/converge's Run.
 func clusterConverge(ctx context.Context, s *engine.Step) error {
-	timeout, err := clusterMinutes(s, "wait.convergeMinutes")
+	timeout, err := clusterMinutes(s, lab.WaitConvergeMinutes)
 	if err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func ClusterSummary(outDir string, r *engine.Result) []byte {
 // node its role, VM state, Kubernetes Ready condition and pending CSRs. It reads the admin
 // kubeconfig the build wrote (outDir/kubeconfig/admin/kubeconfig). An unreachable API is
 // reported, not returned as an error; errors are for a missing kubeconfig or a failed write.
-func ClusterStatus(ctx context.Context, c *Config, outDir string, w io.Writer) error {
+func ClusterStatus(ctx context.Context, c *lab.Config, outDir string, w io.Writer) error {
 	kc := filepath.Join(outDir, filepath.FromSlash(clusterAdminKC), "kubeconfig")
 	if _, err := os.Stat(kc); err != nil {
 		return fmt.Errorf("status: %w (build kubeconfig/admin first: labbuild kubeconfig/admin)", err)
@@ -122,7 +123,7 @@ func ClusterStatus(ctx context.Context, c *Config, outDir string, w io.Writer) e
 			fmt.Fprintf(tw, "bootstrap\tin progress; CVO reporting: %v (%s)\n", ok, st)
 		}
 		var masters []string
-		for _, n := range c.NodesByRole(RoleMaster) {
+		for _, n := range c.NodesByRole(lab.RoleMaster) {
 			masters = append(masters, clusterNodeName(n.Name, domain))
 		}
 		if on, err := kube.EtcdOn(ctx, k.Dynamic, masters); err == nil {
@@ -163,7 +164,7 @@ func ClusterStatus(ctx context.Context, c *Config, outDir string, w io.Writer) e
 		}
 		fq := clusterNodeName(n.Name, domain)
 		st := ready[fq]
-		if n.Role == RoleBootstrap || st == "" {
+		if n.Role == lab.RoleBootstrap || st == "" {
 			st = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", n.Name, n.Role, vm, st, pending[fq])

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 
 	"sigs.k8s.io/yaml"
 )
@@ -96,7 +97,7 @@ func coreOSTarget(reads []string) *engine.Target {
 		Doc:     "the payload's CoreOS stream metadata (coreos-bootimages ConfigMap): stream.json, and qemu.json naming the x86_64 QEMU qcow2.gz and its sha256",
 		Deps:    []string{"release/resolve"},
 		Reads:   reads,
-		Files:   []string{"access.pullSecretFile"},
+		Files:   []string{lab.AccessPullSecretFile},
 		Version: 1,
 		Run: func(ctx context.Context, s *engine.Step) error {
 			img, b, err := releaseLastLayerFile(ctx, s, releaseCoreOSBootImagesPath)

@@ -1,11 +1,13 @@
-// Package targets declares labbuild's OpenShift targets, one file per family (pki.go,
-// ignition.go, ...), and the lab config they read. Package engine runs them.
+// Package targets declares labbuild's OpenShift targets, one file set per family (pki.go,
+// ignition.go, cluster*.go, ...), from the lab config (package lab). Package engine runs
+// them. Helpers two or more families share live in files named shared_*.go.
 package targets
 
 import (
 	"sort"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 )
 
 // Family is a group of targets declared in one file, generated from the lab config.
@@ -15,7 +17,7 @@ type Family struct {
 	// Doc is one line for `labbuild list`.
 	Doc string
 	// Targets returns the family's targets for config c. Per-node targets come from c.Nodes.
-	Targets func(c *Config) []*engine.Target
+	Targets func(c *lab.Config) []*engine.Target
 }
 
 var families []Family
@@ -31,14 +33,18 @@ func Register(f Family) {
 	families = append(families, f)
 }
 
-// Declare implements engine.Config: the registered families' targets for c, families in name
-// order.
-func (c *Config) Declare() []*engine.Target {
+// Lab is a lab config as the engine builds it (engine.Options.Config): the config's values
+// (lab.Config's Lookup, Where, Source) and the targets the registered families declare for it.
+type Lab struct{ *lab.Config }
+
+// Declare implements engine.Config: the registered families' targets for the lab, families in
+// name order.
+func (l Lab) Declare() []*engine.Target {
 	fams := append([]Family(nil), families...)
 	sort.Slice(fams, func(i, j int) bool { return fams[i].Name < fams[j].Name })
 	var ts []*engine.Target
 	for _, f := range fams {
-		ts = append(ts, f.Targets(c)...)
+		ts = append(ts, f.Targets(l.Config)...)
 	}
 	return ts
 }
@@ -46,11 +52,11 @@ func (c *Config) Declare() []*engine.Target {
 // clusterDomain returns the cluster domain <cluster.name>.<cluster.baseDomain> (the suffix of
 // api, api-int, *.apps and the node FQDNs); the target must declare both fields in Reads.
 func clusterDomain(s *engine.Step) (string, error) {
-	name, err := s.String("cluster.name")
+	name, err := s.String(lab.ClusterName)
 	if err != nil {
 		return "", err
 	}
-	base, err := s.String("cluster.baseDomain")
+	base, err := s.String(lab.ClusterBaseDomain)
 	if err != nil {
 		return "", err
 	}

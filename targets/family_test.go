@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 )
 
 // TestConfigEditedBetweenBuilds: a Config kept across builds and edited in place is read
 // afresh by the next build (Build refreshes its lookup cache), so the reader rebuilds.
 func TestConfigEditedBetweenBuilds(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := lab.DefaultConfig()
 	var seen []string
 	ts := []*engine.Target{{Name: "x/vip", Reads: []string{"network.apiVIP"}, Run: func(ctx context.Context, s *engine.Step) error {
 		v, err := s.String("network.apiVIP")
@@ -24,7 +25,7 @@ func TestConfigEditedBetweenBuilds(t *testing.T) {
 	out := t.TempDir()
 	for _, vip := range []string{"192.168.126.10", "192.168.126.10", "192.168.126.9"} {
 		cfg.Network.APIVIP = vip
-		if _, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: out, Targets: ts}); err != nil {
+		if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{cfg}, OutDir: out, Targets: ts}); err != nil {
 			t.Fatal(err)
 		}
 	}

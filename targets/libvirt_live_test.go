@@ -22,6 +22,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/lab"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
@@ -167,7 +168,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	}
 	c := lvLab(d, sr)
 	build(c, false)
-	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{c}, OutDir: out}) })
 	conn, err := virt.Connect(c.Libvirt.URI)
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +203,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	// (haproxy/service soft-reloads). host/preflight is the host gate: it checks the host's
 	// memory and disk against every node's size again, and changes nothing.
 	c2 := lvLab(d, sr)
-	c2.Nodes = append(c2.Nodes, Node{Name: "worker-2", Role: RoleWorker, IP: "198.18.0.23"})
+	c2.Nodes = append(c2.Nodes, lab.Node{Name: "worker-2", Role: lab.RoleWorker, IP: "198.18.0.23"})
 	hpSet := []string{"haproxy/config", "haproxy/config-post-pivot", "haproxy/service"}
 	want := append([]string{"host/preflight", "ignition/worker-2", "libvirt/dns", "libvirt/volume/worker-2", "libvirt/vm/worker-2"}, hpSet...)
 	sort.Strings(want)
@@ -254,7 +255,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 
 	// A worker's IP changes: DNS and DHCP in place.
 	c3 := lvLab(d, sr)
-	c3.Nodes = append(c3.Nodes, Node{Name: "worker-2", Role: RoleWorker, IP: "198.18.0.33"})
+	c3.Nodes = append(c3.Nodes, lab.Node{Name: "worker-2", Role: lab.RoleWorker, IP: "198.18.0.33"})
 	// Its Ignition carries its address, so its VM is redefined (same XML) after it.
 	lvGolden(t, "worker-ip.txt", lvPlanText(build(c3, true).Plan, own))
 	if r := build(c3, false); !slices.Equal(r.Executed, lvSorted(append([]string{"host/preflight", "ignition/worker-2", "libvirt/dns", "libvirt/vm/worker-2"}, hpSet...))) {

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/manifests"
 )
 
@@ -51,15 +52,15 @@ func mfPullspec(s *engine.Step, dep string) (string, error) {
 // install-config's controlPlane replicas) follow from: the derived master count and the
 // worker count capped at 2 (DerivedMasters, DerivedWorkers), not every node's role, so that
 // appending a third worker reruns none of the targets that read them.
-func mfRoleReads(*Config) []string { return []string{DerivedMasters, DerivedWorkers} }
+func mfRoleReads(*lab.Config) []string { return []string{lab.DerivedMasters, lab.DerivedWorkers} }
 
 // mfCounts reads the master count and the capped worker count (0, 1, or 2 for "two or more")
 // through the declared derived reads.
 func mfCounts(s *engine.Step, _ []string) (masters, workers int, err error) {
-	if masters, err = mfInt(s, DerivedMasters); err != nil {
+	if masters, err = mfInt(s, lab.DerivedMasters); err != nil {
 		return 0, 0, err
 	}
-	if workers, err = mfInt(s, DerivedWorkers); err != nil {
+	if workers, err = mfInt(s, lab.DerivedWorkers); err != nil {
 		return 0, 0, err
 	}
 	return masters, workers, nil
@@ -134,26 +135,26 @@ var mfClusterNames = []string{"namespaces", "rbac", "infrastructure", "network-c
 	"dns", "ingress", "proxy", "scheduler", "featuregate", "clusterversion", "cluster-config-v1",
 	"etcd-endpoints", "etcd-signer", "pull-secret"}
 
-func manifestsTargets(c *Config) []*engine.Target {
+func manifestsTargets(c *lab.Config) []*engine.Target {
 	boot := c.Bootstrap().Name
 	var nodeNames []string
 	for _, n := range c.Nodes {
 		nodeNames = append(nodeNames, n.Name)
 	}
-	bootIP := "nodes." + boot + ".ip"
-	netReads := []string{"network.clusterNetwork", "network.hostPrefix", "network.serviceNetwork"}
+	bootIP := lab.NodePath(boot, lab.NodeIP)
+	netReads := []string{lab.NetworkClusterNetwork, lab.NetworkHostPrefix, lab.NetworkServiceNetwork}
 	netValues := func(s *engine.Step) (cn string, hp int, sn string, err error) {
-		if cn, err = s.String("network.clusterNetwork"); err != nil {
+		if cn, err = s.String(lab.NetworkClusterNetwork); err != nil {
 			return
 		}
-		if hp, err = mfInt(s, "network.hostPrefix"); err != nil {
+		if hp, err = mfInt(s, lab.NetworkHostPrefix); err != nil {
 			return
 		}
-		sn, err = s.String("network.serviceNetwork")
+		sn, err = s.String(lab.NetworkServiceNetwork)
 		return
 	}
 	roleReads := mfRoleReads(c)
-	domainReads := []string{"cluster.name", "cluster.baseDomain"}
+	domainReads := []string{lab.ClusterName, lab.ClusterBaseDomain}
 
 	ts := []*engine.Target{
 		mfStaticPod("manifests/static-pods/etcd", "bootstrap etcd static pod (etcd-bootstrap.yaml)", manifests.EtcdPodFile,
@@ -170,12 +171,12 @@ func manifestsTargets(c *Config) []*engine.Target {
 			}),
 		// Version 2: the kubelet signer's client and kubelet CAs (issue 24).
 		mfVersion(2, mfStaticPod("manifests/static-pods/kube-apiserver", "bootstrap kube-apiserver static pod", manifests.KubeAPIServerPodFile,
-			[]string{"release/image/hyperkube"}, []string{"network.serviceNetwork"}, func(s *engine.Step) ([]byte, error) {
+			[]string{"release/image/hyperkube"}, []string{lab.NetworkServiceNetwork}, func(s *engine.Step) ([]byte, error) {
 				img, err := mfPullspec(s, "release/image/hyperkube")
 				if err != nil {
 					return nil, err
 				}
-				sn, err := s.String("network.serviceNetwork")
+				sn, err := s.String(lab.NetworkServiceNetwork)
 				if err != nil {
 					return nil, err
 				}
@@ -203,24 +204,24 @@ func manifestsTargets(c *Config) []*engine.Target {
 				return manifests.KubeSchedulerPod(img)
 			}),
 		mfStaticPod("manifests/static-pods/cvo", "bootstrap cluster-version operator static pod (the release image, CLUSTER_PROFILE, --listen=)", manifests.CVOPodFile,
-			[]string{"release/resolve"}, []string{"cluster.profile"}, func(s *engine.Step) ([]byte, error) {
+			[]string{"release/resolve"}, []string{lab.ClusterProfile}, func(s *engine.Step) ([]byte, error) {
 				img, err := mfPullspec(s, "release/resolve")
 				if err != nil {
 					return nil, err
 				}
-				p, err := s.String("cluster.profile")
+				p, err := s.String(lab.ClusterProfile)
 				if err != nil {
 					return nil, err
 				}
 				return manifests.CVOPod(img, p)
 			}),
 		mfStaticPod("manifests/kube-proxy", "masters' kube-proxy static pod (kube-proxy.yaml) until OVN-Kubernetes runs", manifests.KubeProxyPodFile,
-			[]string{"release/image/kube-proxy"}, []string{"network.clusterNetwork"}, func(s *engine.Step) ([]byte, error) {
+			[]string{"release/image/kube-proxy"}, []string{lab.NetworkClusterNetwork}, func(s *engine.Step) ([]byte, error) {
 				img, err := mfPullspec(s, "release/image/kube-proxy")
 				if err != nil {
 					return nil, err
 				}
-				cn, err := s.String("network.clusterNetwork")
+				cn, err := s.String(lab.NetworkClusterNetwork)
 				if err != nil {
 					return nil, err
 				}
@@ -237,11 +238,11 @@ func manifestsTargets(c *Config) []*engine.Target {
 		{
 			Name:    "manifests/ids",
 			Doc:     "the cluster's random identities: infrastructure name and cluster ID (sticky)",
-			Reads:   []string{"cluster.name"},
+			Reads:   []string{lab.ClusterName},
 			Version: 1,
 			Sticky:  true,
 			Run: func(ctx context.Context, s *engine.Step) error {
-				name, err := s.String("cluster.name")
+				name, err := s.String(lab.ClusterName)
 				if err != nil {
 					return err
 				}
@@ -353,24 +354,24 @@ func manifestsTargets(c *Config) []*engine.Target {
 			return mfOne(manifests.Scheduler(w))
 		}),
 		mfCluster("featuregate", "FeatureGate cluster with status for the payload version", nil,
-			[]string{"cluster.featureSet", "cluster.profile", "release.version"}, func(s *engine.Step) ([]manifests.File, error) {
-				fs, err := s.String("cluster.featureSet")
+			[]string{lab.ClusterFeatureSet, lab.ClusterProfile, lab.ReleaseVersion}, func(s *engine.Step) ([]manifests.File, error) {
+				fs, err := s.String(lab.ClusterFeatureSet)
 				if err != nil {
 					return nil, err
 				}
-				p, err := s.String("cluster.profile")
+				p, err := s.String(lab.ClusterProfile)
 				if err != nil {
 					return nil, err
 				}
-				v, err := s.String("release.version")
+				v, err := s.String(lab.ReleaseVersion)
 				if err != nil {
 					return nil, err
 				}
 				return mfOne(manifests.FeatureGate(fs, p, v))
 			}),
 		mfCluster("clusterversion", "ClusterVersion version (channel, clusterID; no desiredUpdate)", []string{"manifests/ids"},
-			[]string{"release.version"}, func(s *engine.Step) ([]manifests.File, error) {
-				v, err := s.String("release.version")
+			[]string{lab.ReleaseVersion}, func(s *engine.Step) ([]manifests.File, error) {
+				v, err := s.String(lab.ReleaseVersion)
 				if err != nil {
 					return nil, err
 				}
@@ -381,22 +382,22 @@ func manifestsTargets(c *Config) []*engine.Target {
 				return mfOne(manifests.ClusterVersion(v, strings.TrimSpace(string(id))))
 			}),
 		mfCluster("cluster-config-v1", "ConfigMap kube-system/cluster-config-v1 (the install-config, no pull secret)", append(mirrorClusterDeps(c, mirrorSourceDeps...), trustDeps(c)...),
-			addReads(append(append(append(domainReads[:2:2], netReads...), "network.machineNetwork"), roleReads...), append(vipPlatformReads(c), mirrorClusterReads(c)...)...), func(s *engine.Step) ([]manifests.File, error) {
+			addReads(append(append(append(domainReads[:2:2], netReads...), lab.NetworkMachineNetwork), roleReads...), append(vipPlatformReads(c), mirrorClusterReads(c)...)...), func(s *engine.Step) ([]manifests.File, error) {
 				ic := manifests.InstallConfig{}
 				if err := labInstallConfig(c, s, &ic); err != nil { // targets/mirror.go
 					return nil, err
 				}
 				var err error
-				if ic.Name, err = s.String("cluster.name"); err != nil {
+				if ic.Name, err = s.String(lab.ClusterName); err != nil {
 					return nil, err
 				}
-				if ic.BaseDomain, err = s.String("cluster.baseDomain"); err != nil {
+				if ic.BaseDomain, err = s.String(lab.ClusterBaseDomain); err != nil {
 					return nil, err
 				}
 				if ic.ClusterNetwork, ic.HostPrefix, ic.ServiceNetwork, err = netValues(s); err != nil {
 					return nil, err
 				}
-				if ic.MachineNetwork, err = s.String("network.machineNetwork"); err != nil {
+				if ic.MachineNetwork, err = s.String(lab.NetworkMachineNetwork); err != nil {
 					return nil, err
 				}
 				if ic.Masters, _, err = mfCounts(s, nodeNames); err != nil {
@@ -453,14 +454,14 @@ func manifestsTargets(c *Config) []*engine.Target {
 			Doc:     "Secret openshift-config/pull-secret (0600)",
 			Deps:    mirrorClusterDeps(c, "mirror/credentials"),
 			Reads:   mirrorClusterReads(c),
-			Files:   []string{"access.pullSecretFile"},
+			Files:   []string{lab.AccessPullSecretFile},
 			Version: 1,
 			Run: func(ctx context.Context, s *engine.Step) error {
-				b, err := s.File("access.pullSecretFile")
+				b, err := s.File(lab.AccessPullSecretFile)
 				if err != nil {
 					return err
 				}
-				if err := CheckPullSecret(b, "access.pullSecretFile"); err != nil {
+				if err := lab.CheckPullSecret(b, lab.AccessPullSecretFile); err != nil {
 					return err
 				}
 				if b, err = mirrorPullSecret(c, s, bytes.TrimSpace(b)); err != nil {
@@ -581,7 +582,7 @@ func mfCopy(s *engine.Step, dep, rel, dst string) error {
 
 func init() {
 	Register(Family{Name: "manifests", Doc: "static pods and cluster manifests of the bootstrap control plane (stage 07)",
-		Targets: func(c *Config) []*engine.Target {
+		Targets: func(c *lab.Config) []*engine.Target {
 			return manifestsTargets(c)
 		}})
 }

@@ -23,7 +23,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -32,95 +31,36 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/mco"
 	"github.com/labbuild/labbuild/render/pki"
 )
 
-// MirrorConfig is lab.yaml's `mirror:` section: the local release mirror. Absent or
-// enabled: false, labbuild pulls from the release's own registries as before.
-type MirrorConfig struct {
-	// Enabled turns the mirror on: the mirror/* targets exist and the cluster pulls through it.
-	Enabled bool `json:"enabled"`
-	// Storage is the registry's storage directory (the distribution filesystem driver's
-	// rootdirectory), "~/..." or absolute; DefaultMirrorStorage when unset. Every lab of the
-	// host that names the same directory shares its blobs.
-	Storage string `json:"storage"`
-	// Port is the TCP port the registry listens on, on 127.0.0.1 and on network.gateway (the
-	// host's address on the lab bridge); DefaultMirrorPort when unset. Labs that run at once
-	// need distinct ports.
-	Port int `json:"port"`
-}
-
-// Defaults of the mirror section.
-const (
-	DefaultMirrorStorage = "~/.cache/labbuild/mirror"
-	DefaultMirrorPort    = 5000
-	// MirrorUser is the registry's only user (htpasswd); its password is generated.
-	MirrorUser = "labbuild"
-)
-
-// UnmarshalJSON decodes the section over its defaults, rejecting unknown fields.
-func (m *MirrorConfig) UnmarshalJSON(b []byte) error {
-	type plain MirrorConfig
-	p := plain{Storage: DefaultMirrorStorage, Port: DefaultMirrorPort}
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&p); err != nil {
-		return fmt.Errorf("mirror: %w", err)
-	}
-	*m = MirrorConfig(p)
-	return nil
-}
-
-// MirrorOn reports whether the lab runs the local release mirror (mirror.enabled).
-func (c *Config) MirrorOn() bool { return c.Mirror != nil && c.Mirror.Enabled }
-
-// validateMirror checks the mirror section when it is enabled.
-func (c *Config) validateMirror(bad func(field, msg, fix string)) {
-	if !c.MirrorOn() {
-		return
-	}
-	m := c.Mirror
-	switch {
-	case m.Storage == "":
-		bad("mirror.storage", "is empty", "an absolute directory or ~/..., e.g. "+DefaultMirrorStorage)
-	case !filepath.IsAbs(m.Storage) && !strings.HasPrefix(m.Storage, "~/"):
-		bad("mirror.storage", fmt.Sprintf("%q is a relative path", m.Storage), "an absolute directory or ~/... (it is shared by every lab of the host), e.g. "+DefaultMirrorStorage)
-	}
-	switch p := m.Port; {
-	case p < 1 || p > 65535:
-		bad("mirror.port", fmt.Sprintf("%d is not a port", p), "1-65535 (default 5000)")
-	case p == 6443 || p == 22623 || p == 80 || p == 443 || p == c.HAProxy.StatsPort:
-		bad("mirror.port", fmt.Sprintf("%d is a port the load balancer binds (api 6443, machine-config 22623, ingress 80/443, haproxy.statsPort)", p), "use another port, e.g. 5000")
-	}
-	if net.ParseIP(c.Network.Gateway).To4() == nil {
-		bad("network.gateway", fmt.Sprintf("%q is not an IPv4 address; the mirror listens on it for the nodes", c.Network.Gateway), "the host's address on the lab bridge, e.g. the first address of network.machineNetwork")
-	}
-}
+// MirrorUser is the registry's only user (htpasswd); its password is generated.
+const MirrorUser = "labbuild"
 
 // mirrorReads are the config fields that say where the mirror is: the nodes reach it at
 // network.gateway:mirror.port, labbuild at 127.0.0.1:mirror.port.
-var mirrorReads = []string{"mirror.storage", "mirror.port", "network.gateway"}
+var mirrorReads = []string{lab.MirrorStorage, lab.MirrorPort, lab.NetworkGateway}
 
 // mirrorPKIDeps are the mirror's CA and serving certificate (pki/ca/mirror, pki/cert/mirror).
 var mirrorPKIDeps = []string{"pki/ca/mirror-ca", "pki/cert/mirror", "pki/key/mirror"}
 
-func mirrorTargets(c *Config) []*engine.Target {
+func mirrorTargets(c *lab.Config) []*engine.Target {
 	if !c.MirrorOn() {
 		return nil
 	}
 	withMirrors := func(reads ...string) []string {
 		if len(c.Release.Mirrors) > 0 {
-			return append(reads, "release.mirrors")
+			return append(reads, lab.ReleaseMirrors)
 		}
 		return reads
 	}
@@ -148,7 +88,7 @@ func mirrorTargets(c *Config) []*engine.Target {
 			// mirror's identity (its storage and port): a second lab with the same release
 			// and storage finds every image there and copies 0 bytes.
 			Reads:   withMirrors(mirrorReads...),
-			Files:   []string{"access.pullSecretFile"},
+			Files:   []string{lab.AccessPullSecretFile},
 			Version: 1, External: true,
 			Run: mirrorReleaseRun, Probe: mirrorReleaseProbe,
 		},
@@ -207,15 +147,15 @@ type mirrorSpec struct {
 
 func mirrorSpecOf(s *engine.Step) (mirrorSpec, error) {
 	var sp mirrorSpec
-	st, err := s.String("mirror.storage")
+	st, err := s.String(lab.MirrorStorage)
 	if err != nil {
 		return sp, err
 	}
-	sp.storage = ExpandPath(st, "/")
-	if err := s.Value("mirror.port", &sp.port); err != nil {
+	sp.storage = lab.ExpandPath(st, "/")
+	if err := s.Value(lab.MirrorPort, &sp.port); err != nil {
 		return sp, err
 	}
-	if sp.bridge, err = s.String("network.gateway"); err != nil {
+	if sp.bridge, err = s.String(lab.NetworkGateway); err != nil {
 		return sp, err
 	}
 	for _, x := range []struct {
@@ -477,11 +417,11 @@ func mirrorRegistryDestroy(ctx context.Context, s *engine.Step) (engine.DestroyO
 // MirrorDestroyNote is the line `labbuild destroy` prints about the mirror's storage when
 // mirror/registry is among what it destroys (or would: dryRun): kept unless --mirror. Empty
 // when the lab has no mirror.
-func MirrorDestroyNote(c *Config, dryRun bool) string {
+func MirrorDestroyNote(c *lab.Config, dryRun bool) string {
 	if c == nil || !c.MirrorOn() {
 		return ""
 	}
-	st := ExpandPath(c.Mirror.Storage, "/")
+	st := lab.ExpandPath(c.Mirror.Storage, "/")
 	switch {
 	case DestroyMirror && dryRun:
 		return "would delete the mirror storage " + st + " (--mirror; shared by every lab of this host)"
@@ -496,16 +436,16 @@ func MirrorDestroyNote(c *Config, dryRun bool) string {
 // mirrorLeaves is the mirror's serving certificate, a pkiLeaves row when the lab has a mirror:
 // the bridge address (what the nodes dial, network.gateway), 127.0.0.1 and localhost (what
 // labbuild dials).
-func mirrorLeaves(c *Config) []pkiLeaf {
+func mirrorLeaves(c *lab.Config) []pkiLeaf {
 	if c == nil || !c.MirrorOn() {
 		return nil
 	}
 	return []pkiLeaf{{
 		id: "mirror", issuer: "mirror-ca",
 		doc:   "the release mirror registry's serving cert: network.gateway, 127.0.0.1, localhost",
-		reads: func(*Config) []string { return []string{"network.gateway"} },
+		reads: func(*lab.Config) []string { return []string{lab.NetworkGateway} },
 		spec: func(s *engine.Step) (pki.Spec, error) {
-			gw, err := s.String("network.gateway")
+			gw, err := s.String(lab.NetworkGateway)
 			if err != nil {
 				return pki.Spec{}, err
 			}
@@ -516,12 +456,12 @@ func mirrorLeaves(c *Config) []pkiLeaf {
 
 // mirrorHost is the mirror as the nodes reach it: network.gateway:mirror.port.
 func mirrorHost(s *engine.Step) (string, error) {
-	gw, err := s.String("network.gateway")
+	gw, err := s.String(lab.NetworkGateway)
 	if err != nil {
 		return "", err
 	}
 	var port int
-	if err := s.Value("mirror.port", &port); err != nil {
+	if err := s.Value(lab.MirrorPort, &port); err != nil {
 		return "", err
 	}
 	return net.JoinHostPort(gw, strconv.Itoa(port)), nil
@@ -529,18 +469,18 @@ func mirrorHost(s *engine.Step) (string, error) {
 
 // mirrorClusterDeps and mirrorClusterReads are what a cluster manifest that names the mirror
 // declares (nil when the lab has none, so its key is as before).
-func mirrorClusterDeps(c *Config, deps ...string) []string {
+func mirrorClusterDeps(c *lab.Config, deps ...string) []string {
 	if !c.MirrorOn() {
 		return nil
 	}
 	return deps
 }
 
-func mirrorClusterReads(c *Config) []string {
+func mirrorClusterReads(c *lab.Config) []string {
 	if !c.MirrorOn() {
 		return nil
 	}
-	return []string{"mirror.port", "network.gateway"}
+	return []string{lab.MirrorPort, lab.NetworkGateway}
 }
 
 // mirrorSourceDeps are the targets whose pull specs name the repositories the mirror serves:
@@ -576,7 +516,7 @@ func mirrorSources(s *engine.Step) ([]manifests.MirrorSource, error) {
 // mirrorManifestTargets is the mirror's cluster manifest, in the manifests family's collector:
 // the ImageDigestMirrorSet. The mirror CA is in the lab's trust bundle (targets/trust.go:
 // manifests/cluster/user-ca-bundle).
-func mirrorManifestTargets(c *Config) []*engine.Target {
+func mirrorManifestTargets(c *lab.Config) []*engine.Target {
 	if !c.MirrorOn() {
 		return nil
 	}
@@ -593,7 +533,7 @@ func mirrorManifestTargets(c *Config) []*engine.Target {
 // labInstallConfig fills the install-config's imageDigestSources when the lab has a mirror,
 // and its additionalTrustBundle when it has a trust bundle (targets/trust.go), as
 // cluster-config-v1 carries them.
-func labInstallConfig(c *Config, s *engine.Step, ic *manifests.InstallConfig) error {
+func labInstallConfig(c *lab.Config, s *engine.Step, ic *manifests.InstallConfig) error {
 	if c.MirrorOn() {
 		srcs, err := mirrorSources(s)
 		if err != nil {
@@ -608,7 +548,7 @@ func labInstallConfig(c *Config, s *engine.Step, ic *manifests.InstallConfig) er
 
 // mirrorPullSecret returns the pull secret with the mirror's credentials merged in, for the
 // host the nodes reach (network.gateway:mirror.port); ps unchanged without a mirror.
-func mirrorPullSecret(c *Config, s *engine.Step, ps []byte) ([]byte, error) {
+func mirrorPullSecret(c *lab.Config, s *engine.Step, ps []byte) ([]byte, error) {
 	if !c.MirrorOn() {
 		return ps, nil
 	}
@@ -631,7 +571,7 @@ const MirrorRegistriesDropIn = "/etc/containers/registries.conf.d/99-labbuild-mi
 // registries.conf drop-in (the installer's bootstrap registries.conf, from imageDigestSources)
 // and the pull secret with the mirror's auth. Its CA is in the lab's trust bundle
 // (trustBootstrapInput).
-func mirrorBootstrapInput(c *Config, s *engine.Step, in *ignition.BootstrapInput) error {
+func mirrorBootstrapInput(c *lab.Config, s *engine.Step, in *ignition.BootstrapInput) error {
 	if !c.MirrorOn() {
 		return nil
 	}
@@ -650,7 +590,7 @@ func mirrorBootstrapInput(c *Config, s *engine.Step, in *ignition.BootstrapInput
 // the pull secret with its auth (the nodes' /var/lib/kubelet/config.json) and
 // imageDigestSources; with a trust bundle, the bundle (cluster-config-v1, user-ca-bundle,
 // Proxy trustedCA, and so the nodes' anchor).
-func mcoTrustInputs(c *Config, s *engine.Step, in *mco.Inputs) error {
+func mcoTrustInputs(c *lab.Config, s *engine.Step, in *mco.Inputs) error {
 	var err error
 	if c.MirrorOn() {
 		if in.PullSecret, err = mirrorPullSecret(c, s, bytes.TrimSpace(in.PullSecret)); err != nil {

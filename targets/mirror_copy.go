@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/oci"
 )
 
@@ -674,7 +675,7 @@ func mirrorCopierOf(s *engine.Step) (*mirrorCopier, []mirrorJob, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ps, err := s.File("access.pullSecretFile")
+	ps, err := s.File(lab.AccessPullSecretFile)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -684,8 +685,8 @@ func mirrorCopierOf(s *engine.Step) (*mirrorCopier, []mirrorJob, error) {
 	}
 	c := &mirrorCopier{Mirror: "127.0.0.1:" + strconv.Itoa(sp.port), MirrorTransport: mirrorTransport(tc), Keychain: kc,
 		MirrorAuth: &authn.Basic{Username: MirrorUser, Password: string(sp.password)}}
-	if ri := s.Target().Reads; len(ri) > 0 && ri[len(ri)-1] == "release.mirrors" {
-		if err := s.Value("release.mirrors", &c.Mirrors); err != nil {
+	if ri := s.Target().Reads; len(ri) > 0 && ri[len(ri)-1] == lab.ReleaseMirrors {
+		if err := s.Value(lab.ReleaseMirrors, &c.Mirrors); err != nil {
 			return nil, nil, err
 		}
 	}

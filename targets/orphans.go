@@ -9,7 +9,7 @@ import (
 	"github.com/labbuild/labbuild/engine"
 )
 
-var _ engine.Orphaner = (*Config)(nil)
+var _ engine.Orphaner = Lab{}
 
 // Orphans implements engine.Orphaner: of a node removed from nodes:, `labbuild cluster` first
 // drains it and deletes its Node object through the Kubernetes API (the orphan of
@@ -18,7 +18,7 @@ var _ engine.Orphaner = (*Config)(nil)
 // object) — `labbuild libvirt` does only the latter. So deleting worker-2 from lab.yaml
 // removes exactly worker-2's Node, domain and volume; the network's records follow through
 // libvirt/dns, which no longer lists it. Other families' leftovers stay recorded.
-func (c *Config) Orphans(names []string) []*engine.Target {
+func (Lab) Orphans(names []string) []*engine.Target {
 	rank := func(n string) int {
 		switch {
 		case strings.HasPrefix(n, "cluster/install/"):

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/oci"
 )
@@ -73,7 +74,7 @@ var releaseClientHook func(*oci.Client)
 
 // releaseClient builds the pull client from the declared pull secret and mirrors.
 func releaseClient(s *engine.Step) (*oci.Client, error) {
-	ps, err := s.File("access.pullSecretFile")
+	ps, err := s.File(lab.AccessPullSecretFile)
 	if err != nil {
 		return nil, err
 	}
@@ -82,8 +83,8 @@ func releaseClient(s *engine.Step) (*oci.Client, error) {
 		return nil, fmt.Errorf("%s: access.pullSecretFile: %w", s.Target().Name, err)
 	}
 	c := &oci.Client{Keychain: kc}
-	if slices.Contains(s.Target().Reads, "release.mirrors") { // declared only when set
-		if err := s.Value("release.mirrors", &c.Mirrors); err != nil {
+	if slices.Contains(s.Target().Reads, lab.ReleaseMirrors) { // declared only when set
+		if err := s.Value(lab.ReleaseMirrors, &c.Mirrors); err != nil {
 			return nil, err
 		}
 	}
@@ -258,14 +259,14 @@ func releaseMetadataBlock(data []byte) (block []byte, ok bool) {
 	return data[start:end], true
 }
 
-func releaseTargets(c *Config) []*engine.Target {
+func releaseTargets(c *lab.Config) []*engine.Target {
 	resolve := &engine.Target{
 		Name:    "release/resolve",
 		Doc:     "release.image → digest pull spec (a digest never touches the network; a tag is re-resolved after a TTL or -B)",
-		Reads:   []string{"release.image"},
+		Reads:   []string{lab.ReleaseImage},
 		Version: 1,
 		Run: func(ctx context.Context, s *engine.Step) error {
-			image, err := s.String("release.image")
+			image, err := s.String(lab.ReleaseImage)
 			if err != nil {
 				return err
 			}
@@ -291,14 +292,14 @@ func releaseTargets(c *Config) []*engine.Target {
 	}
 	// Only a tag needs the credential to resolve; a digest keeps the pull secret out of the key.
 	if !oci.IsDigest(c.Release.Image) {
-		resolve.Files = []string{"access.pullSecretFile"}
+		resolve.Files = []string{lab.AccessPullSecretFile}
 	}
-	pullFiles := []string{"access.pullSecretFile"}
+	pullFiles := []string{lab.AccessPullSecretFile}
 	// release.mirrors is omitted from the config when unset, and a target may only declare
 	// fields the config has; without mirrors, releaseClient finds none.
 	withMirrors := func(reads ...string) []string {
 		if len(c.Release.Mirrors) > 0 {
-			return append(reads, "release.mirrors")
+			return append(reads, lab.ReleaseMirrors)
 		}
 		return reads
 	}
@@ -325,11 +326,11 @@ func releaseTargets(c *Config) []*engine.Target {
 			Name:    "release/metadata",
 			Doc:     "the payload's /release-manifests/release-metadata; its version must match image-references and release.version",
 			Deps:    []string{"release/resolve", "release/image-references"},
-			Reads:   withMirrors("release.version"),
+			Reads:   withMirrors(lab.ReleaseVersion),
 			Files:   pullFiles,
 			Version: 1,
 			Run: func(ctx context.Context, s *engine.Step) error {
-				want, err := s.String("release.version")
+				want, err := s.String(lab.ReleaseVersion)
 				if err != nil {
 					return err
 				}
@@ -355,7 +356,7 @@ func releaseTargets(c *Config) []*engine.Target {
 				}
 				if md.Version != want {
 					return fmt.Errorf("%s: release.version is %s but release.image %s is version %s; set release.version: %s (%s) or pick the image of %s",
-						s.Target().Name, want, img.Ref, md.Version, md.Version, s.Where("release.version"), want)
+						s.Target().Name, want, img.Ref, md.Version, md.Version, s.Where(lab.ReleaseVersion), want)
 				}
 				return s.WriteFile("release-metadata", b, 0o644)
 			},
@@ -364,7 +365,7 @@ func releaseTargets(c *Config) []*engine.Target {
 			Name:    "release/crds",
 			Doc:     "CRDs of the cluster-config-api image selected by cluster.featureSet and cluster.profile, plus ClusterVersion and ClusterOperator from the payload",
 			Deps:    []string{"release/resolve", "release/image/cluster-config-api"},
-			Reads:   withMirrors("cluster.featureSet", "cluster.profile"),
+			Reads:   withMirrors(lab.ClusterFeatureSet, lab.ClusterProfile),
 			Files:   pullFiles,
 			Version: 1,
 			Run:     releaseRunCRDs,
@@ -412,14 +413,14 @@ func releaseTargets(c *Config) []*engine.Target {
 }
 
 func releaseRunCRDs(ctx context.Context, s *engine.Step) error {
-	featureSet, err := s.String("cluster.featureSet")
+	featureSet, err := s.String(lab.ClusterFeatureSet)
 	if err != nil {
 		return err
 	}
 	if featureSet == "" {
 		featureSet = releaseDefaultFeatureSet
 	}
-	profile, err := s.String("cluster.profile")
+	profile, err := s.String(lab.ClusterProfile)
 	if err != nil {
 		return err
 	}

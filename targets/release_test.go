@@ -21,6 +21,7 @@ import (
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/payload"
 	"github.com/labbuild/labbuild/internal/testenv"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/oci"
 )
 
@@ -29,7 +30,7 @@ import (
 type releaseLab struct {
 	reg    *testenv.Registry
 	p      *payload.Payload
-	cfg    *Config
+	cfg    *lab.Config
 	out    string
 	cache  string
 	mu     sync.Mutex
@@ -68,7 +69,7 @@ func newReleaseLabWith(t *testing.T, o payload.Options) *releaseLab {
 		}
 	}
 	t.Cleanup(func() { releaseClientHook = nil })
-	l.cfg = DefaultConfig()
+	l.cfg = lab.DefaultConfig()
 	l.cfg.Release.Image = l.reg.Repo("ocp/release") + ":" + p.ReleaseTag()
 	l.cfg.Release.Version = p.Version
 	l.cfg.Access.PullSecretFile = l.reg.WritePullSecret(t, t.TempDir())
@@ -80,9 +81,8 @@ func (l *releaseLab) build(t *testing.T, force bool, goals ...string) (*engine.R
 	if len(goals) == 0 {
 		goals = []string{"release"}
 	}
-	l.cfg.Refresh()
 	var stderr bytes.Buffer
-	r, err := engine.Build(context.Background(), engine.Options{Config: l.cfg, OutDir: l.out, Goals: goals, Jobs: 2, Force: force,
+	r, err := engine.Build(context.Background(), engine.Options{Config: Lab{l.cfg}, OutDir: l.out, Goals: goals, Jobs: 2, Force: force,
 		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }, Stderr: &stderr})
 	if err != nil && stderr.Len() > 0 {
 		err = errors.Join(err, errors.New(stderr.String()))
@@ -412,7 +412,7 @@ func TestReleaseMirrorLayout(t *testing.T) {
 	if err := p.WriteLayout(dir); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := lab.DefaultConfig()
 	cfg.Release.Image = p.ReleaseRef()
 	cfg.Release.Version = p.Version
 	cfg.Release.Mirrors = map[string]string{p.ReleaseRepo: "oci:" + dir, p.ComponentRepo: "oci:" + dir}
@@ -420,7 +420,7 @@ func TestReleaseMirrorLayout(t *testing.T) {
 	os.WriteFile(ps, []byte(`{"auths":{"registry.labbuild.invalid":{"auth":"YTpi"}}}`), 0o600)
 	cfg.Access.PullSecretFile = ps
 	out := t.TempDir()
-	if _, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: out, Goals: []string{"release"}, Stderr: io.Discard}); err != nil {
+	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{cfg}, OutDir: out, Goals: []string{"release"}, Stderr: io.Discard}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(out, "release/mco/bin/machine-config-controller"))
@@ -451,7 +451,7 @@ func TestReleaseTagMoves(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	build := func() *engine.Result {
 		t.Helper()
-		r, err := engine.Build(context.Background(), engine.Options{Config: l.cfg, OutDir: l.out, Jobs: 2, Stderr: io.Discard,
+		r, err := engine.Build(context.Background(), engine.Options{Config: Lab{l.cfg}, OutDir: l.out, Jobs: 2, Stderr: io.Discard,
 			Targets: append(releaseTargets(l.cfg), ts...), Now: func() time.Time { return now }})
 		if err != nil {
 			t.Fatal(err)
@@ -499,12 +499,12 @@ func TestReleaseTagMoves(t *testing.T) {
 // the downstream families read, through Ignition, offline.
 func TestReleaseSampleFeedsIgnition(t *testing.T) {
 	sr := testenv.StartSampleRelease(t, true)
-	cfg := DefaultConfig()
+	cfg := lab.DefaultConfig()
 	cfg.Release.Image, cfg.Release.Version, cfg.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
 	cfg.Access.PullSecretFile, cfg.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
 	out := t.TempDir()
 	var log bytes.Buffer
-	if _, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: out, Goals: []string{"ignition"}, Jobs: 2, Stderr: &log,
+	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{cfg}, OutDir: out, Goals: []string{"ignition"}, Jobs: 2, Stderr: &log,
 		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }}); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/manifests"
 )
@@ -26,7 +27,7 @@ import (
 
 // trustDeps returns the CA targets whose certificates make the lab's additional trust bundle,
 // in bundle order; nil when the lab has none.
-func trustDeps(c *Config) []string {
+func trustDeps(c *lab.Config) []string {
 	var deps []string
 	if c.MirrorOn() {
 		deps = append(deps, "pki/ca/mirror-ca")
@@ -40,7 +41,7 @@ func trustDeps(c *Config) []string {
 // trustBundle reads the lab's additional trust bundle: the tls.crt of each of trustDeps, in
 // order, each ending in a newline (PEM). nil when the lab has none; an error when the step
 // does not declare one of them.
-func trustBundle(c *Config, s *engine.Step) ([]byte, error) {
+func trustBundle(c *lab.Config, s *engine.Step) ([]byte, error) {
 	var b bytes.Buffer
 	for _, dep := range trustDeps(c) {
 		crt, err := s.DepFile(dep, "tls.crt")
@@ -61,7 +62,7 @@ const userCABundleTarget = "manifests/cluster/user-ca-bundle"
 
 // userCABundleDeps is what a manifest naming user-ca-bundle (the Proxy) depends on: the
 // ConfigMap's target when the lab has a trust bundle, else nothing (its key is as before).
-func userCABundleDeps(c *Config) []string {
+func userCABundleDeps(c *lab.Config) []string {
 	if len(trustDeps(c)) == 0 {
 		return nil
 	}
@@ -71,7 +72,7 @@ func userCABundleDeps(c *Config) []string {
 // trustManifestTargets is manifests/cluster/user-ca-bundle when the lab has a trust bundle:
 // ConfigMap openshift-config/user-ca-bundle, key ca-bundle.crt (installer
 // pkg/asset/manifests/additionaltrustbundleconfig.go).
-func trustManifestTargets(c *Config) []*engine.Target {
+func trustManifestTargets(c *lab.Config) []*engine.Target {
 	if len(trustDeps(c)) == 0 {
 		return nil
 	}
@@ -93,7 +94,7 @@ const TrustBundleAnchor = "/etc/pki/ca-trust/source/anchors/ca.crt"
 
 // trustBootstrapInput adds the lab's trust bundle to the bootstrap's Ignition as
 // TrustBundleAnchor, when it has one.
-func trustBootstrapInput(c *Config, s *engine.Step, in *ignition.BootstrapInput) error {
+func trustBootstrapInput(c *lab.Config, s *engine.Step, in *ignition.BootstrapInput) error {
 	b, err := trustBundle(c, s)
 	if err != nil || b == nil {
 		return err

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
 )
@@ -35,10 +38,10 @@ import (
 
 // vipReads are the config fields the platform-BareMetal renders read (in-cluster mode only:
 // the host mode's targets keep their keys).
-var vipReads = []string{"network.loadBalancer", "network.apiVIP", "network.ingressVIP", "network.machineNetwork"}
+var vipReads = []string{lab.NetworkLoadBalancer, lab.NetworkAPIVIP, lab.NetworkIngressVIP, lab.NetworkMachineNetwork}
 
 // vipPlatformReads returns vipReads in the in-cluster mode and nothing otherwise.
-func vipPlatformReads(c *Config) []string {
+func vipPlatformReads(c *lab.Config) []string {
 	if c.InCluster() {
 		return slices.Clone(vipReads)
 	}
@@ -58,9 +61,9 @@ func addReads(reads []string, extra ...string) []string {
 
 // vipModeReads is what a cluster target that waits differently in the in-cluster mode reads:
 // network.loadBalancer there, nothing in the host mode (whose targets keep their keys).
-func vipModeReads(c *Config) []string {
+func vipModeReads(c *lab.Config) []string {
 	if c.InCluster() {
-		return []string{"network.loadBalancer"}
+		return []string{lab.NetworkLoadBalancer}
 	}
 	return nil
 }
@@ -68,11 +71,11 @@ func vipModeReads(c *Config) []string {
 // vipInCluster reports whether the step's target declares network.loadBalancer and it is
 // in-cluster.
 func vipInCluster(s *engine.Step) (bool, error) {
-	if !slices.Contains(s.Target().Reads, "network.loadBalancer") {
+	if !slices.Contains(s.Target().Reads, lab.NetworkLoadBalancer) {
 		return false, nil
 	}
-	lb, err := s.String("network.loadBalancer")
-	return lb == LoadBalancerInCluster, err
+	lb, err := s.String(lab.NetworkLoadBalancer)
+	return lb == lab.LoadBalancerInCluster, err
 }
 
 // vipBareMetal returns the BareMetal platform of the lab when the target declares
@@ -85,7 +88,7 @@ func vipBareMetal(s *engine.Step) (*manifests.BareMetal, error) {
 	for _, x := range []struct {
 		p    string
 		into *[]string
-	}{{"network.apiVIP", &bm.APIVIPs}, {"network.ingressVIP", &bm.IngressVIPs}, {"network.machineNetwork", &bm.MachineNetworks}} {
+	}{{lab.NetworkAPIVIP, &bm.APIVIPs}, {lab.NetworkIngressVIP, &bm.IngressVIPs}, {lab.NetworkMachineNetwork, &bm.MachineNetworks}} {
 		v, err := s.String(x.p)
 		if err != nil {
 			return nil, err
@@ -197,7 +200,10 @@ func vipListInfraPods(ctx context.Context, dyn kube.Interface) ([]vipPod, error)
 // vrrp/vrrp.c; the instances are `vrrp_instance <cluster name>_API_<i>`, one per API VIP, in the
 // MCO's templates/master/00-master/on-prem/files/keepalived-keepalived.yaml). The keepalived
 // container runs keepalived with --log-console, so the line is in the container's log.
-var vipKeepalivedStateRE = lazyRegexp(`\((\S+_API_\d+)\) Entering (BACKUP|MASTER|FAULT) STATE`)
+// Compiled on first use, not at every process start (docs/performance.md, issue 18).
+var vipKeepalivedStateRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`\((\S+_API_\d+)\) Entering (BACKUP|MASTER|FAULT) STATE`)
+})
 
 // vipKeepalivedState returns the state the API VRRP instances of a keepalived container log are
 // in: "BACKUP" or "MASTER" when every API instance's last state is one of them (MASTER if any
@@ -208,7 +214,7 @@ func vipKeepalivedState(log []byte) string {
 	last := map[string]string{}
 	var order []string
 	for _, line := range strings.Split(string(log), "\n") {
-		if m := vipKeepalivedStateRE.FindStringSubmatch(line); m != nil {
+		if m := vipKeepalivedStateRE().FindStringSubmatch(line); m != nil {
 			if _, seen := last[m[1]]; !seen {
 				order = append(order, m[1])
 			}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/vip"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -36,12 +37,12 @@ func TestInClusterPlan(t *testing.T) {
 	os.WriteFile(ps, []byte(mcoTestPullSecret), 0o600)
 	key := filepath.Join(dir, "id.pub")
 	os.WriteFile(key, []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHd5s1S7jcY2O6jWvBb7oZ7A4DMpWD5Z2eG0m9lE1kZ7 user@host\n"), 0o644)
-	for _, mode := range []string{LoadBalancerInCluster, LoadBalancerHost} {
+	for _, mode := range []string{lab.LoadBalancerInCluster, lab.LoadBalancerHost} {
 		t.Run(mode, func(t *testing.T) {
-			c := DefaultConfig()
+			c := lab.DefaultConfig()
 			c.Network.LoadBalancer = mode
 			c.Access.PullSecretFile, c.Access.SSHKeyFile = ps, key
-			res, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: filepath.Join(t.TempDir(), "out"), Goals: []string{"cluster"}, DryRun: true,
+			res, err := engine.Build(context.Background(), engine.Options{Config: Lab{c}, OutDir: filepath.Join(t.TempDir(), "out"), Goals: []string{"cluster"}, DryRun: true,
 				Now: func() time.Time { return time.Unix(1e9, 0) }})
 			if err != nil {
 				t.Fatal(err)
@@ -56,7 +57,7 @@ func TestInClusterPlan(t *testing.T) {
 					hp = append(hp, p)
 				}
 			}
-			in := mode == LoadBalancerInCluster
+			in := mode == lab.LoadBalancerInCluster
 			if in && len(hp) > 0 {
 				t.Errorf("in-cluster plan has host load-balancer targets %v", hp)
 			}
@@ -105,7 +106,7 @@ func TestInClusterPlan(t *testing.T) {
 // MCO's on-prem keepalived, haproxy and coredns pods.
 func TestInClusterIgnition(t *testing.T) {
 	l := newMCOLab(t)
-	l.cfg.Network.LoadBalancer = LoadBalancerInCluster
+	l.cfg.Network.LoadBalancer = lab.LoadBalancerInCluster
 	l.build("ignition/bootstrap", "ignition/master-0")
 	boot := l.ignLoad("bootstrap")
 
@@ -287,7 +288,7 @@ func (p *pivotMachines) Stop(ctx context.Context, node string) error {
 // Ready (the third listing here), and then waits for /readyz through the VIP.
 func TestClusterPivotInCluster(t *testing.T) {
 	c := clusterConfig(3, 0)
-	c.Network.LoadBalancer = LoadBalancerInCluster
+	c.Network.LoadBalancer = lab.LoadBalancerInCluster
 	c.Wait.PivotMinutes = 1
 	var polls, readyz atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -334,7 +335,7 @@ func TestClusterPivotInCluster(t *testing.T) {
 		}
 	}
 	var stderr strings.Builder
-	if _, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: t.TempDir(), Goals: []string{"cluster/pivot"}, Targets: ts, Jobs: 1, Now: time.Now, Stderr: &stderr}); err != nil {
+	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{c}, OutDir: t.TempDir(), Goals: []string{"cluster/pivot"}, Targets: ts, Jobs: 1, Now: time.Now, Stderr: &stderr}); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	if _, stops := machines.count("bootstrap"); stops != 1 {
@@ -377,7 +378,7 @@ func TestVIPKeepalivedState(t *testing.T) {
 // at the 3rd log read), and never while one master's log shows none.
 func TestClusterEtcdWaitsForMastersKeepalived(t *testing.T) {
 	c := clusterConfig(3, 0)
-	c.Network.LoadBalancer = LoadBalancerInCluster
+	c.Network.LoadBalancer = lab.LoadBalancerInCluster
 	c.Wait.EtcdMinutes = 1
 	masters := []string{"master-0.ocp4.example.com", "master-1.ocp4.example.com", "master-2.ocp4.example.com"} // the Node names
 	var reads, readsAtMark atomic.Int32
@@ -428,7 +429,7 @@ func TestClusterEtcdWaitsForMastersKeepalived(t *testing.T) {
 	}
 	var stderr strings.Builder
 	out := t.TempDir()
-	if _, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: out, Goals: []string{"cluster/etcd"}, Targets: ts, Jobs: 1, Now: time.Now, Stderr: &stderr}); err != nil {
+	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{c}, OutDir: out, Goals: []string{"cluster/etcd"}, Targets: ts, Jobs: 1, Now: time.Now, Stderr: &stderr}); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	if at := readsAtMark.Load(); at < 9 {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets"
 )
 
@@ -520,7 +521,7 @@ func runInit(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(targets.DefaultLabYAML()); err != nil {
+	if _, err := f.Write(lab.DefaultLabYAML()); err != nil {
 		f.Close()
 		os.Remove(path)
 		return err
@@ -533,12 +534,11 @@ func runInit(ctx context.Context, c *cli, args []string) error {
 }
 
 func runConfig(ctx context.Context, c *cli, args []string) error {
-	o, err := c.options(nil)
-	if err != nil {
+	if _, err := c.options(nil); err != nil {
 		return err
 	}
-	cfg, ok := o.Config.(*targets.Config)
-	if !ok {
+	cfg := c.cfg // nil with --synthetic
+	if cfg == nil {
 		return usagef("config: no lab config with --synthetic")
 	}
 	if c.json {
@@ -562,8 +562,8 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, ok := o.Config.(*targets.Config)
-	if !ok {
+	cfg := c.cfg // nil with --synthetic
+	if cfg == nil {
 		return usagef("status: no lab config with --synthetic")
 	}
 	if !c.json {

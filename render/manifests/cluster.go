@@ -550,7 +550,7 @@ func CABundle(ns, name string, caPEM []byte) (File, error) {
 
 // PullSecret renders Secret openshift-config/pull-secret (kubernetes.io/dockerconfigjson)
 // holding dockerConfigJSON, as the installer's openshift-config-secret-pull-secret.yaml.
-// The caller validates the content (targets.CheckPullSecret); the file is Secret.
+// The caller validates the content (lab.CheckPullSecret); the file is Secret.
 func PullSecret(dockerConfigJSON []byte) (File, error) {
 	if len(dockerConfigJSON) == 0 {
 		return File{}, errors.New("pull-secret: empty pull secret")
