@@ -24,7 +24,7 @@ func TestBaremetalWorkersHandedOverEmpty(t *testing.T) {
 				t.Fatal(err)
 			}
 			deps := map[string][]string{}
-			for _, tg := range libvirtTargets(c) {
+			for _, tg := range libvirtTargets(c, false) {
 				deps[tg.Name] = tg.Deps
 			}
 			workers := 0

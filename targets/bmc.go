@@ -34,7 +34,7 @@ import (
 // The BMC runs as `labbuild-full __bmc-serve CONFIG`, a daemon of targets/daemon.go: its
 // record keeps the pid, start time and program, so Probe and Destroy find it in a later run.
 func init() {
-	Register(Family{Name: "bmc", Doc: "platform baremetal: labbuild's virtual Redfish BMC for the lab's VMs (seed 001)", Targets: bmcTargets})
+	Register(Family{Name: "bmc", Doc: "platform baremetal: labbuild's virtual Redfish BMC for the lab's VMs (seed 001)", Targets: fromConfig(bmcTargets)})
 }
 
 // BMCServeVerb is the hidden first argument that makes labbuild-full run the BMC

@@ -47,7 +47,7 @@ func bmcManifestsLab(t *testing.T, goals ...string) (string, map[string][]byte) 
 		}
 	}
 	var log bytes.Buffer
-	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{cfg}, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts,
+	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts,
 		Now: func() time.Time { return l.now }, Stdout: &log, Stderr: &log}); err != nil {
 		t.Fatalf("build: %v\n%s", err, log.String())
 	}

@@ -122,7 +122,7 @@ var clusterHostDeps = []string{"host/firewall", "host/dns"}
 
 func init() {
 	Register(Family{Name: "cluster", Doc: "drive the lab from VMs to a converged cluster (stages 10-16; External, resumable)",
-		Targets: func(c *lab.Config) []*engine.Target { return clusterTargets(c, clusterRegistered(c)) }})
+		Targets: func(l Lab) []*engine.Target { return clusterTargets(l.Config, clusterRegistered(l.Config)) }})
 }
 
 // clusterRegistered returns a test of whether a target of another family is in the registered
@@ -140,7 +140,7 @@ func clusterRegistered(c *lab.Config) func(string) bool {
 			set = map[string]bool{}
 			for _, f := range families {
 				if f.Name == fam {
-					for _, t := range f.Targets(c) {
+					for _, t := range f.Targets(Lab{Config: c}) {
 						set[t.Name] = true
 					}
 				}

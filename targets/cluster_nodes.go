@@ -17,13 +17,6 @@ import (
 	"github.com/labbuild/labbuild/targets/kube"
 )
 
-// RestartResized, set by `labbuild --restart`, makes libvirt/vm/<node> power-cycle a running
-// VM whose size (vcpus, memoryMiB) changed, so the new size takes effect now: the node is
-// cordoned and drained through the Kubernetes API first when the cluster answers, and
-// uncordoned once the VM runs again. Unset, a resize changes the persistent definition only
-// ("takes effect at the next power cycle"), as before.
-var RestartResized bool
-
 // clusterDrainWait bounds how long a drain waits for evicted pods to be gone, and
 // clusterDrainPoll is how often it looks. oc adm drain waits without bound by default; a
 // lab's pods stop within their 30 s grace period, so two minutes is ample. Tests shorten both.

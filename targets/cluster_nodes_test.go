@@ -101,7 +101,7 @@ func cnWorkload(t *testing.T, ctx context.Context, dyn dynamic.Interface, fqdn s
 // kubeconfig.
 func TestClusterRemoveNodeReal(t *testing.T) {
 	c := lab.DefaultConfig()
-	got := Lab{c}.Orphans([]string{"cluster/install/worker-2", "haproxy/x", "libvirt/volume/worker-2", "libvirt/vm/worker-2"})
+	got := Lab{Config: c}.Orphans([]string{"cluster/install/worker-2", "haproxy/x", "libvirt/volume/worker-2", "libvirt/vm/worker-2"})
 	var names []string
 	for _, o := range got {
 		names = append(names, o.Name)

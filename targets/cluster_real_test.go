@@ -112,7 +112,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	var stderr strings.Builder // the build's failure messages, shown when a step fails
 	build := func(ctx context.Context, goals ...string) (*engine.Result, error) {
 		stderr.Reset()
-		r, err := engine.Build(ctx, engine.Options{Config: Lab{c}, OutDir: out, Goals: goals, Targets: all, Jobs: 2, Now: time.Now, Stderr: &stderr})
+		r, err := engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: goals, Targets: all, Jobs: 2, Now: time.Now, Stderr: &stderr})
 		if err != nil {
 			err = fmt.Errorf("%w\n%s", err, stderr.String())
 		}
@@ -434,7 +434,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	}()
 	all2 := append(slices.Clone(standins), clusterTargets(c2, func(n string) bool { return have[n] })...)
 	stderr.Reset()
-	r, err = engine.Build(ctx, engine.Options{Config: Lab{c2}, OutDir: out, Goals: []string{"cluster"}, Targets: all2, Jobs: 2, Now: time.Now, Stderr: &stderr})
+	r, err = engine.Build(ctx, engine.Options{Config: Lab{Config: c2}, OutDir: out, Goals: []string{"cluster"}, Targets: all2, Jobs: 2, Now: time.Now, Stderr: &stderr})
 	checkErrs()
 	if err != nil {
 		t.Fatalf("adding worker-1: %v\n%s", err, stderr.String())

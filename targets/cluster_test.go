@@ -99,7 +99,7 @@ func TestClusterDeclarations(t *testing.T) {
 			for _, h := range tt.have {
 				stand = append(stand, clusterStandinFile(h, "standin", "x"))
 			}
-			res, err := engine.Build(context.Background(), engine.Options{Config: Lab{c}, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true,
+			res, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true,
 				Targets: append(stand, ts...), Now: func() time.Time { return time.Unix(1e9, 0) }})
 			if err != nil {
 				t.Fatal(err)
@@ -130,7 +130,7 @@ func TestClusterRegisteredGraph(t *testing.T) {
 		names := map[string]bool{}
 		var cluster []*engine.Target
 		for _, f := range families {
-			for _, x := range f.Targets(c) {
+			for _, x := range f.Targets(Lab{Config: c}) {
 				names[x.Name] = true
 				if f.Name == "cluster" {
 					cluster = append(cluster, x)
@@ -273,10 +273,10 @@ func TestClusterMachinesReal(t *testing.T) {
 	out := t.TempDir()
 	ctx := context.Background()
 	var log strings.Builder
-	if _, err := engine.Build(ctx, engine.Options{Config: Lab{c}, OutDir: out, Goals: []string{"libvirt/vm/worker-0"}, Jobs: 2, Stdout: &log, Stderr: &log}); err != nil {
+	if _, err := engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"libvirt/vm/worker-0"}, Jobs: 2, Stdout: &log, Stderr: &log}); err != nil {
 		t.Fatalf("build libvirt/vm/worker-0: %v\n%s", err, log.String())
 	}
-	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{c}, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) })
 
 	m := virtMachines{uri: c.Libvirt.URI, cluster: c.Cluster.Name}
 	running := func(want bool) {

@@ -22,7 +22,7 @@ import (
 // The lab network keeps its DHCP and DNS (libvirt's dnsmasq on its own bridge); the named
 // bridge only extends that segment for a program that attaches to a bridge by name.
 func init() {
-	Register(Family{Name: "bridge", Doc: "network.externalBridge: a named bridge joined to the lab network by a veth pair (seed 001)", Targets: bridgeTargets})
+	Register(Family{Name: "bridge", Doc: "network.externalBridge: a named bridge joined to the lab network by a veth pair (seed 001)", Targets: fromConfig(bridgeTargets)})
 }
 
 // brCommand builds the ip commands bridge/external runs; tests run them in their namespace.

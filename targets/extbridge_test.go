@@ -40,14 +40,14 @@ func TestExternalBridgeAndDestroy(t *testing.T) {
 	build := func(dry bool) *engine.Result {
 		t.Helper()
 		var log strings.Builder
-		r, err := engine.Build(ctx, engine.Options{Config: Lab{c}, OutDir: out, Goals: []string{"bridge/external", "bmc/service"}, DryRun: dry, Jobs: 2, Stdout: &log, Stderr: &log})
+		r, err := engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"bridge/external", "bmc/service"}, DryRun: dry, Jobs: 2, Stdout: &log, Stderr: &log})
 		if err != nil {
 			t.Fatalf("build: %v\n%s", err, log.String())
 		}
 		return r
 	}
 	build(false)
-	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{c}, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) })
 	link := func(dev string) string {
 		o, err := d.Exec("ip", "-o", "addr", "show", "dev", dev)
 		if err != nil {
@@ -97,7 +97,7 @@ func TestExternalBridgeAndDestroy(t *testing.T) {
 		t.Errorf("after the update %s: %q", rec.VethBr, l)
 	}
 
-	rep, err := engine.Destroy(ctx, engine.Options{Config: Lab{c}, OutDir: out})
+	rep, err := engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out})
 	if err != nil {
 		t.Fatalf("destroy: %v", err)
 	}
@@ -111,7 +111,7 @@ func TestExternalBridgeAndDestroy(t *testing.T) {
 			t.Errorf("%s after destroy: %s", dev, l)
 		}
 	}
-	rep, err = engine.Destroy(ctx, engine.Options{Config: Lab{c}, OutDir: out})
+	rep, err = engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out})
 	if err != nil || len(rep.Destroyed)+len(rep.Failed)+len(rep.Absent) != 0 {
 		t.Errorf("second destroy: %v %+v", err, rep)
 	}

@@ -16,8 +16,15 @@ type Family struct {
 	Name string
 	// Doc is one line for `labbuild list`.
 	Doc string
-	// Targets returns the family's targets for config c. Per-node targets come from c.Nodes.
-	Targets func(c *lab.Config) []*engine.Target
+	// Targets returns the family's targets for the lab l. Per-node targets come from the
+	// config's Nodes. fromConfig adapts a family that reads only the config.
+	Targets func(l Lab) []*engine.Target
+}
+
+// fromConfig is the Targets of a family whose targets depend on the lab config alone (no run
+// option).
+func fromConfig(f func(c *lab.Config) []*engine.Target) func(Lab) []*engine.Target {
+	return func(l Lab) []*engine.Target { return f(l.Config) }
 }
 
 var families []Family
@@ -34,8 +41,24 @@ func Register(f Family) {
 }
 
 // Lab is a lab config as the engine builds it (engine.Options.Config): the config's values
-// (lab.Config's Lookup, Where, Source) and the targets the registered families declare for it.
-type Lab struct{ *lab.Config }
+// (lab.Config's Lookup, Where, Source), the targets the registered families declare for it,
+// and the run options of the command line that say how some of them act. A run option is not
+// the lab's content and feeds no key: it changes how a target applies what it makes (a
+// resize now or at the next power cycle), or what its Destroy removes, never what the target
+// makes, so it is a field the family's declaration captures, not a declared read; the plan
+// says what it does (libvirt/vm's reason names --restart).
+type Lab struct {
+	*lab.Config
+	// Restart (`labbuild --restart`) makes libvirt/vm/<node> power-cycle a running VM whose
+	// size (vcpus, memoryMiB) changed, so the new size takes effect now: the node is cordoned
+	// and drained through the Kubernetes API first when the cluster answers, and uncordoned
+	// once the VM runs again. Unset, a resize changes the persistent definition only ("takes
+	// effect at the next power cycle").
+	Restart bool
+	// DestroyMirror (`labbuild destroy --mirror`) makes mirror/registry's Destroy delete the
+	// mirror's storage too, which is shared by every lab of the host and kept otherwise.
+	DestroyMirror bool
+}
 
 // Declare implements engine.Config: the registered families' targets for the lab, families in
 // name order.
@@ -44,7 +67,7 @@ func (l Lab) Declare() []*engine.Target {
 	sort.Slice(fams, func(i, j int) bool { return fams[i].Name < fams[j].Name })
 	var ts []*engine.Target
 	for _, f := range fams {
-		ts = append(ts, f.Targets(l.Config)...)
+		ts = append(ts, f.Targets(l)...)
 	}
 	return ts
 }

@@ -25,7 +25,7 @@ func TestConfigEditedBetweenBuilds(t *testing.T) {
 	out := t.TempDir()
 	for _, vip := range []string{"192.168.126.10", "192.168.126.10", "192.168.126.9"} {
 		cfg.Network.APIVIP = vip
-		if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{cfg}, OutDir: out, Targets: ts}); err != nil {
+		if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: out, Targets: ts}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -19,7 +19,7 @@ func flowGraph(t *testing.T, c *lab.Config) map[string]*engine.Target {
 	t.Helper()
 	all := map[string]*engine.Target{}
 	for _, f := range families {
-		for _, x := range f.Targets(c) {
+		for _, x := range f.Targets(Lab{Config: c}) {
 			all[x.Name] = x
 		}
 	}
@@ -108,7 +108,7 @@ func TestFlowDryRunFresh(t *testing.T) {
 	os.WriteFile(c.Access.PullSecretFile, []byte(`{"auths":{}}`), 0o600)
 	os.WriteFile(c.Access.SSHKeyFile, []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl x\n"), 0o644)
 	var log strings.Builder
-	res, err := engine.Build(context.Background(), engine.Options{Config: Lab{c}, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true, Stdout: &log, Stderr: &log,
+	res, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true, Stdout: &log, Stderr: &log,
 		Now: func() time.Time { return time.Unix(1e9, 0) }})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())

@@ -33,7 +33,7 @@ import (
 // own process (its VIPs differ, so several clusters do not collide), started and reloaded
 // (haproxy -sf) by labbuild, recorded by pid, and stopped by `labbuild destroy`.
 func init() {
-	Register(Family{Name: "haproxy", Doc: "host load balancer: haproxy.cfg and labbuild's haproxy on the VIPs (stage 02)", Targets: haproxyTargets})
+	Register(Family{Name: "haproxy", Doc: "host load balancer: haproxy.cfg and labbuild's haproxy on the VIPs (stage 02)", Targets: fromConfig(haproxyTargets)})
 }
 
 // HAProxyConfigFile is the output of haproxy/config and haproxy/config-post-pivot.

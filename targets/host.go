@@ -112,7 +112,7 @@ func (realHost) IPForward() (bool, error) {
 }
 
 func init() {
-	Register(Family{Name: "host", Doc: "the host itself: preflight checks, DNS for the cluster domain, firewall openings for the VIPs", Targets: hostTargets})
+	Register(Family{Name: "host", Doc: "the host itself: preflight checks, DNS for the cluster domain, firewall openings for the VIPs", Targets: fromConfig(hostTargets)})
 }
 
 // hostPreflight is the target's name; hostTargets' other targets are in host_integration.go.

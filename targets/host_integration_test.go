@@ -39,7 +39,7 @@ func hostBuild(t *testing.T, c *lab.Config, out, goal string, destroy bool) (*en
 	t.Helper()
 	ts := append([]*engine.Target{clusterStandinFile(hostPreflight, "preflight.json", "{}")}, hostIntegrationTargets(c)...)
 	var log strings.Builder
-	o := engine.Options{Config: Lab{c}, OutDir: out, Goals: []string{goal}, Targets: ts, Stdout: &log, Stderr: &log}
+	o := engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{goal}, Targets: ts, Stdout: &log, Stderr: &log}
 	if destroy {
 		_, err := engine.Destroy(context.Background(), o)
 		return nil, err
@@ -56,7 +56,7 @@ func hostBuild(t *testing.T, c *lab.Config, out, goal string, destroy bool) (*en
 func hostDestroy(t *testing.T, c *lab.Config, out, goal, want string) {
 	t.Helper()
 	ts := append([]*engine.Target{clusterStandinFile(hostPreflight, "preflight.json", "{}")}, hostIntegrationTargets(c)...)
-	rep, err := engine.Destroy(context.Background(), engine.Options{Config: Lab{c}, OutDir: out, Goals: []string{goal}, Targets: ts})
+	rep, err := engine.Destroy(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{goal}, Targets: ts})
 	if err != nil {
 		t.Fatalf("destroy %s: %v", goal, err)
 	}

@@ -108,7 +108,7 @@ func TestHostPreflight(t *testing.T) {
 			}
 			out := t.TempDir()
 			var log strings.Builder
-			r, err := engine.Build(context.Background(), engine.Options{Config: Lab{c}, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log})
+			r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log})
 			if tt.wantN == 0 {
 				if err != nil {
 					t.Fatalf("%v\n%s", err, log.String())
@@ -119,7 +119,7 @@ func TestHostPreflight(t *testing.T) {
 				if tt.host.freePath != "" && tt.host.freePath != "/srv/labbuild/pool" {
 					t.Errorf("free space asked of %s, want libvirt.poolPath", tt.host.freePath)
 				}
-				if r, err := engine.Build(context.Background(), engine.Options{Config: Lab{c}, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log}); err != nil || len(r.Executed) != 0 {
+				if r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log}); err != nil || len(r.Executed) != 0 {
 					t.Errorf("rerun on the same host executed %v (%v)", r.Executed, err)
 				}
 				return
@@ -141,7 +141,7 @@ func TestHostPreflight(t *testing.T) {
 			}
 			_ = r
 			// Nothing is created after a failed preflight.
-			r, _ = engine.Build(context.Background(), engine.Options{Config: Lab{c}, OutDir: out, Goals: []string{"libvirt"}, Stdout: &log, Stderr: &log})
+			r, _ = engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"libvirt"}, Stdout: &log, Stderr: &log})
 			for _, e := range r.Executed {
 				if strings.HasPrefix(e, "libvirt/") {
 					t.Errorf("%s ran after a failed preflight", e)
@@ -243,7 +243,7 @@ func TestPreflightNestedKVMPlatform(t *testing.T) {
 			c.Platform, c.Network.LoadBalancer = lab.PlatformBaremetal, lab.LoadBalancerInCluster
 		}
 		var log strings.Builder
-		_, err := engine.Build(context.Background(), engine.Options{Config: Lab{c}, OutDir: t.TempDir(), Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log})
+		_, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: t.TempDir(), Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log})
 		if got := err != nil && strings.Contains(log.String(), "nested KVM: neither"); got != baremetal {
 			t.Errorf("baremetal %v: preflight error %v\n%s", baremetal, err, log.String())
 		}

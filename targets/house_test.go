@@ -63,23 +63,24 @@ var rooms = map[string][]string{
 	"graph":  {},
 	"cache":  {},
 	"engine": {"graph", "cache"},
-	// The families: the engine's names, the renderers, the adapters.
-	"targets": {"engine", "render/", "targets/", "internal/nearest", "internal/redfish"},
+	// The lab config: read by the CLI, the families and the rig; it knows none of them.
+	"lab": {},
+	// The families: the engine's names, the lab config, the renderers, the adapters.
+	"targets": {"engine", "lab", "render/", "targets/", "internal/redfish"},
 	// Adapters to the outside world (a registry, libvirt, the Kubernetes API, polling): no
 	// engine, no families, so each is usable and testable alone.
 	"targets/":               {"render/", "targets/"},
 	"render/":                {"render/"}, // pure: values in, bytes out
 	"internal/front":         {"cache"},   // TestFrontImports: the standard library and cache only
-	"internal/nearest":       {},
 	"internal/gather":        {},
 	"internal/nodessh":       {},
 	"internal/redfish":       {},
 	"internal/synthcli":      {"engine"},
 	"internal/payload":       {},
 	"internal/testenv":       {"internal/payload", "render/"},
-	"internal/rehearsal":     {"render/", "targets/"},
+	"internal/rehearsal":     {"lab", "render/", "targets/"},
 	"internal/tools":         {},
-	"cmd/labbuild":           {"engine", "graph", "cache", "targets", "internal/front", "internal/synthcli", "internal/nearest", "internal/gather", "internal/nodessh", "internal/redfish", "targets/virt"},
+	"cmd/labbuild":           {"engine", "graph", "cache", "lab", "targets", "internal/front", "internal/synthcli", "internal/gather", "internal/nodessh", "internal/redfish", "targets/virt"},
 	"cmd/labbuild-front":     {"internal/front"},
 	"cmd/labbuild-sample":    {"internal/testenv", "internal/payload"},
 	"cmd/mco-standin":        {"render/"},

@@ -287,7 +287,7 @@ func ignitionTargets(c *lab.Config) []*engine.Target {
 
 func init() {
 	Register(Family{Name: "ignition", Doc: "one Ignition 3.4 config per node, out/ignition/<node>.ign (stage 08)",
-		Targets: func(c *lab.Config) []*engine.Target {
-			return ignitionTargets(c)
+		Targets: func(l Lab) []*engine.Target {
+			return ignitionTargets(l.Config)
 		}})
 }

@@ -24,7 +24,7 @@ import (
 // Build bmc/service and the VMs (libvirt), then copy the file into an empty directory and run
 // openshift-install there; see docs/baremetal.md.
 func init() {
-	Register(Family{Name: "ipi", Doc: "platform baremetal: install-config.yaml for openshift-install's bare-metal IPI on this host (seed 001)", Targets: ipiTargets})
+	Register(Family{Name: "ipi", Doc: "platform baremetal: install-config.yaml for openshift-install's bare-metal IPI on this host (seed 001)", Targets: fromConfig(ipiTargets)})
 }
 
 func ipiTargets(c *lab.Config) []*engine.Target {

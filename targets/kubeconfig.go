@@ -113,5 +113,5 @@ func kubeconfigTargets(c *lab.Config) []*engine.Target {
 }
 
 func init() {
-	Register(Family{Name: "kubeconfig", Doc: "kubeconfigs of the admin and the control-plane identities (stage 06)", Targets: kubeconfigTargets})
+	Register(Family{Name: "kubeconfig", Doc: "kubeconfigs of the admin and the control-plane identities (stage 06)", Targets: fromConfig(kubeconfigTargets)})
 }

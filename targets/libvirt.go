@@ -22,7 +22,7 @@ import (
 // object with what libvirt reports, semantically (render/libvirt's *Diff), so hand-made drift
 // shows in the plan as create / update / replace; Destroy removes exactly the recorded object.
 func init() {
-	Register(Family{Name: "libvirt", Doc: "libvirt network with DNS, storage pool, node disks and VMs (stage 02)", Targets: libvirtTargets})
+	Register(Family{Name: "libvirt", Doc: "libvirt network with DNS, storage pool, node disks and VMs (stage 02)", Targets: func(l Lab) []*engine.Target { return libvirtTargets(l.Config, l.Restart) }})
 }
 
 // lvRecord is what an External libvirt target records of the object it made: enough to find
@@ -42,7 +42,9 @@ type lvRecord struct {
 	Config map[string]string `json:"config,omitempty"`
 }
 
-func libvirtTargets(c *lab.Config) []*engine.Target {
+// libvirtTargets declares the family for c; restart is Lab.Restart (--restart), which the VMs'
+// Run and Probe apply to a resize.
+func libvirtTargets(c *lab.Config, restart bool) []*engine.Target {
 	var ts []*engine.Target
 	netReads := []string{lab.LibvirtURI, lab.LibvirtNetwork, lab.ClusterName, lab.ClusterBaseDomain,
 		lab.NetworkMachineNetwork, lab.NetworkGateway, lab.NetworkIngressVIP, lab.NetworkDHCPStart, lab.NetworkDHCPEnd}
@@ -137,9 +139,9 @@ func libvirtTargets(c *lab.Config) []*engine.Target {
 		ts = append(ts, &engine.Target{
 			Name: "libvirt/vm/" + node, Doc: "libvirt domain <cluster>-" + node + " (virtio disk and NIC, serial console, VNC; Ignition via fw_cfg)",
 			Deps: deps, Reads: vmReads, Version: 1, External: true,
-			Run: func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvDomain(node)) },
+			Run: func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvDomain(node, restart)) },
 			Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
-				return lvProbe(s, lvDomain(node))
+				return lvProbe(s, lvDomain(node, restart))
 			},
 			Destroy: lvDestroy,
 		})
@@ -165,7 +167,7 @@ func lvFamilyTargets(c *lab.Config, name string) map[string]bool {
 	out := map[string]bool{}
 	for _, f := range families {
 		if f.Name == name {
-			for _, t := range f.Targets(c) {
+			for _, t := range f.Targets(Lab{Config: c}) {
 				out[t.Name] = true
 			}
 		}

@@ -168,7 +168,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	}
 	c := lvLab(d, sr)
 	build(c, false)
-	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{c}, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) })
 	conn, err := virt.Connect(c.Libvirt.URI)
 	if err != nil {
 		t.Fatal(err)
@@ -337,10 +337,8 @@ func TestLibvirtLiveEdits(t *testing.T) {
 		return kubedyn.Config(cp.Admin), nil // the lab's API VIP is this loopback apiserver
 	}
 	clusterDrainWait, clusterDrainPoll = 20*time.Second, 100*time.Millisecond
-	RestartResized = true
-	t.Cleanup(func() {
-		clusterEnv, clusterDrainWait, clusterDrainPoll, RestartResized = oldEnv, oldWait, oldPoll, false
-	})
+	t.Cleanup(func() { clusterEnv, clusterDrainWait, clusterDrainPoll = oldEnv, oldWait, oldPoll })
+	build = lvBuilderWith(ctx, t, out, Lab{Restart: true}, "libvirt", "haproxy/service")
 	kdyn, err := dynamic.NewForConfig(cp.Admin)
 	if err != nil {
 		t.Fatal(err)

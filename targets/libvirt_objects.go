@@ -296,9 +296,10 @@ func lvVolume(node string) lvObserve {
 }
 
 // lvDomain observes a node's VM. A change that needs a new domain (disk, NIC, firmware)
-// replaces it; a size change updates the persistent definition, applied at its next start.
-// Run always (re)defines: the same XML changes nothing.
-func lvDomain(node string) lvObserve {
+// replaces it; a size change updates the persistent definition, applied at its next start,
+// or now when restart (Lab.Restart) power-cycles a running VM. Run always (re)defines: the
+// same XML changes nothing.
+func lvDomain(node string, restart bool) lvObserve {
 	return func(s *engine.Step, c *virt.Conn) (lvPlan, error) {
 		sp, err := lvDomainSpec(s, node)
 		if err != nil {
@@ -359,7 +360,7 @@ func lvDomain(node string) lvObserve {
 				}
 				resized = true
 				p.action, p.reason = engine.Update, strings.Join(why, "; ")+"; takes effect at the next power cycle"
-				if st := lvState(c, sp.Name); RestartResized && (st == virt.DomainRunning || st == virt.DomainPaused) {
+				if st := lvState(c, sp.Name); restart && (st == virt.DomainRunning || st == virt.DomainPaused) {
 					p.reason = strings.Join(why, "; ") + "; --restart: drain " + node + " (when the cluster answers), power-cycle, uncordon"
 				}
 			}
@@ -381,7 +382,7 @@ func lvDomain(node string) lvObserve {
 			if err := c.DefineDomain(want); err != nil {
 				return err
 			}
-			if resized && RestartResized {
+			if resized && restart {
 				return lvRestart(s, c, node, sp.Name)
 			}
 			return nil

@@ -21,7 +21,7 @@ import (
 // size override is read only by that node's VM.
 func TestLibvirtTargetsDeclared(t *testing.T) {
 	c := lab.DefaultConfig()
-	ts := libvirtTargets(c)
+	ts := libvirtTargets(c, false)
 	if len(ts) != 3+2*len(c.Nodes) {
 		t.Fatalf("%d targets, want %d", len(ts), 3+2*len(c.Nodes))
 	}
@@ -34,7 +34,7 @@ func TestLibvirtTargetsDeclared(t *testing.T) {
 		}
 	}
 	c.Nodes[5].MemoryMiB = 12288 // worker-1
-	for _, tg := range libvirtTargets(c) {
+	for _, tg := range libvirtTargets(c, false) {
 		has := slices.Contains(tg.Reads, "nodes.worker-1.memoryMiB")
 		if has != (tg.Name == "libvirt/vm/worker-1") {
 			t.Errorf("%s reads nodes.worker-1.memoryMiB: %v", tg.Name, has)
@@ -76,18 +76,24 @@ var lvNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // lvBuild builds goals of c into out (-j 2, the clock lvNow; dry: the plan only) and returns
 // the result with the build's log (stdout and stderr as they came) for a failure message.
-func lvBuild(ctx context.Context, c *lab.Config, out string, dry bool, goals ...string) (*engine.Result, string, error) {
+func lvBuild(ctx context.Context, l Lab, out string, dry bool, goals ...string) (*engine.Result, string, error) {
 	var log strings.Builder
-	r, err := engine.Build(ctx, engine.Options{Config: Lab{c}, OutDir: out, Goals: goals, DryRun: dry, Jobs: 2,
+	r, err := engine.Build(ctx, engine.Options{Config: l, OutDir: out, Goals: goals, DryRun: dry, Jobs: 2,
 		Now: func() time.Time { return lvNow }, Stdout: &log, Stderr: &log})
 	return r, log.String(), err
 }
 
 // lvBuilder is lvBuild of goals into out as a test step: a failed build fails t with its log.
 func lvBuilder(ctx context.Context, t *testing.T, out string, goals ...string) func(c *lab.Config, dry bool) *engine.Result {
+	return lvBuilderWith(ctx, t, out, Lab{}, goals...)
+}
+
+// lvBuilderWith is lvBuilder with run's run options (Restart) on every build.
+func lvBuilderWith(ctx context.Context, t *testing.T, out string, run Lab, goals ...string) func(c *lab.Config, dry bool) *engine.Result {
 	return func(c *lab.Config, dry bool) *engine.Result {
 		t.Helper()
-		r, log, err := lvBuild(ctx, c, out, dry, goals...)
+		run.Config = c
+		r, log, err := lvBuild(ctx, run, out, dry, goals...)
 		if err != nil {
 			t.Fatalf("build %v (dry %v): %v\n%s", goals, dry, err, log)
 		}
@@ -110,7 +116,7 @@ func TestLibvirtFamilyReal(t *testing.T) {
 	if got := lvOwn(r.Executed); len(got) != 3+2*len(c.Nodes) {
 		t.Fatalf("first build executed %v", got)
 	}
-	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{c}, OutDir: out}) }) // if the test stops early
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) }) // if the test stops early
 
 	dig := func(name, typ string) string {
 		o, err := d.Exec("dig", "@198.18.0.1", "+short", "+time=2", "+tries=2", name, typ)
@@ -178,7 +184,7 @@ func TestLibvirtFamilyReal(t *testing.T) {
 	}
 
 	// Destroying libvirt/dns alone takes the lab's records out of the running dnsmasq.
-	rep, err := engine.Destroy(ctx, engine.Options{Config: Lab{c2}, OutDir: out, Goals: []string{"libvirt/dns"}})
+	rep, err := engine.Destroy(ctx, engine.Options{Config: Lab{Config: c2}, OutDir: out, Goals: []string{"libvirt/dns"}})
 	if err != nil || !slices.Equal(rep.Destroyed, []string{"libvirt/dns"}) {
 		t.Fatalf("destroy libvirt/dns: %+v, %v", rep, err)
 	}
@@ -186,7 +192,7 @@ func TestLibvirtFamilyReal(t *testing.T) {
 		t.Errorf("master-2 still resolves after destroying libvirt/dns: %s", o)
 	}
 	for round := 0; round < 2; round++ {
-		if _, err := engine.Destroy(ctx, engine.Options{Config: Lab{c2}, OutDir: out}); err != nil {
+		if _, err := engine.Destroy(ctx, engine.Options{Config: Lab{Config: c2}, OutDir: out}); err != nil {
 			t.Fatalf("destroy round %d: %v", round, err)
 		}
 	}
@@ -280,7 +286,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	var vms, rest []string
-	for _, tg := range libvirtTargets(c2) {
+	for _, tg := range libvirtTargets(c2, false) {
 		switch {
 		case strings.HasPrefix(tg.Name, "libvirt/vm/") && tg.Name != "libvirt/vm/worker-0":
 			vms = append(vms, tg.Name)
@@ -288,7 +294,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 			rest = append(rest, tg.Name)
 		}
 	}
-	rep, err := engine.Destroy(ctx, engine.Options{Config: Lab{c2}, OutDir: out, Goals: []string{"libvirt/dns"}})
+	rep, err := engine.Destroy(ctx, engine.Options{Config: Lab{Config: c2}, OutDir: out, Goals: []string{"libvirt/dns"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +306,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 	if n.DNS != nil && len(n.DNS.Host)+len(n.DNS.SRVs) != 0 || n.IPs[0].DHCP != nil && len(n.IPs[0].DHCP.Hosts) != 0 {
 		t.Errorf("records left after destroying libvirt/dns: %+v %+v", n.DNS, n.IPs[0].DHCP)
 	}
-	rep, err = engine.Destroy(ctx, engine.Options{Config: Lab{c2}, OutDir: out})
+	rep, err = engine.Destroy(ctx, engine.Options{Config: Lab{Config: c2}, OutDir: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +318,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 	if _, _, found, _ := conn.Domain("lbt-master-0"); found {
 		t.Error("domain left after destroy")
 	}
-	if rep, err := engine.Destroy(ctx, engine.Options{Config: Lab{c2}, OutDir: out}); err != nil || len(rep.Destroyed)+len(rep.Absent)+len(rep.Failed) != 0 {
+	if rep, err := engine.Destroy(ctx, engine.Options{Config: Lab{Config: c2}, OutDir: out}); err != nil || len(rep.Destroyed)+len(rep.Absent)+len(rep.Failed) != 0 {
 		t.Errorf("a third destroy found %+v (%v)", rep, err)
 	}
 }

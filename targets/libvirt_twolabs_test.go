@@ -38,7 +38,7 @@ func TestLibvirtTwoLabs(t *testing.T) {
 	testenv.Require(t, "dig")
 	ctx := context.Background()
 	build := func(c *lab.Config, out string, dry bool) (*engine.Result, string, error) {
-		return lvBuild(ctx, c, out, dry, "libvirt")
+		return lvBuild(ctx, Lab{Config: c}, out, dry, "libvirt")
 	}
 	a, b := lvLabOn(d, sr, "lba", "0"), lvLabOn(d, sr, "lbb", "1")
 	outA, outB := t.TempDir(), t.TempDir()
@@ -49,7 +49,7 @@ func TestLibvirtTwoLabs(t *testing.T) {
 		if _, log, err := build(l.c, l.out, false); err != nil {
 			t.Fatalf("build %s: %v\n%s", l.c.Cluster.Name, err, log)
 		}
-		t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{l.c}, OutDir: l.out}) })
+		t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: l.c}, OutDir: l.out}) })
 	}
 	conn, err := virt.Connect(a.Libvirt.URI)
 	if err != nil {
@@ -76,7 +76,7 @@ func TestLibvirtTwoLabs(t *testing.T) {
 	c := lvLabOn(d, sr, "lbc", "1")
 	var log strings.Builder
 	outC := t.TempDir()
-	_, err = engine.Build(ctx, engine.Options{Config: Lab{c}, OutDir: outC, Goals: []string{"libvirt/network"}, Stdout: &log, Stderr: &log})
+	_, err = engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: outC, Goals: []string{"libvirt/network"}, Stdout: &log, Stderr: &log})
 	if log := log.String(); err == nil || !strings.Contains(log, "network.machineNetwork 198.18.1.0/24 overlaps 198.18.1.0/24 of libvirt network lbb") {
 		t.Errorf("overlapping lab: err %v, log:\n%s", err, log)
 	}
@@ -84,7 +84,7 @@ func TestLibvirtTwoLabs(t *testing.T) {
 		t.Error("network lbc made despite the collision")
 	}
 
-	if _, err := engine.Destroy(ctx, engine.Options{Config: Lab{a}, OutDir: outA}); err != nil {
+	if _, err := engine.Destroy(ctx, engine.Options{Config: Lab{Config: a}, OutDir: outA}); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range a.Nodes {

@@ -582,7 +582,7 @@ func mfCopy(s *engine.Step, dep, rel, dst string) error {
 
 func init() {
 	Register(Family{Name: "manifests", Doc: "static pods and cluster manifests of the bootstrap control plane (stage 07)",
-		Targets: func(c *lab.Config) []*engine.Target {
-			return manifestsTargets(c)
+		Targets: func(l Lab) []*engine.Target {
+			return manifestsTargets(l.Config)
 		}})
 }

@@ -99,7 +99,7 @@ func (l *mfLab) build(goals ...string) *engine.Result {
 	l.t.Helper()
 	cfg := reparsed(l.t, l.cfg, "lab.json")
 	ts := append(append(append(pkiTargets(cfg), kubeconfigTargets(cfg)...), manifestsTargets(cfg)...), mfStandinRelease(l.crds)...)
-	r, err := engine.Build(context.Background(), engine.Options{Config: Lab{cfg}, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts,
+	r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts,
 		Now: func() time.Time { return l.now }, Stdout: &l.log, Stderr: &l.log})
 	if err != nil {
 		l.t.Fatalf("build: %v\n%s", err, l.log.String())
@@ -231,7 +231,7 @@ func TestManifestsBadPullSecret(t *testing.T) {
 	cfg := reparsed(t, l.cfg, "lab.json")
 	ts := append(append(pkiTargets(cfg), manifestsTargets(cfg)...), mfStandinRelease(l.crds)...)
 	var out bytes.Buffer
-	_, err := engine.Build(context.Background(), engine.Options{Config: Lab{cfg}, OutDir: l.out, Goals: []string{"manifests/cluster/pull-secret"}, Targets: ts, Stdout: &out, Stderr: &out})
+	_, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: l.out, Goals: []string{"manifests/cluster/pull-secret"}, Targets: ts, Stdout: &out, Stderr: &out})
 	if err == nil {
 		t.Fatal("build with a malformed pull secret succeeded")
 	}

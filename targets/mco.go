@@ -380,7 +380,7 @@ func mcoTargets(c *lab.Config) []*engine.Target {
 
 func init() {
 	Register(Family{Name: "mco", Doc: "node OS render by the release's machine-config-operator/controller bootstrap (stage 08)",
-		Targets: func(c *lab.Config) []*engine.Target {
-			return mcoTargets(c)
+		Targets: func(l Lab) []*engine.Target {
+			return mcoTargets(l.Config)
 		}})
 }

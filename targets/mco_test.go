@@ -210,7 +210,7 @@ func (l *mcoLab) tryBuildForce(force bool, goals ...string) (*engine.Result, err
 		mcoTargets(cfg)...), ignitionTargets(cfg)...), l.standinRelease()...)
 	ts = append(ts, mirrorCredentialsOnly(cfg)...) // with mirror.enabled (mirror_ignition_test.go)
 	l.log.Reset()
-	return engine.Build(context.Background(), engine.Options{Config: Lab{cfg}, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts, Force: force,
+	return engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts, Force: force,
 		Now: func() time.Time { return pkiT0 }, Stdout: &l.log, Stderr: &l.log})
 }
 

@@ -54,7 +54,9 @@ var mirrorReads = []string{lab.MirrorStorage, lab.MirrorPort, lab.NetworkGateway
 // mirrorPKIDeps are the mirror's CA and serving certificate (pki/ca/mirror, pki/cert/mirror).
 var mirrorPKIDeps = []string{"pki/ca/mirror-ca", "pki/cert/mirror", "pki/key/mirror"}
 
-func mirrorTargets(c *lab.Config) []*engine.Target {
+// mirrorTargets declares the family for c; destroyStorage is Lab.DestroyMirror (destroy
+// --mirror), which mirror/registry's Destroy applies.
+func mirrorTargets(c *lab.Config, destroyStorage bool) []*engine.Target {
 	if !c.MirrorOn() {
 		return nil
 	}
@@ -78,7 +80,10 @@ func mirrorTargets(c *lab.Config) []*engine.Target {
 			// Reads "release.image" nowhere: the registry does not depend on the release.
 			Reads:   mirrorReads,
 			Version: 1, External: true,
-			Run: mirrorRegistryRun, Probe: mirrorRegistryProbe, Destroy: mirrorRegistryDestroy,
+			Run: mirrorRegistryRun, Probe: mirrorRegistryProbe,
+			Destroy: func(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) {
+				return mirrorRegistryDestroy(s, destroyStorage)
+			},
 		},
 		{
 			Name: "mirror/release",
@@ -96,7 +101,7 @@ func mirrorTargets(c *lab.Config) []*engine.Target {
 }
 
 func init() {
-	Register(Family{Name: "mirror", Doc: "the local release mirror: a distribution registry holding the payload by digest (mirror.enabled)", Targets: mirrorTargets})
+	Register(Family{Name: "mirror", Doc: "the local release mirror: a distribution registry holding the payload by digest (mirror.enabled)", Targets: func(l Lab) []*engine.Target { return mirrorTargets(l.Config, l.DestroyMirror) }})
 }
 
 // mirrorPasswordBytes is the entropy of the generated password: 24 random bytes, 32 base64url
@@ -380,11 +385,10 @@ func mirrorRegistryProbe(ctx context.Context, s *engine.Step) (engine.ProbeResul
 	return engine.ProbeResult{Action: engine.Keep}, nil
 }
 
-// DestroyMirror makes mirror/registry's Destroy delete the mirror's storage too (`labbuild
-// destroy --mirror`). Without it the storage, shared by every lab of the host, is kept.
-var DestroyMirror bool
-
-func mirrorRegistryDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) {
+// mirrorRegistryDestroy stops the registry and, with destroyStorage (Lab.DestroyMirror:
+// destroy --mirror), deletes its storage too; without it the storage, shared by every lab of
+// the host, is kept.
+func mirrorRegistryDestroy(s *engine.Step, destroyStorage bool) (engine.DestroyOutcome, error) {
 	prev, ok, err := readRecord[mirrorRecord](s, recordFile)
 	if err != nil {
 		return 0, err
@@ -400,7 +404,7 @@ func mirrorRegistryDestroy(ctx context.Context, s *engine.Step) (engine.DestroyO
 		}
 		existed = existed || e
 	}
-	if DestroyMirror && prev.Storage != "" {
+	if destroyStorage && prev.Storage != "" {
 		if _, err := os.Stat(prev.Storage); err == nil {
 			existed = true
 			if err := os.RemoveAll(prev.Storage); err != nil {
@@ -415,17 +419,17 @@ func mirrorRegistryDestroy(ctx context.Context, s *engine.Step) (engine.DestroyO
 }
 
 // MirrorDestroyNote is the line `labbuild destroy` prints about the mirror's storage when
-// mirror/registry is among what it destroys (or would: dryRun): kept unless --mirror. Empty
-// when the lab has no mirror.
-func MirrorDestroyNote(c *lab.Config, dryRun bool) string {
+// mirror/registry is among what it destroys (or would: dryRun): kept unless destroyStorage
+// (--mirror). Empty when the lab has no mirror.
+func MirrorDestroyNote(c *lab.Config, destroyStorage, dryRun bool) string {
 	if c == nil || !c.MirrorOn() {
 		return ""
 	}
 	st := lab.ExpandPath(c.Mirror.Storage, "/")
 	switch {
-	case DestroyMirror && dryRun:
+	case destroyStorage && dryRun:
 		return "would delete the mirror storage " + st + " (--mirror; shared by every lab of this host)"
-	case DestroyMirror:
+	case destroyStorage:
 		return "deleted the mirror storage " + st + " (--mirror)"
 	case dryRun:
 		return "would keep the mirror storage " + st + " (labbuild destroy --mirror deletes it)"

@@ -16,7 +16,7 @@ import (
 // declare the families they need, without the registry and the copy).
 func mirrorCredentialsOnly(cfg *lab.Config) []*engine.Target {
 	var out []*engine.Target
-	for _, m := range mirrorTargets(cfg) {
+	for _, m := range mirrorTargets(cfg, false) {
 		if m.Name == "mirror/credentials" {
 			out = append(out, m)
 		}

@@ -17,7 +17,7 @@ import (
 func mirrorOffDefs(t *testing.T, c *lab.Config) []string {
 	t.Helper()
 	var out []string
-	for _, tg := range (Lab{c}).Declare() {
+	for _, tg := range (Lab{Config: c}).Declare() {
 		var reads []string
 		for _, r := range tg.Reads {
 			v, _ := c.Lookup(r)

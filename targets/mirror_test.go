@@ -61,7 +61,7 @@ func withMirror(t *testing.T, l *releaseLab, storage string) {
 	out := l.out
 	cfg := l.cfg
 	t.Cleanup(func() {
-		engine.Destroy(context.Background(), engine.Options{Config: Lab{cfg}, OutDir: out, Goals: []string{"mirror"}})
+		engine.Destroy(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: out, Goals: []string{"mirror"}})
 	})
 }
 
@@ -174,7 +174,7 @@ func TestMirrorCopyAndSkip(t *testing.T) {
 	cfg2.Mirror = &lab.MirrorConfig{Enabled: true, Storage: storage, Port: freePort(t)}
 	l2.cfg = &cfg2
 	t.Cleanup(func() {
-		engine.Destroy(context.Background(), engine.Options{Config: Lab{l2.cfg}, OutDir: l2.out, Goals: []string{"mirror"}})
+		engine.Destroy(context.Background(), engine.Options{Config: Lab{Config: l2.cfg}, OutDir: l2.out, Goals: []string{"mirror"}})
 	})
 	if _, err := l2.build(t, false, "release/image-references", "mirror/registry"); err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func TestMirrorCopyAndSkip(t *testing.T) {
 		return r
 	}
 	rr := regRec(l)
-	if _, err := engine.Destroy(context.Background(), engine.Options{Config: Lab{l.cfg}, OutDir: l.out}); err != nil {
+	if _, err := engine.Destroy(context.Background(), engine.Options{Config: Lab{Config: l.cfg}, OutDir: l.out}); err != nil {
 		t.Fatal(err)
 	}
 	for addr, d := range rr.Serving {
@@ -215,9 +215,7 @@ func TestMirrorCopyAndSkip(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(storage, "docker/registry/v2/blobs")); err != nil {
 		t.Errorf("destroy without --mirror removed the storage: %v", err)
 	}
-	DestroyMirror = true
-	t.Cleanup(func() { DestroyMirror = false })
-	if _, err := engine.Destroy(context.Background(), engine.Options{Config: Lab{l2.cfg}, OutDir: l2.out}); err != nil {
+	if _, err := engine.Destroy(context.Background(), engine.Options{Config: Lab{Config: l2.cfg, DestroyMirror: true}, OutDir: l2.out}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(storage); !errors.Is(err, fs.ErrNotExist) {
@@ -338,7 +336,7 @@ func TestMirrorResume(t *testing.T) {
 	}
 
 	// `labbuild -n` asks the mirror what is left (the Probe): some images, some bytes.
-	dry, err := engine.Build(context.Background(), engine.Options{Config: Lab{l.cfg}, OutDir: l.out, Goals: []string{"mirror/release"}, DryRun: true,
+	dry, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: l.cfg}, OutDir: l.out, Goals: []string{"mirror/release"}, DryRun: true,
 		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }, Stdout: io.Discard, Stderr: io.Discard})
 	if err != nil {
 		t.Fatal(err)

@@ -520,7 +520,7 @@ func pkiTargets(c *lab.Config) []*engine.Target {
 }
 
 func init() {
-	Register(Family{Name: "pki", Doc: "keys (sticky), CAs and certificates of the control plane", Targets: pkiTargets})
+	Register(Family{Name: "pki", Doc: "keys (sticky), CAs and certificates of the control plane", Targets: fromConfig(pkiTargets)})
 }
 
 // CertInfo is one built certificate as `labbuild certs` shows it.

@@ -20,7 +20,7 @@ func BenchmarkPKICold(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				out := b.TempDir()
-				r, err := engine.Build(context.Background(), engine.Options{Config: Lab{lab.DefaultConfig()}, OutDir: out,
+				r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: lab.DefaultConfig()}, OutDir: out,
 					Goals: []string{"pki", "kubeconfig"}, Jobs: j, Now: func() time.Time { return pkiT0 },
 					Stdout: io.Discard, Stderr: io.Discard})
 				if err != nil || len(r.Executed) != 53 {

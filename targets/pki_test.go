@@ -57,7 +57,7 @@ func reparsed(t testing.TB, c *lab.Config, name string) *lab.Config {
 func (l *pkiLab) build() *engine.Result {
 	l.t.Helper()
 	cfg := reparsed(l.t, l.cfg, "lab.json")
-	r, err := engine.Build(context.Background(), engine.Options{Config: Lab{cfg}, OutDir: l.out, Goals: l.goals, Jobs: 2,
+	r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: l.out, Goals: l.goals, Jobs: 2,
 		Force: l.force, Now: func() time.Time { return l.now }, Stdout: &l.log, Stderr: &l.log})
 	if err != nil {
 		l.t.Fatalf("build: %v", err)

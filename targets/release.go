@@ -541,5 +541,5 @@ func releaseRunMCO(ctx context.Context, s *engine.Step) error {
 }
 
 func init() {
-	Register(Family{Name: "release", Doc: "the OpenShift release payload: digests, image-references, metadata, CRDs, MCO (stage 03)", Targets: releaseTargets})
+	Register(Family{Name: "release", Doc: "the OpenShift release payload: digests, image-references, metadata, CRDs, MCO (stage 03)", Targets: fromConfig(releaseTargets)})
 }

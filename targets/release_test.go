@@ -82,7 +82,7 @@ func (l *releaseLab) build(t *testing.T, force bool, goals ...string) (*engine.R
 		goals = []string{"release"}
 	}
 	var stderr bytes.Buffer
-	r, err := engine.Build(context.Background(), engine.Options{Config: Lab{l.cfg}, OutDir: l.out, Goals: goals, Jobs: 2, Force: force,
+	r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: l.cfg}, OutDir: l.out, Goals: goals, Jobs: 2, Force: force,
 		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }, Stderr: &stderr})
 	if err != nil && stderr.Len() > 0 {
 		err = errors.Join(err, errors.New(stderr.String()))
@@ -420,7 +420,7 @@ func TestReleaseMirrorLayout(t *testing.T) {
 	os.WriteFile(ps, []byte(`{"auths":{"registry.labbuild.invalid":{"auth":"YTpi"}}}`), 0o600)
 	cfg.Access.PullSecretFile = ps
 	out := t.TempDir()
-	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{cfg}, OutDir: out, Goals: []string{"release"}, Stderr: io.Discard}); err != nil {
+	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: out, Goals: []string{"release"}, Stderr: io.Discard}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(out, "release/mco/bin/machine-config-controller"))
@@ -451,7 +451,7 @@ func TestReleaseTagMoves(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	build := func() *engine.Result {
 		t.Helper()
-		r, err := engine.Build(context.Background(), engine.Options{Config: Lab{l.cfg}, OutDir: l.out, Jobs: 2, Stderr: io.Discard,
+		r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: l.cfg}, OutDir: l.out, Jobs: 2, Stderr: io.Discard,
 			Targets: append(releaseTargets(l.cfg), ts...), Now: func() time.Time { return now }})
 		if err != nil {
 			t.Fatal(err)
@@ -504,7 +504,7 @@ func TestReleaseSampleFeedsIgnition(t *testing.T) {
 	cfg.Access.PullSecretFile, cfg.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
 	out := t.TempDir()
 	var log bytes.Buffer
-	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{cfg}, OutDir: out, Goals: []string{"ignition"}, Jobs: 2, Stderr: &log,
+	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: out, Goals: []string{"ignition"}, Jobs: 2, Stderr: &log,
 		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }}); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}

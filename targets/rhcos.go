@@ -41,7 +41,7 @@ type rhcosRecord struct {
 
 func init() {
 	Register(Family{Name: "rhcos", Doc: "the RHCOS QEMU image the node disks overlay, downloaded once into a shared cache and verified",
-		Targets: rhcosTargets})
+		Targets: fromConfig(rhcosTargets)})
 }
 
 // rhcosTargets declares rhcos/image. By default the image is the one the release payload's

@@ -66,7 +66,7 @@ func TestRHCOSImage(t *testing.T) {
 	}
 	build := func(c *lab.Config, out string) (*engine.Result, string, error) {
 		var log bytes.Buffer
-		r, err := engine.Build(context.Background(), engine.Options{Config: Lab{c}, OutDir: out, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
+		r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
 		return r, log.String(), err
 	}
 	out := t.TempDir()
@@ -129,10 +129,10 @@ func TestRHCOSBackedVolume(t *testing.T) {
 	out := t.TempDir()
 	ctx := context.Background()
 	var log bytes.Buffer
-	if _, err := engine.Build(ctx, engine.Options{Config: Lab{c}, OutDir: out, Goals: []string{"libvirt/volume/worker-0"}, Stdout: &log, Stderr: &log}); err != nil {
+	if _, err := engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"libvirt/volume/worker-0"}, Stdout: &log, Stderr: &log}); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{c}, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) })
 	conn, err := virt.Connect(c.Libvirt.URI)
 	if err != nil {
 		t.Fatal(err)
@@ -167,7 +167,7 @@ func TestRHCOSFromPayload(t *testing.T) {
 	}
 	out := t.TempDir()
 	var log bytes.Buffer
-	r, err := engine.Build(context.Background(), engine.Options{Config: Lab{newLab()}, OutDir: out, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
+	r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: newLab()}, OutDir: out, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
@@ -194,7 +194,7 @@ func TestRHCOSFromPayload(t *testing.T) {
 	c := newLab()
 	c.RHCOS = lab.RHCOSConfig{ImageURL: u, ImageSHA256: sum}
 	out2 := t.TempDir()
-	r, err = engine.Build(context.Background(), engine.Options{Config: Lab{c}, OutDir: out2, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
+	r, err = engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out2, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
@@ -234,7 +234,7 @@ func TestRHCOSOverrideLeavesStream(t *testing.T) {
 		if override {
 			c.RHCOS = lab.RHCOSConfig{ImageURL: "https://images.example/rhcos.qcow2.gz", ImageSHA256: strings.Repeat("a", 64)}
 		}
-		p, err := engine.Load(engine.Options{Config: Lab{c}, OutDir: t.TempDir()})
+		p, err := engine.Load(engine.Options{Config: Lab{Config: c}, OutDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}

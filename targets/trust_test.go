@@ -38,7 +38,7 @@ func TestTrustDeps(t *testing.T) {
 		}
 		var user, proxy, ipi []string
 		found := false
-		for _, tg := range (Lab{c}).Declare() {
+		for _, tg := range (Lab{Config: c}).Declare() {
 			switch tg.Name {
 			case userCABundleTarget:
 				found, user = true, tg.Deps

@@ -42,7 +42,7 @@ func TestInClusterPlan(t *testing.T) {
 			c := lab.DefaultConfig()
 			c.Network.LoadBalancer = mode
 			c.Access.PullSecretFile, c.Access.SSHKeyFile = ps, key
-			res, err := engine.Build(context.Background(), engine.Options{Config: Lab{c}, OutDir: filepath.Join(t.TempDir(), "out"), Goals: []string{"cluster"}, DryRun: true,
+			res, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: filepath.Join(t.TempDir(), "out"), Goals: []string{"cluster"}, DryRun: true,
 				Now: func() time.Time { return time.Unix(1e9, 0) }})
 			if err != nil {
 				t.Fatal(err)
@@ -67,7 +67,7 @@ func TestInClusterPlan(t *testing.T) {
 			// The bootstrap's on-prem pods come from the MCO bootstrap render in-cluster only;
 			// labbuild declares no target of its own for them.
 			for _, f := range families {
-				for _, x := range f.Targets(c) {
+				for _, x := range f.Targets(Lab{Config: c}) {
 					if x.Name == "manifests/bootstrap" && (slices.Contains(x.Deps, "mco/operator-bootstrap") != in ||
 						slices.Contains(x.Deps, "manifests/cluster/baremetal-provisioning") != in) {
 						t.Errorf("manifests/bootstrap deps %v: mco/operator-bootstrap and manifests/cluster/baremetal-provisioning among them should be %v", x.Deps, in)
@@ -85,7 +85,7 @@ func TestInClusterPlan(t *testing.T) {
 			// wildcard) and api/api-int (libvirt/dns) answer the VIPs for clients outside the
 			// cluster, whoever holds them.
 			for _, f := range families {
-				for _, x := range f.Targets(c) {
+				for _, x := range f.Targets(Lab{Config: c}) {
 					want := map[string]string{"libvirt/network": "network.ingressVIP", "libvirt/dns": "network.apiVIP"}[x.Name]
 					if want != "" && (!slices.Contains(x.Reads, want) || slices.Contains(x.Reads, "network.loadBalancer")) {
 						t.Errorf("%s reads %v: want %s and not network.loadBalancer", x.Name, x.Reads, want)
@@ -335,7 +335,7 @@ func TestClusterPivotInCluster(t *testing.T) {
 		}
 	}
 	var stderr strings.Builder
-	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{c}, OutDir: t.TempDir(), Goals: []string{"cluster/pivot"}, Targets: ts, Jobs: 1, Now: time.Now, Stderr: &stderr}); err != nil {
+	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: t.TempDir(), Goals: []string{"cluster/pivot"}, Targets: ts, Jobs: 1, Now: time.Now, Stderr: &stderr}); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	if _, stops := machines.count("bootstrap"); stops != 1 {
@@ -429,7 +429,7 @@ func TestClusterEtcdWaitsForMastersKeepalived(t *testing.T) {
 	}
 	var stderr strings.Builder
 	out := t.TempDir()
-	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{c}, OutDir: out, Goals: []string{"cluster/etcd"}, Targets: ts, Jobs: 1, Now: time.Now, Stderr: &stderr}); err != nil {
+	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"cluster/etcd"}, Targets: ts, Jobs: 1, Now: time.Now, Stderr: &stderr}); err != nil {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	if at := readsAtMark.Load(); at < 9 {

@@ -296,8 +296,6 @@ func (c *cli) options(goals []string) (engine.Options, error) {
 		Force: c.force, Regenerate: c.regenerate, Explain: c.explain, Terminal: c.terminal,
 		Stdout: c.stdout, Stderr: c.stderr, Stats: c.stats,
 	}
-	targets.RestartResized = c.restart
-	targets.DestroyMirror = c.mirror
 	if c.quiet {
 		o.Stdout = io.Discard
 	}
@@ -342,7 +340,7 @@ func (c *cli) options(goals []string) (engine.Options, error) {
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(c.stderr, "labbuild: warning: %s: %s\n", name, w)
 	}
-	o.Config, o.ConfigPath, c.cfg = targets.Lab{Config: cfg}, path, cfg
+	o.Config, o.ConfigPath, c.cfg = targets.Lab{Config: cfg, Restart: c.restart, DestroyMirror: c.mirror}, path, cfg
 	return o, nil
 }
 

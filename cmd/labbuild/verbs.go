@@ -476,7 +476,7 @@ func runDestroy(ctx context.Context, c *cli, args []string) error {
 		fmt.Fprintf(c.stdout, "kept %s (still recorded: %s uses it)\n", n, rep.KeptFor[n])
 	}
 	if slices.Contains(rep.Planned, "mirror/registry") || slices.Contains(rep.Destroyed, "mirror/registry") || slices.Contains(rep.Absent, "mirror/registry") {
-		if note := targets.MirrorDestroyNote(c.cfg, c.dryRun); note != "" {
+		if note := targets.MirrorDestroyNote(c.cfg, c.mirror, c.dryRun); note != "" {
 			fmt.Fprintln(c.stdout, note)
 		}
 	}
