@@ -17,9 +17,7 @@ import (
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/redfish"
 	"github.com/labbuild/labbuild/lab"
-	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/render/manifests"
-	"github.com/labbuild/labbuild/targets/kube"
 )
 
 // The bmc family is platform: baremetal's virtual BMC (seed 001: sushy-tools' dynamic Redfish
@@ -40,10 +38,6 @@ func init() {
 // BMCServeVerb is the hidden first argument that makes labbuild-full run the BMC
 // (cmd/labbuild/bmcserve.go).
 const BMCServeVerb = "__bmc-serve"
-
-// BMCPort is the BMC's TCP port on the lab bridge: sushy-tools' default, the seed's
-// 192.168.122.1:8000.
-const BMCPort = 8000
 
 // BMCUser is the BMC's user name; its password is generated (bmc/credentials).
 const BMCUser = "labbuild"
@@ -118,14 +112,6 @@ func bmcStateDir(s *engine.Step) (string, error) {
 		return "", err
 	}
 	return filepath.Join(pool, cluster+"-bmc"), nil
-}
-
-// BMCAddress is the Redfish virtual-media address of a lab VM, as a BareMetalHost's
-// spec.bmc.address and install-config's hosts[].bmc.address take it (metal3
-// baremetal-operator pkg/hardwareutils/bmc/redfish.go: scheme redfish-virtualmedia+https, the
-// System's path).
-func BMCAddress(gateway, uuid string) string {
-	return "redfish-virtualmedia+https://" + net.JoinHostPort(gateway, strconv.Itoa(BMCPort)) + "/redfish/v1/Systems/" + uuid
 }
 
 func bmcServiceRun(ctx context.Context, s *engine.Step, nodes []string) error {
@@ -260,7 +246,7 @@ func bmcManifestReads(c *lab.Config, hosts []string) []string {
 // provisioned), and the worker MachineSet with one replica per worker. The hosts leave
 // disableCertificateVerification unset: Ironic verifies the BMC against ConfigMap
 // openshift-machine-api/cbo-trusted-ca, which holds the lab's trust bundle and so the BMC CA
-// (targets/trust.go, docs/baremetal.md).
+// (targets/shared_trust.go, docs/baremetal.md).
 func bmcManifestsRun(s *engine.Step, nodes []string) error {
 	name := s.Target().Name
 	cluster, err := s.String(lab.ClusterName)
@@ -296,68 +282,5 @@ func bmcManifestsRun(s *engine.Step, nodes []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	return mfWrite(s, append(fs, ms)...)
-}
-
-// bmcEachHost calls f, for each of nodes (whose fields the target declared: NodeName, the
-// MAC when set), with the node's host behind the lab's BMC: its BMC address (network.gateway
-// and the domain's derived UUID), boot MAC and bmc/credentials. Certificate verification
-// stays on: the BMC's CA is in the cluster's trust bundle (targets/trust.go).
-func bmcEachHost(s *engine.Step, cluster string, nodes []string, f func(node string, h manifests.BMCHost) error) error {
-	gw, err := s.String(lab.NetworkGateway)
-	if err != nil {
-		return err
-	}
-	b, err := s.DepFile("bmc/credentials", "credentials.json")
-	if err != nil {
-		return err
-	}
-	var creds redfish.Credentials
-	if err := json.Unmarshal(b, &creds); err != nil {
-		return fmt.Errorf("%s: bmc/credentials: %w", s.Target().Name, err)
-	}
-	for _, node := range nodes {
-		mac, err := lvMAC(s, cluster, node)
-		if err != nil {
-			return err
-		}
-		if err := f(node, manifests.BMCHost{Name: node, BMCAddress: BMCAddress(gw, rl.UUID(cluster, node)), BootMAC: mac,
-			Username: creds.Username, Password: creds.Password}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-var bmhResource = kube.GroupVersionResource{Group: "metal3.io", Version: "v1alpha1", Resource: "baremetalhosts"}
-
-// UnpauseBareMetalHosts (cluster/pivot, platform baremetal) removes manifests.BMHPausedAnnotation from every BareMetalHost in
-// openshift-machine-api, as openshift-install's bootstrap does once the control plane is up
-// (data/data/bootstrap/baremetal/files/usr/local/bin/master-bmh-update.sh: it waits for the
-// masters' hosts, stops the bootstrap's Ironic, then `oc annotate baremetalhosts --all
-// baremetalhost.metal3.io/paused-`): from then on Metal3 registers and provisions the
-// workers. It returns the hosts it unpaused (none on a second call). Without the BareMetalHost
-// CRD (no cluster-baremetal-operator yet, or bmc/manifests not applied) there is nothing to
-// unpause and no error.
-func UnpauseBareMetalHosts(ctx context.Context, dyn kube.Interface) ([]string, error) {
-	hosts := dyn.Resource(bmhResource).Namespace(manifests.MachineAPINamespace)
-	list, err := hosts.List(ctx, kube.ListOptions{})
-	if kube.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list BareMetalHosts: %w", err)
-	}
-	var done []string
-	for _, h := range list.Items {
-		if _, ok := h.GetAnnotations()[manifests.BMHPausedAnnotation]; !ok {
-			continue
-		}
-		patch := `{"metadata":{"annotations":{"` + manifests.BMHPausedAnnotation + `":null}}}`
-		if _, err := hosts.Patch(ctx, h.GetName(), kube.MergePatchType, []byte(patch), kube.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
-			return done, fmt.Errorf("unpause BareMetalHost %s: %w", h.GetName(), err)
-		}
-		done = append(done, h.GetName())
-	}
-	return done, nil
+	return writeManifests(s, append(fs, ms)...)
 }

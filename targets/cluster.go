@@ -102,9 +102,9 @@ const (
 	clusterPollCO    = 15 * time.Second // wait-convergence.sh
 )
 
-// Names of the upstream targets the family reads, owned by other families.
+// Names of the upstream targets the family reads, owned by other families (and
+// adminKubeconfig, shared_nodes.go).
 const (
-	clusterAdminKC   = "kubeconfig/admin"
 	clusterManifests = "manifests/bootstrap"
 	clusterCRDs      = "release/crds"
 	clusterKubeadmin = "manifests/kubeadmin"
@@ -150,10 +150,6 @@ func clusterRegistered(c *lab.Config) func(string) bool {
 		return set[name]
 	}
 }
-
-// clusterNodeName is the Kubernetes node name of a lab node: the FQDN its Ignition writes to
-// /etc/hostname (render/ignition NodeBase), which the kubelet registers as.
-func clusterNodeName(node, domain string) string { return node + "." + domain }
 
 // clusterReads are the config paths every phase that talks to the cluster reads.
 var clusterReads = []string{lab.ClusterName, lab.ClusterBaseDomain, lab.NetworkAPIVIP, lab.LibvirtURI}
@@ -253,7 +249,7 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 		&engine.Target{
 			Name:     "cluster/bootstrap",
 			Doc:      "bootstrap VM on; API ready through the VIP; CRDs and manifests applied; CVO reporting",
-			Deps:     append([]string{clusterAdminKC}, opt(append([]string{"cluster/install/" + bootstrap, clusterCRDs, clusterManifests, clusterLB}, clusterHostDeps...)...)...),
+			Deps:     append([]string{adminKubeconfig}, opt(append([]string{"cluster/install/" + bootstrap, clusterCRDs, clusterManifests, clusterLB}, clusterHostDeps...)...)...),
 			Reads:    append(slices.Clone(clusterReads), lab.WaitBootstrapMinutes),
 			Version:  1,
 			External: true,
@@ -281,7 +277,7 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 		&engine.Target{
 			Name:     "cluster/csr-approver",
 			Doc:      "approve pending CSRs of the lab's nodes only (client, then serving); refuse the rest",
-			Deps:     []string{clusterAdminKC, "cluster/bootstrap"},
+			Deps:     []string{adminKubeconfig, "cluster/bootstrap"},
 			Reads:    append(slices.Clone(clusterReads), nodeReads(allJoining)...),
 			Version:  1,
 			External: true,
@@ -321,12 +317,12 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 			},
 		},
 		clusterJoin("cluster/masters", "masters on; their CSRs approved; every master Ready",
-			append([]string{clusterAdminKC, "cluster/bootstrap"}, opt(install(lab.RoleMaster)...)...),
+			append([]string{adminKubeconfig, "cluster/bootstrap"}, opt(install(lab.RoleMaster)...)...),
 			lab.WaitMastersMinutes, masterNames, nodeReads(masters), "master", joinsIn(workerNames, "cluster/workers"), true),
 		&engine.Target{
 			Name:     "cluster/etcd",
 			Doc:      "etcd running on every master; then kube-system/bootstrap status=complete (bootstrap member removed)",
-			Deps:     append([]string{clusterAdminKC, "cluster/masters"}, opt(etcdClientDeps...)...),
+			Deps:     append([]string{adminKubeconfig, "cluster/masters"}, opt(etcdClientDeps...)...),
 			Reads:    append(append(append(slices.Clone(clusterReads), lab.WaitEtcdMinutes, lab.NodePath(bootstrap, lab.NodeIP)), nodeReads(masters)...), vipModeReads(c)...),
 			Version:  2,
 			External: true,
@@ -351,7 +347,7 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 		&engine.Target{
 			Name:     "cluster/pivot",
 			Doc:      pivotDoc(c),
-			Deps:     append([]string{clusterAdminKC, "cluster/etcd"}, opt(clusterPostPivot, clusterLB)...),
+			Deps:     append([]string{adminKubeconfig, "cluster/etcd"}, opt(clusterPostPivot, clusterLB)...),
 			Reads:    append(append(slices.Clone(clusterReads), lab.WaitPivotMinutes), vipPivotReads(c)...),
 			Version:  1,
 			External: true,
@@ -376,11 +372,11 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 				return engine.ProbeResult{Action: engine.Keep}, nil
 			},
 		},
-		clusterWorkers(c, append([]string{clusterAdminKC, "cluster/pivot"}, opt(append(install(lab.RoleWorker), metal3Deps...)...)...), workerNames, nodeReads(workers)),
+		clusterWorkers(c, append([]string{adminKubeconfig, "cluster/pivot"}, opt(append(install(lab.RoleWorker), metal3Deps...)...)...), workerNames, nodeReads(workers)),
 		&engine.Target{
 			Name:     "cluster/converge",
 			Doc:      "every ClusterOperator Available and not Degraded; ClusterVersion Available",
-			Deps:     []string{clusterAdminKC, "cluster/pivot", "cluster/workers"},
+			Deps:     []string{adminKubeconfig, "cluster/pivot", "cluster/workers"},
 			Reads:    append(slices.Clone(clusterReads), lab.WaitConvergeMinutes),
 			Version:  1,
 			External: true,
@@ -400,7 +396,7 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 		&engine.Target{
 			Name:     "cluster/done",
 			Doc:      "prints the console URL and where the kubeadmin password and admin kubeconfig are",
-			Deps:     append([]string{clusterAdminKC, "cluster/converge"}, opt(clusterKubeadmin, "host/dns")...),
+			Deps:     append([]string{adminKubeconfig, "cluster/converge"}, opt(clusterKubeadmin, "host/dns")...),
 			Reads:    []string{lab.ClusterName, lab.ClusterBaseDomain},
 			Version:  1,
 			External: true,

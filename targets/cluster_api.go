@@ -29,13 +29,6 @@ func clusterShortErr(err error) error {
 	return fmt.Errorf("%s… (%d more bytes; see the target's log)", msg[:600], len(msg)-600)
 }
 
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return " (" + err.Error() + ")"
-}
-
 // clusterRecord writes the phase's record, record.json: the state the phase reached, in terms
 // that do not change when a finished phase runs again (how it got there — CSR verdicts, apply
 // counts — goes to the target's log). A rerun so reproduces the same bytes, and the engine's
@@ -59,7 +52,7 @@ func clusterMachinesFor(s *engine.Step) (ClusterMachines, error) {
 
 // clusterClients returns clients for the admin kubeconfig reached through the API VIP.
 func clusterClients(s *engine.Step) (*kube.Clients, error) {
-	kc, err := s.DepPath(clusterAdminKC, "kubeconfig")
+	kc, err := s.DepPath(adminKubeconfig, "kubeconfig")
 	if err != nil {
 		return nil, err
 	}

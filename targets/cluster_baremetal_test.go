@@ -26,7 +26,7 @@ func TestClusterBaremetalWorkers(t *testing.T) {
 		c := clusterConfig(3, 2)
 		c.Platform = tc.platform
 		ts := clusterTargets(c, func(n string) bool {
-			return n == "bmc/service" || n == clusterAdminKC || strings.HasPrefix(n, "libvirt/vm/worker-") || strings.HasPrefix(n, "ignition/worker-")
+			return n == "bmc/service" || n == adminKubeconfig || strings.HasPrefix(n, "libvirt/vm/worker-") || strings.HasPrefix(n, "ignition/worker-")
 		})
 		var install []string
 		for _, x := range ts {

@@ -106,7 +106,7 @@ func TestClusterRemoveNodeReal(t *testing.T) {
 	for _, o := range got {
 		names = append(names, o.Name)
 	}
-	if !slices.Equal(names, []string{"cluster/install/worker-2", "libvirt/vm/worker-2", "libvirt/volume/worker-2"}) || !slices.Equal(got[0].Deps, []string{clusterAdminKC}) {
+	if !slices.Equal(names, []string{"cluster/install/worker-2", "libvirt/vm/worker-2", "libvirt/volume/worker-2"}) || !slices.Equal(got[0].Deps, []string{adminKubeconfig}) {
 		t.Errorf("orphans %v (node deps %v)", names, got[0].Deps)
 	}
 

@@ -6,13 +6,11 @@ package targets
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/lab"
+	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
 )
@@ -128,25 +126,35 @@ func clusterPivot(ctx context.Context, s *engine.Step, bootstrap string, masters
 	return clusterRecord(s, rec)
 }
 
-// haproxyFileBalancer installs a configuration file at path and reloads haproxy, the manual
-// step of OTHW's execute-pivot.sh (edit /etc/haproxy/haproxy.cfg; systemctl reload haproxy).
-// It checks the file with `haproxy -c` first, so a bad config never replaces a good one.
-// hpReloadBalancer uses it when no labbuild haproxy runs.
-type haproxyFileBalancer struct{ path string }
+var bmhResource = kube.GroupVersionResource{Group: "metal3.io", Version: "v1alpha1", Resource: "baremetalhosts"}
 
-func (h haproxyFileBalancer) Switch(ctx context.Context, cfgFile string) error {
-	if out, err := exec.CommandContext(ctx, "haproxy", "-c", "-f", cfgFile).CombinedOutput(); err != nil {
-		return fmt.Errorf("haproxy -c -f %s: %w: %.300s", cfgFile, err, out)
+// UnpauseBareMetalHosts (cluster/pivot, platform baremetal) removes manifests.BMHPausedAnnotation from every BareMetalHost in
+// openshift-machine-api, as openshift-install's bootstrap does once the control plane is up
+// (data/data/bootstrap/baremetal/files/usr/local/bin/master-bmh-update.sh: it waits for the
+// masters' hosts, stops the bootstrap's Ironic, then `oc annotate baremetalhosts --all
+// baremetalhost.metal3.io/paused-`): from then on Metal3 registers and provisions the
+// workers. It returns the hosts it unpaused (none on a second call). Without the BareMetalHost
+// CRD (no cluster-baremetal-operator yet, or bmc/manifests not applied) there is nothing to
+// unpause and no error.
+func UnpauseBareMetalHosts(ctx context.Context, dyn kube.Interface) ([]string, error) {
+	hosts := dyn.Resource(bmhResource).Namespace(manifests.MachineAPINamespace)
+	list, err := hosts.List(ctx, kube.ListOptions{})
+	if kube.IsNotFound(err) {
+		return nil, nil
 	}
-	b, err := os.ReadFile(cfgFile)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("list BareMetalHosts: %w", err)
 	}
-	if err := engine.WriteFileAtomic(h.path, b, 0o644); err != nil {
-		return err
+	var done []string
+	for _, h := range list.Items {
+		if _, ok := h.GetAnnotations()[manifests.BMHPausedAnnotation]; !ok {
+			continue
+		}
+		patch := `{"metadata":{"annotations":{"` + manifests.BMHPausedAnnotation + `":null}}}`
+		if _, err := hosts.Patch(ctx, h.GetName(), kube.MergePatchType, []byte(patch), kube.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
+			return done, fmt.Errorf("unpause BareMetalHost %s: %w", h.GetName(), err)
+		}
+		done = append(done, h.GetName())
 	}
-	if out, err := exec.CommandContext(ctx, "systemctl", "reload", "haproxy").CombinedOutput(); err != nil {
-		return fmt.Errorf("systemctl reload haproxy: %w: %.300s (reload it by hand: %s is in place)", err, out, filepath.Clean(h.path))
-	}
-	return nil
+	return done, nil
 }

@@ -57,7 +57,7 @@ func clusterDone(ctx context.Context, s *engine.Step) error {
 	if err != nil {
 		return err
 	}
-	kc, err := s.DepPath(clusterAdminKC, "kubeconfig")
+	kc, err := s.DepPath(adminKubeconfig, "kubeconfig")
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func ClusterSummary(outDir string, r *engine.Result) []byte {
 // kubeconfig the build wrote (outDir/kubeconfig/admin/kubeconfig). An unreachable API is
 // reported, not returned as an error; errors are for a missing kubeconfig or a failed write.
 func ClusterStatus(ctx context.Context, c *lab.Config, outDir string, w io.Writer) error {
-	kc := filepath.Join(outDir, filepath.FromSlash(clusterAdminKC), "kubeconfig")
+	kc := filepath.Join(outDir, filepath.FromSlash(adminKubeconfig), "kubeconfig")
 	if _, err := os.Stat(kc); err != nil {
 		return fmt.Errorf("status: %w (build kubeconfig/admin first: labbuild kubeconfig/admin)", err)
 	}

@@ -42,7 +42,7 @@ const HAProxyConfigFile = "haproxy.cfg"
 func haproxyTargets(c *lab.Config) []*engine.Target {
 	if c.InCluster() {
 		// keepalived on the nodes holds the VIPs and haproxy runs as the masters' static pod
-		// (targets/vip.go): nothing of this family exists, so no plan lists it.
+		// (targets/shared_vip.go): nothing of this family exists, so no plan lists it.
 		return nil
 	}
 	nodes := lab.NodeNames(c.Nodes) // in config order: the backends' order
@@ -582,4 +582,27 @@ func hpServiceDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutcom
 		return engine.AlreadyAbsent, nil
 	}
 	return engine.Destroyed, nil
+}
+
+// haproxyFileBalancer installs a configuration file at path and reloads haproxy, the manual
+// step of OTHW's execute-pivot.sh (edit /etc/haproxy/haproxy.cfg; systemctl reload haproxy).
+// It checks the file with `haproxy -c` first, so a bad config never replaces a good one.
+// hpReloadBalancer uses it when no labbuild haproxy runs.
+type haproxyFileBalancer struct{ path string }
+
+func (h haproxyFileBalancer) Switch(ctx context.Context, cfgFile string) error {
+	if out, err := exec.CommandContext(ctx, "haproxy", "-c", "-f", cfgFile).CombinedOutput(); err != nil {
+		return fmt.Errorf("haproxy -c -f %s: %w: %.300s", cfgFile, err, out)
+	}
+	b, err := os.ReadFile(cfgFile)
+	if err != nil {
+		return err
+	}
+	if err := engine.WriteFileAtomic(h.path, b, 0o644); err != nil {
+		return err
+	}
+	if out, err := exec.CommandContext(ctx, "systemctl", "reload", "haproxy").CombinedOutput(); err != nil {
+		return fmt.Errorf("systemctl reload haproxy: %w: %.300s (reload it by hand: %s is in place)", err, out, filepath.Clean(h.path))
+	}
+	return nil
 }

@@ -243,7 +243,7 @@ func ignBootstrapTarget(c *lab.Config, boot string) *engine.Target {
 			if err := mirrorBootstrapInput(c, s, &in); err != nil { // targets/mirror.go
 				return fmt.Errorf("%s: %w", s.Target().Name, err)
 			}
-			if err := trustBootstrapInput(c, s, &in); err != nil { // targets/trust.go
+			if err := trustBootstrapInput(c, s, &in); err != nil {
 				return fmt.Errorf("%s: %w", s.Target().Name, err)
 			}
 			res, err := ignition.Bootstrap(in)
@@ -290,4 +290,44 @@ func init() {
 		Targets: func(l Lab) []*engine.Target {
 			return ignitionTargets(l.Config)
 		}})
+}
+
+// TrustBundleAnchor is where the bootstrap trusts the lab's additional trust bundle: the
+// installer's bootstrap writes additionalTrustBundle to this file
+// (data/data/bootstrap/files/etc/pki/ca-trust/source/anchors/ca.crt.template), and
+// update-ca-trust reads the anchors at boot.
+const TrustBundleAnchor = "/etc/pki/ca-trust/source/anchors/ca.crt"
+
+// trustBootstrapInput adds the lab's trust bundle to the bootstrap's Ignition as
+// TrustBundleAnchor, when it has one.
+func trustBootstrapInput(c *lab.Config, s *engine.Step, in *ignition.BootstrapInput) error {
+	b, err := trustBundle(c, s)
+	if err != nil || b == nil {
+		return err
+	}
+	in.Files = append(in.Files, ignition.File{Path: TrustBundleAnchor, Mode: ignition.ModeFile, Contents: b})
+	return nil
+}
+
+// MirrorRegistriesDropIn is the bootstrap's registries.conf drop-in for the mirror
+// (containers-registries.conf(5): a drop-in, so RHCOS's own registries.conf stays).
+const MirrorRegistriesDropIn = "/etc/containers/registries.conf.d/99-labbuild-mirror.conf"
+
+// mirrorBootstrapInput adds the mirror to the bootstrap's Ignition when the lab has one: the
+// registries.conf drop-in (the installer's bootstrap registries.conf, from imageDigestSources)
+// and the pull secret with the mirror's auth. Its CA is in the lab's trust bundle
+// (trustBootstrapInput).
+func mirrorBootstrapInput(c *lab.Config, s *engine.Step, in *ignition.BootstrapInput) error {
+	if !c.MirrorOn() {
+		return nil
+	}
+	srcs, err := mirrorSources(s)
+	if err != nil {
+		return err
+	}
+	if in.PullSecret, err = mirrorPullSecret(c, s, in.PullSecret); err != nil {
+		return err
+	}
+	in.Files = append(in.Files, ignition.File{Path: MirrorRegistriesDropIn, Mode: ignition.ModeFile, Contents: manifests.RegistriesConf(srcs)})
+	return nil
 }

@@ -17,7 +17,7 @@ import (
 //	ipi/install-config  install-config.yaml for `openshift-install create cluster` (bare-metal
 //	                    IPI): the masters and workers as hosts behind labbuild's BMC, their
 //	                    boot MACs and BMC credentials, the BMC CA as additionalTrustBundle
-//	                    (targets/trust.go), provisioningNetwork Disabled, the VIPs,
+//	                    (targets/shared_trust.go), provisioningNetwork Disabled, the VIPs,
 //	                    the lab bridge as externalBridge (0600: it holds the pull secret and
 //	                    the BMC password)
 //

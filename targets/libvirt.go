@@ -85,7 +85,7 @@ func libvirtTargets(c *lab.Config, restart bool) []*engine.Target {
 		Destroy: lvDestroy,
 	})
 	ignition := lvFamilyTargets(c, "ignition")
-	adminKC := lvFamilyTargets(c, "kubeconfig")[clusterAdminKC]
+	adminKC := lvFamilyTargets(c, "kubeconfig")[adminKubeconfig]
 	for _, n := range c.Nodes {
 		node := n.Name // identity only; every value comes through the Step
 		role := lvRoleSizes(n.Role)
@@ -134,7 +134,7 @@ func libvirtTargets(c *lab.Config, restart bool) []*engine.Target {
 			deps = append(deps, "ignition/"+node)
 		}
 		if adminKC {
-			deps = append(deps, clusterAdminKC)
+			deps = append(deps, adminKubeconfig)
 		}
 		ts = append(ts, &engine.Target{
 			Name: "libvirt/vm/" + node, Doc: "libvirt domain <cluster>-" + node + " (virtio disk and NIC, serial console, VNC; Ignition via fw_cfg)",

@@ -77,20 +77,12 @@ func lvNetworkSpec(s *engine.Step, nodes []string) (rl.NetworkSpec, error) {
 		if n.Role, err = s.String(lab.NodePath(name, lab.NodeRole)); err != nil {
 			return sp, err
 		}
-		if n.MAC, err = lvMAC(s, cluster, name); err != nil {
+		if n.MAC, err = nodeMAC(s, cluster, name); err != nil {
 			return sp, err
 		}
 		sp.Nodes = append(sp.Nodes, n)
 	}
 	return sp, nil
-}
-
-// lvMAC returns the node's configured MAC, or the one derived from cluster and node names.
-func lvMAC(s *engine.Step, cluster, node string) (string, error) {
-	if p := lab.NodePath(node, lab.NodeMAC); slices.Contains(s.Target().Reads, p) {
-		return s.String(p)
-	}
-	return rl.MAC(cluster, node), nil
 }
 
 func lvPoolSpec(s *engine.Step) (rl.PoolSpec, error) {
@@ -177,7 +169,7 @@ func lvDomainSpec(s *engine.Step, node string) (rl.DomainSpec, error) {
 	if sp.MemoryMiB, err = lvSize(s, node, lab.NodeMemoryMiB); err != nil {
 		return sp, err
 	}
-	if sp.MAC, err = lvMAC(s, cluster, node); err != nil {
+	if sp.MAC, err = nodeMAC(s, cluster, node); err != nil {
 		return sp, err
 	}
 	vol, err := depRecord[lvRecord](s, "libvirt/volume/"+node, recordFile)

@@ -15,6 +15,7 @@ import (
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/ignition"
+	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/mco"
 )
 
@@ -37,8 +38,8 @@ import (
 // configs, so mco/base/* and the node Ignition stay as they are.
 
 // mcoRoleReads are the derived count reads (the install-config's controlPlane replicas and the
-// topologies), see mfRoleReads.
-func mcoRoleReads(c *lab.Config) []string { return mfRoleReads(c) }
+// topologies), see roleCountReads.
+func mcoRoleReads(c *lab.Config) []string { return roleCountReads(c) }
 
 // mcoWriteFile writes one output, 0600 when secret.
 func mcoWriteFile(s *engine.Step, rel string, data []byte, secret bool) error {
@@ -151,10 +152,10 @@ func mcoTargets(c *lab.Config) []*engine.Target {
 				if err != nil {
 					return err
 				}
-				if in.HostPrefix, err = mfInt(s, lab.NetworkHostPrefix); err != nil {
+				if in.HostPrefix, err = intValue(s, lab.NetworkHostPrefix); err != nil {
 					return err
 				}
-				if in.Masters, in.Workers, err = mfCounts(s, nodeNames); err != nil {
+				if in.Masters, in.Workers, err = roleCounts(s, nodeNames); err != nil {
 					return err
 				}
 				if in.PullSecret, err = s.File(lab.AccessPullSecretFile); err != nil {
@@ -208,7 +209,7 @@ func mcoTargets(c *lab.Config) []*engine.Target {
 				if err != nil {
 					return err
 				}
-				release, err := mfPullspec(s, "release/resolve")
+				release, err := depPullspec(s, "release/resolve")
 				if err != nil {
 					return err
 				}
@@ -303,7 +304,7 @@ func mcoTargets(c *lab.Config) []*engine.Target {
 				// /etc/mcc/bootstrap/`: the controller renders 99-<pool>-generated-registries
 				// (registries.conf) from it.
 				if c.MirrorOn() {
-					if err := copyIn("manifests/cluster/mirror", mirrorIDMSFile); err != nil {
+					if err := copyIn("manifests/cluster/mirror", manifests.ImageDigestMirrorSetFile); err != nil {
 						return err
 					}
 				}
@@ -383,4 +384,22 @@ func init() {
 		Targets: func(l Lab) []*engine.Target {
 			return mcoTargets(l.Config)
 		}})
+}
+
+// mcoTrustInputs gives the MCO bootstrap the mirror and the lab's trust bundle: with a mirror,
+// the pull secret with its auth (the nodes' /var/lib/kubelet/config.json) and
+// imageDigestSources; with a trust bundle, the bundle (cluster-config-v1, user-ca-bundle,
+// Proxy trustedCA, and so the nodes' anchor).
+func mcoTrustInputs(c *lab.Config, s *engine.Step, in *mco.Inputs) error {
+	var err error
+	if c.MirrorOn() {
+		if in.PullSecret, err = mirrorPullSecret(c, s, bytes.TrimSpace(in.PullSecret)); err != nil {
+			return err
+		}
+		if in.ImageDigestSources, err = mirrorSources(s); err != nil {
+			return err
+		}
+	}
+	in.AdditionalTrustBundle, err = trustBundle(c, s)
+	return err
 }

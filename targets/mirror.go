@@ -17,7 +17,6 @@ package targets
 // and every other target keeps its key.
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -33,15 +32,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/lab"
-	"github.com/labbuild/labbuild/render/ignition"
-	"github.com/labbuild/labbuild/render/manifests"
-	"github.com/labbuild/labbuild/render/mco"
-	"github.com/labbuild/labbuild/render/pki"
 )
 
 // MirrorUser is the registry's only user (htpasswd); its password is generated.
@@ -436,177 +430,3 @@ func MirrorDestroyNote(c *lab.Config, destroyStorage, dryRun bool) string {
 	}
 	return "kept the mirror storage " + st + " (labbuild destroy --mirror deletes it)"
 }
-
-// mirrorLeaves is the mirror's serving certificate, a pkiLeaves row when the lab has a mirror:
-// the bridge address (what the nodes dial, network.gateway), 127.0.0.1 and localhost (what
-// labbuild dials).
-func mirrorLeaves(c *lab.Config) []pkiLeaf {
-	if c == nil || !c.MirrorOn() {
-		return nil
-	}
-	return []pkiLeaf{{
-		id: "mirror", issuer: "mirror-ca",
-		doc:   "the release mirror registry's serving cert: network.gateway, 127.0.0.1, localhost",
-		reads: func(*lab.Config) []string { return []string{lab.NetworkGateway} },
-		spec: func(s *engine.Step) (pki.Spec, error) {
-			gw, err := s.String(lab.NetworkGateway)
-			if err != nil {
-				return pki.Spec{}, err
-			}
-			return pki.Spec{CommonName: "labbuild-mirror", Server: true, DNSNames: []string{"localhost"}, IPs: []string{gw, "127.0.0.1"}}, nil
-		},
-	}}
-}
-
-// mirrorHost is the mirror as the nodes reach it: network.gateway:mirror.port.
-func mirrorHost(s *engine.Step) (string, error) {
-	gw, err := s.String(lab.NetworkGateway)
-	if err != nil {
-		return "", err
-	}
-	var port int
-	if err := s.Value(lab.MirrorPort, &port); err != nil {
-		return "", err
-	}
-	return net.JoinHostPort(gw, strconv.Itoa(port)), nil
-}
-
-// mirrorClusterDeps and mirrorClusterReads are what a cluster manifest that names the mirror
-// declares (nil when the lab has none, so its key is as before).
-func mirrorClusterDeps(c *lab.Config, deps ...string) []string {
-	if !c.MirrorOn() {
-		return nil
-	}
-	return deps
-}
-
-func mirrorClusterReads(c *lab.Config) []string {
-	if !c.MirrorOn() {
-		return nil
-	}
-	return []string{lab.MirrorPort, lab.NetworkGateway}
-}
-
-// mirrorSourceDeps are the targets whose pull specs name the repositories the mirror serves:
-// the release image's repository and the components' (art-dev) one.
-var mirrorSourceDeps = []string{"release/resolve", "release/image/pod"}
-
-// mirrorSources is the lab's imageDigestSources: the release repository and the component
-// repository, each mirrored at network.gateway:mirror.port under the same path (MirrorRepo).
-func mirrorSources(s *engine.Step) ([]manifests.MirrorSource, error) {
-	host, err := mirrorHost(s)
-	if err != nil {
-		return nil, err
-	}
-	var out []manifests.MirrorSource
-	for _, dep := range []string{"release/resolve", "release/image/pod"} {
-		p, err := mfPullspec(s, dep)
-		if err != nil {
-			return nil, err
-		}
-		d, err := name.NewDigest(p)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", dep, err)
-		}
-		src := d.Context().Name()
-		if len(out) > 0 && out[0].Source == src {
-			continue
-		}
-		out = append(out, manifests.MirrorSource{Source: src, Mirrors: []string{MirrorRepo(host, d.Context())}})
-	}
-	return out, nil
-}
-
-// mirrorManifestTargets is the mirror's cluster manifest, in the manifests family's collector:
-// the ImageDigestMirrorSet. The mirror CA is in the lab's trust bundle (targets/trust.go:
-// manifests/cluster/user-ca-bundle).
-func mirrorManifestTargets(c *lab.Config) []*engine.Target {
-	if !c.MirrorOn() {
-		return nil
-	}
-	return []*engine.Target{mfCluster("mirror", "the release mirror: ImageDigestMirrorSet image-digest-mirror (release and art-dev repositories)",
-		mirrorSourceDeps, mirrorClusterReads(c), func(s *engine.Step) ([]manifests.File, error) {
-			srcs, err := mirrorSources(s)
-			if err != nil {
-				return nil, err
-			}
-			return mfOne(manifests.ImageDigestMirrorSet(srcs))
-		})}
-}
-
-// labInstallConfig fills the install-config's imageDigestSources when the lab has a mirror,
-// and its additionalTrustBundle when it has a trust bundle (targets/trust.go), as
-// cluster-config-v1 carries them.
-func labInstallConfig(c *lab.Config, s *engine.Step, ic *manifests.InstallConfig) error {
-	if c.MirrorOn() {
-		srcs, err := mirrorSources(s)
-		if err != nil {
-			return err
-		}
-		ic.ImageDigestSources = srcs
-	}
-	b, err := trustBundle(c, s)
-	ic.AdditionalTrustBundle = string(b)
-	return err
-}
-
-// mirrorPullSecret returns the pull secret with the mirror's credentials merged in, for the
-// host the nodes reach (network.gateway:mirror.port); ps unchanged without a mirror.
-func mirrorPullSecret(c *lab.Config, s *engine.Step, ps []byte) ([]byte, error) {
-	if !c.MirrorOn() {
-		return ps, nil
-	}
-	host, err := mirrorHost(s)
-	if err != nil {
-		return nil, err
-	}
-	pw, err := s.DepFile("mirror/credentials", "password")
-	if err != nil {
-		return nil, err
-	}
-	return manifests.MergePullSecret(ps, host, MirrorUser, string(pw))
-}
-
-// MirrorRegistriesDropIn is the bootstrap's registries.conf drop-in for the mirror
-// (containers-registries.conf(5): a drop-in, so RHCOS's own registries.conf stays).
-const MirrorRegistriesDropIn = "/etc/containers/registries.conf.d/99-labbuild-mirror.conf"
-
-// mirrorBootstrapInput adds the mirror to the bootstrap's Ignition when the lab has one: the
-// registries.conf drop-in (the installer's bootstrap registries.conf, from imageDigestSources)
-// and the pull secret with the mirror's auth. Its CA is in the lab's trust bundle
-// (trustBootstrapInput).
-func mirrorBootstrapInput(c *lab.Config, s *engine.Step, in *ignition.BootstrapInput) error {
-	if !c.MirrorOn() {
-		return nil
-	}
-	srcs, err := mirrorSources(s)
-	if err != nil {
-		return err
-	}
-	if in.PullSecret, err = mirrorPullSecret(c, s, in.PullSecret); err != nil {
-		return err
-	}
-	in.Files = append(in.Files, ignition.File{Path: MirrorRegistriesDropIn, Mode: ignition.ModeFile, Contents: manifests.RegistriesConf(srcs)})
-	return nil
-}
-
-// mcoTrustInputs gives the MCO bootstrap the mirror and the lab's trust bundle: with a mirror,
-// the pull secret with its auth (the nodes' /var/lib/kubelet/config.json) and
-// imageDigestSources; with a trust bundle, the bundle (cluster-config-v1, user-ca-bundle,
-// Proxy trustedCA, and so the nodes' anchor).
-func mcoTrustInputs(c *lab.Config, s *engine.Step, in *mco.Inputs) error {
-	var err error
-	if c.MirrorOn() {
-		if in.PullSecret, err = mirrorPullSecret(c, s, bytes.TrimSpace(in.PullSecret)); err != nil {
-			return err
-		}
-		if in.ImageDigestSources, err = mirrorSources(s); err != nil {
-			return err
-		}
-	}
-	in.AdditionalTrustBundle, err = trustBundle(c, s)
-	return err
-}
-
-// mirrorIDMSFile is manifests/cluster/mirror's ImageDigestMirrorSet file.
-var mirrorIDMSFile = manifests.ImageDigestMirrorSetFile

@@ -690,7 +690,7 @@ func mirrorCopierOf(s *engine.Step) (*mirrorCopier, []mirrorJob, error) {
 			return nil, nil, err
 		}
 	}
-	rel, err := mfPullspec(s, "release/resolve")
+	rel, err := depPullspec(s, "release/resolve")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -728,7 +728,7 @@ func mirrorReleaseRun(ctx context.Context, s *engine.Step) error {
 			ibytes(res.Sent), ibytes(res.Plan.Bytes), time.Since(start).Round(time.Millisecond), res.Verified)
 	}
 	sp, _ := mirrorSpecOf(s)
-	rel, _ := mfPullspec(s, "release/resolve")
+	rel, _ := depPullspec(s, "release/resolve")
 	b, _ := json.MarshalIndent(mirrorReleaseRecord{Release: rel, Mirror: c.Mirror, Storage: sp.storage, Images: len(jobs), Sent: res.Sent}, "", "  ")
 	return s.WriteFile("record.json", append(b, '\n'), 0o644)
 }

@@ -125,11 +125,6 @@ func pkiCAsOf(c *lab.Config) []pkiCA {
 	return cas
 }
 
-// pkiServingSigners are the CAs whose serving certificates a client meets on the API after
-// the pivot, besides the bootstrap's kubernetes CA: every kubeconfig's bundle holds all four
-// (the installer's kube-apiserver-complete-server-ca-bundle plus the bootstrap CA).
-var pkiServingSigners = []string{"lb-signer", "localhost-signer", "service-network-signer"}
-
 // pkiLeaf describes one leaf certificate. spec reads what it needs through the Step, so the
 // values are declared and hashed; reads lists those config paths.
 type pkiLeaf struct {
@@ -619,4 +614,25 @@ func pkiLeft(d time.Duration) string {
 		return fmt.Sprintf("%dh%02dm (renew)", int(d.Hours()), int(d.Minutes())%60)
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// mirrorLeaves is the mirror's serving certificate, a pkiLeaves row when the lab has a mirror:
+// the bridge address (what the nodes dial, network.gateway), 127.0.0.1 and localhost (what
+// labbuild dials).
+func mirrorLeaves(c *lab.Config) []pkiLeaf {
+	if c == nil || !c.MirrorOn() {
+		return nil
+	}
+	return []pkiLeaf{{
+		id: "mirror", issuer: "mirror-ca",
+		doc:   "the release mirror registry's serving cert: network.gateway, 127.0.0.1, localhost",
+		reads: func(*lab.Config) []string { return []string{lab.NetworkGateway} },
+		spec: func(s *engine.Step) (pki.Spec, error) {
+			gw, err := s.String(lab.NetworkGateway)
+			if err != nil {
+				return pki.Spec{}, err
+			}
+			return pki.Spec{CommonName: "labbuild-mirror", Server: true, DNSNames: []string{"localhost"}, IPs: []string{gw, "127.0.0.1"}}, nil
+		},
+	}}
 }

@@ -29,16 +29,6 @@ import (
 // labbuild/images). Tests point it at t.TempDir().
 const RHCOSCacheEnv = "LABBUILD_IMAGE_CACHE"
 
-// rhcosRecordFile is rhcos/image's output: an rhcosRecord, where the verified image is.
-const rhcosRecordFile = "image.json"
-
-// rhcosRecord is rhcos/image's output image.json: where the verified image is.
-type rhcosRecord struct {
-	Path   string `json:"path"`   // the uncompressed qcow2 in the cache
-	SHA256 string `json:"sha256"` // rhcos.imageSHA256, of the file as downloaded
-	Size   int64  `json:"size"`   // bytes of Path, checked by the Probe
-}
-
 func init() {
 	Register(Family{Name: "rhcos", Doc: "the RHCOS QEMU image the node disks overlay, downloaded once into a shared cache and verified",
 		Targets: fromConfig(rhcosTargets)})

@@ -360,7 +360,7 @@ type InstallConfig struct {
 	// BareMetal, when set, makes the platform baremetal (see BareMetal); nil is platform none.
 	BareMetal *BareMetal
 	// ImageDigestSources are the release mirror's (targets/mirror.go). AdditionalTrustBundle
-	// (PEM) is the lab's trust bundle (targets/trust.go: the mirror CA, the BMC CA): with it
+	// (PEM) is the lab's trust bundle (targets/shared_trust.go: the mirror CA, the BMC CA): with it
 	// additionalTrustBundlePolicy is Always, so the Proxy names the bundle (installer
 	// proxy.go). Empty: the fields are absent, as before.
 	ImageDigestSources    []MirrorSource

@@ -215,7 +215,7 @@ func handoverTargets() []*engine.Target {
 					}
 					fs = append(fs, f)
 				}
-				return mfWrite(s, fs...)
+				return writeManifests(s, fs...)
 			},
 		},
 	}

@@ -5,8 +5,6 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/lab"
-	"github.com/labbuild/labbuild/render/ignition"
-	"github.com/labbuild/labbuild/render/manifests"
 )
 
 // The lab's additional trust bundle is what openshift-install calls additionalTrustBundle
@@ -55,50 +53,4 @@ func trustBundle(c *lab.Config, s *engine.Step) ([]byte, error) {
 		return nil, nil
 	}
 	return b.Bytes(), nil
-}
-
-// userCABundleTarget is the name of the target writing ConfigMap openshift-config/user-ca-bundle.
-const userCABundleTarget = "manifests/cluster/user-ca-bundle"
-
-// userCABundleDeps is what a manifest naming user-ca-bundle (the Proxy) depends on: the
-// ConfigMap's target when the lab has a trust bundle, else nothing (its key is as before).
-func userCABundleDeps(c *lab.Config) []string {
-	if len(trustDeps(c)) == 0 {
-		return nil
-	}
-	return []string{userCABundleTarget}
-}
-
-// trustManifestTargets is manifests/cluster/user-ca-bundle when the lab has a trust bundle:
-// ConfigMap openshift-config/user-ca-bundle, key ca-bundle.crt (installer
-// pkg/asset/manifests/additionaltrustbundleconfig.go).
-func trustManifestTargets(c *lab.Config) []*engine.Target {
-	if len(trustDeps(c)) == 0 {
-		return nil
-	}
-	return []*engine.Target{mfCluster("user-ca-bundle", "ConfigMap openshift-config/user-ca-bundle: the lab's additional trust bundle (the mirror CA with a mirror, the BMC CA on platform baremetal), the Proxy's trustedCA",
-		trustDeps(c), nil, func(s *engine.Step) ([]manifests.File, error) {
-			b, err := trustBundle(c, s)
-			if err != nil {
-				return nil, err
-			}
-			return mfOne(manifests.UserCABundle(b))
-		})}
-}
-
-// TrustBundleAnchor is where the bootstrap trusts the lab's additional trust bundle: the
-// installer's bootstrap writes additionalTrustBundle to this file
-// (data/data/bootstrap/files/etc/pki/ca-trust/source/anchors/ca.crt.template), and
-// update-ca-trust reads the anchors at boot.
-const TrustBundleAnchor = "/etc/pki/ca-trust/source/anchors/ca.crt"
-
-// trustBootstrapInput adds the lab's trust bundle to the bootstrap's Ignition as
-// TrustBundleAnchor, when it has one.
-func trustBootstrapInput(c *lab.Config, s *engine.Step, in *ignition.BootstrapInput) error {
-	b, err := trustBundle(c, s)
-	if err != nil || b == nil {
-		return err
-	}
-	in.Files = append(in.Files, ignition.File{Path: TrustBundleAnchor, Mode: ignition.ModeFile, Contents: b})
-	return nil
 }
