@@ -78,6 +78,8 @@ type clusterWorld struct {
 	etcdMembers func(ctx context.Context, endpoints []string, tls EtcdTLSFiles) ([]EtcdMember, error)
 }
 
+// clusterEnv is the cluster family's world: defaultClusterWorld in production, a test seam
+// that tests replace and restore.
 var clusterEnv = defaultClusterWorld()
 
 func defaultClusterWorld() clusterWorld {

@@ -40,6 +40,8 @@ type hostSys struct {
 	run  func(ctx context.Context, name string, args ...string) ([]byte, error)
 }
 
+// hostEnv is the host the integration targets change: the real root and commands in
+// production; a test seam (setHostEnv) that tests point at a directory and a fake runner.
 var hostEnv = hostSys{root: "/", run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
 	return exec.CommandContext(ctx, name, args...).CombinedOutput()
 }}

@@ -268,7 +268,7 @@ func mirrorPing(ctx context.Context, tc *tls.Config, hostport string, password [
 
 // hostHasAddr reports whether ip is an address of one of the host's interfaces (the lab
 // bridge is up), so that the registry can bind it.
-var hostHasAddr = func(ip string) bool {
+func hostHasAddr(ip string) bool {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return false

@@ -46,9 +46,9 @@ var ReleaseImageTags = []string{
 	"oauth-proxy",
 }
 
-// ReleaseResolveTTL is how long a tag's resolution holds: after it, the next build asks the
+// releaseResolveTTL is how long a tag's resolution holds: after it, the next build asks the
 // registry again (and downstream rebuilds only if the digest moved). A digest never expires.
-var ReleaseResolveTTL = 24 * time.Hour
+const releaseResolveTTL = 24 * time.Hour
 
 // Defaults of the CRD selection (openshift/api payload-command/render: InstallerFeatureSet and
 // ClusterProfile).
@@ -220,8 +220,8 @@ func releaseTargets(c *lab.Config) []*engine.Target {
 			if err != nil {
 				return fmt.Errorf("%s: release.image: %w", s.Target().Name, err)
 			}
-			s.Logf("resolved %s to %s at %s; re-resolved after %s", image, d, s.Now().UTC().Format(time.RFC3339), ReleaseResolveTTL)
-			s.SetStaleAt(s.Now().Add(ReleaseResolveTTL))
+			s.Logf("resolved %s to %s at %s; re-resolved after %s", image, d, s.Now().UTC().Format(time.RFC3339), releaseResolveTTL)
+			s.SetStaleAt(s.Now().Add(releaseResolveTTL))
 			return s.WriteFile("pullspec", []byte(d+"\n"), 0o644)
 		},
 	}

@@ -475,7 +475,7 @@ func TestReleaseTagMoves(t *testing.T) {
 		t.Fatal("test payload: want only coredns to move")
 	}
 	before := l.reg.Requests()
-	now = now.Add(ReleaseResolveTTL - time.Minute)
+	now = now.Add(releaseResolveTTL - time.Minute)
 	if r := build(); len(r.Executed) != 0 || l.reg.Requests() != before {
 		t.Errorf("within the TTL: ran %v, %d requests; want nothing", r.Executed, l.reg.Requests()-before)
 	}
