@@ -10,12 +10,10 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
 
-	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/kube"
 )
@@ -27,16 +25,6 @@ func vipModeReads(c *lab.Config) []string {
 		return []string{lab.NetworkLoadBalancer}
 	}
 	return nil
-}
-
-// vipInCluster reports whether the step's target declares network.loadBalancer and it is
-// in-cluster.
-func vipInCluster(s *engine.Step) (bool, error) {
-	if !slices.Contains(s.Target().Reads, lab.NetworkLoadBalancer) {
-		return false, nil
-	}
-	lb, err := s.String(lab.NetworkLoadBalancer)
-	return lb == lab.LoadBalancerInCluster, err
 }
 
 // vipInfraNamespace is where the MCO's on-prem static pods run on platform BareMetal

@@ -38,9 +38,6 @@ import (
 	"github.com/labbuild/labbuild/lab"
 )
 
-// MirrorUser is the registry's only user (htpasswd); its password is generated.
-const MirrorUser = "labbuild"
-
 // mirrorReads are the config fields that say where the mirror is: the nodes reach it at
 // network.gateway:mirror.port, labbuild at 127.0.0.1:mirror.port.
 var mirrorReads = []string{lab.MirrorStorage, lab.MirrorPort, lab.NetworkGateway}

@@ -87,3 +87,6 @@ func mirrorPullSecret(c *lab.Config, s *engine.Step, ps []byte) ([]byte, error) 
 	}
 	return manifests.MergePullSecret(ps, host, MirrorUser, string(pw))
 }
+
+// MirrorUser is the registry's only user (htpasswd); its password is generated.
+const MirrorUser = "labbuild"

@@ -79,3 +79,13 @@ const (
 	vipBootstrapKubeconfig    = "/etc/kubernetes/kubeconfig"
 	vipBootstrapClusterConfig = "cluster-config.yaml" // in ignition.BootstrapManifestDir
 )
+
+// vipInCluster reports whether the step's target declares network.loadBalancer and it is
+// in-cluster.
+func vipInCluster(s *engine.Step) (bool, error) {
+	if !slices.Contains(s.Target().Reads, lab.NetworkLoadBalancer) {
+		return false, nil
+	}
+	lb, err := s.String(lab.NetworkLoadBalancer)
+	return lb == lab.LoadBalancerInCluster, err
+}
