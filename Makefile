@@ -54,11 +54,11 @@ REHEARSAL_RUN ?= .
 rehearsal: build
 	LABBUILD_REHEARSAL=1 LABBUILD_BIN=$(CURDIR)/labbuild $(GO) test -count=1 -v -timeout 75m -run '$(REHEARSAL_RUN)' ./internal/rig/rehearsal
 
-# Fuzz the lab-config parser and validator (targets.FuzzConfig) for FUZZTIME; the seeds are the
-# bad-config corpus in testdata/badconfig. A crash is saved under targets/testdata/fuzz.
+# Fuzz the lab-config parser and validator (lab.FuzzConfig) for FUZZTIME; the seeds are the
+# bad-config corpus in testdata/badconfig. A crash is saved under lab/testdata/fuzz.
 FUZZTIME ?= 10m
 fuzz:
-	$(GO) test ./targets -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./lab -run '^$$' -fuzz '^FuzzConfig$$' -fuzztime $(FUZZTIME)
 
 # Every comparison against a reference (ninja, a hello-world binary, commit 5aace9f), as a table.
 bench:

@@ -15,11 +15,10 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
-	rl "github.com/labbuild/labbuild/render/libvirt"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/bmc"
 	"github.com/labbuild/labbuild/targets/daemon"
-	"github.com/labbuild/labbuild/targets/kube"
 )
 
 // The bmc family is platform: baremetal's virtual BMC (seed 001: sushy-tools' dynamic Redfish
@@ -34,16 +33,12 @@ import (
 // The BMC runs as `labbuild-full __bmc-serve CONFIG`, a daemon of targets/daemon: its
 // record keeps the pid, start time and program, so Probe and Destroy find it in a later run.
 func init() {
-	Register(Family{Name: "bmc", Doc: "platform baremetal: labbuild's virtual Redfish BMC for the lab's VMs (seed 001)", Targets: bmcTargets})
+	Register(Family{Name: "bmc", Doc: "platform baremetal: labbuild's virtual Redfish BMC for the lab's VMs (seed 001)", Targets: fromConfig(bmcTargets)})
 }
 
 // BMCServeVerb is the hidden first argument that makes labbuild-full run the BMC
 // (cmd/labbuild/bmcserve.go).
 const BMCServeVerb = "__bmc-serve"
-
-// BMCPort is the BMC's TCP port on the lab bridge: sushy-tools' default, the seed's
-// 192.168.122.1:8000.
-const BMCPort = 8000
 
 // BMCUser is the BMC's user name; its password is generated (bmc/credentials).
 const BMCUser = "labbuild"
@@ -59,14 +54,16 @@ var bmcCommand = func(cfg string) (argv []string, program string, err error) {
 	return []string{exe, BMCServeVerb, cfg}, filepath.Base(exe), nil
 }
 
-func bmcTargets(c *Config) []*engine.Target {
+func bmcTargets(c *lab.Config) []*engine.Target {
 	if !c.Baremetal() {
 		return nil
 	}
-	reads := []string{"libvirt.uri", "libvirt.poolPath", "network.gateway", "cluster.name"}
-	for _, n := range c.Nodes {
-		reads = append(reads, "nodes."+n.Name+".name")
+	nodes := lab.NodeNames(c.Nodes)
+	reads := []string{lab.LibvirtURI, lab.LibvirtPoolPath, lab.NetworkGateway, lab.ClusterName}
+	for _, n := range nodes {
+		reads = append(reads, lab.NodePath(n, lab.NodeName))
 	}
+	hosts := lab.NodeNames(append(c.NodesByRole(lab.RoleMaster), c.NodesByRole(lab.RoleWorker)...))
 	return []*engine.Target{
 		{
 			Name: "bmc/credentials", Doc: "the virtual BMC's basic-auth credentials (sticky: generated once; 0600, never printed)",
@@ -82,15 +79,16 @@ func bmcTargets(c *Config) []*engine.Target {
 		},
 		{
 			Name: "bmc/manifests", Doc: "the masters' (externally provisioned) and workers' BareMetalHosts (BMC address, boot MAC, credentials Secret) and the worker MachineSet, as openshift-install writes them",
-			Deps: []string{"bmc/credentials", "manifests/ids"}, Reads: bmcManifestReads(c), Version: 1,
-			Run: bmcManifestsRun,
+			Deps: []string{"bmc/credentials", "manifests/ids"}, Reads: bmcManifestReads(c, hosts), Version: 1,
+			Run: func(ctx context.Context, s *engine.Step) error { return bmcManifestsRun(s, hosts) },
 		},
 		{
 			Name: "bmc/service", Doc: "labbuild's Redfish BMC (virtual media) for the lab's VMs on network.gateway:8000, TLS + basic auth",
 			Deps:    []string{"bmc/credentials", "pki/cert/bmc-server", "pki/key/bmc-server", "libvirt/network"},
 			Reads:   reads,
 			Version: 1, External: true,
-			Run: bmcServiceRun, Probe: bmcServiceProbe, Destroy: bmcServiceDestroy,
+			Run:   func(ctx context.Context, s *engine.Step) error { return bmcServiceRun(ctx, s, nodes) },
+			Probe: bmcServiceProbe, Destroy: bmcServiceDestroy,
 		},
 	}
 }
@@ -106,26 +104,18 @@ type bmcRecord struct {
 // bmcStateDir is where the BMC keeps its log and the images it downloads: beside the lab's
 // disks, which QEMU (user libvirt-qemu under qemu:///system) can read.
 func bmcStateDir(s *engine.Step) (string, error) {
-	pool, err := s.String("libvirt.poolPath")
+	pool, err := s.String(lab.LibvirtPoolPath)
 	if err != nil {
 		return "", err
 	}
-	cluster, err := s.String("cluster.name")
+	cluster, err := s.String(lab.ClusterName)
 	if err != nil {
 		return "", err
 	}
 	return filepath.Join(pool, cluster+"-bmc"), nil
 }
 
-// BMCAddress is the Redfish virtual-media address of a lab VM, as a BareMetalHost's
-// spec.bmc.address and install-config's hosts[].bmc.address take it (metal3
-// baremetal-operator pkg/hardwareutils/bmc/redfish.go: scheme redfish-virtualmedia+https, the
-// System's path).
-func BMCAddress(gateway, uuid string) string {
-	return "redfish-virtualmedia+https://" + net.JoinHostPort(gateway, strconv.Itoa(BMCPort)) + "/redfish/v1/Systems/" + uuid
-}
-
-func bmcServiceRun(ctx context.Context, s *engine.Step) error {
+func bmcServiceRun(ctx context.Context, s *engine.Step, nodes []string) error {
 	name := s.Target().Name
 	if prev, ok, err := readRecord[bmcRecord](s, recordFile); err != nil {
 		return err
@@ -134,26 +124,24 @@ func bmcServiceRun(ctx context.Context, s *engine.Step) error {
 			return fmt.Errorf("%s: stop the previous BMC: %w", name, err)
 		}
 	}
-	uri, err := s.String("libvirt.uri")
+	uri, err := s.String(lab.LibvirtURI)
 	if err != nil {
 		return err
 	}
-	if h := LibvirtRemoteHost(uri); h != "" {
+	if h := lab.LibvirtRemoteHost(uri); h != "" {
 		return fmt.Errorf("%s: libvirt.uri %q is remote: the BMC attaches the images it downloads by path, so it must run on %s (fix: run labbuild there)", name, uri, h)
 	}
-	gw, err := s.String("network.gateway")
+	gw, err := s.String(lab.NetworkGateway)
 	if err != nil {
 		return err
 	}
-	cluster, err := s.String("cluster.name")
+	cluster, err := s.String(lab.ClusterName)
 	if err != nil {
 		return err
 	}
 	var domains []string
-	for _, r := range s.Target().Reads {
-		if n, ok := cutNodeField(r, "name"); ok {
-			domains = append(domains, cluster+"-"+n)
-		}
+	for _, n := range nodes {
+		domains = append(domains, cluster+"-"+n)
 	}
 	state, err := bmcStateDir(s)
 	if err != nil {
@@ -201,15 +189,6 @@ func bmcServiceRun(ctx context.Context, s *engine.Step) error {
 	return writeRecord(s, recordFile, bmcRecord{Record: rec, Listen: dc.Listen, StateDir: state})
 }
 
-// cutNodeField returns the node of a "nodes.<node>.<field>" read.
-func cutNodeField(read, field string) (string, bool) {
-	rest, ok := strings.CutPrefix(read, "nodes.")
-	if !ok {
-		return "", false
-	}
-	return strings.CutSuffix(rest, "."+field)
-}
-
 func bmcServiceProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
 	prev, ok, err := readRecord[bmcRecord](s, recordFile)
 	if err != nil {
@@ -251,13 +230,13 @@ func bmcServiceDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutco
 }
 
 // bmcManifestReads: the BMC address (network.gateway), the domains' UUIDs (cluster.name and
-// the node names) and each worker's boot MAC.
-func bmcManifestReads(c *Config) []string {
-	reads := []string{"network.gateway", "cluster.name"}
-	for _, n := range append(c.NodesByRole(RoleMaster), c.NodesByRole(RoleWorker)...) {
-		reads = append(reads, "nodes."+n.Name+".name", "nodes."+n.Name+".role")
-		if n.MAC != "" {
-			reads = append(reads, "nodes."+n.Name+".mac")
+// the names of hosts) and each host's boot MAC.
+func bmcManifestReads(c *lab.Config, hosts []string) []string {
+	reads := []string{lab.NetworkGateway, lab.ClusterName}
+	for _, n := range hosts {
+		reads = append(reads, lab.NodePath(n, lab.NodeName), lab.NodePath(n, lab.NodeRole))
+		if c.Node(n).MAC != "" {
+			reads = append(reads, lab.NodePath(n, lab.NodeMAC))
 		}
 	}
 	return reads
@@ -268,10 +247,10 @@ func bmcManifestReads(c *Config) []string {
 // provisioned), and the worker MachineSet with one replica per worker. The hosts leave
 // disableCertificateVerification unset: Ironic verifies the BMC against ConfigMap
 // openshift-machine-api/cbo-trusted-ca, which holds the lab's trust bundle and so the BMC CA
-// (targets/trust.go, docs/baremetal.md).
-func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
+// (targets/shared_trust.go, docs/baremetal.md).
+func bmcManifestsRun(s *engine.Step, nodes []string) error {
 	name := s.Target().Name
-	cluster, err := s.String("cluster.name")
+	cluster, err := s.String(lab.ClusterName)
 	if err != nil {
 		return err
 	}
@@ -281,12 +260,12 @@ func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
 	}
 	var hosts []manifests.BMCHost
 	workers := 0
-	err = bmcEachHost(s, cluster, func(node string, h manifests.BMCHost) error {
-		role, err := s.String("nodes." + node + ".role")
+	err = bmcEachHost(s, cluster, nodes, func(node string, h manifests.BMCHost) error {
+		role, err := s.String(lab.NodePath(node, lab.NodeRole))
 		if err != nil {
 			return err
 		}
-		h.ControlPlane = role == RoleMaster
+		h.ControlPlane = role == lab.RoleMaster
 		if !h.ControlPlane {
 			workers++
 		}
@@ -304,72 +283,5 @@ func bmcManifestsRun(ctx context.Context, s *engine.Step) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	return mfWrite(s, append(fs, ms)...)
-}
-
-// bmcEachHost calls f, for each node whose name the target reads (nodes.<node>.name), with
-// the node's host behind the lab's BMC: its BMC address (network.gateway and the domain's
-// derived UUID), boot MAC and bmc/credentials. Certificate verification stays on: the BMC's
-// CA is in the cluster's trust bundle (targets/trust.go).
-func bmcEachHost(s *engine.Step, cluster string, f func(node string, h manifests.BMCHost) error) error {
-	gw, err := s.String("network.gateway")
-	if err != nil {
-		return err
-	}
-	b, err := s.DepFile("bmc/credentials", "credentials.json")
-	if err != nil {
-		return err
-	}
-	var creds bmc.Credentials
-	if err := json.Unmarshal(b, &creds); err != nil {
-		return fmt.Errorf("%s: bmc/credentials: %w", s.Target().Name, err)
-	}
-	for _, r := range s.Target().Reads {
-		node, ok := cutNodeField(r, "name")
-		if !ok {
-			continue
-		}
-		mac, err := lvMAC(s, cluster, node)
-		if err != nil {
-			return err
-		}
-		if err := f(node, manifests.BMCHost{Name: node, BMCAddress: BMCAddress(gw, rl.UUID(cluster, node)), BootMAC: mac,
-			Username: creds.Username, Password: creds.Password}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-var bmhResource = kube.GroupVersionResource{Group: "metal3.io", Version: "v1alpha1", Resource: "baremetalhosts"}
-
-// UnpauseBareMetalHosts (cluster/pivot, platform baremetal) removes manifests.BMHPausedAnnotation from every BareMetalHost in
-// openshift-machine-api, as openshift-install's bootstrap does once the control plane is up
-// (data/data/bootstrap/baremetal/files/usr/local/bin/master-bmh-update.sh: it waits for the
-// masters' hosts, stops the bootstrap's Ironic, then `oc annotate baremetalhosts --all
-// baremetalhost.metal3.io/paused-`): from then on Metal3 registers and provisions the
-// workers. It returns the hosts it unpaused (none on a second call). Without the BareMetalHost
-// CRD (no cluster-baremetal-operator yet, or bmc/manifests not applied) there is nothing to
-// unpause and no error.
-func UnpauseBareMetalHosts(ctx context.Context, dyn kube.Interface) ([]string, error) {
-	hosts := dyn.Resource(bmhResource).Namespace(manifests.MachineAPINamespace)
-	list, err := hosts.List(ctx, kube.ListOptions{})
-	if kube.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("list BareMetalHosts: %w", err)
-	}
-	var done []string
-	for _, h := range list.Items {
-		if _, ok := h.GetAnnotations()[manifests.BMHPausedAnnotation]; !ok {
-			continue
-		}
-		patch := `{"metadata":{"annotations":{"` + manifests.BMHPausedAnnotation + `":null}}}`
-		if _, err := hosts.Patch(ctx, h.GetName(), kube.MergePatchType, []byte(patch), kube.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
-			return done, fmt.Errorf("unpause BareMetalHost %s: %w", h.GetName(), err)
-		}
-		done = append(done, h.GetName())
-	}
-	return done, nil
+	return writeManifests(s, append(fs, ms)...)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -29,7 +30,7 @@ func bmcManifestsLab(t *testing.T, goals ...string) (string, map[string][]byte) 
 		goals = []string{"bmc/manifests"}
 	}
 	l := newMFLab(t)
-	l.cfg.Platform, l.cfg.Network.LoadBalancer = PlatformBaremetal, LoadBalancerInCluster
+	l.cfg.Platform, l.cfg.Network.LoadBalancer = lab.PlatformBaremetal, lab.LoadBalancerInCluster
 	cfg := reparsed(t, l.cfg, "lab.json")
 	var ts []*engine.Target
 	for _, mt := range manifestsTargets(cfg) {
@@ -46,7 +47,7 @@ func bmcManifestsLab(t *testing.T, goals ...string) (string, map[string][]byte) 
 		}
 	}
 	var log bytes.Buffer
-	if _, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts,
+	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts,
 		Now: func() time.Time { return l.now }, Stdout: &log, Stderr: &log}); err != nil {
 		t.Fatalf("build: %v\n%s", err, log.String())
 	}

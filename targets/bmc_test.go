@@ -21,6 +21,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/bmc"
 	"github.com/labbuild/labbuild/targets/virt"
@@ -74,18 +75,18 @@ func TestBMCService(t *testing.T) {
 	ctx := context.Background()
 	out := t.TempDir()
 	c := lvLab(d, testenv.StartSampleRelease(t, false))
-	c.Platform, c.Network.LoadBalancer = PlatformBaremetal, LoadBalancerInCluster
+	c.Platform, c.Network.LoadBalancer = lab.PlatformBaremetal, lab.LoadBalancerInCluster
 	build := func(dry bool) *engine.Result {
 		t.Helper()
 		var log strings.Builder
-		r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"bmc/service"}, DryRun: dry, Jobs: 2, Stdout: &log, Stderr: &log})
+		r, err := engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"bmc/service"}, DryRun: dry, Jobs: 2, Stdout: &log, Stderr: &log})
 		if err != nil {
 			t.Fatalf("build: %v\n%s", err, log.String())
 		}
 		return r
 	}
 	build(false)
-	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) })
 
 	// The lab's worker VM (defined here with the UUID libvirt/vm/worker-0 gives it) and
 	// another lab's domain.
@@ -195,7 +196,7 @@ func TestBMCService(t *testing.T) {
 	}
 
 	// Destroy stops it and removes its state; a second destroy does nothing.
-	rep, err := engine.Destroy(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"bmc/service"}})
+	rep, err := engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"bmc/service"}})
 	if err != nil || !slices.Contains(rep.Destroyed, "bmc/service") {
 		t.Fatalf("destroy: %v %+v", err, rep)
 	}
@@ -205,7 +206,7 @@ func TestBMCService(t *testing.T) {
 	if _, err := os.Stat(rec.StateDir); !os.IsNotExist(err) {
 		t.Errorf("state dir %s after destroy: %v", rec.StateDir, err)
 	}
-	rep, err = engine.Destroy(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"bmc/service"}})
+	rep, err = engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"bmc/service"}})
 	if err != nil || len(rep.Destroyed)+len(rep.Failed) != 0 {
 		t.Errorf("second destroy: %v %+v", err, rep)
 	}

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
@@ -77,6 +78,8 @@ type clusterWorld struct {
 	etcdMembers func(ctx context.Context, endpoints []string, tls EtcdTLSFiles) ([]EtcdMember, error)
 }
 
+// clusterEnv is the cluster family's world: defaultClusterWorld in production, a test seam
+// that tests replace and restore.
 var clusterEnv = defaultClusterWorld()
 
 func defaultClusterWorld() clusterWorld {
@@ -101,9 +104,9 @@ const (
 	clusterPollCO    = 15 * time.Second // wait-convergence.sh
 )
 
-// Names of the upstream targets the family reads, owned by other families.
+// Names of the upstream targets the family reads, owned by other families (and
+// adminKubeconfig, shared_nodes.go).
 const (
-	clusterAdminKC   = "kubeconfig/admin"
 	clusterManifests = "manifests/bootstrap"
 	clusterCRDs      = "release/crds"
 	clusterKubeadmin = "manifests/kubeadmin"
@@ -121,13 +124,13 @@ var clusterHostDeps = []string{"host/firewall", "host/dns"}
 
 func init() {
 	Register(Family{Name: "cluster", Doc: "drive the lab from VMs to a converged cluster (stages 10-16; External, resumable)",
-		Targets: func(c *Config) []*engine.Target { return clusterTargets(c, clusterRegistered(c)) }})
+		Targets: func(l Lab) []*engine.Target { return clusterTargets(l.Config, clusterRegistered(l.Config)) }})
 }
 
 // clusterRegistered returns a test of whether a target of another family is in the registered
 // graph for c. Dependencies on families still being written (libvirt, haproxy, release) are
 // declared only when their target exists, so the registered graph always builds.
-func clusterRegistered(c *Config) func(string) bool {
+func clusterRegistered(c *lab.Config) func(string) bool {
 	cache := map[string]map[string]bool{}
 	return func(name string) bool {
 		fam, _, _ := strings.Cut(name, "/")
@@ -139,7 +142,7 @@ func clusterRegistered(c *Config) func(string) bool {
 			set = map[string]bool{}
 			for _, f := range families {
 				if f.Name == fam {
-					for _, t := range f.Targets(c) {
+					for _, t := range f.Targets(Lab{Config: c}) {
 						set[t.Name] = true
 					}
 				}
@@ -150,16 +153,12 @@ func clusterRegistered(c *Config) func(string) bool {
 	}
 }
 
-// clusterNodeName is the Kubernetes node name of a lab node: the FQDN its Ignition writes to
-// /etc/hostname (render/ignition NodeBase), which the kubelet registers as.
-func clusterNodeName(node, domain string) string { return node + "." + domain }
-
 // clusterReads are the config paths every phase that talks to the cluster reads.
-var clusterReads = []string{"cluster.name", "cluster.baseDomain", "network.apiVIP", "libvirt.uri"}
+var clusterReads = []string{lab.ClusterName, lab.ClusterBaseDomain, lab.NetworkAPIVIP, lab.LibvirtURI}
 
 // clusterTargets declares the family for c; have says which upstream targets of other
 // families exist (tests pass their stand-ins).
-func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
+func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 	opt := func(names ...string) []string {
 		var out []string
 		for _, n := range names {
@@ -188,7 +187,7 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 			Name:     "cluster/install/" + node,
 			Doc:      "first boot of " + node + " with its Ignition (RHCOS install)",
 			Deps:     opt("libvirt/vm/"+node, "ignition/"+node, "libvirt/dns"),
-			Reads:    []string{"cluster.name", "libvirt.uri"},
+			Reads:    []string{lab.ClusterName, lab.LibvirtURI},
 			Version:  1,
 			External: true,
 			Run: func(ctx context.Context, s *engine.Step) error {
@@ -218,15 +217,15 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 		})
 	}
 
-	masters, workers := c.NodesByRole(RoleMaster), c.NodesByRole(RoleWorker)
-	nodeReads := func(ns []Node) []string {
+	masters, workers := c.NodesByRole(lab.RoleMaster), c.NodesByRole(lab.RoleWorker)
+	nodeReads := func(ns []lab.Node) []string {
 		var out []string
 		for _, n := range ns {
-			out = append(out, "nodes."+n.Name+".ip")
+			out = append(out, lab.NodePath(n.Name, lab.NodeIP))
 		}
 		return out
 	}
-	names := func(ns []Node) []string {
+	names := func(ns []lab.Node) []string {
 		var out []string
 		for _, n := range ns {
 			out = append(out, n.Name)
@@ -252,8 +251,8 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 		&engine.Target{
 			Name:     "cluster/bootstrap",
 			Doc:      "bootstrap VM on; API ready through the VIP; CRDs and manifests applied; CVO reporting",
-			Deps:     append([]string{clusterAdminKC}, opt(append([]string{"cluster/install/" + bootstrap, clusterCRDs, clusterManifests, clusterLB}, clusterHostDeps...)...)...),
-			Reads:    append(slices.Clone(clusterReads), "wait.bootstrapMinutes"),
+			Deps:     append([]string{adminKubeconfig}, opt(append([]string{"cluster/install/" + bootstrap, clusterCRDs, clusterManifests, clusterLB}, clusterHostDeps...)...)...),
+			Reads:    append(slices.Clone(clusterReads), lab.WaitBootstrapMinutes),
 			Version:  1,
 			External: true,
 			Run: func(ctx context.Context, s *engine.Step) error {
@@ -280,7 +279,7 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 		&engine.Target{
 			Name:     "cluster/csr-approver",
 			Doc:      "approve pending CSRs of the lab's nodes only (client, then serving); refuse the rest",
-			Deps:     []string{clusterAdminKC, "cluster/bootstrap"},
+			Deps:     []string{adminKubeconfig, "cluster/bootstrap"},
 			Reads:    append(slices.Clone(clusterReads), nodeReads(allJoining)...),
 			Version:  1,
 			External: true,
@@ -320,13 +319,13 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 			},
 		},
 		clusterJoin("cluster/masters", "masters on; their CSRs approved; every master Ready",
-			append([]string{clusterAdminKC, "cluster/bootstrap"}, opt(install(RoleMaster)...)...),
-			"wait.mastersMinutes", masterNames, nodeReads(masters), "master", joinsIn(workerNames, "cluster/workers"), true),
+			append([]string{adminKubeconfig, "cluster/bootstrap"}, opt(install(lab.RoleMaster)...)...),
+			lab.WaitMastersMinutes, masterNames, nodeReads(masters), "master", joinsIn(workerNames, "cluster/workers"), true),
 		&engine.Target{
 			Name:     "cluster/etcd",
 			Doc:      "etcd running on every master; then kube-system/bootstrap status=complete (bootstrap member removed)",
-			Deps:     append([]string{clusterAdminKC, "cluster/masters"}, opt(etcdClientDeps...)...),
-			Reads:    append(append(append(slices.Clone(clusterReads), "wait.etcdMinutes", "nodes."+bootstrap+".ip"), nodeReads(masters)...), vipModeReads(c)...),
+			Deps:     append([]string{adminKubeconfig, "cluster/masters"}, opt(etcdClientDeps...)...),
+			Reads:    append(append(append(slices.Clone(clusterReads), lab.WaitEtcdMinutes, lab.NodePath(bootstrap, lab.NodeIP)), nodeReads(masters)...), vipModeReads(c)...),
 			Version:  2,
 			External: true,
 			Run: func(ctx context.Context, s *engine.Step) error {
@@ -350,8 +349,8 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 		&engine.Target{
 			Name:     "cluster/pivot",
 			Doc:      pivotDoc(c),
-			Deps:     append([]string{clusterAdminKC, "cluster/etcd"}, opt(clusterPostPivot, clusterLB)...),
-			Reads:    append(append(slices.Clone(clusterReads), "wait.pivotMinutes"), vipPivotReads(c)...),
+			Deps:     append([]string{adminKubeconfig, "cluster/etcd"}, opt(clusterPostPivot, clusterLB)...),
+			Reads:    append(append(slices.Clone(clusterReads), lab.WaitPivotMinutes), vipPivotReads(c)...),
 			Version:  1,
 			External: true,
 			Run: func(ctx context.Context, s *engine.Step) error {
@@ -375,12 +374,12 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 				return engine.ProbeResult{Action: engine.Keep}, nil
 			},
 		},
-		clusterWorkers(c, append([]string{clusterAdminKC, "cluster/pivot"}, opt(append(install(RoleWorker), metal3Deps...)...)...), workerNames, nodeReads(workers)),
+		clusterWorkers(c, append([]string{adminKubeconfig, "cluster/pivot"}, opt(append(install(lab.RoleWorker), metal3Deps...)...)...), workerNames, nodeReads(workers)),
 		&engine.Target{
 			Name:     "cluster/converge",
 			Doc:      "every ClusterOperator Available and not Degraded; ClusterVersion Available",
-			Deps:     []string{clusterAdminKC, "cluster/pivot", "cluster/workers"},
-			Reads:    append(slices.Clone(clusterReads), "wait.convergeMinutes"),
+			Deps:     []string{adminKubeconfig, "cluster/pivot", "cluster/workers"},
+			Reads:    append(slices.Clone(clusterReads), lab.WaitConvergeMinutes),
 			Version:  1,
 			External: true,
 			Run:      clusterConverge,
@@ -399,8 +398,8 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 		&engine.Target{
 			Name:     "cluster/done",
 			Doc:      "prints the console URL and where the kubeadmin password and admin kubeconfig are",
-			Deps:     append([]string{clusterAdminKC, "cluster/converge"}, opt(clusterKubeadmin, "host/dns")...),
-			Reads:    []string{"cluster.name", "cluster.baseDomain"},
+			Deps:     append([]string{adminKubeconfig, "cluster/converge"}, opt(clusterKubeadmin, "host/dns")...),
+			Reads:    []string{lab.ClusterName, lab.ClusterBaseDomain},
 			Version:  1,
 			External: true,
 			Run:      clusterDone,
@@ -412,7 +411,9 @@ func clusterTargets(c *Config, have func(string) bool) []*engine.Target {
 // clusterMetal3Node reports whether n is a host the cluster's Metal3 provisions: a worker on
 // platform baremetal (docs/baremetal.md: the workers are handed over empty as BareMetalHosts).
 // labbuild neither installs nor starts it; cluster/workers waits for its Node.
-func clusterMetal3Node(c *Config, n Node) bool { return c.Baremetal() && n.Role == RoleWorker }
+func clusterMetal3Node(c *lab.Config, n lab.Node) bool {
+	return c.Baremetal() && n.Role == lab.RoleWorker
+}
 
 // clusterWorkers is cluster/workers. On platform baremetal the workers are Metal3's: the
 // phase needs bmc/service and the workers' empty domains (Metal3 drives them through it once
@@ -423,11 +424,11 @@ func clusterMetal3Node(c *Config, n Node) bool { return c.Baremetal() && n.Role 
 // node only by the addresses the Machine's status carries, which the baremetal actuator copies
 // from the host's inspected hardware (not done in a lab whose BMC has no inspection), while
 // labbuild knows each lab node's name and address from lab.yaml and refuses anything else.
-func clusterWorkers(c *Config, deps []string, workers, reads []string) *engine.Target {
+func clusterWorkers(c *lab.Config, deps []string, workers, reads []string) *engine.Target {
 	if !c.Baremetal() {
 		return clusterJoin("cluster/workers", "workers on; their CSRs approved; every worker Ready (none in a compact cluster)",
-			deps, "wait.workersMinutes", workers, reads, "worker", nil, true)
+			deps, lab.WaitWorkersMinutes, workers, reads, "worker", nil, true)
 	}
 	return clusterJoin("cluster/workers", "workers provisioned by Metal3 through the BMC (platform baremetal); their CSRs approved; every worker Ready",
-		deps, "wait.workersMinutes", workers, append(reads, "platform"), "worker", nil, false)
+		deps, lab.WaitWorkersMinutes, workers, append(reads, lab.Platform), "worker", nil, false)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
@@ -28,13 +29,6 @@ func clusterShortErr(err error) error {
 	return fmt.Errorf("%s… (%d more bytes; see the target's log)", msg[:600], len(msg)-600)
 }
 
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return " (" + err.Error() + ")"
-}
-
 // clusterRecord writes the phase's record, record.json: the state the phase reached, in terms
 // that do not change when a finished phase runs again (how it got there — CSR verdicts, apply
 // counts — goes to the target's log). A rerun so reproduces the same bytes, and the engine's
@@ -45,11 +39,11 @@ func clusterRecord(s *engine.Step, v any) error {
 
 // clusterMachinesFor returns the VM driver for the lab's libvirt URI and cluster name.
 func clusterMachinesFor(s *engine.Step) (ClusterMachines, error) {
-	uri, err := s.String("libvirt.uri")
+	uri, err := s.String(lab.LibvirtURI)
 	if err != nil {
 		return nil, err
 	}
-	name, err := s.String("cluster.name")
+	name, err := s.String(lab.ClusterName)
 	if err != nil {
 		return nil, err
 	}
@@ -58,11 +52,11 @@ func clusterMachinesFor(s *engine.Step) (ClusterMachines, error) {
 
 // clusterClients returns clients for the admin kubeconfig reached through the API VIP.
 func clusterClients(s *engine.Step) (*kube.Clients, error) {
-	kc, err := s.DepPath(clusterAdminKC, "kubeconfig")
+	kc, err := s.DepPath(adminKubeconfig, "kubeconfig")
 	if err != nil {
 		return nil, err
 	}
-	vip, err := s.String("network.apiVIP")
+	vip, err := s.String(lab.NetworkAPIVIP)
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +76,7 @@ func clusterExpected(s *engine.Step, nodes []string) (map[string]csr.NodeIdentit
 	}
 	out := map[string]csr.NodeIdentity{}
 	for _, n := range nodes {
-		ip, err := s.String("nodes." + n + ".ip")
+		ip, err := s.String(lab.NodePath(n, lab.NodeIP))
 		if err != nil {
 			return nil, err
 		}

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/labbuild/labbuild/lab"
 )
 
 // TestClusterBaremetalWorkers: on platform baremetal the workers are Metal3's. labbuild
@@ -16,7 +18,7 @@ func TestClusterBaremetalWorkers(t *testing.T) {
 		wantWorkers []string
 		wantInstall []string
 	}{
-		{PlatformBaremetal, []string{"bmc/service", "cluster/pivot", "ignition/worker-0", "ignition/worker-1", "kubeconfig/admin", "libvirt/vm/worker-0", "libvirt/vm/worker-1"},
+		{lab.PlatformBaremetal, []string{"bmc/service", "cluster/pivot", "ignition/worker-0", "ignition/worker-1", "kubeconfig/admin", "libvirt/vm/worker-0", "libvirt/vm/worker-1"},
 			[]string{"cluster/install/bootstrap", "cluster/install/master-0", "cluster/install/master-1", "cluster/install/master-2"}},
 		{"", []string{"cluster/install/worker-0", "cluster/install/worker-1", "cluster/pivot", "kubeconfig/admin"},
 			[]string{"cluster/install/bootstrap", "cluster/install/master-0", "cluster/install/master-1", "cluster/install/master-2", "cluster/install/worker-0", "cluster/install/worker-1"}},
@@ -24,7 +26,7 @@ func TestClusterBaremetalWorkers(t *testing.T) {
 		c := clusterConfig(3, 2)
 		c.Platform = tc.platform
 		ts := clusterTargets(c, func(n string) bool {
-			return n == "bmc/service" || n == clusterAdminKC || strings.HasPrefix(n, "libvirt/vm/worker-") || strings.HasPrefix(n, "ignition/worker-")
+			return n == "bmc/service" || n == adminKubeconfig || strings.HasPrefix(n, "libvirt/vm/worker-") || strings.HasPrefix(n, "ignition/worker-")
 		})
 		var install []string
 		for _, x := range ts {
@@ -39,10 +41,10 @@ func TestClusterBaremetalWorkers(t *testing.T) {
 			if !slices.Equal(deps, tc.wantWorkers) {
 				t.Errorf("platform %q: cluster/workers deps %v, want %v", tc.platform, deps, tc.wantWorkers)
 			}
-			if got := slices.Contains(x.Reads, "platform"); got != (tc.platform == PlatformBaremetal) {
+			if got := slices.Contains(x.Reads, "platform"); got != (tc.platform == lab.PlatformBaremetal) {
 				t.Errorf("platform %q: cluster/workers reads platform: %v", tc.platform, got)
 			}
-			if tc.platform == PlatformBaremetal && !strings.Contains(x.Doc, "Metal3") {
+			if tc.platform == lab.PlatformBaremetal && !strings.Contains(x.Doc, "Metal3") {
 				t.Errorf("platform %q: cluster/workers doc %q does not say Metal3 provisions the workers", tc.platform, x.Doc)
 			}
 		}

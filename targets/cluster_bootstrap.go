@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -19,7 +20,7 @@ import (
 
 // clusterBootstrap is cluster/bootstrap's Run.
 func clusterBootstrap(ctx context.Context, s *engine.Step, bootstrap string, masters []string) error {
-	timeout, err := clusterMinutes(s, "wait.bootstrapMinutes")
+	timeout, err := clusterMinutes(s, lab.WaitBootstrapMinutes)
 	if err != nil {
 		return err
 	}
@@ -31,7 +32,7 @@ func clusterBootstrap(ctx context.Context, s *engine.Step, bootstrap string, mas
 	if err != nil {
 		return err
 	}
-	vip, _ := s.String("network.apiVIP")
+	vip, _ := s.String(lab.NetworkAPIVIP)
 	apiReady := func(ctx context.Context) (bool, string, error) {
 		if err := kube.Readyz(ctx, k); err != nil {
 			return false, "API not ready", err

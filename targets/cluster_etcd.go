@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
 )
@@ -30,7 +31,7 @@ import (
 // runs the API VRRP instance (vipMastersKeepalived), then mark it so the operator removes the
 // etcd-bootstrap member.
 func clusterEtcd(ctx context.Context, s *engine.Step, masters []string, bootstrap string) error {
-	timeout, err := clusterMinutes(s, "wait.etcdMinutes")
+	timeout, err := clusterMinutes(s, lab.WaitEtcdMinutes)
 	if err != nil {
 		return err
 	}
@@ -184,13 +185,13 @@ func etcdBootstrapMember(ctx context.Context, s *engine.Step, masters []string, 
 	}
 	var endpoints []string
 	for _, m := range masters {
-		ip, err := s.String("nodes." + m + ".ip")
+		ip, err := s.String(lab.NodePath(m, lab.NodeIP))
 		if err != nil {
 			return false, nil, err
 		}
 		endpoints = append(endpoints, "https://"+net.JoinHostPort(ip, "2379"))
 	}
-	bip, err := s.String("nodes." + bootstrap + ".ip")
+	bip, err := s.String(lab.NodePath(bootstrap, lab.NodeIP))
 	if err != nil {
 		return false, nil, err
 	}

@@ -10,75 +10,16 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/targets/kube"
 )
 
-// RestartResized, set by `labbuild --restart`, makes libvirt/vm/<node> power-cycle a running
-// VM whose size (vcpus, memoryMiB) changed, so the new size takes effect now: the node is
-// cordoned and drained through the Kubernetes API first when the cluster answers, and
-// uncordoned once the VM runs again. Unset, a resize changes the persistent definition only
-// ("takes effect at the next power cycle"), as before.
-var RestartResized bool
-
-// clusterDrainWait bounds how long a drain waits for evicted pods to be gone, and
-// clusterDrainPoll is how often it looks. oc adm drain waits without bound by default; a
-// lab's pods stop within their 30 s grace period, so two minutes is ample. Tests shorten both.
-var clusterDrainWait, clusterDrainPoll = 2 * time.Minute, 2 * time.Second
-
-// clusterNodeClient returns a dynamic client for the admin kubeconfig (upstream
-// kubeconfig/admin) through the API VIP, or nil and why the cluster cannot be asked.
-func clusterNodeClient(s *engine.Step) (kube.Interface, string) {
-	kc, err := s.DepPath(clusterAdminKC, "kubeconfig")
-	if err != nil {
-		return nil, "no admin kubeconfig is recorded"
-	}
-	vip, err := s.String("network.apiVIP")
-	if err != nil {
-		return nil, err.Error()
-	}
-	cfg, err := clusterEnv.restConfig(kc, vip)
-	if err != nil {
-		return nil, err.Error()
-	}
-	k, err := kube.NewClients(cfg)
-	if err != nil {
-		return nil, err.Error()
-	}
-	return k.Dynamic, ""
-}
-
-// clusterEvacuate cordons Node fqdn and drains it (kube.Drain), logging what it did and what it
-// could not. reachable is false (with the reason logged) when the API does not answer; found
-// is false when the cluster has no such Node.
-func clusterEvacuate(ctx context.Context, logf func(string, ...any), dyn kube.Interface, fqdn string) (reachable, found bool, err error) {
-	found, err = kube.Cordon(ctx, dyn, fqdn)
-	if err != nil {
-		logf("cannot reach the cluster API to drain %s: %v", fqdn, err)
-		return false, false, nil
-	}
-	if !found {
-		logf("the cluster has no Node %s: nothing to drain", fqdn)
-		return true, false, nil
-	}
-	rep, err := kube.Drain(ctx, dyn, fqdn, clusterDrainWait, clusterDrainPoll)
-	if err != nil {
-		return true, true, fmt.Errorf("drain %s: %w", fqdn, err)
-	}
-	logf("cordoned and drained %s: %s", fqdn, rep)
-	if !rep.Drained() {
-		logf("%s is not fully drained (see above); the pods left stop with its VM", fqdn)
-	}
-	return true, true, nil
-}
-
 // clusterNodeOrphan is the orphan of cluster/install/<node> once node is no longer in nodes:
 // its Destroy drains the node and deletes its Node object, before the libvirt orphans remove
 // its VM and disk (Config.Orphans orders them).
 func clusterNodeOrphan(name string) *engine.Target {
-	return &engine.Target{Name: name, External: true, Deps: []string{clusterAdminKC}, Reads: clusterReads,
+	return &engine.Target{Name: name, External: true, Deps: []string{adminKubeconfig}, Reads: clusterReads,
 		Run: lvNoRun, Destroy: clusterRemoveNode}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
@@ -99,13 +100,13 @@ func cnWorkload(t *testing.T, ctx context.Context, dyn dynamic.Interface, fqdn s
 // order that works: the Node, then the VM, then its disk; the Node's orphan reads the admin
 // kubeconfig.
 func TestClusterRemoveNodeReal(t *testing.T) {
-	c := DefaultConfig()
-	got := c.Orphans([]string{"cluster/install/worker-2", "haproxy/x", "libvirt/volume/worker-2", "libvirt/vm/worker-2"})
+	c := lab.DefaultConfig()
+	got := Lab{Config: c}.Orphans([]string{"cluster/install/worker-2", "haproxy/x", "libvirt/volume/worker-2", "libvirt/vm/worker-2"})
 	var names []string
 	for _, o := range got {
 		names = append(names, o.Name)
 	}
-	if !slices.Equal(names, []string{"cluster/install/worker-2", "libvirt/vm/worker-2", "libvirt/volume/worker-2"}) || !slices.Equal(got[0].Deps, []string{clusterAdminKC}) {
+	if !slices.Equal(names, []string{"cluster/install/worker-2", "libvirt/vm/worker-2", "libvirt/volume/worker-2"}) || !slices.Equal(got[0].Deps, []string{adminKubeconfig}) {
 		t.Errorf("orphans %v (node deps %v)", names, got[0].Deps)
 	}
 

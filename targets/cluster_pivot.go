@@ -6,18 +6,17 @@ package targets
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
+	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
 )
 
 // pivotDoc is cluster/pivot's one-line description in c's load-balancer mode.
-func pivotDoc(c *Config) string {
+func pivotDoc(c *lab.Config) string {
 	if c.InCluster() {
 		return "masters' keepalived and haproxy Ready; bootstrap VM off (keepalived moves the VIP); API ready through the VIP"
 	}
@@ -25,9 +24,9 @@ func pivotDoc(c *Config) string {
 }
 
 // vipPivotReads: in the in-cluster mode the pivot reads the mode (no host haproxy to switch).
-func vipPivotReads(c *Config) []string {
+func vipPivotReads(c *lab.Config) []string {
 	if c.Baremetal() { // and the worker hosts are unpaused after the pivot
-		return []string{"network.loadBalancer", "platform"}
+		return []string{lab.NetworkLoadBalancer, lab.Platform}
 	}
 	return vipModeReads(c)
 }
@@ -40,7 +39,7 @@ func vipPivotReads(c *Config) []string {
 // which keepalived moves to a master. With platform baremetal it then unpauses the
 // BareMetalHosts (UnpauseBareMetalHosts), as the installer's bootstrap does at that point.
 func clusterPivot(ctx context.Context, s *engine.Step, bootstrap string, masters []string) error {
-	timeout, err := clusterMinutes(s, "wait.pivotMinutes")
+	timeout, err := clusterMinutes(s, lab.WaitPivotMinutes)
 	if err != nil {
 		return err
 	}
@@ -97,7 +96,7 @@ func clusterPivot(ctx context.Context, s *engine.Step, bootstrap string, masters
 	if err != nil {
 		return err
 	}
-	vip, _ := s.String("network.apiVIP")
+	vip, _ := s.String(lab.NetworkAPIVIP)
 	if _, err := clusterWait(ctx, s, wait.Spec{
 		What:     "the API to answer /readyz through the VIP without the bootstrap",
 		Inspect:  fmt.Sprintf("curl -k https://%s:6443/readyz; oc get pods -n openshift-kube-apiserver", vip),
@@ -112,10 +111,10 @@ func clusterPivot(ctx context.Context, s *engine.Step, bootstrap string, masters
 		return err
 	}
 	rec["bootstrapStopped"] = true
-	if slices.Contains(s.Target().Reads, "platform") {
-		if p, err := s.String("platform"); err != nil {
+	if slices.Contains(s.Target().Reads, lab.Platform) {
+		if p, err := s.String(lab.Platform); err != nil {
 			return err
-		} else if p == PlatformBaremetal {
+		} else if p == lab.PlatformBaremetal {
 			hosts, err := UnpauseBareMetalHosts(ctx, k.Dynamic)
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.Target().Name, err)
@@ -127,25 +126,35 @@ func clusterPivot(ctx context.Context, s *engine.Step, bootstrap string, masters
 	return clusterRecord(s, rec)
 }
 
-// haproxyFileBalancer installs a configuration file at path and reloads haproxy, the manual
-// step of OTHW's execute-pivot.sh (edit /etc/haproxy/haproxy.cfg; systemctl reload haproxy).
-// It checks the file with `haproxy -c` first, so a bad config never replaces a good one.
-// hpReloadBalancer uses it when no labbuild haproxy runs.
-type haproxyFileBalancer struct{ path string }
+var bmhResource = kube.GroupVersionResource{Group: "metal3.io", Version: "v1alpha1", Resource: "baremetalhosts"}
 
-func (h haproxyFileBalancer) Switch(ctx context.Context, cfgFile string) error {
-	if out, err := exec.CommandContext(ctx, "haproxy", "-c", "-f", cfgFile).CombinedOutput(); err != nil {
-		return fmt.Errorf("haproxy -c -f %s: %w: %.300s", cfgFile, err, out)
+// UnpauseBareMetalHosts (cluster/pivot, platform baremetal) removes manifests.BMHPausedAnnotation from every BareMetalHost in
+// openshift-machine-api, as openshift-install's bootstrap does once the control plane is up
+// (data/data/bootstrap/baremetal/files/usr/local/bin/master-bmh-update.sh: it waits for the
+// masters' hosts, stops the bootstrap's Ironic, then `oc annotate baremetalhosts --all
+// baremetalhost.metal3.io/paused-`): from then on Metal3 registers and provisions the
+// workers. It returns the hosts it unpaused (none on a second call). Without the BareMetalHost
+// CRD (no cluster-baremetal-operator yet, or bmc/manifests not applied) there is nothing to
+// unpause and no error.
+func UnpauseBareMetalHosts(ctx context.Context, dyn kube.Interface) ([]string, error) {
+	hosts := dyn.Resource(bmhResource).Namespace(manifests.MachineAPINamespace)
+	list, err := hosts.List(ctx, kube.ListOptions{})
+	if kube.IsNotFound(err) {
+		return nil, nil
 	}
-	b, err := os.ReadFile(cfgFile)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("list BareMetalHosts: %w", err)
 	}
-	if err := engine.WriteFileAtomic(h.path, b, 0o644); err != nil {
-		return err
+	var done []string
+	for _, h := range list.Items {
+		if _, ok := h.GetAnnotations()[manifests.BMHPausedAnnotation]; !ok {
+			continue
+		}
+		patch := `{"metadata":{"annotations":{"` + manifests.BMHPausedAnnotation + `":null}}}`
+		if _, err := hosts.Patch(ctx, h.GetName(), kube.MergePatchType, []byte(patch), kube.PatchOptions{FieldManager: kube.FieldManager}); err != nil {
+			return done, fmt.Errorf("unpause BareMetalHost %s: %w", h.GetName(), err)
+		}
+		done = append(done, h.GetName())
 	}
-	if out, err := exec.CommandContext(ctx, "systemctl", "reload", "haproxy").CombinedOutput(); err != nil {
-		return fmt.Errorf("systemctl reload haproxy: %w: %.300s (reload it by hand: %s is in place)", err, out, filepath.Clean(h.path))
-	}
-	return nil
+	return done, nil
 }

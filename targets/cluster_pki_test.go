@@ -17,7 +17,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"fmt"
+
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/pki"
 	"github.com/labbuild/labbuild/targets/csr"
@@ -128,7 +130,7 @@ func TestClusterCSRsWithLabPKI(t *testing.T) {
 
 	expected := map[string]csr.NodeIdentity{}
 	for _, n := range l.cfg.Nodes {
-		if n.Role != RoleBootstrap {
+		if n.Role != lab.RoleBootstrap {
 			name := clusterNodeName(n.Name, domain)
 			expected[name] = csr.NodeIdentity{Name: name, IPs: []string{n.IP}, DNSNames: []string{n.Name}}
 		}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/pki"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -55,7 +56,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := clusterConfig(1, 1)
-	c.Wait = WaitConfig{BootstrapMinutes: 2, MastersMinutes: 2, EtcdMinutes: 2, PivotMinutes: 2, WorkersMinutes: 2, ConvergeMinutes: 2}
+	c.Wait = lab.WaitConfig{BootstrapMinutes: 2, MastersMinutes: 2, EtcdMinutes: 2, PivotMinutes: 2, WorkersMinutes: 2, ConvergeMinutes: 2}
 	machines := newFakeMachines(c)
 	lb := &fakeBalancer{}
 	var rebooted atomic.Bool
@@ -111,7 +112,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	var stderr strings.Builder // the build's failure messages, shown when a step fails
 	build := func(ctx context.Context, goals ...string) (*engine.Result, error) {
 		stderr.Reset()
-		r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: goals, Targets: all, Jobs: 2, Now: time.Now, Stderr: &stderr})
+		r, err := engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: goals, Targets: all, Jobs: 2, Now: time.Now, Stderr: &stderr})
 		if err != nil {
 			err = fmt.Errorf("%w\n%s", err, stderr.String())
 		}
@@ -138,11 +139,11 @@ func TestClusterRealControlPlane(t *testing.T) {
 	joined := make(chan struct{})
 	var kubelets sync.WaitGroup
 	for _, n := range c.Nodes {
-		if n.Role == RoleBootstrap {
+		if n.Role == lab.RoleBootstrap {
 			continue
 		}
 		kubelets.Add(1)
-		go func(n Node) {
+		go func(n lab.Node) {
 			defer kubelets.Done()
 			if err := clusterKubelet(ctx, cp, boot, machines.started[n.Name], release, n.Name, n.Name+"."+domain, n.IP); err != nil {
 				errs <- fmt.Errorf("kubelet stand-in %s: %w", n.Name, err)
@@ -371,9 +372,9 @@ func TestClusterRealControlPlane(t *testing.T) {
 			obs.APIErr, obs.APIVIP, obs.BootstrapComplete, obs.Etcd, obs.Operators)
 	}
 	wantNodes := []ClusterNodeObservation{
-		{Name: "bootstrap", Role: RoleBootstrap, VM: "off"},
-		{Name: "master-0", Role: RoleMaster, VM: "running", Kubernetes: "Ready", PendingCSRs: 1},
-		{Name: "worker-0", Role: RoleWorker, VM: "running", Kubernetes: "Ready"},
+		{Name: "bootstrap", Role: lab.RoleBootstrap, VM: "off"},
+		{Name: "master-0", Role: lab.RoleMaster, VM: "running", Kubernetes: "Ready", PendingCSRs: 1},
+		{Name: "worker-0", Role: lab.RoleWorker, VM: "running", Kubernetes: "Ready"},
 	}
 	if !slices.Equal(obs.Nodes, wantNodes) {
 		t.Errorf("status nodes:\n got %+v\nwant %+v", obs.Nodes, wantNodes)
@@ -439,7 +440,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	}()
 	all2 := append(slices.Clone(standins), clusterTargets(c2, func(n string) bool { return have[n] })...)
 	stderr.Reset()
-	r, err = engine.Build(ctx, engine.Options{Config: c2, OutDir: out, Goals: []string{"cluster"}, Targets: all2, Jobs: 2, Now: time.Now, Stderr: &stderr})
+	r, err = engine.Build(ctx, engine.Options{Config: Lab{Config: c2}, OutDir: out, Goals: []string{"cluster"}, Targets: all2, Jobs: 2, Now: time.Now, Stderr: &stderr})
 	checkErrs()
 	if err != nil {
 		t.Fatalf("adding worker-1: %v\n%s", err, stderr.String())

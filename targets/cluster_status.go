@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
@@ -18,7 +19,7 @@ import (
 
 // clusterConverge is cluster/converge's Run.
 func clusterConverge(ctx context.Context, s *engine.Step) error {
-	timeout, err := clusterMinutes(s, "wait.convergeMinutes")
+	timeout, err := clusterMinutes(s, lab.WaitConvergeMinutes)
 	if err != nil {
 		return err
 	}
@@ -54,7 +55,7 @@ func clusterDone(ctx context.Context, s *engine.Step) error {
 	if err != nil {
 		return err
 	}
-	kc, err := s.DepPath(clusterAdminKC, "kubeconfig")
+	kc, err := s.DepPath(adminKubeconfig, "kubeconfig")
 	if err != nil {
 		return err
 	}
@@ -138,8 +139,8 @@ type ClusterNodeObservation struct {
 // outDir/kubeconfig/admin/kubeconfig, and the API VIP) and the hypervisor what `labbuild status`
 // shows. An unreachable API is reported in APIErr, not returned; the error is for a missing
 // kubeconfig or unusable client configuration.
-func ObserveCluster(ctx context.Context, c *Config, outDir string) (*ClusterObservation, error) {
-	kc := filepath.Join(outDir, filepath.FromSlash(clusterAdminKC), "kubeconfig")
+func ObserveCluster(ctx context.Context, c *lab.Config, outDir string) (*ClusterObservation, error) {
+	kc := filepath.Join(outDir, filepath.FromSlash(adminKubeconfig), "kubeconfig")
 	if _, err := os.Stat(kc); err != nil {
 		return nil, fmt.Errorf("status: %w (build kubeconfig/admin first: labbuild kubeconfig/admin)", err)
 	}
@@ -163,7 +164,7 @@ func ObserveCluster(ctx context.Context, c *Config, outDir string) (*ClusterObse
 			obs.CVO = &ClusterCVO{Reporting: ok, Status: st}
 		}
 		var masters []string
-		for _, n := range c.NodesByRole(RoleMaster) {
+		for _, n := range c.NodesByRole(lab.RoleMaster) {
 			masters = append(masters, clusterNodeName(n.Name, domain))
 		}
 		if on, err := kube.EtcdOn(ctx, k.Dynamic, masters); err == nil {
@@ -199,7 +200,7 @@ func ObserveCluster(ctx context.Context, c *Config, outDir string) (*ClusterObse
 		}
 		fq := clusterNodeName(n.Name, domain)
 		st := ready[fq]
-		if n.Role == RoleBootstrap {
+		if n.Role == lab.RoleBootstrap {
 			st = ""
 		}
 		obs.Nodes = append(obs.Nodes, ClusterNodeObservation{Name: n.Name, Role: n.Role, VM: vm, Kubernetes: st, PendingCSRs: pending[fq]})

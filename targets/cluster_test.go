@@ -14,17 +14,18 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 )
 
 // clusterConfig returns the default lab with the given numbers of masters and workers.
-func clusterConfig(masters, workers int) *Config {
-	c := DefaultConfig()
-	nodes := []Node{c.Bootstrap()}
+func clusterConfig(masters, workers int) *lab.Config {
+	c := lab.DefaultConfig()
+	nodes := []lab.Node{c.Bootstrap()}
 	for i := 0; i < masters; i++ {
-		nodes = append(nodes, Node{Name: fmt.Sprintf("master-%d", i), Role: RoleMaster, IP: fmt.Sprintf("192.168.126.%d", 101+i)})
+		nodes = append(nodes, lab.Node{Name: fmt.Sprintf("master-%d", i), Role: lab.RoleMaster, IP: fmt.Sprintf("192.168.126.%d", 101+i)})
 	}
 	for i := 0; i < workers; i++ {
-		nodes = append(nodes, Node{Name: fmt.Sprintf("worker-%d", i), Role: RoleWorker, IP: fmt.Sprintf("192.168.126.%d", 110+i)})
+		nodes = append(nodes, lab.Node{Name: fmt.Sprintf("worker-%d", i), Role: lab.RoleWorker, IP: fmt.Sprintf("192.168.126.%d", 110+i)})
 	}
 	c.Nodes = nodes
 	return c
@@ -88,7 +89,7 @@ func TestClusterDeclarations(t *testing.T) {
 				}
 			}
 			// Every worker's IP is read by the approver, so a changed address reruns it.
-			for _, n := range c.NodesByRole(RoleWorker) {
+			for _, n := range c.NodesByRole(lab.RoleWorker) {
 				if !slices.Contains(byName["cluster/csr-approver"].Reads, "nodes."+n.Name+".ip") {
 					t.Errorf("csr-approver does not read nodes.%s.ip", n.Name)
 				}
@@ -98,7 +99,7 @@ func TestClusterDeclarations(t *testing.T) {
 			for _, h := range tt.have {
 				stand = append(stand, clusterStandinFile(h, "standin", "x"))
 			}
-			res, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true,
+			res, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true,
 				Targets: append(stand, ts...), Now: func() time.Time { return time.Unix(1e9, 0) }})
 			if err != nil {
 				t.Fatal(err)
@@ -125,11 +126,11 @@ func TestClusterDeclarations(t *testing.T) {
 // being written are left out rather than named), and cluster/pivot depends on the post-pivot
 // HAProxy config exactly when the haproxy family declares it.
 func TestClusterRegisteredGraph(t *testing.T) {
-	for _, c := range []*Config{DefaultConfig(), clusterConfig(3, 0), clusterConfig(1, 1)} {
+	for _, c := range []*lab.Config{lab.DefaultConfig(), clusterConfig(3, 0), clusterConfig(1, 1)} {
 		names := map[string]bool{}
 		var cluster []*engine.Target
 		for _, f := range families {
-			for _, x := range f.Targets(c) {
+			for _, x := range f.Targets(Lab{Config: c}) {
 				names[x.Name] = true
 				if f.Name == "cluster" {
 					cluster = append(cluster, x)
@@ -169,7 +170,7 @@ type fakeMachines struct {
 	started map[string]chan struct{}
 }
 
-func newFakeMachines(c *Config) *fakeMachines {
+func newFakeMachines(c *lab.Config) *fakeMachines {
 	f := &fakeMachines{running: map[string]bool{}, starts: map[string]int{}, stops: map[string]int{}, started: map[string]chan struct{}{}}
 	for _, n := range c.Nodes {
 		f.started[n.Name] = make(chan struct{})
@@ -272,10 +273,10 @@ func TestClusterMachinesReal(t *testing.T) {
 	out := t.TempDir()
 	ctx := context.Background()
 	var log strings.Builder
-	if _, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt/vm/worker-0"}, Jobs: 2, Stdout: &log, Stderr: &log}); err != nil {
+	if _, err := engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"libvirt/vm/worker-0"}, Jobs: 2, Stdout: &log, Stderr: &log}); err != nil {
 		t.Fatalf("build libvirt/vm/worker-0: %v\n%s", err, log.String())
 	}
-	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) })
 
 	m := virtMachines{uri: c.Libvirt.URI, cluster: c.Cluster.Name}
 	running := func(want bool) {

@@ -11,14 +11,15 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 )
 
 // flowGraph returns every registered target for c by name.
-func flowGraph(t *testing.T, c *Config) map[string]*engine.Target {
+func flowGraph(t *testing.T, c *lab.Config) map[string]*engine.Target {
 	t.Helper()
 	all := map[string]*engine.Target{}
 	for _, f := range families {
-		for _, x := range f.Targets(c) {
+		for _, x := range f.Targets(Lab{Config: c}) {
 			all[x.Name] = x
 		}
 	}
@@ -62,10 +63,10 @@ func TestFlowClosure(t *testing.T) {
 				return out
 			}
 			uses := map[string][]string{
-				"cluster/bootstrap": append([]string{"host/preflight", "rhcos/image", "libvirt/network", "libvirt/pool", "haproxy/service", "host/firewall", "host/dns"}, vms(RoleBootstrap)...),
-				"cluster/masters":   vms(RoleMaster),
+				"cluster/bootstrap": append([]string{"host/preflight", "rhcos/image", "libvirt/network", "libvirt/pool", "haproxy/service", "host/firewall", "host/dns"}, vms(lab.RoleBootstrap)...),
+				"cluster/masters":   vms(lab.RoleMaster),
 				"cluster/pivot":     {"haproxy/service", "haproxy/config-post-pivot", "libvirt/vm/bootstrap"},
-				"cluster/workers":   vms(RoleWorker),
+				"cluster/workers":   vms(lab.RoleWorker),
 				"cluster/done":      {"host/dns", "kubeconfig/admin", "manifests/kubeadmin"},
 				"haproxy/service":   {"libvirt/network", "host/preflight"},
 			}
@@ -107,7 +108,7 @@ func TestFlowDryRunFresh(t *testing.T) {
 	os.WriteFile(c.Access.PullSecretFile, []byte(`{"auths":{}}`), 0o600)
 	os.WriteFile(c.Access.SSHKeyFile, []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl x\n"), 0o644)
 	var log strings.Builder
-	res, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true, Stdout: &log, Stderr: &log,
+	res, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true, Stdout: &log, Stderr: &log,
 		Now: func() time.Time { return time.Unix(1e9, 0) }})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())

@@ -17,6 +17,7 @@ import (
 	"syscall"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/haproxy"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/hostexec"
@@ -33,32 +34,33 @@ import (
 // own process (its VIPs differ, so several clusters do not collide), started and reloaded
 // (haproxy -sf) by labbuild, recorded by pid, and stopped by `labbuild destroy`.
 func init() {
-	Register(Family{Name: "haproxy", Doc: "host load balancer: haproxy.cfg and labbuild's haproxy on the VIPs (stage 02)", Targets: haproxyTargets})
+	Register(Family{Name: "haproxy", Doc: "host load balancer: haproxy.cfg and labbuild's haproxy on the VIPs (stage 02)", Targets: fromConfig(haproxyTargets)})
 }
 
 // HAProxyConfigFile is the output of haproxy/config and haproxy/config-post-pivot.
 const HAProxyConfigFile = "haproxy.cfg"
 
-func haproxyTargets(c *Config) []*engine.Target {
+func haproxyTargets(c *lab.Config) []*engine.Target {
 	if c.InCluster() {
 		// keepalived on the nodes holds the VIPs and haproxy runs as the masters' static pod
-		// (targets/vip.go): nothing of this family exists, so no plan lists it.
+		// (targets/shared_vip.go): nothing of this family exists, so no plan lists it.
 		return nil
 	}
-	reads := []string{"network.apiVIP", "network.ingressVIP", "haproxy.statsPort"}
-	for _, n := range c.Nodes {
-		reads = append(reads, "nodes."+n.Name+".role", "nodes."+n.Name+".ip")
+	nodes := lab.NodeNames(c.Nodes) // in config order: the backends' order
+	reads := []string{lab.NetworkAPIVIP, lab.NetworkIngressVIP, lab.HAProxyStatsPort}
+	for _, n := range nodes {
+		reads = append(reads, lab.NodePath(n, lab.NodeRole), lab.NodePath(n, lab.NodeIP))
 	}
 	return []*engine.Target{
 		{
 			Name: "haproxy/config", Doc: "haproxy.cfg: TCP 6443/22623/80/443 on the VIPs, /readyz checks, bootstrap in the backends",
 			Reads: reads, Version: 1,
-			Run: func(ctx context.Context, s *engine.Step) error { return hpConfigRun(s, false) },
+			Run: func(ctx context.Context, s *engine.Step) error { return hpConfigRun(s, nodes, false) },
 		},
 		{
 			Name: "haproxy/config-post-pivot", Doc: "haproxy.cfg after the pivot: the same without the bootstrap",
 			Reads: reads, Version: 1,
-			Run: func(ctx context.Context, s *engine.Step) error { return hpConfigRun(s, true) },
+			Run: func(ctx context.Context, s *engine.Step) error { return hpConfigRun(s, nodes, true) },
 		},
 		{
 			Name: "haproxy/service", Doc: "labbuild's haproxy for this cluster on the API and ingress VIPs (added to the lab bridge)",
@@ -66,43 +68,44 @@ func haproxyTargets(c *Config) []*engine.Target {
 			// It reads the configs' fields too: its Probe renders the config it should serve,
 			// so that a plan names the backends a soft reload adds or drops before the
 			// configs are rebuilt.
-			Reads:   addReads([]string{"libvirt.network", "network.machineNetwork"}, reads...),
+			Reads:   addReads([]string{lab.LibvirtNetwork, lab.NetworkMachineNetwork}, reads...),
 			Version: 1, External: true,
-			Run: hpServiceRun, Probe: hpServiceProbe, Destroy: hpServiceDestroy,
+			Run: hpServiceRun,
+			Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
+				return hpServiceProbe(ctx, s, nodes)
+			},
+			Destroy: hpServiceDestroy,
 		},
 	}
 }
 
-// hpSpec assembles the load balancer from the declared values, nodes in config order.
-func hpSpec(s *engine.Step) (haproxy.Spec, error) {
+// hpSpec assembles the load balancer from the declared values of nodes (their names, in
+// config order, as the target declared them).
+func hpSpec(s *engine.Step, nodes []string) (haproxy.Spec, error) {
 	var sp haproxy.Spec
 	var err error
-	if sp.APIVIP, err = s.String("network.apiVIP"); err != nil {
+	if sp.APIVIP, err = s.String(lab.NetworkAPIVIP); err != nil {
 		return sp, err
 	}
-	if sp.IngressVIP, err = s.String("network.ingressVIP"); err != nil {
+	if sp.IngressVIP, err = s.String(lab.NetworkIngressVIP); err != nil {
 		return sp, err
 	}
-	if err := s.Value("haproxy.statsPort", &sp.StatsPort); err != nil {
+	if err := s.Value(lab.HAProxyStatsPort, &sp.StatsPort); err != nil {
 		return sp, err
 	}
-	for _, r := range s.Target().Reads {
-		name, ok := strings.CutSuffix(strings.TrimPrefix(r, "nodes."), ".ip")
-		if !ok || !strings.HasPrefix(r, "nodes.") {
-			continue
-		}
+	for _, name := range nodes {
 		srv := haproxy.Server{Name: name}
-		if srv.IP, err = s.String(r); err != nil {
+		if srv.IP, err = s.String(lab.NodePath(name, lab.NodeIP)); err != nil {
 			return sp, err
 		}
-		role, err := s.String("nodes." + name + ".role")
+		role, err := s.String(lab.NodePath(name, lab.NodeRole))
 		if err != nil {
 			return sp, err
 		}
 		switch role {
-		case RoleBootstrap:
+		case lab.RoleBootstrap:
 			sp.Bootstrap = &srv
-		case RoleMaster:
+		case lab.RoleMaster:
 			sp.Masters = append(sp.Masters, srv)
 		default:
 			sp.Workers = append(sp.Workers, srv)
@@ -111,8 +114,8 @@ func hpSpec(s *engine.Step) (haproxy.Spec, error) {
 	return sp, nil
 }
 
-func hpConfigRun(s *engine.Step, postPivot bool) error {
-	sp, err := hpSpec(s)
+func hpConfigRun(s *engine.Step, nodes []string, postPivot bool) error {
+	sp, err := hpSpec(s, nodes)
 	if err != nil {
 		return err
 	}
@@ -177,12 +180,12 @@ type hpServiceSpec struct {
 
 func hpService(s *engine.Step) (hpServiceSpec, error) {
 	var sp hpServiceSpec
-	net, err := s.String("libvirt.network")
+	net, err := s.String(lab.LibvirtNetwork)
 	if err != nil {
 		return sp, err
 	}
 	sp.bridge = rl.Bridge(net)
-	mn, err := s.String("network.machineNetwork")
+	mn, err := s.String(lab.NetworkMachineNetwork)
 	if err != nil {
 		return sp, err
 	}
@@ -190,7 +193,7 @@ func hpService(s *engine.Step) (hpServiceSpec, error) {
 	if err != nil {
 		return sp, fmt.Errorf("network.machineNetwork %q: %w", mn, err)
 	}
-	for _, p := range []string{"network.apiVIP", "network.ingressVIP"} {
+	for _, p := range []string{lab.NetworkAPIVIP, lab.NetworkIngressVIP} {
 		v, err := s.String(p)
 		if err != nil {
 			return sp, err
@@ -212,34 +215,6 @@ func hpFamilyDir(cfgFile string) string {
 		return ""
 	}
 	return filepath.Dir(filepath.Dir(cfgFile))
-}
-
-// hpReloadBalancer is cluster/pivot's default ClusterBalancer: it soft-reloads labbuild's own
-// haproxy (the one haproxy/service started, found by its configuration under the haproxy
-// family's output directory) with the post-pivot configuration. A host that runs haproxy
-// under systemd instead (no labbuild haproxy running) gets OTHW's manual step: the file
-// installed at /etc/haproxy/haproxy.cfg and systemctl reload.
-type hpReloadBalancer struct{}
-
-func (hpReloadBalancer) Switch(ctx context.Context, cfgFile string) error {
-	old := hostexec.HAProxyRunningFrom(hpFamilyDir(cfgFile))
-	if len(old) == 0 {
-		return haproxyFileBalancer{path: "/etc/haproxy/haproxy.cfg"}.Switch(ctx, cfgFile)
-	}
-	dir, err := os.MkdirTemp("", "labbuild-haproxy-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	if _, err = hpCommand.HAProxyReload(cfgFile, filepath.Join(dir, "haproxy.pid"), old); err != nil {
-		return err
-	}
-	if err := hpNoteServing(cfgFile); err != nil {
-		return err
-	}
-	// Remembered for haproxy/service: past the pivot it never goes back to the bootstrap's
-	// config (written after the reload succeeded, so a failed switch leaves no marker).
-	return os.WriteFile(filepath.Join(hpFamilyDir(cfgFile), hpPivotMarker), []byte(hpPhasePostPivot+"\n"), 0o644)
 }
 
 // hpServing is the file, in the haproxy family's output directory, holding a copy of the
@@ -379,7 +354,7 @@ func hpServiceRun(ctx context.Context, s *engine.Step) error {
 	return s.WriteFile("record.json", append(rec, '\n'), 0o644)
 }
 
-func hpServiceProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
+func hpServiceProbe(ctx context.Context, s *engine.Step, nodes []string) (engine.ProbeResult, error) {
 	prev, ok, err := hpPrev(s)
 	if err != nil {
 		return engine.ProbeResult{}, err
@@ -408,7 +383,7 @@ func hpServiceProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, er
 	if err != nil {
 		return engine.ProbeResult{Action: engine.Keep}, nil // a lab from before the copy: its configs' keys decide
 	}
-	hs, err := hpSpec(s)
+	hs, err := hpSpec(s, nodes)
 	if err != nil {
 		return engine.ProbeResult{}, err
 	}

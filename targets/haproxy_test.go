@@ -13,6 +13,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/hostexec"
 )
 
@@ -23,9 +24,9 @@ import (
 func TestHAProxyConfigTarget(t *testing.T) {
 	ctx := context.Background()
 	out := t.TempDir()
-	c := DefaultConfig()
+	c := lab.DefaultConfig()
 	goals := []string{"haproxy/config", "haproxy/config-post-pivot"}
-	r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: goals})
+	r, err := engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: goals})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,9 +48,9 @@ func TestHAProxyConfigTarget(t *testing.T) {
 			}
 		}
 	}
-	c = DefaultConfig() // a fresh config: a Config caches its lookups
+	c = lab.DefaultConfig() // a fresh config: a Config caches its lookups
 	c.Nodes[5].IP = "192.168.126.112"
-	r, err = engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: goals})
+	r, err = engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: goals})
 	if err != nil || !slices.Equal(r.Executed, goals) {
 		t.Errorf("after worker-1 ip change: executed %v, err %v", r.Executed, err)
 	}
@@ -74,7 +75,7 @@ func TestHAProxyServiceReal(t *testing.T) {
 			t.Errorf("first build did not run %s: %v", want, r.Executed)
 		}
 	}
-	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) })
 	rec := func() hpRecord {
 		s := engine.RecordStep(&engine.Target{Name: "haproxy/service"}, filepath.Join(out, "haproxy/service"))
 		r, ok, err := hpPrev(s)
@@ -127,7 +128,7 @@ func TestHAProxyServiceReal(t *testing.T) {
 	// The pivot (cluster/pivot's default balancer): labbuild's haproxy is soft-reloaded with
 	// haproxy/config-post-pivot; haproxy/service still sees this lab's haproxy running, and
 	// destroy stops the reloaded process.
-	if _, err := engine.Build(ctx, engine.Options{Config: c2, OutDir: out, Goals: []string{"haproxy/config-post-pivot"}}); err != nil {
+	if _, err := engine.Build(ctx, engine.Options{Config: Lab{Config: c2}, OutDir: out, Goals: []string{"haproxy/config-post-pivot"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := (hpReloadBalancer{}).Switch(ctx, filepath.Join(out, "haproxy/config-post-pivot", HAProxyConfigFile)); err != nil {
@@ -192,7 +193,7 @@ func TestHAProxyServiceReal(t *testing.T) {
 	c2 = c3
 
 	for round := 0; round < 2; round++ {
-		rep, err := engine.Destroy(ctx, engine.Options{Config: c2, OutDir: out})
+		rep, err := engine.Destroy(ctx, engine.Options{Config: Lab{Config: c2}, OutDir: out})
 		if err != nil {
 			t.Fatalf("destroy round %d: %v", round, err)
 		}

@@ -28,6 +28,7 @@ import (
 	"syscall"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/virt"
 )
 
@@ -111,27 +112,27 @@ func (realHost) IPForward() (bool, error) {
 }
 
 func init() {
-	Register(Family{Name: "host", Doc: "the host itself: preflight checks, DNS for the cluster domain, firewall openings for the VIPs", Targets: hostTargets})
+	Register(Family{Name: "host", Doc: "the host itself: preflight checks, DNS for the cluster domain, firewall openings for the VIPs", Targets: fromConfig(hostTargets)})
 }
 
 // hostPreflight is the target's name; hostTargets' other targets are in host_integration.go.
 const hostPreflight = "host/preflight"
 
-func hostTargets(c *Config) []*engine.Target {
-	reads := []string{"libvirt.uri", "libvirt.domainType", "libvirt.poolPath", "libvirt.network", "cluster.name", "nodes", "sizes", "release.image"}
+func hostTargets(c *lab.Config) []*engine.Target {
+	reads := []string{lab.LibvirtURI, lab.LibvirtDomainType, lab.LibvirtPoolPath, lab.LibvirtNetwork, lab.ClusterName, lab.Nodes, lab.Sizes, lab.ReleaseImage}
 	if len(c.Release.Mirrors) > 0 {
-		reads = append(reads, "release.mirrors")
+		reads = append(reads, lab.ReleaseMirrors)
 	}
 	if c.Libvirt.MemoryOvercommit {
-		reads = append(reads, "libvirt.memoryOvercommit") // only when set: a default lab's key is unchanged
+		reads = append(reads, lab.LibvirtMemoryOvercommit) // only when set: a default lab's key is unchanged
 	}
 	if c.Baremetal() {
-		reads = append(reads, "platform") // the nested-KVM check; only then, as above
+		reads = append(reads, lab.Platform) // the nested-KVM check; only then, as above
 	}
 	pre := &engine.Target{
 		Name: hostPreflight,
 		Doc:  "checks libvirtd, /dev/kvm, memory, pool disk space, pull secret auths and IP forwarding before anything is created; every failure at once, with its fix",
-		Deps: []string{"release/image-references"}, Reads: reads, Files: []string{"access.pullSecretFile"},
+		Deps: []string{"release/image-references"}, Reads: reads, Files: []string{lab.AccessPullSecretFile},
 		Version: 2, External: true, Gate: true,
 		Run: func(ctx context.Context, s *engine.Step) error {
 			passed, fails, warns, err := hostChecks(s)
@@ -185,24 +186,24 @@ func hostFailures(s *engine.Step, fails []hostFail) error {
 // for the build's own inputs (a config or upstream output it cannot read).
 func hostChecks(s *engine.Step) (passed []string, fails []hostFail, warns []string, err error) {
 	var uri, domType, poolPath, network, cluster string
-	for p, v := range map[string]*string{"libvirt.uri": &uri, "libvirt.domainType": &domType, "libvirt.poolPath": &poolPath,
-		"libvirt.network": &network, "cluster.name": &cluster} {
+	for p, v := range map[string]*string{lab.LibvirtURI: &uri, lab.LibvirtDomainType: &domType, lab.LibvirtPoolPath: &poolPath,
+		lab.LibvirtNetwork: &network, lab.ClusterName: &cluster} {
 		if *v, err = s.String(p); err != nil {
 			return nil, nil, nil, err
 		}
 	}
 	overcommit := false
-	if slices.Contains(s.Target().Reads, "libvirt.memoryOvercommit") {
-		if err := s.Value("libvirt.memoryOvercommit", &overcommit); err != nil {
+	if slices.Contains(s.Target().Reads, lab.LibvirtMemoryOvercommit) {
+		if err := s.Value(lab.LibvirtMemoryOvercommit, &overcommit); err != nil {
 			return nil, nil, nil, err
 		}
 	}
-	var nodes []Node
-	var sizes Sizes
-	if err := s.Value("nodes", &nodes); err != nil {
+	var nodes []lab.Node
+	var sizes lab.RoleSizes
+	if err := s.Value(lab.Nodes, &nodes); err != nil {
 		return nil, nil, nil, err
 	}
-	if err := s.Value("sizes", &sizes); err != nil {
+	if err := s.Value(lab.Sizes, &sizes); err != nil {
 		return nil, nil, nil, err
 	}
 	ok := func(name string) { passed = append(passed, name) }
@@ -230,7 +231,7 @@ func hostChecks(s *engine.Step) (passed []string, fails []hostFail, warns []stri
 			ok("kvm")
 		}
 	}
-	if slices.Contains(s.Target().Reads, "platform") && domType == "kvm" && !remote {
+	if slices.Contains(s.Target().Reads, lab.Platform) && domType == "kvm" && !remote {
 		switch st := nestedKVM(hostSysRoot); {
 		case st.fail != "":
 			fail(st.fail, st.fix)
@@ -249,7 +250,7 @@ func hostChecks(s *engine.Step) (passed []string, fails []hostFail, warns []stri
 			if defined[cluster+"-"+n.Name] {
 				continue
 			}
-			sz := (&Config{Sizes: sizes}).SizeOf(n)
+			sz := sizes.Of(n)
 			memMiB += int64(sz.MemoryMiB)
 			diskGiB += int64(sz.DiskGiB)
 			pending = append(pending, n.Name)
@@ -307,7 +308,7 @@ func hostPullSecretGaps(s *engine.Step) ([]string, error) {
 		return nil, err
 	}
 	kc, mirrors := c.Keychain, c.Mirrors
-	image, err := s.String("release.image")
+	image, err := s.String(lab.ReleaseImage)
 	if err != nil {
 		return nil, err
 	}

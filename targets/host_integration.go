@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/hostexec"
 )
@@ -42,20 +43,20 @@ var hostVIPPorts = []string{"6443", "22623", "80", "443"}
 // (Ironic runs there, host-networked) as bmc/manifests' addresses say. platform is read only on
 // that platform (the target's Reads), so other labs' keys are unchanged.
 func hostFWPorts(s *engine.Step) []string {
-	if slices.Contains(s.Target().Reads, "platform") {
-		if p, _ := s.String("platform"); p == PlatformBaremetal {
+	if slices.Contains(s.Target().Reads, lab.Platform) {
+		if p, _ := s.String(lab.Platform); p == lab.PlatformBaremetal {
 			return append(slices.Clone(hostVIPPorts), strconv.Itoa(BMCPort))
 		}
 	}
 	return hostVIPPorts
 }
 
-func hostIntegrationTargets(c *Config) []*engine.Target {
-	fwReads := []string{"cluster.name", "libvirt.network"}
+func hostIntegrationTargets(c *lab.Config) []*engine.Target {
+	fwReads := []string{lab.ClusterName, lab.LibvirtNetwork}
 	if c.Baremetal() {
-		fwReads = append(fwReads, "platform") // the BMC's port (hostFWPorts)
+		fwReads = append(fwReads, lab.Platform) // the BMC's port (hostFWPorts)
 	}
-	if LibvirtRemoteHost(c.Libvirt.URI) != "" {
+	if lab.LibvirtRemoteHost(c.Libvirt.URI) != "" {
 		// The lab bridge and its dnsmasq are on the daemon's host: a drop-in or a firewall
 		// rule here would name a bridge this machine does not have. Validation refuses the
 		// host load balancer with a remote URI for the same reason and says what is left out.
@@ -65,7 +66,7 @@ func hostIntegrationTargets(c *Config) []*engine.Target {
 		{
 			Name:  "host/dns",
 			Doc:   "the cluster domain resolvable on the host: NetworkManager dnsmasq split-DNS drop-in to the lab's DNS (or a note saying what to add)",
-			Reads: []string{"cluster.name", "cluster.baseDomain", "network.dns"}, Version: 1, External: true,
+			Reads: []string{lab.ClusterName, lab.ClusterBaseDomain, lab.NetworkDNS}, Version: 1, External: true,
 			Run: hostDNSRun, Probe: hostDNSProbe, Destroy: hostDNSDestroy,
 		},
 		{
@@ -108,10 +109,10 @@ func hostDNSWant(s *engine.Step) (name, content, domain, server string, err erro
 	if domain, err = clusterDomain(s); err != nil {
 		return
 	}
-	if server, err = s.String("network.dns"); err != nil {
+	if server, err = s.String(lab.NetworkDNS); err != nil {
 		return
 	}
-	cluster, _ := s.String("cluster.name")
+	cluster, _ := s.String(lab.ClusterName)
 	name = hostexec.NMDnsmasqDir + "/labbuild-" + cluster + ".conf"
 	content = fmt.Sprintf("# labbuild: lab %s; removed by labbuild destroy\nserver=/%s/%s\n", cluster, domain, server)
 	return
@@ -236,11 +237,11 @@ func hostRemoveFiles(files []string, keep string) (bool, error) {
 
 // hostFWWant returns the lab's bridge and the nftables rule tag.
 func hostFWWant(s *engine.Step) (bridge, tag string, err error) {
-	net, err := s.String("libvirt.network")
+	net, err := s.String(lab.LibvirtNetwork)
 	if err != nil {
 		return "", "", err
 	}
-	cluster, err := s.String("cluster.name")
+	cluster, err := s.String(lab.ClusterName)
 	if err != nil {
 		return "", "", err
 	}

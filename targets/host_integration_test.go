@@ -14,6 +14,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/hostexec"
 )
@@ -27,19 +28,19 @@ func setHostEnv(t *testing.T, h hostexec.Host) {
 
 // hostLab is a lab whose host targets the tests build alone (their upstream preflight is
 // replaced by a stand-in).
-func hostLab() *Config {
-	c := DefaultConfig()
+func hostLab() *lab.Config {
+	c := lab.DefaultConfig()
 	c.Cluster.Name, c.Cluster.BaseDomain = "lbt", "example.test"
 	c.Network.DNS = "198.18.0.1"
 	c.Libvirt.Network = "lbt"
 	return c
 }
 
-func hostBuild(t *testing.T, c *Config, out, goal string, destroy bool) (*engine.Result, error) {
+func hostBuild(t *testing.T, c *lab.Config, out, goal string, destroy bool) (*engine.Result, error) {
 	t.Helper()
 	ts := append([]*engine.Target{clusterStandinFile(hostPreflight, "preflight.json", "{}")}, hostIntegrationTargets(c)...)
 	var log strings.Builder
-	o := engine.Options{Config: c, OutDir: out, Goals: []string{goal}, Targets: ts, Stdout: &log, Stderr: &log}
+	o := engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{goal}, Targets: ts, Stdout: &log, Stderr: &log}
 	if destroy {
 		_, err := engine.Destroy(context.Background(), o)
 		return nil, err
@@ -53,10 +54,10 @@ func hostBuild(t *testing.T, c *Config, out, goal string, destroy bool) (*engine
 
 // hostDestroy destroys goal (its preflight stand-in is only forgotten) and checks what the
 // report calls it: "destroyed", "absent" or "forgotten".
-func hostDestroy(t *testing.T, c *Config, out, goal, want string) {
+func hostDestroy(t *testing.T, c *lab.Config, out, goal, want string) {
 	t.Helper()
 	ts := append([]*engine.Target{clusterStandinFile(hostPreflight, "preflight.json", "{}")}, hostIntegrationTargets(c)...)
-	rep, err := engine.Destroy(context.Background(), engine.Options{Config: c, OutDir: out, Goals: []string{goal}, Targets: ts})
+	rep, err := engine.Destroy(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{goal}, Targets: ts})
 	if err != nil {
 		t.Fatalf("destroy %s: %v", goal, err)
 	}
@@ -235,7 +236,7 @@ func TestHostFirewallNftables(t *testing.T) {
 
 	// Platform baremetal: the BMC's port too (Metal3 reaches it from the masters).
 	bm := hostLab()
-	bm.Platform, bm.Network.LoadBalancer = PlatformBaremetal, "in-cluster"
+	bm.Platform, bm.Network.LoadBalancer = lab.PlatformBaremetal, "in-cluster"
 	outBM := t.TempDir()
 	if _, err := hostBuild(t, bm, outBM, "host/firewall", false); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 )
 
 // fakeHost is a HostView filled by the test.
@@ -49,8 +50,8 @@ func setHostView(t *testing.T, h HostView) {
 // while the lab network runs fails; a pull secret without auths for an unmirrored payload
 // registry fails naming the registry, never the secret.
 func TestHostPreflight(t *testing.T) {
-	lab, needMiB, needGiB := preflightLab(t)
-	c0 := lab()
+	newLab, needMiB, needGiB := preflightLab(t)
+	c0 := newLab()
 	healthy := func() *fakeHost {
 		return &fakeHost{memMiB: int64(needMiB), freeGiB: float64(needGiB), forward: true, netActive: true}
 	}
@@ -61,7 +62,7 @@ func TestHostPreflight(t *testing.T) {
 	tests := []struct {
 		name     string
 		host     *fakeHost
-		edit     func(*Config)
+		edit     func(*lab.Config)
 		wantErrs []string // substrings, each of a different failure
 		wantN    int      // number of failures
 		wantWarn string   // a substring of the printed warning ("" = no warning)
@@ -69,7 +70,7 @@ func TestHostPreflight(t *testing.T) {
 		{"healthy", healthy(), nil, nil, 0, ""},
 		{"everything wrong at once", &fakeHost{libvirtErr: errors.New("dial unix /run/libvirt/libvirt-sock: connect: no such file"),
 			kvmErr: errors.New("open /dev/kvm: no such file or directory"), memMiB: 4096, freeGiB: 10, forward: false},
-			func(c *Config) {
+			func(c *lab.Config) {
 				c.Release.Mirrors = map[string]string{}
 				for k, v := range c0.Release.Mirrors {
 					if strings.HasSuffix(k, "/release") {
@@ -86,7 +87,7 @@ func TestHostPreflight(t *testing.T) {
 				"may grow to " + itoa(needGiB) + " GiB", "libvirt.poolPath /srv/labbuild/pool",
 				"no auth for registry.labbuild.invalid", "console.redhat.com"}, 5, ""},
 		{"qemu domain type needs no /dev/kvm", &fakeHost{kvmErr: errors.New("no kvm"), memMiB: int64(needMiB), freeGiB: float64(needGiB), forward: true},
-			func(c *Config) { c.Libvirt.DomainType = "qemu" }, nil, 0, ""},
+			func(c *lab.Config) { c.Libvirt.DomainType = "qemu" }, nil, 0, ""},
 		{"defined VMs hold their memory and disk already", &fakeHost{domains: allDomains, memMiB: 0, freeGiB: 0, forward: true}, nil, nil, 0, ""},
 		{"forwarding off while the lab network runs", &fakeHost{memMiB: int64(needMiB), freeGiB: float64(needGiB), netActive: true},
 			nil, []string{"net.ipv4.ip_forward is off while libvirt network", "sysctl -w net.ipv4.ip_forward=1"}, 1, ""},
@@ -94,20 +95,20 @@ func TestHostPreflight(t *testing.T) {
 		{"memory short: a failure naming the overcommit option", &fakeHost{memMiB: 22000, freeGiB: float64(needGiB), forward: true},
 			nil, []string{"need " + itoa(needMiB) + " MiB", "host has 22000 MiB available", "libvirt.memoryOvercommit: true"}, 1, ""},
 		{"memory short with libvirt.memoryOvercommit: a printed warning, sizes unchanged", &fakeHost{memMiB: 22000, freeGiB: float64(needGiB), forward: true},
-			func(c *Config) { c.Libvirt.MemoryOvercommit = true }, nil, 0,
+			func(c *lab.Config) { c.Libvirt.MemoryOvercommit = true }, nil, 0,
 			"labbuild: warning: host/preflight: libvirt.memoryOvercommit: the VMs still to define (bootstrap, master-0, master-1, master-2, worker-0, worker-1) may use " + itoa(needMiB) + " MiB of memory; the host has 22000 MiB available"},
-		{"memory enough with libvirt.memoryOvercommit: no warning", healthy(), func(c *Config) { c.Libvirt.MemoryOvercommit = true }, nil, 0, ""},
+		{"memory enough with libvirt.memoryOvercommit: no warning", healthy(), func(c *lab.Config) { c.Libvirt.MemoryOvercommit = true }, nil, 0, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			setHostView(t, tt.host)
-			c := lab()
+			c := newLab()
 			if tt.edit != nil {
 				tt.edit(c)
 			}
 			out := t.TempDir()
 			var log strings.Builder
-			r, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log})
+			r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log})
 			if tt.wantN == 0 {
 				if err != nil {
 					t.Fatalf("%v\n%s", err, log.String())
@@ -118,7 +119,7 @@ func TestHostPreflight(t *testing.T) {
 				if tt.host.freePath != "" && tt.host.freePath != "/srv/labbuild/pool" {
 					t.Errorf("free space asked of %s, want libvirt.poolPath", tt.host.freePath)
 				}
-				if r, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log}); err != nil || len(r.Executed) != 0 {
+				if r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log}); err != nil || len(r.Executed) != 0 {
 					t.Errorf("rerun on the same host executed %v (%v)", r.Executed, err)
 				}
 				return
@@ -140,7 +141,7 @@ func TestHostPreflight(t *testing.T) {
 			}
 			_ = r
 			// Nothing is created after a failed preflight.
-			r, _ = engine.Build(context.Background(), engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt"}, Stdout: &log, Stderr: &log})
+			r, _ = engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"libvirt"}, Stdout: &log, Stderr: &log})
 			for _, e := range r.Executed {
 				if strings.HasPrefix(e, "libvirt/") {
 					t.Errorf("%s ran after a failed preflight", e)
@@ -155,21 +156,21 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // preflightLab returns the preflight tests' lab (the default lab on the sample release, domain
 // type kvm, on qemu:///system) and the memory (MiB) and disk (GiB) its VMs need: 1 bootstrap
 // (16 GiB, 120 GiB), 3 masters (16 GiB, 120 GiB), 2 workers (8 GiB, 120 GiB).
-func preflightLab(t *testing.T) (lab func() *Config, needMiB, needGiB int) {
+func preflightLab(t *testing.T) (newLab func() *lab.Config, needMiB, needGiB int) {
 	sr := testenv.StartSampleRelease(t, false)
-	lab = func() *Config {
-		c := DefaultConfig()
+	newLab = func() *lab.Config {
+		c := lab.DefaultConfig()
 		c.Release.Image, c.Release.Version, c.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
 		c.Access.PullSecretFile, c.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
 		c.Libvirt.URI, c.Libvirt.DomainType, c.Libvirt.PoolPath = "qemu:///system", "kvm", "/srv/labbuild/pool"
 		return c
 	}
-	c0 := lab()
+	c0 := newLab()
 	for _, n := range c0.Nodes {
 		needMiB += c0.SizeOf(n).MemoryMiB
 		needGiB += c0.SizeOf(n).DiskGiB
 	}
-	return lab, needMiB, needGiB
+	return newLab, needMiB, needGiB
 }
 
 // netnsHost is the host as a lab inside the test's network namespace sees it: the real
@@ -234,15 +235,15 @@ func TestPreflightNestedKVMPlatform(t *testing.T) {
 	old := hostSysRoot
 	hostSysRoot = root
 	t.Cleanup(func() { hostSysRoot = old })
-	lab, needMiB, needGiB := preflightLab(t)
+	newLab, needMiB, needGiB := preflightLab(t)
 	for _, baremetal := range []bool{false, true} {
 		setHostView(t, &fakeHost{memMiB: int64(needMiB) * 2, freeGiB: float64(needGiB) * 2, forward: true, netActive: true})
-		c := lab()
+		c := newLab()
 		if baremetal {
-			c.Platform, c.Network.LoadBalancer = PlatformBaremetal, LoadBalancerInCluster
+			c.Platform, c.Network.LoadBalancer = lab.PlatformBaremetal, lab.LoadBalancerInCluster
 		}
 		var log strings.Builder
-		_, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: t.TempDir(), Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log})
+		_, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: t.TempDir(), Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log})
 		if got := err != nil && strings.Contains(log.String(), "nested KVM: neither"); got != baremetal {
 			t.Errorf("baremetal %v: preflight error %v\n%s", baremetal, err, log.String())
 		}

@@ -65,19 +65,20 @@ var rooms = map[string][]string{
 	"graph":  {},
 	"cache":  {},
 	"engine": {"graph", "cache"},
-	// The families: the engine's names, the renderers, the adapters.
-	"targets": {"engine", "render/", "targets/", "internal/nearest"},
+	// The lab config: read by the CLI, the families and the rig; it knows none of them.
+	"lab": {},
+	// The families: the engine's names, the lab config, the renderers, the adapters.
+	"targets": {"engine", "lab", "render/", "targets/"},
 	// Adapters to the outside world (a registry, libvirt, the BMC, the Kubernetes API, polling,
 	// host daemons and programs): no engine, no families, so each is usable and testable alone.
 	"targets/":            {"render/", "targets/"},
 	"render/":             {"render/"}, // pure: values in, bytes out
 	"internal/front":      {"cache"},   // TestFrontImports: the standard library and cache only
-	"internal/nearest":    {},
 	"internal/gather":     {},
 	"internal/nodessh":    {},
 	"internal/synthcli":   {"engine"},
 	"internal/tools":      {},
-	"cmd/labbuild":        {"engine", "graph", "cache", "targets", "internal/front", "internal/synthcli", "internal/nearest", "internal/gather", "internal/nodessh", "targets/bmc", "targets/virt"},
+	"cmd/labbuild":        {"engine", "graph", "cache", "lab", "targets", "internal/front", "internal/synthcli", "internal/gather", "internal/nodessh", "targets/bmc", "targets/virt"},
 	"cmd/labbuild-front":  {"internal/front"},
 	"cmd/labbuild-sample": {"internal/rig/repo", "internal/rig/payload"},
 	// The rig: what fakes the world for the tests and the sample lab. Nothing in the product
@@ -85,7 +86,7 @@ var rooms = map[string][]string{
 	"internal/rig/repo":               {},
 	"internal/rig/payload":            {},
 	"internal/rig/testenv":            {"internal/rig/repo", "internal/rig/payload", "render/"},
-	"internal/rig/rehearsal":          {"render/", "targets/"},
+	"internal/rig/rehearsal":          {"lab", "render/", "targets/"},
 	"internal/rig/standin/mco":        {"render/"},
 	"internal/rig/standin/runtimecfg": {"render/"},
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/manifests"
 )
@@ -41,15 +42,15 @@ const ignPathKubernetesCA = "/etc/kubernetes/ca.crt"
 
 // ignNodeReads are the config fields of node name's network and hostname.
 func ignNodeReads(name string) []string {
-	return []string{"nodes." + name + ".name", "nodes." + name + ".ip", "cluster.name", "cluster.baseDomain",
-		"network.machineNetwork", "network.gateway", "network.dns"}
+	return []string{lab.NodePath(name, lab.NodeName), lab.NodePath(name, lab.NodeIP), lab.ClusterName, lab.ClusterBaseDomain,
+		lab.NetworkMachineNetwork, lab.NetworkGateway, lab.NetworkDNS}
 }
 
 // ignNodeNet returns node name's FQDN and static network from its declared reads.
 func ignNodeNet(s *engine.Step, name string) (string, ignition.StaticNetwork, error) {
 	var n ignition.StaticNetwork
 	get := func(p string) (string, error) { return s.String(p) }
-	host, err := get("nodes." + name + ".name")
+	host, err := get(lab.NodePath(name, lab.NodeName))
 	if err != nil {
 		return "", n, err
 	}
@@ -57,22 +58,22 @@ func ignNodeNet(s *engine.Step, name string) (string, ignition.StaticNetwork, er
 	if err != nil {
 		return "", n, err
 	}
-	if n.Address, err = get("nodes." + name + ".ip"); err != nil {
+	if n.Address, err = get(lab.NodePath(name, lab.NodeIP)); err != nil {
 		return "", n, err
 	}
-	mn, err := get("network.machineNetwork")
+	mn, err := get(lab.NetworkMachineNetwork)
 	if err != nil {
 		return "", n, err
 	}
 	pfx, err := netip.ParsePrefix(mn)
 	if err != nil {
-		return "", n, &ConfigError{Field: "network.machineNetwork", Msg: "not a CIDR (" + err.Error() + ")", Fix: "write it as 192.168.126.0/24"}
+		return "", n, &lab.ConfigError{Field: lab.NetworkMachineNetwork, Msg: "not a CIDR (" + err.Error() + ")", Fix: "write it as 192.168.126.0/24"}
 	}
 	n.Prefix = pfx.Bits()
-	if n.Gateway, err = get("network.gateway"); err != nil {
+	if n.Gateway, err = get(lab.NetworkGateway); err != nil {
 		return "", n, err
 	}
-	dns, err := get("network.dns")
+	dns, err := get(lab.NetworkDNS)
 	if err != nil {
 		return "", n, err
 	}
@@ -83,17 +84,17 @@ func ignNodeNet(s *engine.Step, name string) (string, ignition.StaticNetwork, er
 
 // ignAccess reads and checks the pull secret and SSH key files.
 func ignAccess(s *engine.Step) (pull []byte, sshKey string, err error) {
-	if pull, err = s.File("access.pullSecretFile"); err != nil {
+	if pull, err = s.File(lab.AccessPullSecretFile); err != nil {
 		return nil, "", err
 	}
-	if err = CheckPullSecret(pull, "access.pullSecretFile"); err != nil {
+	if err = lab.CheckPullSecret(pull, lab.AccessPullSecretFile); err != nil {
 		return nil, "", err
 	}
-	key, err := s.File("access.sshKeyFile")
+	key, err := s.File(lab.AccessSSHKeyFile)
 	if err != nil {
 		return nil, "", err
 	}
-	if err = CheckSSHKey(key, "access.sshKeyFile"); err != nil {
+	if err = lab.CheckSSHKey(key, lab.AccessSSHKeyFile); err != nil {
 		return nil, "", err
 	}
 	return bytes.TrimSpace(pull), strings.TrimSpace(string(key)), nil
@@ -106,19 +107,19 @@ func ignWrite(s *engine.Step, node string, raw []byte, files, units int) error {
 }
 
 // ignNodeTarget declares ignition/<node> for a master or worker.
-func ignNodeTarget(c *Config, n Node) *engine.Target {
+func ignNodeTarget(c *lab.Config, n lab.Node) *engine.Target {
 	name, role := n.Name, n.Role
 	base := "mco/base/" + role
 	deps := []string{base, "kubeconfig/kubelet-bootstrap", "pki/ca/kubernetes"}
-	if role == RoleMaster {
+	if role == lab.RoleMaster {
 		deps = append(deps, "manifests/kube-proxy", "kubeconfig/kube-proxy")
 	}
 	return &engine.Target{
 		Name:    "ignition/" + name,
-		Doc:     "the " + role + " " + name + "'s Ignition: rendered " + role + " pool config + MCS files, network, hostname, SSH key" + map[bool]string{true: ", kube-proxy", false: ""}[role == RoleMaster],
+		Doc:     "the " + role + " " + name + "'s Ignition: rendered " + role + " pool config + MCS files, network, hostname, SSH key" + map[bool]string{true: ", kube-proxy", false: ""}[role == lab.RoleMaster],
 		Deps:    append(deps, mirrorClusterDeps(c, "mirror/credentials")...),
 		Reads:   addReads(ignNodeReads(name), mirrorClusterReads(c)...),
-		Files:   []string{"access.pullSecretFile", "access.sshKeyFile"},
+		Files:   []string{lab.AccessPullSecretFile, lab.AccessSSHKeyFile},
 		Version: 1,
 		OutDir:  ignOutDir,
 		Run: func(ctx context.Context, s *engine.Step) error {
@@ -147,7 +148,7 @@ func ignNodeTarget(c *Config, n Node) *engine.Target {
 				return err
 			}
 			in.Extra = []ignition.File{{Path: ignPathKubernetesCA, Mode: ignition.ModeFile, Contents: ca}}
-			if role == RoleMaster {
+			if role == lab.RoleMaster {
 				if in.KubeProxyPod, err = s.DepFile("manifests/kube-proxy", manifests.KubeProxyPodFile); err != nil {
 					return err
 				}
@@ -170,7 +171,7 @@ func ignNodeTarget(c *Config, n Node) *engine.Target {
 // ignBootstrapTarget declares ignition/bootstrap for bootstrap node boot. In the in-cluster
 // mode it also places the localhost admin kubeconfig at /etc/kubernetes/kubeconfig, where the
 // MCO's on-prem pods read it (bootkube.sh: `cp auth/kubeconfig-loopback /etc/kubernetes/kubeconfig`).
-func ignBootstrapTarget(c *Config, boot string) *engine.Target {
+func ignBootstrapTarget(c *lab.Config, boot string) *engine.Target {
 	inCluster := c.InCluster()
 	deps := []string{"manifests/bootstrap"}
 	seen := map[string]bool{"manifests/bootstrap": true}
@@ -189,7 +190,7 @@ func ignBootstrapTarget(c *Config, boot string) *engine.Target {
 			"CRI-O pause drop-in, pull secret, SSH key, hostname, network",
 		Deps:    append(append(deps, mirrorClusterDeps(c, append(mirrorSourceDeps, "mirror/credentials")...)...), trustDeps(c)...),
 		Reads:   addReads(ignNodeReads(boot), mirrorClusterReads(c)...),
-		Files:   []string{"access.pullSecretFile", "access.sshKeyFile"},
+		Files:   []string{lab.AccessPullSecretFile, lab.AccessSSHKeyFile},
 		Version: 1,
 		OutDir:  ignOutDir,
 		Run: func(ctx context.Context, s *engine.Step) error {
@@ -242,7 +243,7 @@ func ignBootstrapTarget(c *Config, boot string) *engine.Target {
 			if err := mirrorBootstrapInput(c, s, &in); err != nil { // targets/mirror.go
 				return fmt.Errorf("%s: %w", s.Target().Name, err)
 			}
-			if err := trustBootstrapInput(c, s, &in); err != nil { // targets/trust.go
+			if err := trustBootstrapInput(c, s, &in); err != nil {
 				return fmt.Errorf("%s: %w", s.Target().Name, err)
 			}
 			res, err := ignition.Bootstrap(in)
@@ -271,13 +272,13 @@ func ignDepMode(s *engine.Step, dep, rel string) (int, error) {
 	return ignition.ModeFile, nil
 }
 
-func ignitionTargets(c *Config) []*engine.Target {
+func ignitionTargets(c *lab.Config) []*engine.Target {
 	var ts []*engine.Target
 	for _, n := range c.Nodes {
 		switch n.Role {
-		case RoleBootstrap:
+		case lab.RoleBootstrap:
 			ts = append(ts, ignBootstrapTarget(c, n.Name))
-		case RoleMaster, RoleWorker:
+		case lab.RoleMaster, lab.RoleWorker:
 			ts = append(ts, ignNodeTarget(c, n))
 		}
 	}
@@ -286,7 +287,47 @@ func ignitionTargets(c *Config) []*engine.Target {
 
 func init() {
 	Register(Family{Name: "ignition", Doc: "one Ignition 3.4 config per node, out/ignition/<node>.ign (stage 08)",
-		Targets: func(c *Config) []*engine.Target {
-			return ignitionTargets(c)
+		Targets: func(l Lab) []*engine.Target {
+			return ignitionTargets(l.Config)
 		}})
+}
+
+// TrustBundleAnchor is where the bootstrap trusts the lab's additional trust bundle: the
+// installer's bootstrap writes additionalTrustBundle to this file
+// (data/data/bootstrap/files/etc/pki/ca-trust/source/anchors/ca.crt.template), and
+// update-ca-trust reads the anchors at boot.
+const TrustBundleAnchor = "/etc/pki/ca-trust/source/anchors/ca.crt"
+
+// trustBootstrapInput adds the lab's trust bundle to the bootstrap's Ignition as
+// TrustBundleAnchor, when it has one.
+func trustBootstrapInput(c *lab.Config, s *engine.Step, in *ignition.BootstrapInput) error {
+	b, err := trustBundle(c, s)
+	if err != nil || b == nil {
+		return err
+	}
+	in.Files = append(in.Files, ignition.File{Path: TrustBundleAnchor, Mode: ignition.ModeFile, Contents: b})
+	return nil
+}
+
+// MirrorRegistriesDropIn is the bootstrap's registries.conf drop-in for the mirror
+// (containers-registries.conf(5): a drop-in, so RHCOS's own registries.conf stays).
+const MirrorRegistriesDropIn = "/etc/containers/registries.conf.d/99-labbuild-mirror.conf"
+
+// mirrorBootstrapInput adds the mirror to the bootstrap's Ignition when the lab has one: the
+// registries.conf drop-in (the installer's bootstrap registries.conf, from imageDigestSources)
+// and the pull secret with the mirror's auth. Its CA is in the lab's trust bundle
+// (trustBootstrapInput).
+func mirrorBootstrapInput(c *lab.Config, s *engine.Step, in *ignition.BootstrapInput) error {
+	if !c.MirrorOn() {
+		return nil
+	}
+	srcs, err := mirrorSources(s)
+	if err != nil {
+		return err
+	}
+	if in.PullSecret, err = mirrorPullSecret(c, s, in.PullSecret); err != nil {
+		return err
+	}
+	in.Files = append(in.Files, ignition.File{Path: MirrorRegistriesDropIn, Mode: ignition.ModeFile, Contents: manifests.RegistriesConf(srcs)})
+	return nil
 }

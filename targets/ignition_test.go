@@ -14,6 +14,7 @@ import (
 	"github.com/coreos/ignition/v2/config/v3_4/types"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/manifests"
 )
@@ -126,14 +127,14 @@ func TestIgnitionAll(t *testing.T) {
 			t.Errorf("%s: keyfile does not carry %s:\n%s", n.Name, n.IP, kf)
 		}
 		switch n.Role {
-		case RoleMaster, RoleWorker:
+		case lab.RoleMaster, lab.RoleWorker:
 			anno := ignContents(t, cfg, n.Name, ignition.PathNodeAnnotations)
 			if !bytes.Contains(anno, []byte(`"rendered-`+n.Role+`-`)) {
 				t.Errorf("%s: node annotations %s do not name the %s pool", n.Name, anno, n.Role)
 			}
 			_, err := ignition.FileContents(cfg, ignition.PathKubeProxyPod)
-			if (err == nil) != (n.Role == RoleMaster) {
-				t.Errorf("%s: kube-proxy present = %v, want %v", n.Name, err == nil, n.Role == RoleMaster)
+			if (err == nil) != (n.Role == lab.RoleMaster) {
+				t.Errorf("%s: kube-proxy present = %v, want %v", n.Name, err == nil, n.Role == lab.RoleMaster)
 			}
 		}
 	}
@@ -205,7 +206,7 @@ func TestIgnitionAll(t *testing.T) {
 func TestIgnitionIncremental(t *testing.T) {
 	l := newMCOLab(t)
 	l.build("ignition")
-	node := func(name string) *Node {
+	node := func(name string) *lab.Node {
 		for i := range l.cfg.Nodes {
 			if l.cfg.Nodes[i].Name == name {
 				return &l.cfg.Nodes[i]

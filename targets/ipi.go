@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/render/manifests"
 )
@@ -16,51 +17,53 @@ import (
 //	ipi/install-config  install-config.yaml for `openshift-install create cluster` (bare-metal
 //	                    IPI): the masters and workers as hosts behind labbuild's BMC, their
 //	                    boot MACs and BMC credentials, the BMC CA as additionalTrustBundle
-//	                    (targets/trust.go), provisioningNetwork Disabled, the VIPs,
+//	                    (targets/shared_trust.go), provisioningNetwork Disabled, the VIPs,
 //	                    the lab bridge as externalBridge (0600: it holds the pull secret and
 //	                    the BMC password)
 //
 // Build bmc/service and the VMs (libvirt), then copy the file into an empty directory and run
 // openshift-install there; see docs/baremetal.md.
 func init() {
-	Register(Family{Name: "ipi", Doc: "platform baremetal: install-config.yaml for openshift-install's bare-metal IPI on this host (seed 001)", Targets: ipiTargets})
+	Register(Family{Name: "ipi", Doc: "platform baremetal: install-config.yaml for openshift-install's bare-metal IPI on this host (seed 001)", Targets: fromConfig(ipiTargets)})
 }
 
-func ipiTargets(c *Config) []*engine.Target {
+func ipiTargets(c *lab.Config) []*engine.Target {
 	if !c.Baremetal() {
 		return nil
 	}
-	reads := []string{"cluster.name", "cluster.baseDomain", "network.machineNetwork", "network.clusterNetwork", "network.hostPrefix",
-		"network.serviceNetwork", "network.apiVIP", "network.ingressVIP", "network.gateway", "libvirt.uri", "libvirt.network"}
+	reads := []string{lab.ClusterName, lab.ClusterBaseDomain, lab.NetworkMachineNetwork, lab.NetworkClusterNetwork, lab.NetworkHostPrefix,
+		lab.NetworkServiceNetwork, lab.NetworkAPIVIP, lab.NetworkIngressVIP, lab.NetworkGateway, lab.LibvirtURI, lab.LibvirtNetwork}
+	var hosts []string // the installer makes its own bootstrap VM
 	for _, n := range c.Nodes {
-		if n.Role == RoleBootstrap {
-			continue // the installer makes its own bootstrap VM
+		if n.Role == lab.RoleBootstrap {
+			continue
 		}
-		reads = append(reads, "nodes."+n.Name+".name", "nodes."+n.Name+".role")
+		hosts = append(hosts, n.Name)
+		reads = append(reads, lab.NodePath(n.Name, lab.NodeName), lab.NodePath(n.Name, lab.NodeRole))
 		if n.MAC != "" {
-			reads = append(reads, "nodes."+n.Name+".mac")
+			reads = append(reads, lab.NodePath(n.Name, lab.NodeMAC))
 		}
 	}
 	if c.Network.ExternalBridge != "" {
-		reads = append(reads, "network.externalBridge")
+		reads = append(reads, lab.NetworkExternalBridge)
 	}
 	return []*engine.Target{{
 		Name: "ipi/install-config", Doc: "install-config.yaml for openshift-install's bare-metal IPI: hosts behind labbuild's BMC, its CA as additionalTrustBundle, provisioningNetwork Disabled (0600)",
-		Deps: append([]string{"bmc/credentials"}, trustDeps(c)...), Reads: reads, Files: []string{"access.pullSecretFile", "access.sshKeyFile"}, Version: 1,
-		Run: func(ctx context.Context, s *engine.Step) error { return ipiInstallConfigRun(ctx, s, c) },
+		Deps: append([]string{"bmc/credentials"}, trustDeps(c)...), Reads: reads, Files: []string{lab.AccessPullSecretFile, lab.AccessSSHKeyFile}, Version: 1,
+		Run: func(ctx context.Context, s *engine.Step) error { return ipiInstallConfigRun(s, c, hosts) },
 	}}
 }
 
-func ipiInstallConfigRun(ctx context.Context, s *engine.Step, lab *Config) error {
+func ipiInstallConfigRun(s *engine.Step, cfg *lab.Config, hosts []string) error {
 	name := s.Target().Name
 	var c manifests.IPIConfig
 	for _, f := range []struct {
 		p string
 		v *string
 	}{
-		{"cluster.name", &c.Name}, {"cluster.baseDomain", &c.BaseDomain}, {"network.machineNetwork", &c.MachineNetwork},
-		{"network.clusterNetwork", &c.ClusterNetwork}, {"network.serviceNetwork", &c.ServiceNetwork},
-		{"network.apiVIP", &c.APIVIP}, {"network.ingressVIP", &c.IngressVIP}, {"libvirt.uri", &c.LibvirtURI},
+		{lab.ClusterName, &c.Name}, {lab.ClusterBaseDomain, &c.BaseDomain}, {lab.NetworkMachineNetwork, &c.MachineNetwork},
+		{lab.NetworkClusterNetwork, &c.ClusterNetwork}, {lab.NetworkServiceNetwork, &c.ServiceNetwork},
+		{lab.NetworkAPIVIP, &c.APIVIP}, {lab.NetworkIngressVIP, &c.IngressVIP}, {lab.LibvirtURI, &c.LibvirtURI},
 	} {
 		v, err := s.String(f.p)
 		if err != nil {
@@ -68,10 +71,10 @@ func ipiInstallConfigRun(ctx context.Context, s *engine.Step, lab *Config) error
 		}
 		*f.v = v
 	}
-	if err := s.Value("network.hostPrefix", &c.HostPrefix); err != nil {
+	if err := s.Value(lab.NetworkHostPrefix, &c.HostPrefix); err != nil {
 		return err
 	}
-	network, err := s.String("libvirt.network")
+	network, err := s.String(lab.LibvirtNetwork)
 	if err != nil {
 		return err
 	}
@@ -79,13 +82,13 @@ func ipiInstallConfigRun(ctx context.Context, s *engine.Step, lab *Config) error
 	// network keeps up, with the network's DHCP and DNS (the seed's veth pair joined a second
 	// bridge to it only because its installer looked for one by name).
 	c.ExternalBridge = rl.Bridge(network)
-	if slices.Contains(s.Target().Reads, "network.externalBridge") {
-		if c.ExternalBridge, err = s.String("network.externalBridge"); err != nil { // bridge/external's
+	if slices.Contains(s.Target().Reads, lab.NetworkExternalBridge) {
+		if c.ExternalBridge, err = s.String(lab.NetworkExternalBridge); err != nil { // bridge/external's
 			return err
 		}
 	}
-	err = bmcEachHost(s, c.Name, func(node string, h manifests.BMCHost) error {
-		role, err := s.String("nodes." + node + ".role")
+	err = bmcEachHost(s, c.Name, hosts, func(node string, h manifests.BMCHost) error {
+		role, err := s.String(lab.NodePath(node, lab.NodeRole))
 		if err != nil {
 			return err
 		}
@@ -98,16 +101,16 @@ func ipiInstallConfigRun(ctx context.Context, s *engine.Step, lab *Config) error
 	}
 	// The BMC CA (and the mirror CA, if any) as additionalTrustBundle: the installer puts it in
 	// user-ca-bundle and the Proxy's trustedCA, from which Metal3's cbo-trusted-ca is filled.
-	tb, err := trustBundle(lab, s)
+	tb, err := trustBundle(cfg, s)
 	if err != nil {
 		return err
 	}
 	c.AdditionalTrustBundle = string(tb)
-	ps, err := s.File("access.pullSecretFile")
+	ps, err := s.File(lab.AccessPullSecretFile)
 	if err != nil {
 		return err
 	}
-	key, err := s.File("access.sshKeyFile")
+	key, err := s.File(lab.AccessSSHKeyFile)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/kubeconfig"
 )
 
@@ -57,16 +58,16 @@ func kcSignerDeps() []string {
 	return d
 }
 
-func kubeconfigTargets(c *Config) []*engine.Target {
+func kubeconfigTargets(c *lab.Config) []*engine.Target {
 	var ts []*engine.Target
 	for _, k := range kcSpecs {
 		k := k
 		var reads []string
 		if k.server != "localhost" || k.cluster == "" {
-			reads = []string{"cluster.name"}
+			reads = []string{lab.ClusterName}
 		}
 		if k.server != "localhost" {
-			reads = append(reads, "cluster.baseDomain")
+			reads = append(reads, lab.ClusterBaseDomain)
 		}
 		ts = append(ts, &engine.Target{
 			Name:    "kubeconfig/" + k.name,
@@ -77,7 +78,7 @@ func kubeconfigTargets(c *Config) []*engine.Target {
 			Run: func(ctx context.Context, s *engine.Step) error {
 				in := kubeconfig.Input{Cluster: k.cluster, User: k.user, Server: "https://localhost:6443"}
 				if k.cluster == "" {
-					name, err := s.String("cluster.name")
+					name, err := s.String(lab.ClusterName)
 					if err != nil {
 						return err
 					}
@@ -112,5 +113,5 @@ func kubeconfigTargets(c *Config) []*engine.Target {
 }
 
 func init() {
-	Register(Family{Name: "kubeconfig", Doc: "kubeconfigs of the admin and the control-plane identities (stage 06)", Targets: kubeconfigTargets})
+	Register(Family{Name: "kubeconfig", Doc: "kubeconfigs of the admin and the control-plane identities (stage 06)", Targets: fromConfig(kubeconfigTargets)})
 }

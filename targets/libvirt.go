@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 )
 
 // The libvirt family makes the lab's libvirt objects (stage 02: create-network.sh,
@@ -21,7 +22,7 @@ import (
 // object with what libvirt reports, semantically (render/libvirt's *Diff), so hand-made drift
 // shows in the plan as create / update / replace; Destroy removes exactly the recorded object.
 func init() {
-	Register(Family{Name: "libvirt", Doc: "libvirt network with DNS, storage pool, node disks and VMs (stage 02)", Targets: libvirtTargets})
+	Register(Family{Name: "libvirt", Doc: "libvirt network with DNS, storage pool, node disks and VMs (stage 02)", Targets: func(l Lab) []*engine.Target { return libvirtTargets(l.Config, l.Restart) }})
 }
 
 // lvRecord is what an External libvirt target records of the object it made: enough to find
@@ -41,10 +42,12 @@ type lvRecord struct {
 	Config map[string]string `json:"config,omitempty"`
 }
 
-func libvirtTargets(c *Config) []*engine.Target {
+// libvirtTargets declares the family for c; restart is Lab.Restart (--restart), which the VMs'
+// Run and Probe apply to a resize.
+func libvirtTargets(c *lab.Config, restart bool) []*engine.Target {
 	var ts []*engine.Target
-	netReads := []string{"libvirt.uri", "libvirt.network", "cluster.name", "cluster.baseDomain",
-		"network.machineNetwork", "network.gateway", "network.ingressVIP", "network.dhcpStart", "network.dhcpEnd"}
+	netReads := []string{lab.LibvirtURI, lab.LibvirtNetwork, lab.ClusterName, lab.ClusterBaseDomain,
+		lab.NetworkMachineNetwork, lab.NetworkGateway, lab.NetworkIngressVIP, lab.NetworkDHCPStart, lab.NetworkDHCPEnd}
 	ts = append(ts, &engine.Target{
 		Name: "libvirt/network", Doc: "libvirt NAT network: bridge, domain, DHCP range, *.apps wildcard (records: libvirt/dns)",
 		Deps:  []string{hostPreflight},
@@ -56,45 +59,48 @@ func libvirtTargets(c *Config) []*engine.Target {
 	// The records are a target of their own so that adding a node or moving an address edits
 	// the running network without touching what sits on the bridge: the VMs and haproxy depend
 	// on libvirt/network, whose output a record edit leaves alone.
-	dnsReads := append(slices.Clone(netReads), "network.apiVIP")
+	dnsReads := append(slices.Clone(netReads), lab.NetworkAPIVIP)
+	nodes := lab.NodeNames(c.Nodes)
 	for _, n := range c.Nodes {
-		dnsReads = append(dnsReads, "nodes."+n.Name+".role", "nodes."+n.Name+".ip")
+		dnsReads = append(dnsReads, lab.NodePath(n.Name, lab.NodeRole), lab.NodePath(n.Name, lab.NodeIP))
 		if n.MAC != "" {
-			dnsReads = append(dnsReads, "nodes."+n.Name+".mac")
+			dnsReads = append(dnsReads, lab.NodePath(n.Name, lab.NodeMAC))
 		}
 	}
 	ts = append(ts, &engine.Target{
 		Name: "libvirt/dns", Doc: "the lab network's records, edited in place: DNS for api/api-int/nodes/etcd, etcd SRV, DHCP reservations",
 		Deps: []string{"libvirt/network"}, Reads: dnsReads, Version: 1, External: true,
-		Run:     func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvRecords) },
-		Probe:   func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) { return lvProbe(s, lvRecords) },
+		Run: func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvRecords(nodes)) },
+		Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
+			return lvProbe(s, lvRecords(nodes))
+		},
 		Destroy: lvDestroy,
 	})
 	ts = append(ts, &engine.Target{
 		Name: "libvirt/pool", Doc: "libvirt dir storage pool at libvirt.poolPath",
 		Deps:  []string{hostPreflight},
-		Reads: []string{"libvirt.uri", "libvirt.pool", "libvirt.poolPath"}, Version: 1, External: true,
+		Reads: []string{lab.LibvirtURI, lab.LibvirtPool, lab.LibvirtPoolPath}, Version: 1, External: true,
 		Run:     func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvPool) },
 		Probe:   func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) { return lvProbe(s, lvPool) },
 		Destroy: lvDestroy,
 	})
 	ignition := lvFamilyTargets(c, "ignition")
-	adminKC := lvFamilyTargets(c, "kubeconfig")[clusterAdminKC]
+	adminKC := lvFamilyTargets(c, "kubeconfig")[adminKubeconfig]
 	for _, n := range c.Nodes {
 		node := n.Name // identity only; every value comes through the Step
 		role := lvRoleSizes(n.Role)
-		volReads := []string{"libvirt.uri", "libvirt.pool", "cluster.name", "nodes." + node + ".role", "sizes." + role + ".diskGiB"}
+		volReads := []string{lab.LibvirtURI, lab.LibvirtPool, lab.ClusterName, lab.NodePath(node, lab.NodeRole), lab.SizePath(role, lab.NodeDiskGiB)}
 		if n.DiskGiB != 0 {
-			volReads = append(volReads, "nodes."+node+".diskGiB")
+			volReads = append(volReads, lab.NodePath(node, lab.NodeDiskGiB))
 		}
 		// Platform baremetal hands the workers to Metal3, which writes RHCOS and the user data
 		// to the disk itself (virtual media, coreos-installer): their disk is empty and their
 		// domain has no Ignition (openshift-install likewise creates only the masters; the
 		// workers are BareMetalHosts). docs/baremetal.md.
-		metal3 := c.Baremetal() && n.Role == RoleWorker
+		metal3 := c.Baremetal() && n.Role == lab.RoleWorker
 		volDeps := []string{"libvirt/pool"}
 		if metal3 {
-			volReads = append(volReads, "platform")
+			volReads = append(volReads, lab.Platform)
 		} else {
 			volDeps = append(volDeps, "rhcos/image")
 		}
@@ -109,33 +115,33 @@ func libvirtTargets(c *Config) []*engine.Target {
 		})
 		// cluster.baseDomain, network.apiVIP and the admin kubeconfig: `--restart` drains the
 		// node through the Kubernetes API before power-cycling it (lvRestart).
-		vmReads := []string{"libvirt.uri", "libvirt.network", "libvirt.pool", "libvirt.domainType", "cluster.name", "cluster.baseDomain", "network.apiVIP",
-			"nodes." + node + ".role", "sizes." + role + ".vcpus", "sizes." + role + ".memoryMiB"}
+		vmReads := []string{lab.LibvirtURI, lab.LibvirtNetwork, lab.LibvirtPool, lab.LibvirtDomainType, lab.ClusterName, lab.ClusterBaseDomain, lab.NetworkAPIVIP,
+			lab.NodePath(node, lab.NodeRole), lab.SizePath(role, lab.NodeVCPUs), lab.SizePath(role, lab.NodeMemoryMiB)}
 		if n.VCPUs != 0 {
-			vmReads = append(vmReads, "nodes."+node+".vcpus")
+			vmReads = append(vmReads, lab.NodePath(node, lab.NodeVCPUs))
 		}
 		if n.MemoryMiB != 0 {
-			vmReads = append(vmReads, "nodes."+node+".memoryMiB")
+			vmReads = append(vmReads, lab.NodePath(node, lab.NodeMemoryMiB))
 		}
 		if n.MAC != "" {
-			vmReads = append(vmReads, "nodes."+node+".mac")
+			vmReads = append(vmReads, lab.NodePath(node, lab.NodeMAC))
 		}
 		if c.Baremetal() {
-			vmReads = append(vmReads, "platform") // the domain's UUID (rl.UUID)
+			vmReads = append(vmReads, lab.Platform) // the domain's UUID (rl.UUID)
 		}
 		deps := []string{"libvirt/network", "libvirt/volume/" + node}
 		if ignition["ignition/"+node] && !metal3 {
 			deps = append(deps, "ignition/"+node)
 		}
 		if adminKC {
-			deps = append(deps, clusterAdminKC)
+			deps = append(deps, adminKubeconfig)
 		}
 		ts = append(ts, &engine.Target{
 			Name: "libvirt/vm/" + node, Doc: "libvirt domain <cluster>-" + node + " (virtio disk and NIC, serial console, VNC; Ignition via fw_cfg)",
 			Deps: deps, Reads: vmReads, Version: 1, External: true,
-			Run: func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvDomain(node)) },
+			Run: func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvDomain(node, restart)) },
 			Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
-				return lvProbe(s, lvDomain(node))
+				return lvProbe(s, lvDomain(node, restart))
 			},
 			Destroy: lvDestroy,
 		})
@@ -147,21 +153,21 @@ func libvirtTargets(c *Config) []*engine.Target {
 // Config.SizeOf does).
 func lvRoleSizes(role string) string {
 	switch role {
-	case RoleBootstrap, RoleMaster:
+	case lab.RoleBootstrap, lab.RoleMaster:
 		return role
 	}
-	return RoleWorker
+	return lab.RoleWorker
 }
 
 // lvFamilyTargets returns the names of the targets family name declares for c, or none when it
 // is not registered. The ignition family is written in parallel and guards itself while its
 // upstreams are missing; until ignition/<node> exists, the VMs are defined without an
 // Ignition fw_cfg entry.
-func lvFamilyTargets(c *Config, name string) map[string]bool {
+func lvFamilyTargets(c *lab.Config, name string) map[string]bool {
 	out := map[string]bool{}
 	for _, f := range families {
 		if f.Name == name {
-			for _, t := range f.Targets(c) {
+			for _, t := range f.Targets(Lab{Config: c}) {
 				out[t.Name] = true
 			}
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/hostexec"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -168,7 +169,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	}
 	c := lvLab(d, sr)
 	build(c, false)
-	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) })
 	conn, err := virt.Connect(c.Libvirt.URI)
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +204,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	// (haproxy/service soft-reloads). host/preflight is the host gate: it checks the host's
 	// memory and disk against every node's size again, and changes nothing.
 	c2 := lvLab(d, sr)
-	c2.Nodes = append(c2.Nodes, Node{Name: "worker-2", Role: RoleWorker, IP: "198.18.0.23"})
+	c2.Nodes = append(c2.Nodes, lab.Node{Name: "worker-2", Role: lab.RoleWorker, IP: "198.18.0.23"})
 	hpSet := []string{"haproxy/config", "haproxy/config-post-pivot", "haproxy/service"}
 	want := append([]string{"host/preflight", "ignition/worker-2", "libvirt/dns", "libvirt/volume/worker-2", "libvirt/vm/worker-2"}, hpSet...)
 	sort.Strings(want)
@@ -255,7 +256,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 
 	// A worker's IP changes: DNS and DHCP in place.
 	c3 := lvLab(d, sr)
-	c3.Nodes = append(c3.Nodes, Node{Name: "worker-2", Role: RoleWorker, IP: "198.18.0.33"})
+	c3.Nodes = append(c3.Nodes, lab.Node{Name: "worker-2", Role: lab.RoleWorker, IP: "198.18.0.33"})
 	// Its Ignition carries its address, so its VM is redefined (same XML) after it.
 	lvGolden(t, "worker-ip.txt", lvPlanText(build(c3, true).Plan, own))
 	if r := build(c3, false); !slices.Equal(r.Executed, lvSorted(append([]string{"host/preflight", "ignition/worker-2", "libvirt/dns", "libvirt/vm/worker-2"}, hpSet...))) {
@@ -337,10 +338,8 @@ func TestLibvirtLiveEdits(t *testing.T) {
 		return kubedyn.Config(cp.Admin), nil // the lab's API VIP is this loopback apiserver
 	}
 	clusterDrainWait, clusterDrainPoll = 20*time.Second, 100*time.Millisecond
-	RestartResized = true
-	t.Cleanup(func() {
-		clusterEnv, clusterDrainWait, clusterDrainPoll, RestartResized = oldEnv, oldWait, oldPoll, false
-	})
+	t.Cleanup(func() { clusterEnv, clusterDrainWait, clusterDrainPoll = oldEnv, oldWait, oldPoll })
+	build = lvBuilderWith(ctx, t, out, Lab{Restart: true}, "libvirt", "haproxy/service")
 	kdyn, err := dynamic.NewForConfig(cp.Admin)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/virt"
@@ -21,7 +22,7 @@ import (
 // (subnet, gateway, bridge name, forward mode, domain, DHCP range, the *.apps dnsmasq option).
 // Such a change replaces it, and the plan names the field; the records are libvirt/dns's.
 func lvNetwork(s *engine.Step, c *virt.Conn) (lvPlan, error) {
-	sp, err := lvNetworkSpec(s)
+	sp, err := lvNetworkSpec(s, nil)
 	if err != nil {
 		return lvPlan{}, err
 	}
@@ -80,46 +81,48 @@ func lvNetwork(s *engine.Step, c *virt.Conn) (lvPlan, error) {
 	return p, nil
 }
 
-// lvRecords observes the network's records — DNS hosts, SRV records, DHCP reservations — and
-// edits them in place with virNetworkUpdate (live and persistent): the bridge, its dnsmasq
-// and every VM's link stay.
-func lvRecords(s *engine.Step, c *virt.Conn) (lvPlan, error) {
-	sp, err := lvNetworkSpec(s)
-	if err != nil {
-		return lvPlan{}, err
-	}
-	want, err := rl.Network(sp)
-	if err != nil {
-		return lvPlan{}, err
-	}
-	x, _ := rl.NetworkXML(sp)
-	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "records", Name: sp.Name}, xml: x, xmlName: "network.xml", action: engine.Keep}
-	got, _, found, err := c.Network(sp.Name)
-	if err != nil {
-		return p, err
-	}
-	if !found {
-		return p, fmt.Errorf("%s: network %s does not exist (labbuild libvirt/network makes it)", s.Target().Name, sp.Name)
-	}
-	edits, _ := rl.NetworkChanges(want, got, rl.DiffOptions{IgnoreDnsmasqOptions: c.IsTest()})
-	if len(edits) > 0 {
-		lines := make([]string, len(edits))
-		for i, e := range edits {
-			lines[i] = e.String()
+// lvRecords observes the network's records of nodes — DNS hosts, SRV records, DHCP
+// reservations — and edits them in place with virNetworkUpdate (live and persistent): the
+// bridge, its dnsmasq and every VM's link stay.
+func lvRecords(nodes []string) lvObserve {
+	return func(s *engine.Step, c *virt.Conn) (lvPlan, error) {
+		sp, err := lvNetworkSpec(s, nodes)
+		if err != nil {
+			return lvPlan{}, err
 		}
-		p.action, p.reason = engine.Update, "in place: "+strings.Join(lines, "; ")
-		if prev, ok, _ := lvPrev(s); !ok || prev.Name != sp.Name {
-			p.action = engine.Create // a new network's records
+		want, err := rl.Network(sp)
+		if err != nil {
+			return lvPlan{}, err
 		}
-		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.UpdateNetwork(sp.Name, edits) }
+		x, _ := rl.NetworkXML(sp)
+		p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "records", Name: sp.Name}, xml: x, xmlName: "network.xml", action: engine.Keep}
+		got, _, found, err := c.Network(sp.Name)
+		if err != nil {
+			return p, err
+		}
+		if !found {
+			return p, fmt.Errorf("%s: network %s does not exist (labbuild libvirt/network makes it)", s.Target().Name, sp.Name)
+		}
+		edits, _ := rl.NetworkChanges(want, got, rl.DiffOptions{IgnoreDnsmasqOptions: c.IsTest()})
+		if len(edits) > 0 {
+			lines := make([]string, len(edits))
+			for i, e := range edits {
+				lines[i] = e.String()
+			}
+			p.action, p.reason = engine.Update, "in place: "+strings.Join(lines, "; ")
+			if prev, ok, _ := lvPrev(s); !ok || prev.Name != sp.Name {
+				p.action = engine.Create // a new network's records
+			}
+			p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.UpdateNetwork(sp.Name, edits) }
+		}
+		return p, nil
 	}
-	return p, nil
 }
 
 // lvNetworkFixedFields are the config fields that feed a part of the network libvirt cannot
 // change while it runs (bridge, address, prefix, domain, DHCP range, the *.apps option).
-var lvNetworkFixedFields = []string{"libvirt.network", "network.machineNetwork", "network.gateway",
-	"cluster.name", "cluster.baseDomain", "network.dhcpStart", "network.dhcpEnd", "network.ingressVIP"}
+var lvNetworkFixedFields = []string{lab.LibvirtNetwork, lab.NetworkMachineNetwork, lab.NetworkGateway,
+	lab.ClusterName, lab.ClusterBaseDomain, lab.NetworkDHCPStart, lab.NetworkDHCPEnd, lab.NetworkIngressVIP}
 
 // lvConfig returns the JSON text of every config field the target reads.
 func lvConfig(s *engine.Step) map[string]string {
@@ -293,9 +296,10 @@ func lvVolume(node string) lvObserve {
 }
 
 // lvDomain observes a node's VM. A change that needs a new domain (disk, NIC, firmware)
-// replaces it; a size change updates the persistent definition, applied at its next start.
-// Run always (re)defines: the same XML changes nothing.
-func lvDomain(node string) lvObserve {
+// replaces it; a size change updates the persistent definition, applied at its next start,
+// or now when restart (Lab.Restart) power-cycles a running VM. Run always (re)defines: the
+// same XML changes nothing.
+func lvDomain(node string, restart bool) lvObserve {
 	return func(s *engine.Step, c *virt.Conn) (lvPlan, error) {
 		sp, err := lvDomainSpec(s, node)
 		if err != nil {
@@ -308,7 +312,7 @@ func lvDomain(node string) lvObserve {
 		var ignMissing bool
 		if c.Remote() && sp.Ignition != "" {
 			local := sp.Ignition
-			if rec.Pool, err = s.String("libvirt.pool"); err != nil {
+			if rec.Pool, err = s.String(lab.LibvirtPool); err != nil {
 				return lvPlan{}, err
 			}
 			dir, err := c.PoolPath(rec.Pool)
@@ -335,7 +339,7 @@ func lvDomain(node string) lvObserve {
 		if err != nil {
 			return p, err
 		}
-		bmc := slices.Contains(s.Target().Reads, "platform") // platform baremetal: behind bmc/service
+		bmc := slices.Contains(s.Target().Reads, lab.Platform) // platform baremetal: behind bmc/service
 		var replace, resized bool
 		if !found {
 			p.action, p.reason = engine.Create, "domain "+sp.Name+" does not exist"
@@ -346,13 +350,17 @@ func lvDomain(node string) lvObserve {
 			// refuses ("already exists with uuid ...").
 			want.UUID = got.UUID
 			if len(diff) > 0 {
-				why := lvChanged(s, lvSizeFields(s)...)
+				fields, err := lvSizeFields(s, node)
+				if err != nil {
+					return p, err
+				}
+				why := lvChanged(s, fields...)
 				if len(why) == 0 { // drift made by hand: say what libvirt has
 					why = []string{"domain " + sp.Name + ": " + strings.Join(diff, "; ")}
 				}
 				resized = true
 				p.action, p.reason = engine.Update, strings.Join(why, "; ")+"; takes effect at the next power cycle"
-				if st := lvState(c, sp.Name); RestartResized && (st == virt.DomainRunning || st == virt.DomainPaused) {
+				if st := lvState(c, sp.Name); restart && (st == virt.DomainRunning || st == virt.DomainPaused) {
 					p.reason = strings.Join(why, "; ") + "; --restart: drain " + node + " (when the cluster answers), power-cycle, uncordon"
 				}
 			}
@@ -374,7 +382,7 @@ func lvDomain(node string) lvObserve {
 			if err := c.DefineDomain(want); err != nil {
 				return err
 			}
-			if resized && RestartResized {
+			if resized && restart {
 				return lvRestart(s, c, node, sp.Name)
 			}
 			return nil

@@ -28,11 +28,11 @@ func TestLibvirtRemote(t *testing.T) {
 	c := lvLab(d, sr)
 	c.Libvirt.URI = uri
 	pool := c.Libvirt.PoolPath
-	r, log, err := lvBuild(ctx, c, out, false, "libvirt")
+	r, log, err := lvBuild(ctx, Lab{Config: c}, out, false, "libvirt")
 	if err != nil {
 		t.Fatalf("build over %s: %v\n%s", uri, err, log)
 	}
-	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) })
 	if got := lvOwn(r.Executed); len(got) != 3+2*len(c.Nodes) {
 		t.Errorf("executed %v", got)
 	}
@@ -80,7 +80,7 @@ func TestLibvirtRemote(t *testing.T) {
 	if err := conn.StopDomain("lbt-worker-0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}); err != nil {
+	if _, err := engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range c.Nodes {

@@ -7,21 +7,20 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"net/url"
 	"os"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/virt"
 )
 
 // lvConnect opens libvirt at the configured URI.
 func lvConnect(s *engine.Step) (*virt.Conn, error) {
-	uri, err := s.String("libvirt.uri")
+	uri, err := s.String(lab.LibvirtURI)
 	if err != nil {
 		return nil, err
 	}
@@ -45,18 +44,19 @@ func lvWrite(s *engine.Step, xml []byte, xmlName string, r lvRecord) error {
 	return writeRecord(s, recordFile, r)
 }
 
-// lvNetworkSpec assembles the network from the declared config values.
-func lvNetworkSpec(s *engine.Step) (rl.NetworkSpec, error) {
+// lvNetworkSpec assembles the network from the declared config values, with the records of
+// nodes (the names libvirt/dns declared; none for libvirt/network).
+func lvNetworkSpec(s *engine.Step, nodes []string) (rl.NetworkSpec, error) {
 	var sp rl.NetworkSpec
 	var cluster, base string
 	for _, f := range []struct {
 		p string
 		v *string
 	}{
-		{"libvirt.network", &sp.Name}, {"cluster.name", &cluster}, {"cluster.baseDomain", &base},
-		{"network.machineNetwork", &sp.MachineNetwork}, {"network.gateway", &sp.Gateway},
-		{"network.apiVIP", &sp.APIVIP}, {"network.ingressVIP", &sp.IngressVIP},
-		{"network.dhcpStart", &sp.DHCPStart}, {"network.dhcpEnd", &sp.DHCPEnd},
+		{lab.LibvirtNetwork, &sp.Name}, {lab.ClusterName, &cluster}, {lab.ClusterBaseDomain, &base},
+		{lab.NetworkMachineNetwork, &sp.MachineNetwork}, {lab.NetworkGateway, &sp.Gateway},
+		{lab.NetworkAPIVIP, &sp.APIVIP}, {lab.NetworkIngressVIP, &sp.IngressVIP},
+		{lab.NetworkDHCPStart, &sp.DHCPStart}, {lab.NetworkDHCPEnd, &sp.DHCPEnd},
 	} {
 		if !slices.Contains(s.Target().Reads, f.p) {
 			continue // network.apiVIP: only libvirt/dns
@@ -68,20 +68,16 @@ func lvNetworkSpec(s *engine.Step) (rl.NetworkSpec, error) {
 		*f.v = v
 	}
 	sp.Domain = cluster + "." + base
-	for _, r := range s.Target().Reads {
-		name, ok := strings.CutSuffix(strings.TrimPrefix(r, "nodes."), ".ip")
-		if !ok || !strings.HasPrefix(r, "nodes.") {
-			continue
-		}
+	for _, name := range nodes {
 		n := rl.Node{Name: name}
 		var err error
-		if n.IP, err = s.String(r); err != nil {
+		if n.IP, err = s.String(lab.NodePath(name, lab.NodeIP)); err != nil {
 			return sp, err
 		}
-		if n.Role, err = s.String("nodes." + name + ".role"); err != nil {
+		if n.Role, err = s.String(lab.NodePath(name, lab.NodeRole)); err != nil {
 			return sp, err
 		}
-		if n.MAC, err = lvMAC(s, cluster, name); err != nil {
+		if n.MAC, err = nodeMAC(s, cluster, name); err != nil {
 			return sp, err
 		}
 		sp.Nodes = append(sp.Nodes, n)
@@ -89,35 +85,27 @@ func lvNetworkSpec(s *engine.Step) (rl.NetworkSpec, error) {
 	return sp, nil
 }
 
-// lvMAC returns the node's configured MAC, or the one derived from cluster and node names.
-func lvMAC(s *engine.Step, cluster, node string) (string, error) {
-	if p := "nodes." + node + ".mac"; slices.Contains(s.Target().Reads, p) {
-		return s.String(p)
-	}
-	return rl.MAC(cluster, node), nil
-}
-
 func lvPoolSpec(s *engine.Step) (rl.PoolSpec, error) {
 	var sp rl.PoolSpec
 	var err error
-	if sp.Name, err = s.String("libvirt.pool"); err != nil {
+	if sp.Name, err = s.String(lab.LibvirtPool); err != nil {
 		return sp, err
 	}
-	sp.Path, err = s.String("libvirt.poolPath")
+	sp.Path, err = s.String(lab.LibvirtPoolPath)
 	return sp, err
 }
 
-// lvSize returns the node's size field (vcpus, memoryMiB, diskGiB): its own when declared,
-// its role's otherwise.
-func lvSize(s *engine.Step, node, field string) (int, error) {
+// lvSize returns the node's size field f (NodeVCPUs, NodeMemoryMiB, NodeDiskGiB): its own
+// when declared, its role's otherwise.
+func lvSize(s *engine.Step, node string, f lab.NodeField) (int, error) {
 	var v int
-	p := "nodes." + node + "." + field
+	p := lab.NodePath(node, f)
 	if !slices.Contains(s.Target().Reads, p) {
-		role, err := s.String("nodes." + node + ".role")
+		role, err := s.String(lab.NodePath(node, lab.NodeRole))
 		if err != nil {
 			return 0, err
 		}
-		p = "sizes." + lvRoleSizes(role) + "." + field
+		p = lab.SizePath(lvRoleSizes(role), f)
 	}
 	if err := s.Value(p, &v); err != nil {
 		return 0, err
@@ -129,15 +117,15 @@ func lvSize(s *engine.Step, node, field string) (int, error) {
 }
 
 func lvVolumeSpec(s *engine.Step, node string) (pool string, sp rl.VolumeSpec, err error) {
-	if pool, err = s.String("libvirt.pool"); err != nil {
+	if pool, err = s.String(lab.LibvirtPool); err != nil {
 		return
 	}
-	cluster, err := s.String("cluster.name")
+	cluster, err := s.String(lab.ClusterName)
 	if err != nil {
 		return
 	}
 	sp.Name = rl.VolumeName(cluster, node)
-	if sp.CapacityGiB, err = lvSize(s, node, "diskGiB"); err != nil {
+	if sp.CapacityGiB, err = lvSize(s, node, lab.NodeDiskGiB); err != nil {
 		return
 	}
 	// With rhcos.imageURL the disk overlays the verified RHCOS image (a thin qcow2 on top).
@@ -157,31 +145,31 @@ func DomainName(cluster, node string) string { return cluster + "-" + node }
 
 func lvDomainSpec(s *engine.Step, node string) (rl.DomainSpec, error) {
 	var sp rl.DomainSpec
-	cluster, err := s.String("cluster.name")
+	cluster, err := s.String(lab.ClusterName)
 	if err != nil {
 		return sp, err
 	}
 	sp.Name = DomainName(cluster, node)
-	if slices.Contains(s.Target().Reads, "platform") {
-		if p, err := s.String("platform"); err != nil {
+	if slices.Contains(s.Target().Reads, lab.Platform) {
+		if p, err := s.String(lab.Platform); err != nil {
 			return sp, err
-		} else if p == PlatformBaremetal {
+		} else if p == lab.PlatformBaremetal {
 			sp.UUID = rl.UUID(cluster, node) // the BMC's System id, known before the domain exists
 		}
 	}
-	if sp.Type, err = s.String("libvirt.domainType"); err != nil {
+	if sp.Type, err = s.String(lab.LibvirtDomainType); err != nil {
 		return sp, err
 	}
-	if sp.Network, err = s.String("libvirt.network"); err != nil {
+	if sp.Network, err = s.String(lab.LibvirtNetwork); err != nil {
 		return sp, err
 	}
-	if sp.VCPUs, err = lvSize(s, node, "vcpus"); err != nil {
+	if sp.VCPUs, err = lvSize(s, node, lab.NodeVCPUs); err != nil {
 		return sp, err
 	}
-	if sp.MemoryMiB, err = lvSize(s, node, "memoryMiB"); err != nil {
+	if sp.MemoryMiB, err = lvSize(s, node, lab.NodeMemoryMiB); err != nil {
 		return sp, err
 	}
-	if sp.MAC, err = lvMAC(s, cluster, node); err != nil {
+	if sp.MAC, err = nodeMAC(s, cluster, node); err != nil {
 		return sp, err
 	}
 	vol, err := depRecord[lvRecord](s, "libvirt/volume/"+node, recordFile)
@@ -197,17 +185,6 @@ func lvDomainSpec(s *engine.Step, node string) (rl.DomainSpec, error) {
 		}
 	}
 	return sp, nil
-}
-
-// LibvirtRemoteHost returns the host a libvirt URI names ("lab1" for qemu+ssh://root@lab1/system),
-// or "" for a local daemon (qemu:///system, qemu+unix:///system?socket=…): as virt.Conn.Remote
-// decides, the daemon is then on another machine, with the lab bridge and the VMs.
-func LibvirtRemoteHost(uri string) string {
-	u, err := url.Parse(uri)
-	if err != nil {
-		return ""
-	}
-	return u.Hostname()
 }
 
 // lvImageMu serializes uploads of the shared RHCOS image into a remote pool.
@@ -244,13 +221,21 @@ func lvDigestName(local string) string {
 	return hex.EncodeToString(h[:])[:12]
 }
 
-// lvSizeFields are the config fields that size the VM.
-func lvSizeFields(s *engine.Step) []string {
+// lvSizeFields are the config fields that size node's VM, as libvirt/vm/<node> declares them:
+// its role's vCPUs and memory, then its own where it sets them.
+func lvSizeFields(s *engine.Step, node string) ([]string, error) {
+	role, err := s.String(lab.NodePath(node, lab.NodeRole))
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	for _, r := range s.Target().Reads {
-		if strings.HasSuffix(r, ".vcpus") || strings.HasSuffix(r, ".memoryMiB") {
-			out = append(out, r)
+	for _, p := range []string{
+		lab.SizePath(lvRoleSizes(role), lab.NodeVCPUs), lab.SizePath(lvRoleSizes(role), lab.NodeMemoryMiB),
+		lab.NodePath(node, lab.NodeVCPUs), lab.NodePath(node, lab.NodeMemoryMiB),
+	} {
+		if slices.Contains(s.Target().Reads, p) {
+			out = append(out, p)
 		}
 	}
-	return out
+	return out, nil
 }

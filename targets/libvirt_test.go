@@ -11,6 +11,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/virt"
 )
@@ -19,8 +20,8 @@ import (
 // records and one pool, a volume and a VM per node, all External with Probe and Destroy; and that a node's
 // size override is read only by that node's VM.
 func TestLibvirtTargetsDeclared(t *testing.T) {
-	c := DefaultConfig()
-	ts := libvirtTargets(c)
+	c := lab.DefaultConfig()
+	ts := libvirtTargets(c, false)
 	if len(ts) != 3+2*len(c.Nodes) {
 		t.Fatalf("%d targets, want %d", len(ts), 3+2*len(c.Nodes))
 	}
@@ -33,7 +34,7 @@ func TestLibvirtTargetsDeclared(t *testing.T) {
 		}
 	}
 	c.Nodes[5].MemoryMiB = 12288 // worker-1
-	for _, tg := range libvirtTargets(c) {
+	for _, tg := range libvirtTargets(c, false) {
 		has := slices.Contains(tg.Reads, "nodes.worker-1.memoryMiB")
 		if has != (tg.Name == "libvirt/vm/worker-1") {
 			t.Errorf("%s reads nodes.worker-1.memoryMiB: %v", tg.Name, has)
@@ -44,8 +45,8 @@ func TestLibvirtTargetsDeclared(t *testing.T) {
 // lvLab is a small lab on 198.18.0.0/24 (RFC 2544 benchmarking range), used only inside the
 // test's network namespace, with VMs of 128 MiB and 1 GiB disks in software emulation. The
 // VMs boot from ignition/<node>, so the release payload is the offline sample sr.
-func lvLab(d *testenv.Libvirtd, sr testenv.SampleRelease) *Config {
-	c := DefaultConfig()
+func lvLab(d *testenv.Libvirtd, sr testenv.SampleRelease) *lab.Config {
+	c := lab.DefaultConfig()
 	c.Release.Image, c.Release.Version, c.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
 	c.Access.PullSecretFile, c.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
 	c.Cluster.Name, c.Cluster.BaseDomain = "lbt", "example.test"
@@ -55,9 +56,9 @@ func lvLab(d *testenv.Libvirtd, sr testenv.SampleRelease) *Config {
 	for i := range c.Nodes {
 		c.Nodes[i].IP = strings.Replace(c.Nodes[i].IP, "192.168.126.", "198.18.0.", 1)
 	}
-	small := Size{VCPUs: 1, MemoryMiB: 128, DiskGiB: 1}
-	c.Sizes = Sizes{Bootstrap: small, Master: small, Worker: small}
-	c.Libvirt = LibvirtConfig{URI: d.URI("qemu:///system"), Network: "lbt", Pool: "lbt", PoolPath: filepath.Join(d.Dir, "pool"), DomainType: "qemu"}
+	small := lab.Size{VCPUs: 1, MemoryMiB: 128, DiskGiB: 1}
+	c.Sizes = lab.RoleSizes{Bootstrap: small, Master: small, Worker: small}
+	c.Libvirt = lab.LibvirtConfig{URI: d.URI("qemu:///system"), Network: "lbt", Pool: "lbt", PoolPath: filepath.Join(d.Dir, "pool"), DomainType: "qemu"}
 	return c
 }
 
@@ -75,18 +76,24 @@ var lvNow = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // lvBuild builds goals of c into out (-j 2, the clock lvNow; dry: the plan only) and returns
 // the result with the build's log (stdout and stderr as they came) for a failure message.
-func lvBuild(ctx context.Context, c *Config, out string, dry bool, goals ...string) (*engine.Result, string, error) {
+func lvBuild(ctx context.Context, l Lab, out string, dry bool, goals ...string) (*engine.Result, string, error) {
 	var log strings.Builder
-	r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: goals, DryRun: dry, Jobs: 2,
+	r, err := engine.Build(ctx, engine.Options{Config: l, OutDir: out, Goals: goals, DryRun: dry, Jobs: 2,
 		Now: func() time.Time { return lvNow }, Stdout: &log, Stderr: &log})
 	return r, log.String(), err
 }
 
 // lvBuilder is lvBuild of goals into out as a test step: a failed build fails t with its log.
-func lvBuilder(ctx context.Context, t *testing.T, out string, goals ...string) func(c *Config, dry bool) *engine.Result {
-	return func(c *Config, dry bool) *engine.Result {
+func lvBuilder(ctx context.Context, t *testing.T, out string, goals ...string) func(c *lab.Config, dry bool) *engine.Result {
+	return lvBuilderWith(ctx, t, out, Lab{}, goals...)
+}
+
+// lvBuilderWith is lvBuilder with run's run options (Restart) on every build.
+func lvBuilderWith(ctx context.Context, t *testing.T, out string, run Lab, goals ...string) func(c *lab.Config, dry bool) *engine.Result {
+	return func(c *lab.Config, dry bool) *engine.Result {
 		t.Helper()
-		r, log, err := lvBuild(ctx, c, out, dry, goals...)
+		run.Config = c
+		r, log, err := lvBuild(ctx, run, out, dry, goals...)
 		if err != nil {
 			t.Fatalf("build %v (dry %v): %v\n%s", goals, dry, err, log)
 		}
@@ -109,7 +116,7 @@ func TestLibvirtFamilyReal(t *testing.T) {
 	if got := lvOwn(r.Executed); len(got) != 3+2*len(c.Nodes) {
 		t.Fatalf("first build executed %v", got)
 	}
-	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) }) // if the test stops early
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) }) // if the test stops early
 
 	dig := func(name, typ string) string {
 		o, err := d.Exec("dig", "@198.18.0.1", "+short", "+time=2", "+tries=2", name, typ)
@@ -177,7 +184,7 @@ func TestLibvirtFamilyReal(t *testing.T) {
 	}
 
 	// Destroying libvirt/dns alone takes the lab's records out of the running dnsmasq.
-	rep, err := engine.Destroy(ctx, engine.Options{Config: c2, OutDir: out, Goals: []string{"libvirt/dns"}})
+	rep, err := engine.Destroy(ctx, engine.Options{Config: Lab{Config: c2}, OutDir: out, Goals: []string{"libvirt/dns"}})
 	if err != nil || !slices.Equal(rep.Destroyed, []string{"libvirt/dns"}) {
 		t.Fatalf("destroy libvirt/dns: %+v, %v", rep, err)
 	}
@@ -185,7 +192,7 @@ func TestLibvirtFamilyReal(t *testing.T) {
 		t.Errorf("master-2 still resolves after destroying libvirt/dns: %s", o)
 	}
 	for round := 0; round < 2; round++ {
-		if _, err := engine.Destroy(ctx, engine.Options{Config: c2, OutDir: out}); err != nil {
+		if _, err := engine.Destroy(ctx, engine.Options{Config: Lab{Config: c2}, OutDir: out}); err != nil {
 			t.Fatalf("destroy round %d: %v", round, err)
 		}
 	}
@@ -215,7 +222,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 	d, sr := lvHost(t)
 	ctx := context.Background()
 	out := t.TempDir()
-	lab := func(network string) *Config {
+	newLab := func(network string) *lab.Config {
 		c := lvLab(d, sr)
 		c.Libvirt.URI, c.Libvirt.DomainType, c.Libvirt.Network = d.URI("test:///default"), "test", network
 		return c
@@ -227,7 +234,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 	}
 	defer conn.Close()
 	build := lvBuilder(ctx, t, out, "libvirt")
-	c := lab("lbt")
+	c := newLab("lbt")
 	if got := lvOwn(build(c, false).Executed); len(got) != 3+2*len(c.Nodes) {
 		t.Fatalf("first build executed %v", got)
 	}
@@ -263,7 +270,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 	}
 
 	// Rename: the old network goes, the VMs follow the new one.
-	c2 := lab("lbt2")
+	c2 := newLab("lbt2")
 	r := build(c2, false)
 	if !slices.Contains(r.Executed, "libvirt/network") || !slices.Contains(r.Executed, "libvirt/vm/master-0") {
 		t.Errorf("rename executed %v", r.Executed)
@@ -279,7 +286,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	var vms, rest []string
-	for _, tg := range libvirtTargets(c2) {
+	for _, tg := range libvirtTargets(c2, false) {
 		switch {
 		case strings.HasPrefix(tg.Name, "libvirt/vm/") && tg.Name != "libvirt/vm/worker-0":
 			vms = append(vms, tg.Name)
@@ -287,7 +294,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 			rest = append(rest, tg.Name)
 		}
 	}
-	rep, err := engine.Destroy(ctx, engine.Options{Config: c2, OutDir: out, Goals: []string{"libvirt/dns"}})
+	rep, err := engine.Destroy(ctx, engine.Options{Config: Lab{Config: c2}, OutDir: out, Goals: []string{"libvirt/dns"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +306,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 	if n.DNS != nil && len(n.DNS.Host)+len(n.DNS.SRVs) != 0 || n.IPs[0].DHCP != nil && len(n.IPs[0].DHCP.Hosts) != 0 {
 		t.Errorf("records left after destroying libvirt/dns: %+v %+v", n.DNS, n.IPs[0].DHCP)
 	}
-	rep, err = engine.Destroy(ctx, engine.Options{Config: c2, OutDir: out})
+	rep, err = engine.Destroy(ctx, engine.Options{Config: Lab{Config: c2}, OutDir: out})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +318,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 	if _, _, found, _ := conn.Domain("lbt-master-0"); found {
 		t.Error("domain left after destroy")
 	}
-	if rep, err := engine.Destroy(ctx, engine.Options{Config: c2, OutDir: out}); err != nil || len(rep.Destroyed)+len(rep.Absent)+len(rep.Failed) != 0 {
+	if rep, err := engine.Destroy(ctx, engine.Options{Config: Lab{Config: c2}, OutDir: out}); err != nil || len(rep.Destroyed)+len(rep.Absent)+len(rep.Failed) != 0 {
 		t.Errorf("a third destroy found %+v (%v)", rep, err)
 	}
 }

@@ -8,12 +8,13 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/virt"
 )
 
 // lvLabOn is lvLab as cluster name on 198.18.<third>.0/24, with its own network and pool.
-func lvLabOn(d *testenv.Libvirtd, sr testenv.SampleRelease, name string, third string) *Config {
+func lvLabOn(d *testenv.Libvirtd, sr testenv.SampleRelease, name string, third string) *lab.Config {
 	c := lvLab(d, sr)
 	c.Cluster.Name = name
 	c.Libvirt.Network, c.Libvirt.Pool, c.Libvirt.PoolPath = name, name, filepath.Join(d.Dir, "pool-"+name)
@@ -36,19 +37,19 @@ func TestLibvirtTwoLabs(t *testing.T) {
 	d, sr := lvHost(t)
 	testenv.Require(t, "dig")
 	ctx := context.Background()
-	build := func(c *Config, out string, dry bool) (*engine.Result, string, error) {
-		return lvBuild(ctx, c, out, dry, "libvirt")
+	build := func(c *lab.Config, out string, dry bool) (*engine.Result, string, error) {
+		return lvBuild(ctx, Lab{Config: c}, out, dry, "libvirt")
 	}
 	a, b := lvLabOn(d, sr, "lba", "0"), lvLabOn(d, sr, "lbb", "1")
 	outA, outB := t.TempDir(), t.TempDir()
 	for _, l := range []struct {
-		c   *Config
+		c   *lab.Config
 		out string
 	}{{a, outA}, {b, outB}} {
 		if _, log, err := build(l.c, l.out, false); err != nil {
 			t.Fatalf("build %s: %v\n%s", l.c.Cluster.Name, err, log)
 		}
-		t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: l.c, OutDir: l.out}) })
+		t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: l.c}, OutDir: l.out}) })
 	}
 	conn, err := virt.Connect(a.Libvirt.URI)
 	if err != nil {
@@ -75,7 +76,7 @@ func TestLibvirtTwoLabs(t *testing.T) {
 	c := lvLabOn(d, sr, "lbc", "1")
 	var log strings.Builder
 	outC := t.TempDir()
-	_, err = engine.Build(ctx, engine.Options{Config: c, OutDir: outC, Goals: []string{"libvirt/network"}, Stdout: &log, Stderr: &log})
+	_, err = engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: outC, Goals: []string{"libvirt/network"}, Stdout: &log, Stderr: &log})
 	if log := log.String(); err == nil || !strings.Contains(log, "network.machineNetwork 198.18.1.0/24 overlaps 198.18.1.0/24 of libvirt network lbb") {
 		t.Errorf("overlapping lab: err %v, log:\n%s", err, log)
 	}
@@ -83,7 +84,7 @@ func TestLibvirtTwoLabs(t *testing.T) {
 		t.Error("network lbc made despite the collision")
 	}
 
-	if _, err := engine.Destroy(ctx, engine.Options{Config: a, OutDir: outA}); err != nil {
+	if _, err := engine.Destroy(ctx, engine.Options{Config: Lab{Config: a}, OutDir: outA}); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range a.Nodes {

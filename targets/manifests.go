@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/manifests"
 )
 
@@ -34,58 +35,6 @@ import (
 // manifests/cluster/bootstrap-complete (applied at pivot) are not in the collector.
 // Images come from release/image/<tag> (pullspec) and the CVO's from release/resolve.
 
-// mfPullspec reads the digest pull spec an upstream release target wrote.
-func mfPullspec(s *engine.Step, dep string) (string, error) {
-	b, err := s.DepFile(dep, "pullspec")
-	if err != nil {
-		return "", err
-	}
-	p := strings.TrimSpace(string(b))
-	if p == "" {
-		return "", fmt.Errorf("%s: %s wrote an empty pullspec (rebuild it: labbuild -B %s)", s.Target().Name, dep, dep)
-	}
-	return p, nil
-}
-
-// mfRoleReads declares what the replica counts (topologies, schedulable masters, the
-// install-config's controlPlane replicas) follow from: the derived master count and the
-// worker count capped at 2 (DerivedMasters, DerivedWorkers), not every node's role, so that
-// appending a third worker reruns none of the targets that read them.
-func mfRoleReads(*Config) []string { return []string{DerivedMasters, DerivedWorkers} }
-
-// mfCounts reads the master count and the capped worker count (0, 1, or 2 for "two or more")
-// through the declared derived reads.
-func mfCounts(s *engine.Step, _ []string) (masters, workers int, err error) {
-	if masters, err = mfInt(s, DerivedMasters); err != nil {
-		return 0, 0, err
-	}
-	if workers, err = mfInt(s, DerivedWorkers); err != nil {
-		return 0, 0, err
-	}
-	return masters, workers, nil
-}
-
-// mfInt reads an integer config value.
-func mfInt(s *engine.Step, p string) (int, error) {
-	var v int
-	err := s.Value(p, &v)
-	return v, err
-}
-
-// mfWrite writes rendered manifest files, 0600 when they hold secrets.
-func mfWrite(s *engine.Step, fs ...manifests.File) error {
-	for _, f := range fs {
-		mode := os.FileMode(0o644)
-		if f.Secret {
-			mode = 0o600
-		}
-		if err := s.WriteFile(f.Name, f.Data, mode); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // mfOne adapts a renderer of one File.
 func mfOne(f manifests.File, err error) ([]manifests.File, error) {
 	if err != nil {
@@ -103,7 +52,7 @@ func mfCluster(name, doc string, deps, reads []string, render func(s *engine.Ste
 			if err != nil {
 				return fmt.Errorf("%s: %w", s.Target().Name, err)
 			}
-			return mfWrite(s, fs...)
+			return writeManifests(s, fs...)
 		},
 	}
 }
@@ -134,31 +83,31 @@ var mfClusterNames = []string{"namespaces", "rbac", "infrastructure", "network-c
 	"dns", "ingress", "proxy", "scheduler", "featuregate", "clusterversion", "cluster-config-v1",
 	"etcd-endpoints", "etcd-signer", "pull-secret"}
 
-func manifestsTargets(c *Config) []*engine.Target {
+func manifestsTargets(c *lab.Config) []*engine.Target {
 	boot := c.Bootstrap().Name
 	var nodeNames []string
 	for _, n := range c.Nodes {
 		nodeNames = append(nodeNames, n.Name)
 	}
-	bootIP := "nodes." + boot + ".ip"
-	netReads := []string{"network.clusterNetwork", "network.hostPrefix", "network.serviceNetwork"}
+	bootIP := lab.NodePath(boot, lab.NodeIP)
+	netReads := []string{lab.NetworkClusterNetwork, lab.NetworkHostPrefix, lab.NetworkServiceNetwork}
 	netValues := func(s *engine.Step) (cn string, hp int, sn string, err error) {
-		if cn, err = s.String("network.clusterNetwork"); err != nil {
+		if cn, err = s.String(lab.NetworkClusterNetwork); err != nil {
 			return
 		}
-		if hp, err = mfInt(s, "network.hostPrefix"); err != nil {
+		if hp, err = intValue(s, lab.NetworkHostPrefix); err != nil {
 			return
 		}
-		sn, err = s.String("network.serviceNetwork")
+		sn, err = s.String(lab.NetworkServiceNetwork)
 		return
 	}
-	roleReads := mfRoleReads(c)
-	domainReads := []string{"cluster.name", "cluster.baseDomain"}
+	roleReads := roleCountReads(c)
+	domainReads := []string{lab.ClusterName, lab.ClusterBaseDomain}
 
 	ts := []*engine.Target{
 		mfStaticPod("manifests/static-pods/etcd", "bootstrap etcd static pod (etcd-bootstrap.yaml)", manifests.EtcdPodFile,
 			[]string{"release/image/etcd"}, []string{bootIP}, func(s *engine.Step) ([]byte, error) {
-				img, err := mfPullspec(s, "release/image/etcd")
+				img, err := depPullspec(s, "release/image/etcd")
 				if err != nil {
 					return nil, err
 				}
@@ -170,12 +119,12 @@ func manifestsTargets(c *Config) []*engine.Target {
 			}),
 		// Version 2: the kubelet signer's client and kubelet CAs (issue 24).
 		mfVersion(2, mfStaticPod("manifests/static-pods/kube-apiserver", "bootstrap kube-apiserver static pod", manifests.KubeAPIServerPodFile,
-			[]string{"release/image/hyperkube"}, []string{"network.serviceNetwork"}, func(s *engine.Step) ([]byte, error) {
-				img, err := mfPullspec(s, "release/image/hyperkube")
+			[]string{"release/image/hyperkube"}, []string{lab.NetworkServiceNetwork}, func(s *engine.Step) ([]byte, error) {
+				img, err := depPullspec(s, "release/image/hyperkube")
 				if err != nil {
 					return nil, err
 				}
-				sn, err := s.String("network.serviceNetwork")
+				sn, err := s.String(lab.NetworkServiceNetwork)
 				if err != nil {
 					return nil, err
 				}
@@ -184,7 +133,7 @@ func manifestsTargets(c *Config) []*engine.Target {
 		// Version 2: signs kubelet CSRs with the kubelet signer (issue 24).
 		mfVersion(2, mfStaticPod("manifests/static-pods/kube-controller-manager", "bootstrap kube-controller-manager static pod", manifests.KubeControllerManagerPodFile,
 			[]string{"release/image/hyperkube"}, netReads, func(s *engine.Step) ([]byte, error) {
-				img, err := mfPullspec(s, "release/image/hyperkube")
+				img, err := depPullspec(s, "release/image/hyperkube")
 				if err != nil {
 					return nil, err
 				}
@@ -196,31 +145,31 @@ func manifestsTargets(c *Config) []*engine.Target {
 			})),
 		mfStaticPod("manifests/static-pods/kube-scheduler", "bootstrap kube-scheduler static pod", manifests.KubeSchedulerPodFile,
 			[]string{"release/image/hyperkube"}, nil, func(s *engine.Step) ([]byte, error) {
-				img, err := mfPullspec(s, "release/image/hyperkube")
+				img, err := depPullspec(s, "release/image/hyperkube")
 				if err != nil {
 					return nil, err
 				}
 				return manifests.KubeSchedulerPod(img)
 			}),
 		mfStaticPod("manifests/static-pods/cvo", "bootstrap cluster-version operator static pod (the release image, CLUSTER_PROFILE, --listen=)", manifests.CVOPodFile,
-			[]string{"release/resolve"}, []string{"cluster.profile"}, func(s *engine.Step) ([]byte, error) {
-				img, err := mfPullspec(s, "release/resolve")
+			[]string{"release/resolve"}, []string{lab.ClusterProfile}, func(s *engine.Step) ([]byte, error) {
+				img, err := depPullspec(s, "release/resolve")
 				if err != nil {
 					return nil, err
 				}
-				p, err := s.String("cluster.profile")
+				p, err := s.String(lab.ClusterProfile)
 				if err != nil {
 					return nil, err
 				}
 				return manifests.CVOPod(img, p)
 			}),
 		mfStaticPod("manifests/kube-proxy", "masters' kube-proxy static pod (kube-proxy.yaml) until OVN-Kubernetes runs", manifests.KubeProxyPodFile,
-			[]string{"release/image/kube-proxy"}, []string{"network.clusterNetwork"}, func(s *engine.Step) ([]byte, error) {
-				img, err := mfPullspec(s, "release/image/kube-proxy")
+			[]string{"release/image/kube-proxy"}, []string{lab.NetworkClusterNetwork}, func(s *engine.Step) ([]byte, error) {
+				img, err := depPullspec(s, "release/image/kube-proxy")
 				if err != nil {
 					return nil, err
 				}
-				cn, err := s.String("network.clusterNetwork")
+				cn, err := s.String(lab.NetworkClusterNetwork)
 				if err != nil {
 					return nil, err
 				}
@@ -228,7 +177,7 @@ func manifestsTargets(c *Config) []*engine.Target {
 			}),
 		mfStaticPod("manifests/crio-pause", "CRI-O drop-in naming the payload's pause image (bootstrap)", "00-pause.conf",
 			[]string{"release/image/pod"}, nil, func(s *engine.Step) ([]byte, error) {
-				img, err := mfPullspec(s, "release/image/pod")
+				img, err := depPullspec(s, "release/image/pod")
 				if err != nil {
 					return nil, err
 				}
@@ -237,11 +186,11 @@ func manifestsTargets(c *Config) []*engine.Target {
 		{
 			Name:    "manifests/ids",
 			Doc:     "the cluster's random identities: infrastructure name and cluster ID (sticky)",
-			Reads:   []string{"cluster.name"},
+			Reads:   []string{lab.ClusterName},
 			Version: 1,
 			Sticky:  true,
 			Run: func(ctx context.Context, s *engine.Step) error {
-				name, err := s.String("cluster.name")
+				name, err := s.String(lab.ClusterName)
 				if err != nil {
 					return err
 				}
@@ -280,7 +229,7 @@ func manifestsTargets(c *Config) []*engine.Target {
 				if err := s.WriteFile("kubeadmin-password", []byte(pw), 0o600); err != nil {
 					return err
 				}
-				return mfWrite(s, f)
+				return writeManifests(s, f)
 			},
 		},
 		mfCluster("namespaces", "the 10 bootstrap namespaces (openshift-etcd at run-level 0)", nil, nil,
@@ -297,7 +246,7 @@ func manifestsTargets(c *Config) []*engine.Target {
 				if err != nil {
 					return nil, err
 				}
-				m, w, err := mfCounts(s, nodeNames)
+				m, w, err := roleCounts(s, nodeNames)
 				if err != nil {
 					return nil, err
 				}
@@ -337,7 +286,7 @@ func manifestsTargets(c *Config) []*engine.Target {
 			}
 			return mfOne(manifests.Ingress(dom))
 		}),
-		// With a trust bundle (targets/trust.go) the Proxy names user-ca-bundle, as the
+		// With a trust bundle (targets/shared_trust.go) the Proxy names user-ca-bundle, as the
 		// installer's proxy.go does for additionalTrustBundlePolicy Always.
 		mfCluster("proxy", "Proxy cluster (no proxy)", userCABundleDeps(c), nil, func(*engine.Step) ([]manifests.File, error) {
 			if len(userCABundleDeps(c)) > 0 {
@@ -346,31 +295,31 @@ func manifestsTargets(c *Config) []*engine.Target {
 			return mfOne(manifests.Proxy())
 		}),
 		mfCluster("scheduler", "Scheduler cluster (masters schedulable without workers)", nil, roleReads, func(s *engine.Step) ([]manifests.File, error) {
-			_, w, err := mfCounts(s, nodeNames)
+			_, w, err := roleCounts(s, nodeNames)
 			if err != nil {
 				return nil, err
 			}
 			return mfOne(manifests.Scheduler(w))
 		}),
 		mfCluster("featuregate", "FeatureGate cluster with status for the payload version", nil,
-			[]string{"cluster.featureSet", "cluster.profile", "release.version"}, func(s *engine.Step) ([]manifests.File, error) {
-				fs, err := s.String("cluster.featureSet")
+			[]string{lab.ClusterFeatureSet, lab.ClusterProfile, lab.ReleaseVersion}, func(s *engine.Step) ([]manifests.File, error) {
+				fs, err := s.String(lab.ClusterFeatureSet)
 				if err != nil {
 					return nil, err
 				}
-				p, err := s.String("cluster.profile")
+				p, err := s.String(lab.ClusterProfile)
 				if err != nil {
 					return nil, err
 				}
-				v, err := s.String("release.version")
+				v, err := s.String(lab.ReleaseVersion)
 				if err != nil {
 					return nil, err
 				}
 				return mfOne(manifests.FeatureGate(fs, p, v))
 			}),
 		mfCluster("clusterversion", "ClusterVersion version (channel, clusterID; no desiredUpdate)", []string{"manifests/ids"},
-			[]string{"release.version"}, func(s *engine.Step) ([]manifests.File, error) {
-				v, err := s.String("release.version")
+			[]string{lab.ReleaseVersion}, func(s *engine.Step) ([]manifests.File, error) {
+				v, err := s.String(lab.ReleaseVersion)
 				if err != nil {
 					return nil, err
 				}
@@ -381,25 +330,25 @@ func manifestsTargets(c *Config) []*engine.Target {
 				return mfOne(manifests.ClusterVersion(v, strings.TrimSpace(string(id))))
 			}),
 		mfCluster("cluster-config-v1", "ConfigMap kube-system/cluster-config-v1 (the install-config, no pull secret)", append(mirrorClusterDeps(c, mirrorSourceDeps...), trustDeps(c)...),
-			addReads(append(append(append(domainReads[:2:2], netReads...), "network.machineNetwork"), roleReads...), append(vipPlatformReads(c), mirrorClusterReads(c)...)...), func(s *engine.Step) ([]manifests.File, error) {
+			addReads(append(append(append(domainReads[:2:2], netReads...), lab.NetworkMachineNetwork), roleReads...), append(vipPlatformReads(c), mirrorClusterReads(c)...)...), func(s *engine.Step) ([]manifests.File, error) {
 				ic := manifests.InstallConfig{}
 				if err := labInstallConfig(c, s, &ic); err != nil { // targets/mirror.go
 					return nil, err
 				}
 				var err error
-				if ic.Name, err = s.String("cluster.name"); err != nil {
+				if ic.Name, err = s.String(lab.ClusterName); err != nil {
 					return nil, err
 				}
-				if ic.BaseDomain, err = s.String("cluster.baseDomain"); err != nil {
+				if ic.BaseDomain, err = s.String(lab.ClusterBaseDomain); err != nil {
 					return nil, err
 				}
 				if ic.ClusterNetwork, ic.HostPrefix, ic.ServiceNetwork, err = netValues(s); err != nil {
 					return nil, err
 				}
-				if ic.MachineNetwork, err = s.String("network.machineNetwork"); err != nil {
+				if ic.MachineNetwork, err = s.String(lab.NetworkMachineNetwork); err != nil {
 					return nil, err
 				}
-				if ic.Masters, _, err = mfCounts(s, nodeNames); err != nil {
+				if ic.Masters, _, err = roleCounts(s, nodeNames); err != nil {
 					return nil, err
 				}
 				if ic.BareMetal, err = vipBareMetal(s); err != nil {
@@ -453,14 +402,14 @@ func manifestsTargets(c *Config) []*engine.Target {
 			Doc:     "Secret openshift-config/pull-secret (0600)",
 			Deps:    mirrorClusterDeps(c, "mirror/credentials"),
 			Reads:   mirrorClusterReads(c),
-			Files:   []string{"access.pullSecretFile"},
+			Files:   []string{lab.AccessPullSecretFile},
 			Version: 1,
 			Run: func(ctx context.Context, s *engine.Step) error {
-				b, err := s.File("access.pullSecretFile")
+				b, err := s.File(lab.AccessPullSecretFile)
 				if err != nil {
 					return err
 				}
-				if err := CheckPullSecret(b, "access.pullSecretFile"); err != nil {
+				if err := lab.CheckPullSecret(b, lab.AccessPullSecretFile); err != nil {
 					return err
 				}
 				if b, err = mirrorPullSecret(c, s, bytes.TrimSpace(b)); err != nil {
@@ -470,14 +419,14 @@ func manifestsTargets(c *Config) []*engine.Target {
 				if err != nil {
 					return fmt.Errorf("%s: %w", s.Target().Name, err)
 				}
-				return mfWrite(s, f)
+				return writeManifests(s, f)
 			},
 		},
 		mfCluster("bootstrap-complete", "ConfigMap kube-system/bootstrap status=complete, applied at pivot (not at bootstrap)", nil, nil,
 			func(*engine.Step) ([]manifests.File, error) { return mfOne(manifests.BootstrapComplete()) }),
 	}
 
-	ts = append(ts, handoverTargets()...) // targets/handover.go
+	ts = append(ts, handoverTargets()...) // targets/manifests_handover.go
 
 	collectorDeps := []string{"manifests/static-pods/etcd", "manifests/static-pods/kube-apiserver",
 		"manifests/static-pods/kube-controller-manager", "manifests/static-pods/kube-scheduler",
@@ -487,7 +436,7 @@ func manifestsTargets(c *Config) []*engine.Target {
 	}
 	inCluster := c.InCluster()
 	if inCluster {
-		// The bootstrap's on-prem pods from the MCO bootstrap render (targets/vip.go), and
+		// The bootstrap's on-prem pods from the MCO bootstrap render (targets/shared_vip.go), and
 		// the Provisioning CR the installer writes for platform baremetal.
 		ts = append(ts, mfCluster("baremetal-provisioning", "Provisioning provisioning-configuration (metal3.io): provisioning network Disabled, virtual media (in-cluster VIPs, platform BareMetal)", nil, nil,
 			func(*engine.Step) ([]manifests.File, error) { return mfOne(manifests.BaremetalProvisioning()) }))
@@ -497,7 +446,7 @@ func manifestsTargets(c *Config) []*engine.Target {
 		ts = append(ts, mirrorManifestTargets(c)...)
 		collectorDeps = append(collectorDeps, "manifests/cluster/mirror")
 	}
-	if ut := trustManifestTargets(c); len(ut) > 0 { // targets/trust.go
+	if ut := trustManifestTargets(c); len(ut) > 0 { // targets/manifests_trust.go
 		ts = append(ts, ut...)
 		collectorDeps = append(collectorDeps, userCABundleTarget)
 	}
@@ -581,7 +530,7 @@ func mfCopy(s *engine.Step, dep, rel, dst string) error {
 
 func init() {
 	Register(Family{Name: "manifests", Doc: "static pods and cluster manifests of the bootstrap control plane (stage 07)",
-		Targets: func(c *Config) []*engine.Target {
-			return manifestsTargets(c)
+		Targets: func(l Lab) []*engine.Target {
+			return manifestsTargets(l.Config)
 		}})
 }

@@ -31,6 +31,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
@@ -46,7 +47,7 @@ const mfTestSSHKey = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGq3z0lHq0m8VqgV1t3pU8
 // for the release targets (which write what release/* writes: pullspec files and crds/).
 type mfLab struct {
 	t    *testing.T
-	cfg  *Config
+	cfg  *lab.Config
 	out  string
 	now  time.Time
 	crds map[string][]byte // crds/<file> of the stand-in release/crds
@@ -62,7 +63,7 @@ func newMFLab(t *testing.T) *mfLab {
 	if err := os.WriteFile(key, []byte(mfTestSSHKey+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := lab.DefaultConfig()
 	cfg.Access.PullSecretFile = ps
 	cfg.Access.SSHKeyFile = key
 	cfg.PKI.KeyAlgorithm = "ECDSA-P256" // fast keys; the algorithm is not under test here
@@ -98,7 +99,7 @@ func (l *mfLab) build(goals ...string) *engine.Result {
 	l.t.Helper()
 	cfg := reparsed(l.t, l.cfg, "lab.json")
 	ts := append(append(append(pkiTargets(cfg), kubeconfigTargets(cfg)...), manifestsTargets(cfg)...), mfStandinRelease(l.crds)...)
-	r, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts,
+	r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts,
 		Now: func() time.Time { return l.now }, Stdout: &l.log, Stderr: &l.log})
 	if err != nil {
 		l.t.Fatalf("build: %v\n%s", err, l.log.String())
@@ -230,7 +231,7 @@ func TestManifestsBadPullSecret(t *testing.T) {
 	cfg := reparsed(t, l.cfg, "lab.json")
 	ts := append(append(pkiTargets(cfg), manifestsTargets(cfg)...), mfStandinRelease(l.crds)...)
 	var out bytes.Buffer
-	_, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: []string{"manifests/cluster/pull-secret"}, Targets: ts, Stdout: &out, Stderr: &out})
+	_, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: l.out, Goals: []string{"manifests/cluster/pull-secret"}, Targets: ts, Stdout: &out, Stderr: &out})
 	if err == nil {
 		t.Fatal("build with a malformed pull secret succeeded")
 	}

@@ -13,7 +13,9 @@ import (
 	"strings"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/ignition"
+	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/mco"
 )
 
@@ -36,8 +38,8 @@ import (
 // configs, so mco/base/* and the node Ignition stay as they are.
 
 // mcoRoleReads are the derived count reads (the install-config's controlPlane replicas and the
-// topologies), see mfRoleReads.
-func mcoRoleReads(c *Config) []string { return mfRoleReads(c) }
+// topologies), see roleCountReads.
+func mcoRoleReads(c *lab.Config) []string { return roleCountReads(c) }
 
 // mcoWriteFile writes one output, 0600 when secret.
 func mcoWriteFile(s *engine.Step, rel string, data []byte, secret bool) error {
@@ -114,9 +116,9 @@ func mcoDepDir(s *engine.Step, dep, prefix string) (string, error) {
 		s.Target().Name, dep, prefix, dep)
 }
 
-func mcoTargets(c *Config) []*engine.Target {
-	reads := append([]string{"cluster.name", "cluster.baseDomain", "network.clusterNetwork", "network.hostPrefix",
-		"network.serviceNetwork", "network.machineNetwork", "cluster.featureSet", "cluster.profile", "release.version"},
+func mcoTargets(c *lab.Config) []*engine.Target {
+	reads := append([]string{lab.ClusterName, lab.ClusterBaseDomain, lab.NetworkClusterNetwork, lab.NetworkHostPrefix,
+		lab.NetworkServiceNetwork, lab.NetworkMachineNetwork, lab.ClusterFeatureSet, lab.ClusterProfile, lab.ReleaseVersion},
 		mcoRoleReads(c)...)
 	reads = addReads(reads, vipPlatformReads(c)...) // in-cluster: platform BareMetal, on-prem templates
 	var nodeNames []string
@@ -129,7 +131,7 @@ func mcoTargets(c *Config) []*engine.Target {
 			Doc:     "the MCO bootstrap work dir: root and kube-apiserver CAs, cluster-config-v1, pull-secret Secret, Infrastructure, Network, DNS, Proxy, FeatureGate, image-references",
 			Deps:    append([]string{"pki/ca/root", "pki/bundle/kubelet-client-ca", "manifests/ids", "release/image-references"}, append(mirrorClusterDeps(c, append(mirrorSourceDeps, "mirror/credentials")...), trustDeps(c)...)...),
 			Reads:   addReads(reads, mirrorClusterReads(c)...),
-			Files:   []string{"access.pullSecretFile"},
+			Files:   []string{lab.AccessPullSecretFile},
 			Version: 1,
 			Run: func(ctx context.Context, s *engine.Step) error {
 				in := mco.Inputs{}
@@ -139,27 +141,27 @@ func mcoTargets(c *Config) []*engine.Target {
 						*into, err = s.String(p)
 					}
 				}
-				str("cluster.name", &in.ClusterName)
-				str("cluster.baseDomain", &in.BaseDomain)
-				str("network.clusterNetwork", &in.ClusterNetwork)
-				str("network.serviceNetwork", &in.ServiceNetwork)
-				str("network.machineNetwork", &in.MachineNetwork)
-				str("cluster.featureSet", &in.FeatureSet)
-				str("cluster.profile", &in.Profile)
-				str("release.version", &in.PayloadVersion)
+				str(lab.ClusterName, &in.ClusterName)
+				str(lab.ClusterBaseDomain, &in.BaseDomain)
+				str(lab.NetworkClusterNetwork, &in.ClusterNetwork)
+				str(lab.NetworkServiceNetwork, &in.ServiceNetwork)
+				str(lab.NetworkMachineNetwork, &in.MachineNetwork)
+				str(lab.ClusterFeatureSet, &in.FeatureSet)
+				str(lab.ClusterProfile, &in.Profile)
+				str(lab.ReleaseVersion, &in.PayloadVersion)
 				if err != nil {
 					return err
 				}
-				if in.HostPrefix, err = mfInt(s, "network.hostPrefix"); err != nil {
+				if in.HostPrefix, err = intValue(s, lab.NetworkHostPrefix); err != nil {
 					return err
 				}
-				if in.Masters, in.Workers, err = mfCounts(s, nodeNames); err != nil {
+				if in.Masters, in.Workers, err = roleCounts(s, nodeNames); err != nil {
 					return err
 				}
-				if in.PullSecret, err = s.File("access.pullSecretFile"); err != nil {
+				if in.PullSecret, err = s.File(lab.AccessPullSecretFile); err != nil {
 					return err
 				}
-				if err := CheckPullSecret(in.PullSecret, "access.pullSecretFile"); err != nil {
+				if err := lab.CheckPullSecret(in.PullSecret, lab.AccessPullSecretFile); err != nil {
 					return err
 				}
 				if err := mcoTrustInputs(c, s, &in); err != nil { // targets/mirror.go
@@ -200,14 +202,14 @@ func mcoTargets(c *Config) []*engine.Target {
 			Name:    "mco/operator-bootstrap",
 			Doc:     "runs the release's `machine-config-operator bootstrap`: ControllerConfig, master/worker pools, pull-secret copy, bootstrap pod",
 			Deps:    []string{"mco/inputs", "release/mco", "release/resolve"},
-			Reads:   []string{"release.version"},
+			Reads:   []string{lab.ReleaseVersion},
 			Version: 1,
 			Run: func(ctx context.Context, s *engine.Step) error {
-				version, err := s.String("release.version")
+				version, err := s.String(lab.ReleaseVersion)
 				if err != nil {
 					return err
 				}
-				release, err := mfPullspec(s, "release/resolve")
+				release, err := depPullspec(s, "release/resolve")
 				if err != nil {
 					return err
 				}
@@ -240,10 +242,10 @@ func mcoTargets(c *Config) []*engine.Target {
 			Name:    "mco/controller-bootstrap",
 			Doc:     "runs the release's `machine-config-controller bootstrap` over the templates: rendered-<pool>-<hash> MachineConfigs, pools, ControllerConfig",
 			Deps:    append([]string{"mco/operator-bootstrap", "mco/inputs", "release/mco", "manifests/cluster/ssh"}, mirrorClusterDeps(c, "manifests/cluster/mirror")...),
-			Reads:   []string{"release.version"},
+			Reads:   []string{lab.ReleaseVersion},
 			Version: 1,
 			Run: func(ctx context.Context, s *engine.Step) error {
-				version, err := s.String("release.version")
+				version, err := s.String(lab.ReleaseVersion)
 				if err != nil {
 					return err
 				}
@@ -302,7 +304,7 @@ func mcoTargets(c *Config) []*engine.Target {
 				// /etc/mcc/bootstrap/`: the controller renders 99-<pool>-generated-registries
 				// (registries.conf) from it.
 				if c.MirrorOn() {
-					if err := copyIn("manifests/cluster/mirror", mirrorIDMSFile); err != nil {
+					if err := copyIn("manifests/cluster/mirror", manifests.ImageDigestMirrorSetFile); err != nil {
 						return err
 					}
 				}
@@ -379,7 +381,25 @@ func mcoTargets(c *Config) []*engine.Target {
 
 func init() {
 	Register(Family{Name: "mco", Doc: "node OS render by the release's machine-config-operator/controller bootstrap (stage 08)",
-		Targets: func(c *Config) []*engine.Target {
-			return mcoTargets(c)
+		Targets: func(l Lab) []*engine.Target {
+			return mcoTargets(l.Config)
 		}})
+}
+
+// mcoTrustInputs gives the MCO bootstrap the mirror and the lab's trust bundle: with a mirror,
+// the pull secret with its auth (the nodes' /var/lib/kubelet/config.json) and
+// imageDigestSources; with a trust bundle, the bundle (cluster-config-v1, user-ca-bundle,
+// Proxy trustedCA, and so the nodes' anchor).
+func mcoTrustInputs(c *lab.Config, s *engine.Step, in *mco.Inputs) error {
+	var err error
+	if c.MirrorOn() {
+		if in.PullSecret, err = mirrorPullSecret(c, s, bytes.TrimSpace(in.PullSecret)); err != nil {
+			return err
+		}
+		if in.ImageDigestSources, err = mirrorSources(s); err != nil {
+			return err
+		}
+	}
+	in.AdditionalTrustBundle, err = trustBundle(c, s)
+	return err
 }

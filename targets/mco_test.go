@@ -24,6 +24,7 @@ import (
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/repo"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/mco"
 )
@@ -35,7 +36,7 @@ import (
 // release/image/<tag> (fake digest pull specs) and release/crds (the fixture CRDs).
 type mcoLab struct {
 	t        testing.TB
-	cfg      *Config
+	cfg      *lab.Config
 	out      string
 	shared   string
 	standin  string // path of the built internal/rig/standin/mco
@@ -110,7 +111,7 @@ func newMCOLab(t testing.TB) *mcoLab {
 	if err := os.WriteFile(key, ssh.MarshalAuthorizedKey(sp), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := lab.DefaultConfig()
 	cfg.Access.PullSecretFile = ps
 	cfg.Access.SSHKeyFile = key
 	cfg.PKI.KeyAlgorithm = "ECDSA-P256" // fast keys; the algorithm is not under test here
@@ -210,7 +211,7 @@ func (l *mcoLab) tryBuildForce(force bool, goals ...string) (*engine.Result, err
 		mcoTargets(cfg)...), ignitionTargets(cfg)...), l.standinRelease()...)
 	ts = append(ts, mirrorCredentialsOnly(cfg)...) // with mirror.enabled (mirror_ignition_test.go)
 	l.log.Reset()
-	return engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts, Force: force,
+	return engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts, Force: force,
 		Now: func() time.Time { return pkiT0 }, Stdout: &l.log, Stderr: &l.log})
 }
 

@@ -17,13 +17,11 @@ package targets
 // and every other target keeps its key.
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -32,97 +30,31 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/render/ignition"
-	"github.com/labbuild/labbuild/render/manifests"
-	"github.com/labbuild/labbuild/render/mco"
-	"github.com/labbuild/labbuild/render/pki"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/daemon"
-	"github.com/labbuild/labbuild/targets/oci"
 )
-
-// MirrorConfig is lab.yaml's `mirror:` section: the local release mirror. Absent or
-// enabled: false, labbuild pulls from the release's own registries as before.
-type MirrorConfig struct {
-	// Enabled turns the mirror on: the mirror/* targets exist and the cluster pulls through it.
-	Enabled bool `json:"enabled"`
-	// Storage is the registry's storage directory (the distribution filesystem driver's
-	// rootdirectory), "~/..." or absolute; DefaultMirrorStorage when unset. Every lab of the
-	// host that names the same directory shares its blobs.
-	Storage string `json:"storage"`
-	// Port is the TCP port the registry listens on, on 127.0.0.1 and on network.gateway (the
-	// host's address on the lab bridge); DefaultMirrorPort when unset. Labs that run at once
-	// need distinct ports.
-	Port int `json:"port"`
-}
-
-// Defaults of the mirror section.
-const (
-	DefaultMirrorStorage = "~/.cache/labbuild/mirror"
-	DefaultMirrorPort    = 5000
-	// MirrorUser is the registry's only user (htpasswd); its password is generated.
-	MirrorUser = "labbuild"
-)
-
-// UnmarshalJSON decodes the section over its defaults, rejecting unknown fields.
-func (m *MirrorConfig) UnmarshalJSON(b []byte) error {
-	type plain MirrorConfig
-	p := plain{Storage: DefaultMirrorStorage, Port: DefaultMirrorPort}
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&p); err != nil {
-		return fmt.Errorf("mirror: %w", err)
-	}
-	*m = MirrorConfig(p)
-	return nil
-}
-
-// MirrorOn reports whether the lab runs the local release mirror (mirror.enabled).
-func (c *Config) MirrorOn() bool { return c.Mirror != nil && c.Mirror.Enabled }
-
-// validateMirror checks the mirror section when it is enabled.
-func (c *Config) validateMirror(bad func(field, msg, fix string)) {
-	if !c.MirrorOn() {
-		return
-	}
-	m := c.Mirror
-	switch {
-	case m.Storage == "":
-		bad("mirror.storage", "is empty", "an absolute directory or ~/..., e.g. "+DefaultMirrorStorage)
-	case !filepath.IsAbs(m.Storage) && !strings.HasPrefix(m.Storage, "~/"):
-		bad("mirror.storage", fmt.Sprintf("%q is a relative path", m.Storage), "an absolute directory or ~/... (it is shared by every lab of the host), e.g. "+DefaultMirrorStorage)
-	}
-	switch p := m.Port; {
-	case p < 1 || p > 65535:
-		bad("mirror.port", fmt.Sprintf("%d is not a port", p), "1-65535 (default 5000)")
-	case p == 6443 || p == 22623 || p == 80 || p == 443 || p == c.HAProxy.StatsPort:
-		bad("mirror.port", fmt.Sprintf("%d is a port the load balancer binds (api 6443, machine-config 22623, ingress 80/443, haproxy.statsPort)", p), "use another port, e.g. 5000")
-	}
-	if net.ParseIP(c.Network.Gateway).To4() == nil {
-		bad("network.gateway", fmt.Sprintf("%q is not an IPv4 address; the mirror listens on it for the nodes", c.Network.Gateway), "the host's address on the lab bridge, e.g. the first address of network.machineNetwork")
-	}
-}
 
 // mirrorReads are the config fields that say where the mirror is: the nodes reach it at
 // network.gateway:mirror.port, labbuild at 127.0.0.1:mirror.port.
-var mirrorReads = []string{"mirror.storage", "mirror.port", "network.gateway"}
+var mirrorReads = []string{lab.MirrorStorage, lab.MirrorPort, lab.NetworkGateway}
 
 // mirrorPKIDeps are the mirror's CA and serving certificate (pki/ca/mirror, pki/cert/mirror).
 var mirrorPKIDeps = []string{"pki/ca/mirror-ca", "pki/cert/mirror", "pki/key/mirror"}
 
-func mirrorTargets(c *Config) []*engine.Target {
+// mirrorTargets declares the family for c; destroyStorage is Lab.DestroyMirror (destroy
+// --mirror), which mirror/registry's Destroy applies.
+func mirrorTargets(c *lab.Config, destroyStorage bool) []*engine.Target {
 	if !c.MirrorOn() {
 		return nil
 	}
 	withMirrors := func(reads ...string) []string {
 		if len(c.Release.Mirrors) > 0 {
-			return append(reads, "release.mirrors")
+			return append(reads, lab.ReleaseMirrors)
 		}
 		return reads
 	}
@@ -140,7 +72,10 @@ func mirrorTargets(c *Config) []*engine.Target {
 			// Reads "release.image" nowhere: the registry does not depend on the release.
 			Reads:   mirrorReads,
 			Version: 1, External: true,
-			Run: mirrorRegistryRun, Probe: mirrorRegistryProbe, Destroy: mirrorRegistryDestroy,
+			Run: mirrorRegistryRun, Probe: mirrorRegistryProbe,
+			Destroy: func(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) {
+				return mirrorRegistryDestroy(s, destroyStorage)
+			},
 		},
 		{
 			Name: "mirror/release",
@@ -150,7 +85,7 @@ func mirrorTargets(c *Config) []*engine.Target {
 			// mirror's identity (its storage and port): a second lab with the same release
 			// and storage finds every image there and copies 0 bytes.
 			Reads:   withMirrors(mirrorReads...),
-			Files:   []string{"access.pullSecretFile"},
+			Files:   []string{lab.AccessPullSecretFile},
 			Version: 1, External: true,
 			Run: mirrorReleaseRun, Probe: mirrorReleaseProbe,
 		},
@@ -158,7 +93,7 @@ func mirrorTargets(c *Config) []*engine.Target {
 }
 
 func init() {
-	Register(Family{Name: "mirror", Doc: "the local release mirror: a distribution registry holding the payload by digest (mirror.enabled)", Targets: mirrorTargets})
+	Register(Family{Name: "mirror", Doc: "the local release mirror: a distribution registry holding the payload by digest (mirror.enabled)", Targets: func(l Lab) []*engine.Target { return mirrorTargets(l.Config, l.DestroyMirror) }})
 }
 
 // mirrorPasswordBytes is the entropy of the generated password: 24 random bytes, 32 base64url
@@ -209,15 +144,15 @@ type mirrorSpec struct {
 
 func mirrorSpecOf(s *engine.Step) (mirrorSpec, error) {
 	var sp mirrorSpec
-	st, err := s.String("mirror.storage")
+	st, err := s.String(lab.MirrorStorage)
 	if err != nil {
 		return sp, err
 	}
-	sp.storage = ExpandPath(st, "/")
-	if err := s.Value("mirror.port", &sp.port); err != nil {
+	sp.storage = lab.ExpandPath(st, "/")
+	if err := s.Value(lab.MirrorPort, &sp.port); err != nil {
 		return sp, err
 	}
-	if sp.bridge, err = s.String("network.gateway"); err != nil {
+	if sp.bridge, err = s.String(lab.NetworkGateway); err != nil {
 		return sp, err
 	}
 	for _, x := range []struct {
@@ -331,7 +266,7 @@ func mirrorPing(ctx context.Context, tc *tls.Config, hostport string, password [
 
 // hostHasAddr reports whether ip is an address of one of the host's interfaces (the lab
 // bridge is up), so that the registry can bind it.
-var hostHasAddr = func(ip string) bool {
+func hostHasAddr(ip string) bool {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return false
@@ -442,11 +377,10 @@ func mirrorRegistryProbe(ctx context.Context, s *engine.Step) (engine.ProbeResul
 	return engine.ProbeResult{Action: engine.Keep}, nil
 }
 
-// DestroyMirror makes mirror/registry's Destroy delete the mirror's storage too (`labbuild
-// destroy --mirror`). Without it the storage, shared by every lab of the host, is kept.
-var DestroyMirror bool
-
-func mirrorRegistryDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) {
+// mirrorRegistryDestroy stops the registry and, with destroyStorage (Lab.DestroyMirror:
+// destroy --mirror), deletes its storage too; without it the storage, shared by every lab of
+// the host, is kept.
+func mirrorRegistryDestroy(s *engine.Step, destroyStorage bool) (engine.DestroyOutcome, error) {
 	prev, ok, err := readRecord[mirrorRecord](s, recordFile)
 	if err != nil {
 		return 0, err
@@ -462,7 +396,7 @@ func mirrorRegistryDestroy(ctx context.Context, s *engine.Step) (engine.DestroyO
 		}
 		existed = existed || e
 	}
-	if DestroyMirror && prev.Storage != "" {
+	if destroyStorage && prev.Storage != "" {
 		if _, err := os.Stat(prev.Storage); err == nil {
 			existed = true
 			if err := os.RemoveAll(prev.Storage); err != nil {
@@ -475,177 +409,3 @@ func mirrorRegistryDestroy(ctx context.Context, s *engine.Step) (engine.DestroyO
 	}
 	return engine.Destroyed, nil
 }
-
-// mirrorLeaves is the mirror's serving certificate, a pkiLeaves row when the lab has a mirror:
-// the bridge address (what the nodes dial, network.gateway), 127.0.0.1 and localhost (what
-// labbuild dials).
-func mirrorLeaves(c *Config) []pkiLeaf {
-	if c == nil || !c.MirrorOn() {
-		return nil
-	}
-	return []pkiLeaf{{
-		id: "mirror", issuer: "mirror-ca",
-		doc:   "the release mirror registry's serving cert: network.gateway, 127.0.0.1, localhost",
-		reads: func(*Config) []string { return []string{"network.gateway"} },
-		spec: func(s *engine.Step) (pki.Spec, error) {
-			gw, err := s.String("network.gateway")
-			if err != nil {
-				return pki.Spec{}, err
-			}
-			return pki.Spec{CommonName: "labbuild-mirror", Server: true, DNSNames: []string{"localhost"}, IPs: []string{gw, "127.0.0.1"}}, nil
-		},
-	}}
-}
-
-// mirrorHost is the mirror as the nodes reach it: network.gateway:mirror.port.
-func mirrorHost(s *engine.Step) (string, error) {
-	gw, err := s.String("network.gateway")
-	if err != nil {
-		return "", err
-	}
-	var port int
-	if err := s.Value("mirror.port", &port); err != nil {
-		return "", err
-	}
-	return net.JoinHostPort(gw, strconv.Itoa(port)), nil
-}
-
-// mirrorClusterDeps and mirrorClusterReads are what a cluster manifest that names the mirror
-// declares (nil when the lab has none, so its key is as before).
-func mirrorClusterDeps(c *Config, deps ...string) []string {
-	if !c.MirrorOn() {
-		return nil
-	}
-	return deps
-}
-
-func mirrorClusterReads(c *Config) []string {
-	if !c.MirrorOn() {
-		return nil
-	}
-	return []string{"mirror.port", "network.gateway"}
-}
-
-// mirrorSourceDeps are the targets whose pull specs name the repositories the mirror serves:
-// the release image's repository and the components' (art-dev) one.
-var mirrorSourceDeps = []string{"release/resolve", "release/image/pod"}
-
-// mirrorSources is the lab's imageDigestSources: the release repository and the component
-// repository, each mirrored at network.gateway:mirror.port under the same path (MirrorRepo).
-func mirrorSources(s *engine.Step) ([]manifests.MirrorSource, error) {
-	host, err := mirrorHost(s)
-	if err != nil {
-		return nil, err
-	}
-	var out []manifests.MirrorSource
-	for _, dep := range []string{"release/resolve", "release/image/pod"} {
-		p, err := mfPullspec(s, dep)
-		if err != nil {
-			return nil, err
-		}
-		d, err := name.NewDigest(p)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", dep, err)
-		}
-		src := d.Context().Name()
-		if len(out) > 0 && out[0].Source == src {
-			continue
-		}
-		out = append(out, manifests.MirrorSource{Source: src, Mirrors: []string{oci.MirrorRepo(host, d.Context())}})
-	}
-	return out, nil
-}
-
-// mirrorManifestTargets is the mirror's cluster manifest, in the manifests family's collector:
-// the ImageDigestMirrorSet. The mirror CA is in the lab's trust bundle (targets/trust.go:
-// manifests/cluster/user-ca-bundle).
-func mirrorManifestTargets(c *Config) []*engine.Target {
-	if !c.MirrorOn() {
-		return nil
-	}
-	return []*engine.Target{mfCluster("mirror", "the release mirror: ImageDigestMirrorSet image-digest-mirror (release and art-dev repositories)",
-		mirrorSourceDeps, mirrorClusterReads(c), func(s *engine.Step) ([]manifests.File, error) {
-			srcs, err := mirrorSources(s)
-			if err != nil {
-				return nil, err
-			}
-			return mfOne(manifests.ImageDigestMirrorSet(srcs))
-		})}
-}
-
-// labInstallConfig fills the install-config's imageDigestSources when the lab has a mirror,
-// and its additionalTrustBundle when it has a trust bundle (targets/trust.go), as
-// cluster-config-v1 carries them.
-func labInstallConfig(c *Config, s *engine.Step, ic *manifests.InstallConfig) error {
-	if c.MirrorOn() {
-		srcs, err := mirrorSources(s)
-		if err != nil {
-			return err
-		}
-		ic.ImageDigestSources = srcs
-	}
-	b, err := trustBundle(c, s)
-	ic.AdditionalTrustBundle = string(b)
-	return err
-}
-
-// mirrorPullSecret returns the pull secret with the mirror's credentials merged in, for the
-// host the nodes reach (network.gateway:mirror.port); ps unchanged without a mirror.
-func mirrorPullSecret(c *Config, s *engine.Step, ps []byte) ([]byte, error) {
-	if !c.MirrorOn() {
-		return ps, nil
-	}
-	host, err := mirrorHost(s)
-	if err != nil {
-		return nil, err
-	}
-	pw, err := s.DepFile("mirror/credentials", "password")
-	if err != nil {
-		return nil, err
-	}
-	return manifests.MergePullSecret(ps, host, MirrorUser, string(pw))
-}
-
-// MirrorRegistriesDropIn is the bootstrap's registries.conf drop-in for the mirror
-// (containers-registries.conf(5): a drop-in, so RHCOS's own registries.conf stays).
-const MirrorRegistriesDropIn = "/etc/containers/registries.conf.d/99-labbuild-mirror.conf"
-
-// mirrorBootstrapInput adds the mirror to the bootstrap's Ignition when the lab has one: the
-// registries.conf drop-in (the installer's bootstrap registries.conf, from imageDigestSources)
-// and the pull secret with the mirror's auth. Its CA is in the lab's trust bundle
-// (trustBootstrapInput).
-func mirrorBootstrapInput(c *Config, s *engine.Step, in *ignition.BootstrapInput) error {
-	if !c.MirrorOn() {
-		return nil
-	}
-	srcs, err := mirrorSources(s)
-	if err != nil {
-		return err
-	}
-	if in.PullSecret, err = mirrorPullSecret(c, s, in.PullSecret); err != nil {
-		return err
-	}
-	in.Files = append(in.Files, ignition.File{Path: MirrorRegistriesDropIn, Mode: ignition.ModeFile, Contents: manifests.RegistriesConf(srcs)})
-	return nil
-}
-
-// mcoTrustInputs gives the MCO bootstrap the mirror and the lab's trust bundle: with a mirror,
-// the pull secret with its auth (the nodes' /var/lib/kubelet/config.json) and
-// imageDigestSources; with a trust bundle, the bundle (cluster-config-v1, user-ca-bundle,
-// Proxy trustedCA, and so the nodes' anchor).
-func mcoTrustInputs(c *Config, s *engine.Step, in *mco.Inputs) error {
-	var err error
-	if c.MirrorOn() {
-		if in.PullSecret, err = mirrorPullSecret(c, s, bytes.TrimSpace(in.PullSecret)); err != nil {
-			return err
-		}
-		if in.ImageDigestSources, err = mirrorSources(s); err != nil {
-			return err
-		}
-	}
-	in.AdditionalTrustBundle, err = trustBundle(c, s)
-	return err
-}
-
-// mirrorIDMSFile is manifests/cluster/mirror's ImageDigestMirrorSet file.
-var mirrorIDMSFile = manifests.ImageDigestMirrorSetFile

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 )
@@ -22,15 +23,15 @@ import (
 // whose mirrorSourcePolicy the CRD does not know (so the check can fail).
 func TestMirrorManifestsAPIServer(t *testing.T) {
 	l := mfRealAPILab(t)
-	l.cfg.Mirror = &MirrorConfig{Enabled: true, Storage: filepath.Join(t.TempDir(), "mirror"), Port: 5000}
+	l.cfg.Mirror = &lab.MirrorConfig{Enabled: true, Storage: filepath.Join(t.TempDir(), "mirror"), Port: 5000}
 	cfg := reparsed(t, l.cfg, "lab.json")
 	ts := append(append(append(pkiTargets(cfg), kubeconfigTargets(cfg)...), manifestsTargets(cfg)...), mfStandinRelease(l.crds)...)
-	for _, m := range mirrorTargets(cfg) {
+	for _, m := range mirrorTargets(cfg, false) {
 		if m.Name == "mirror/credentials" {
 			ts = append(ts, m)
 		}
 	}
-	if _, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Jobs: 2, Targets: ts,
+	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: l.out, Jobs: 2, Targets: ts,
 		Goals: []string{"manifests", "pki", "kubeconfig/kubelet-bootstrap", "kubeconfig/admin"},
 		Now:   func() time.Time { return l.now }, Stdout: &l.log, Stderr: &l.log}); err != nil {
 		t.Fatalf("build: %v\n%s", err, l.log.String())

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/oci"
 )
 
@@ -69,7 +70,7 @@ func mirrorCopierOf(s *engine.Step) (*oci.Copier, []name.Digest, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	ps, err := s.File("access.pullSecretFile")
+	ps, err := s.File(lab.AccessPullSecretFile)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -79,12 +80,12 @@ func mirrorCopierOf(s *engine.Step) (*oci.Copier, []name.Digest, error) {
 	}
 	c := &oci.Copier{Mirror: "127.0.0.1:" + strconv.Itoa(sp.port), MirrorTransport: oci.MirrorTransport(tc), Keychain: kc,
 		MirrorAuth: &authn.Basic{Username: MirrorUser, Password: string(sp.password)}}
-	if ri := s.Target().Reads; len(ri) > 0 && ri[len(ri)-1] == "release.mirrors" {
-		if err := s.Value("release.mirrors", &c.Mirrors); err != nil {
+	if ri := s.Target().Reads; len(ri) > 0 && ri[len(ri)-1] == lab.ReleaseMirrors {
+		if err := s.Value(lab.ReleaseMirrors, &c.Mirrors); err != nil {
 			return nil, nil, err
 		}
 	}
-	rel, err := mfPullspec(s, "release/resolve")
+	rel, err := depPullspec(s, "release/resolve")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -122,7 +123,7 @@ func mirrorReleaseRun(ctx context.Context, s *engine.Step) error {
 			oci.IBytes(res.Sent), oci.IBytes(res.Plan.Bytes), time.Since(start).Round(time.Millisecond), res.Verified)
 	}
 	sp, _ := mirrorSpecOf(s)
-	rel, _ := mfPullspec(s, "release/resolve")
+	rel, _ := depPullspec(s, "release/resolve")
 	b, _ := json.MarshalIndent(mirrorReleaseRecord{Release: rel, Mirror: c.Mirror, Storage: sp.storage, Images: len(jobs), Sent: res.Sent}, "", "  ")
 	return s.WriteFile("record.json", append(b, '\n'), 0o644)
 }

@@ -7,15 +7,16 @@ import (
 	"testing"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/ignition"
 	"github.com/labbuild/labbuild/render/manifests"
 )
 
 // mirrorCredentialsOnly is mirror/credentials when cfg has a mirror (labs of tests that
 // declare the families they need, without the registry and the copy).
-func mirrorCredentialsOnly(cfg *Config) []*engine.Target {
+func mirrorCredentialsOnly(cfg *lab.Config) []*engine.Target {
 	var out []*engine.Target
-	for _, m := range mirrorTargets(cfg) {
+	for _, m := range mirrorTargets(cfg, false) {
 		if m.Name == "mirror/credentials" {
 			out = append(out, m)
 		}
@@ -30,7 +31,7 @@ func mirrorCredentialsOnly(cfg *Config) []*engine.Target {
 // the user-ca-bundle, and the nodes' Ignition carries the merged pull secret.
 func TestMirrorIgnition(t *testing.T) {
 	l := newMCOLab(t)
-	l.cfg.Mirror = &MirrorConfig{Enabled: true, Storage: t.TempDir(), Port: 5000}
+	l.cfg.Mirror = &lab.MirrorConfig{Enabled: true, Storage: t.TempDir(), Port: 5000}
 	l.build("ignition/bootstrap", "ignition/master-0")
 	cfg := l.ignLoad("bootstrap")
 	host := "192.168.126.1:5000"

@@ -7,15 +7,17 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/labbuild/labbuild/lab"
 )
 
 // mirrorOffDefs lists every target of c with everything that keys it besides the values it
 // reads: name, recipe version, deps, config reads (with the canonical JSON each reads),
 // files, and the sticky/gate/external marks; one line each, sorted.
-func mirrorOffDefs(t *testing.T, c *Config) []string {
+func mirrorOffDefs(t *testing.T, c *lab.Config) []string {
 	t.Helper()
 	var out []string
-	for _, tg := range c.Declare() {
+	for _, tg := range (Lab{Config: c}).Declare() {
 		var reads []string
 		for _, r := range tg.Reads {
 			v, _ := c.Lookup(r)
@@ -43,11 +45,11 @@ func TestMirrorOffUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	off, err := ParseConfig([]byte("mirror:\n  enabled: false\n"), "off.yaml")
+	off, err := lab.ParseConfig([]byte("mirror:\n  enabled: false\n"), "off.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, c := range map[string]*Config{"no mirror:": DefaultConfig(), "mirror.enabled: false": off} {
+	for name, c := range map[string]*lab.Config{"no mirror:": lab.DefaultConfig(), "mirror.enabled: false": off} {
 		got := mirrorOffDefs(t, c)
 		for _, l := range got {
 			if !slices.Contains(want, l) {
@@ -61,14 +63,14 @@ func TestMirrorOffUnchanged(t *testing.T) {
 		}
 	}
 	// The config as targets see it: no mirror field at all without the section.
-	if _, ok := DefaultConfig().Lookup("mirror"); ok {
+	if _, ok := lab.DefaultConfig().Lookup("mirror"); ok {
 		t.Error(`the default config has a "mirror" field`)
 	}
-	on, err := ParseConfig([]byte("mirror:\n  enabled: true\n"), "on.yaml")
+	on, err := lab.ParseConfig([]byte("mirror:\n  enabled: true\n"), "on.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !on.MirrorOn() || on.Mirror.Storage != DefaultMirrorStorage || on.Mirror.Port != DefaultMirrorPort {
+	if !on.MirrorOn() || on.Mirror.Storage != lab.DefaultMirrorStorage || on.Mirror.Port != lab.DefaultMirrorPort {
 		t.Errorf("mirror: {enabled: true} = %+v, want the defaults", on.Mirror)
 	}
 	var mirrorTargets []string

@@ -27,6 +27,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/oci"
 )
@@ -56,11 +57,11 @@ func freePort(t *testing.T) int {
 // registry when the test ends.
 func withMirror(t *testing.T, l *releaseLab, storage string) {
 	t.Helper()
-	l.cfg.Mirror = &MirrorConfig{Enabled: true, Storage: storage, Port: freePort(t)}
+	l.cfg.Mirror = &lab.MirrorConfig{Enabled: true, Storage: storage, Port: freePort(t)}
 	out := l.out
 	cfg := l.cfg
 	t.Cleanup(func() {
-		engine.Destroy(context.Background(), engine.Options{Config: cfg, OutDir: out, Goals: []string{"mirror"}})
+		engine.Destroy(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: out, Goals: []string{"mirror"}})
 	})
 }
 
@@ -166,10 +167,10 @@ func TestMirrorCopyAndSkip(t *testing.T) {
 	// A second lab: its own output directory and port, the same storage and release.
 	l2 := &releaseLab{reg: l.reg, p: l.p, out: t.TempDir(), cache: l.cache}
 	cfg2 := *l.cfg
-	cfg2.Mirror = &MirrorConfig{Enabled: true, Storage: storage, Port: freePort(t)}
+	cfg2.Mirror = &lab.MirrorConfig{Enabled: true, Storage: storage, Port: freePort(t)}
 	l2.cfg = &cfg2
 	t.Cleanup(func() {
-		engine.Destroy(context.Background(), engine.Options{Config: l2.cfg, OutDir: l2.out, Goals: []string{"mirror"}})
+		engine.Destroy(context.Background(), engine.Options{Config: Lab{Config: l2.cfg}, OutDir: l2.out, Goals: []string{"mirror"}})
 	})
 	if _, err := l2.build(t, false, "release/image-references", "mirror/registry"); err != nil {
 		t.Fatal(err)
@@ -199,7 +200,7 @@ func TestMirrorCopyAndSkip(t *testing.T) {
 		return r
 	}
 	rr := regRec(l)
-	if _, err := engine.Destroy(context.Background(), engine.Options{Config: l.cfg, OutDir: l.out}); err != nil {
+	if _, err := engine.Destroy(context.Background(), engine.Options{Config: Lab{Config: l.cfg}, OutDir: l.out}); err != nil {
 		t.Fatal(err)
 	}
 	for addr, d := range rr.Serving {
@@ -210,9 +211,7 @@ func TestMirrorCopyAndSkip(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(storage, "docker/registry/v2/blobs")); err != nil {
 		t.Errorf("destroy without --mirror removed the storage: %v", err)
 	}
-	DestroyMirror = true
-	t.Cleanup(func() { DestroyMirror = false })
-	if _, err := engine.Destroy(context.Background(), engine.Options{Config: l2.cfg, OutDir: l2.out}); err != nil {
+	if _, err := engine.Destroy(context.Background(), engine.Options{Config: Lab{Config: l2.cfg, DestroyMirror: true}, OutDir: l2.out}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(storage); !errors.Is(err, fs.ErrNotExist) {
@@ -333,8 +332,7 @@ func TestMirrorResume(t *testing.T) {
 	}
 
 	// `labbuild -n` asks the mirror what is left (the Probe): some images, some bytes.
-	l.cfg.Refresh()
-	dry, err := engine.Build(context.Background(), engine.Options{Config: l.cfg, OutDir: l.out, Goals: []string{"mirror/release"}, DryRun: true,
+	dry, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: l.cfg}, OutDir: l.out, Goals: []string{"mirror/release"}, DryRun: true,
 		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }, Stdout: io.Discard, Stderr: io.Discard})
 	if err != nil {
 		t.Fatal(err)

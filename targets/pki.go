@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/pki"
 )
 
@@ -109,7 +110,7 @@ var pkiBMCCA = pkiCA{"bmc", "labbuild-bmc-ca", "virtual BMC CA (platform baremet
 
 // pkiCAsOf returns the lab's signers: pkiCAs, pkiMirrorCA when the lab has a mirror, and
 // pkiBMCCA on platform baremetal. A lab with neither has exactly pkiCAs.
-func pkiCAsOf(c *Config) []pkiCA {
+func pkiCAsOf(c *lab.Config) []pkiCA {
 	cas := pkiCAs[:len(pkiCAs):len(pkiCAs)]
 	if c != nil && c.MirrorOn() {
 		cas = append(cas, pkiMirrorCA)
@@ -120,47 +121,42 @@ func pkiCAsOf(c *Config) []pkiCA {
 	return cas
 }
 
-// pkiServingSigners are the CAs whose serving certificates a client meets on the API after
-// the pivot, besides the bootstrap's kubernetes CA: every kubeconfig's bundle holds all four
-// (the installer's kube-apiserver-complete-server-ca-bundle plus the bootstrap CA).
-var pkiServingSigners = []string{"lb-signer", "localhost-signer", "service-network-signer"}
-
 // pkiLeaf describes one leaf certificate. spec reads what it needs through the Step, so the
 // values are declared and hashed; reads lists those config paths.
 type pkiLeaf struct {
 	id, issuer, doc string
 	short           bool // validity from pki.bootstrapHours instead of pki.certDays
-	reads           func(c *Config) []string
+	reads           func(c *lab.Config) []string
 	spec            func(s *engine.Step) (pki.Spec, error)
 }
 
 // pkiLeaves returns the leaf certificates for c. Node names are identities captured by the
 // closures; every value comes through the Step.
-func pkiLeaves(c *Config) []pkiLeaf {
+func pkiLeaves(c *lab.Config) []pkiLeaf {
 	boot := c.Bootstrap().Name
 	var masters []string
-	for _, m := range c.NodesByRole(RoleMaster) {
+	for _, m := range c.NodesByRole(lab.RoleMaster) {
 		masters = append(masters, m.Name)
 	}
 	nodeIPs := func(names ...string) []string {
 		var r []string
 		for _, n := range names {
-			r = append(r, "nodes."+n+".ip")
+			r = append(r, lab.NodePath(n, lab.NodeIP))
 		}
 		return r
 	}
-	domainReads := []string{"cluster.name", "cluster.baseDomain"}
+	domainReads := []string{lab.ClusterName, lab.ClusterBaseDomain}
 	client := func(cn string, o ...string) func(*engine.Step) (pki.Spec, error) {
 		return func(*engine.Step) (pki.Spec, error) {
 			return pki.Spec{CommonName: cn, Organization: o, Client: true}, nil
 		}
 	}
-	none := func(*Config) []string { return nil }
+	none := func(*lab.Config) []string { return nil }
 	leaves := []pkiLeaf{
 		{
 			id: "etcd-server", issuer: "etcd-signer",
 			doc: "bootstrap etcd serving cert (server+client: etcd and its probes present it as a client)",
-			reads: func(*Config) []string {
+			reads: func(*lab.Config) []string {
 				return append(append(domainReads[:2:2], nodeIPs(boot)...), nodeIPs(masters...)...)
 			},
 			spec: func(s *engine.Step) (pki.Spec, error) {
@@ -180,15 +176,15 @@ func pkiLeaves(c *Config) []pkiLeaf {
 		{
 			id: "etcd-peer", issuer: "etcd-signer",
 			doc: "bootstrap etcd peer cert (server+client), named for the bootstrap node",
-			reads: func(*Config) []string {
-				return append(append(domainReads[:2:2], "nodes."+boot+".name"), nodeIPs(boot)...)
+			reads: func(*lab.Config) []string {
+				return append(append(domainReads[:2:2], lab.NodePath(boot, lab.NodeName)), nodeIPs(boot)...)
 			},
 			spec: func(s *engine.Step) (pki.Spec, error) {
 				dom, err := clusterDomain(s)
 				if err != nil {
 					return pki.Spec{}, err
 				}
-				name, err := s.String("nodes." + boot + ".name")
+				name, err := s.String(lab.NodePath(boot, lab.NodeName))
 				if err != nil {
 					return pki.Spec{}, err
 				}
@@ -207,8 +203,8 @@ func pkiLeaves(c *Config) []pkiLeaf {
 		{
 			id: "kube-apiserver", issuer: "kubernetes",
 			doc: "bootstrap kube-apiserver serving cert: localhost, api, api-int, VIP, bootstrap and master IPs, first service IP",
-			reads: func(*Config) []string {
-				r := append(domainReads[:2:2], "network.apiVIP", "network.serviceNetwork")
+			reads: func(*lab.Config) []string {
+				r := append(domainReads[:2:2], lab.NetworkAPIVIP, lab.NetworkServiceNetwork)
 				return append(append(r, nodeIPs(boot)...), nodeIPs(masters...)...)
 			},
 			spec: func(s *engine.Step) (pki.Spec, error) {
@@ -216,7 +212,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 				if err != nil {
 					return pki.Spec{}, err
 				}
-				vip, err := s.String("network.apiVIP")
+				vip, err := s.String(lab.NetworkAPIVIP)
 				if err != nil {
 					return pki.Spec{}, err
 				}
@@ -243,7 +239,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 			id: "machine-config-server", issuer: "root",
 			doc: "machine-config-server serving cert for api-int and, in-cluster, the API VIPs (Secret openshift-machine-config-operator/machine-config-server-tls, mounted by the MCS DaemonSet after the pivot)",
 			// In-cluster mode (platform BareMetal) also reads the VIPs.
-			reads: func(c *Config) []string { return addReads(domainReads[:2:2], vipPlatformReads(c)...) },
+			reads: func(c *lab.Config) []string { return addReads(domainReads[:2:2], vipPlatformReads(c)...) },
 			spec: func(s *engine.Step) (pki.Spec, error) {
 				dom, err := clusterDomain(s)
 				if err != nil {
@@ -277,9 +273,9 @@ func pkiLeaves(c *Config) []pkiLeaf {
 		leaves = append(leaves, pkiLeaf{
 			id: "bmc-server", issuer: "bmc",
 			doc:   "virtual BMC serving cert (platform baremetal): the lab bridge's address, network.gateway, where bmc/service listens",
-			reads: func(*Config) []string { return []string{"network.gateway"} },
+			reads: func(*lab.Config) []string { return []string{lab.NetworkGateway} },
 			spec: func(s *engine.Step) (pki.Spec, error) {
-				gw, err := s.String("network.gateway")
+				gw, err := s.String(lab.NetworkGateway)
 				if err != nil {
 					return pki.Spec{}, err
 				}
@@ -293,7 +289,7 @@ func pkiLeaves(c *Config) []pkiLeaf {
 func pkiNodeIPs(s *engine.Step, names []string) ([]string, error) {
 	var ips []string
 	for _, n := range names {
-		ip, err := s.String("nodes." + n + ".ip")
+		ip, err := s.String(lab.NodePath(n, lab.NodeIP))
 		if err != nil {
 			return nil, err
 		}
@@ -305,7 +301,7 @@ func pkiNodeIPs(s *engine.Step, names []string) ([]string, error) {
 // pkiServiceIP is the first host of network.serviceNetwork: the kubernetes Service's
 // ClusterIP (172.30.0.1 by default; OTHW hard-codes it).
 func pkiServiceIP(s *engine.Step) (string, error) {
-	cidr, err := s.String("network.serviceNetwork")
+	cidr, err := s.String(lab.NetworkServiceNetwork)
 	if err != nil {
 		return "", err
 	}
@@ -317,7 +313,7 @@ func pkiServiceIP(s *engine.Step) (string, error) {
 }
 
 // pkiKeyIDs lists every key: one per CA and leaf, plus the service-account signing key.
-func pkiKeyIDs(c *Config) []string {
+func pkiKeyIDs(c *lab.Config) []string {
 	var ids []string
 	for _, ca := range pkiCAsOf(c) {
 		ids = append(ids, ca.id)
@@ -355,7 +351,7 @@ func pkiIssue(s *engine.Step, id, issuer string, spec pki.Spec, validity time.Du
 		iss = &pki.Issuer{CertPEM: crt, KeyPEM: ik}
 	}
 	var pct int
-	if err := s.Value("pki.renewPercent", &pct); err != nil {
+	if err := s.Value(lab.PKIRenewPercent, &pct); err != nil {
 		return err
 	}
 	spec.Validity = validity
@@ -389,7 +385,7 @@ func pkiKeyAlgorithm(id, alg string) string {
 	return alg
 }
 
-func pkiTargets(c *Config) []*engine.Target {
+func pkiTargets(c *lab.Config) []*engine.Target {
 	var ts []*engine.Target
 	for _, id := range pkiKeyIDs(c) {
 		version := 1
@@ -401,11 +397,11 @@ func pkiTargets(c *Config) []*engine.Target {
 		ts = append(ts, &engine.Target{
 			Name:    "pki/key/" + id,
 			Doc:     "private key of " + id + " (sticky: made once, kept until pki.keyAlgorithm changes or --regenerate)",
-			Reads:   []string{"pki.keyAlgorithm"},
+			Reads:   []string{lab.PKIKeyAlgorithm},
 			Version: version,
 			Sticky:  true,
 			Run: func(ctx context.Context, s *engine.Step) error {
-				alg, err := s.String("pki.keyAlgorithm")
+				alg, err := s.String(lab.PKIKeyAlgorithm)
 				if err != nil {
 					return err
 				}
@@ -424,11 +420,11 @@ func pkiTargets(c *Config) []*engine.Target {
 			Name:    "pki/ca/" + ca.id,
 			Doc:     ca.doc,
 			Deps:    []string{"pki/key/" + ca.id},
-			Reads:   []string{"pki.caDays", "pki.renewPercent"},
+			Reads:   []string{lab.PKICADays, lab.PKIRenewPercent},
 			Version: 1,
 			Run: func(ctx context.Context, s *engine.Step) error {
 				var days int
-				if err := s.Value("pki.caDays", &days); err != nil {
+				if err := s.Value(lab.PKICADays, &days); err != nil {
 					return err
 				}
 				spec := pki.Spec{CommonName: ca.cn, OrganizationalUnit: []string{"openshift"}, CA: true}
@@ -438,11 +434,11 @@ func pkiTargets(c *Config) []*engine.Target {
 	}
 	for _, l := range pkiLeaves(c) {
 		l := l
-		reads := append([]string{"pki.renewPercent"}, l.reads(c)...)
+		reads := append([]string{lab.PKIRenewPercent}, l.reads(c)...)
 		if l.short {
-			reads = append(reads, "pki.bootstrapHours")
+			reads = append(reads, lab.PKIBootstrapHours)
 		} else {
-			reads = append(reads, "pki.certDays")
+			reads = append(reads, lab.PKICertDays)
 		}
 		ts = append(ts, &engine.Target{
 			Name:    "pki/cert/" + l.id,
@@ -458,13 +454,13 @@ func pkiTargets(c *Config) []*engine.Target {
 				var validity time.Duration
 				if l.short {
 					var h int
-					if err := s.Value("pki.bootstrapHours", &h); err != nil {
+					if err := s.Value(lab.PKIBootstrapHours, &h); err != nil {
 						return err
 					}
 					validity = time.Duration(h) * time.Hour
 				} else {
 					var d int
-					if err := s.Value("pki.certDays", &d); err != nil {
+					if err := s.Value(lab.PKICertDays, &d); err != nil {
 						return err
 					}
 					validity = time.Duration(d) * 24 * time.Hour
@@ -515,7 +511,7 @@ func pkiTargets(c *Config) []*engine.Target {
 }
 
 func init() {
-	Register(Family{Name: "pki", Doc: "keys (sticky), CAs and certificates of the control plane", Targets: pkiTargets})
+	Register(Family{Name: "pki", Doc: "keys (sticky), CAs and certificates of the control plane", Targets: fromConfig(pkiTargets)})
 }
 
 // CertInfo is one built certificate as `labbuild certs` shows it.
@@ -575,4 +571,25 @@ func Certs(outDir string, now time.Time) ([]CertInfo, error) {
 		}
 	}
 	return infos, nil
+}
+
+// mirrorLeaves is the mirror's serving certificate, a pkiLeaves row when the lab has a mirror:
+// the bridge address (what the nodes dial, network.gateway), 127.0.0.1 and localhost (what
+// labbuild dials).
+func mirrorLeaves(c *lab.Config) []pkiLeaf {
+	if c == nil || !c.MirrorOn() {
+		return nil
+	}
+	return []pkiLeaf{{
+		id: "mirror", issuer: "mirror-ca",
+		doc:   "the release mirror registry's serving cert: network.gateway, 127.0.0.1, localhost",
+		reads: func(*lab.Config) []string { return []string{lab.NetworkGateway} },
+		spec: func(s *engine.Step) (pki.Spec, error) {
+			gw, err := s.String(lab.NetworkGateway)
+			if err != nil {
+				return pki.Spec{}, err
+			}
+			return pki.Spec{CommonName: "labbuild-mirror", Server: true, DNSNames: []string{"localhost"}, IPs: []string{gw, "127.0.0.1"}}, nil
+		},
+	}}
 }

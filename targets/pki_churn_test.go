@@ -40,7 +40,7 @@ func testPKINoChurn(t *testing.T, alg string) {
 	all := append([]string(nil), first.Executed...)
 	sort.Strings(all)
 	opts := func() engine.Options {
-		return engine.Options{Config: l.cfg, OutDir: l.out, Now: func() time.Time { return l.now }}
+		return engine.Options{Config: Lab{Config: l.cfg}, OutDir: l.out, Now: func() time.Time { return l.now }}
 	}
 
 	same := func(step string, r *engine.Result, restored bool) {
@@ -107,7 +107,7 @@ func testPKINoChurn(t *testing.T, alg string) {
 	// --regenerate a key: its certificate is re-issued (new key, new epoch); the others stay.
 	l.now = l.now.Add(time.Hour)
 	cfg := l.cfg
-	if _, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: l.goals, Jobs: 2, Regenerate: []string{"pki/key/admin"},
+	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: l.out, Goals: l.goals, Jobs: 2, Regenerate: []string{"pki/key/admin"},
 		Now: func() time.Time { return l.now }, Stdout: &l.log, Stderr: &l.log}); err != nil {
 		t.Fatal(err)
 	}

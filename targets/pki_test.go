@@ -16,13 +16,14 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/pki"
 )
 
 // pkiLab builds pki and kubeconfig targets of a config into a temp dir with an injected clock.
 type pkiLab struct {
 	t        *testing.T
-	cfg      *Config
+	cfg      *lab.Config
 	out      string
 	now      time.Time
 	log      bytes.Buffer
@@ -34,19 +35,19 @@ type pkiLab struct {
 var pkiT0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 
 func newPKILab(t *testing.T) *pkiLab {
-	return &pkiLab{t: t, cfg: DefaultConfig(), out: t.TempDir(), now: pkiT0, goals: []string{"pki", "kubeconfig"}}
+	return &pkiLab{t: t, cfg: lab.DefaultConfig(), out: t.TempDir(), now: pkiT0, goals: []string{"pki", "kubeconfig"}}
 }
 
 // reparsed returns a fresh copy of c as ParseConfig reads a lab file named name: a Config
 // caches its generic form on first lookup, and the tests edit their Config between builds as a
 // user edits lab.yaml.
-func reparsed(t testing.TB, c *Config, name string) *Config {
+func reparsed(t testing.TB, c *lab.Config, name string) *lab.Config {
 	t.Helper()
 	js, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig(js, name)
+	cfg, err := lab.ParseConfig(js, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func reparsed(t testing.TB, c *Config, name string) *Config {
 func (l *pkiLab) build() *engine.Result {
 	l.t.Helper()
 	cfg := reparsed(l.t, l.cfg, "lab.json")
-	r, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: l.out, Goals: l.goals, Jobs: 2,
+	r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: l.out, Goals: l.goals, Jobs: 2,
 		Force: l.force, Now: func() time.Time { return l.now }, Stdout: &l.log, Stderr: &l.log})
 	if err != nil {
 		l.t.Fatalf("build: %v", err)
@@ -207,8 +208,8 @@ func TestPKIMCSSANs(t *testing.T) {
 		mode     string
 		dns, ips []string
 	}{
-		{LoadBalancerHost, []string{"api-int.ocp4.example.com"}, nil},
-		{LoadBalancerInCluster, []string{"api-int.ocp4.example.com", "192.168.126.10"}, []string{"192.168.126.10"}},
+		{lab.LoadBalancerHost, []string{"api-int.ocp4.example.com"}, nil},
+		{lab.LoadBalancerInCluster, []string{"api-int.ocp4.example.com", "192.168.126.10"}, []string{"192.168.126.10"}},
 	} {
 		t.Run(tt.mode, func(t *testing.T) {
 			l := newPKILab(t)

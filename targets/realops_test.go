@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
@@ -90,7 +91,7 @@ func TestRealOperators(t *testing.T) {
 	l := newMFLab(t)
 	// The lab's default key algorithm (newMFLab's fast ECDSA keys are not what a lab hands
 	// over by default; library-go crypto's certificate templates sign with SHA256WithRSA).
-	l.cfg.PKI.KeyAlgorithm = DefaultConfig().PKI.KeyAlgorithm
+	l.cfg.PKI.KeyAlgorithm = lab.DefaultConfig().PKI.KeyAlgorithm
 	if a := os.Getenv(realOpsKeyAlgEnv); a != "" {
 		l.cfg.PKI.KeyAlgorithm = a
 	}
@@ -239,7 +240,7 @@ func TestRealOperators(t *testing.T) {
 	// (library-go staticpod/controller/node NodeController lists node-role.kubernetes.io/master
 	// nodes into the CR's nodeStatuses; revisions are installed per node).
 	nodes := dyn.Resource(kube.GroupVersionResource{Version: "v1", Resource: "nodes"})
-	for _, n := range l.cfg.NodesByRole(RoleMaster) {
+	for _, n := range l.cfg.NodesByRole(lab.RoleMaster) {
 		o := &kube.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{
 			"name": n.Name, "labels": map[string]any{"node-role.kubernetes.io/master": "", "node-role.kubernetes.io/control-plane": "", "kubernetes.io/hostname": n.Name}}}}
 		if _, err := nodes.Create(ctx, o, kube.CreateOptions{}); err != nil {
@@ -283,7 +284,7 @@ func TestRealOperators(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := map[string]any{}
-	for i, n := range l.cfg.NodesByRole(RoleMaster) {
+	for i, n := range l.cfg.NodesByRole(lab.RoleMaster) {
 		data[fmt.Sprintf("%x", 0x1000+i)] = n.IP
 	}
 	ep.Object["data"] = data

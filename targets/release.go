@@ -31,7 +31,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/oci"
 )
 
@@ -46,9 +46,9 @@ var ReleaseImageTags = []string{
 	"oauth-proxy",
 }
 
-// ReleaseResolveTTL is how long a tag's resolution holds: after it, the next build asks the
+// releaseResolveTTL is how long a tag's resolution holds: after it, the next build asks the
 // registry again (and downstream rebuilds only if the digest moved). A digest never expires.
-var ReleaseResolveTTL = 24 * time.Hour
+const releaseResolveTTL = 24 * time.Hour
 
 // Defaults of the CRD selection (openshift/api payload-command/render: InstallerFeatureSet and
 // ClusterProfile).
@@ -68,34 +68,9 @@ const (
 	releaseMCOTemplatesDir     = "/etc/mcc/templates/"
 )
 
-// releaseClientHook lets tests adjust the pull client (sleep, transport); nil in production.
-var releaseClientHook func(*oci.Client)
-
-// releaseClient builds the pull client from the declared pull secret and mirrors.
-func releaseClient(s *engine.Step) (*oci.Client, error) {
-	ps, err := s.File("access.pullSecretFile")
-	if err != nil {
-		return nil, err
-	}
-	kc, err := oci.NewKeychain(ps)
-	if err != nil {
-		return nil, fmt.Errorf("%s: access.pullSecretFile: %w", s.Target().Name, err)
-	}
-	c := &oci.Client{Keychain: kc}
-	if slices.Contains(s.Target().Reads, "release.mirrors") { // declared only when set
-		if err := s.Value("release.mirrors", &c.Mirrors); err != nil {
-			return nil, err
-		}
-	}
-	if releaseClientHook != nil {
-		releaseClientHook(c)
-	}
-	return c, nil
-}
-
 // releaseImage opens the image whose digest pull spec upstream dep wrote.
 func releaseImage(ctx context.Context, s *engine.Step, c *oci.Client, dep string) (*oci.Image, error) {
-	ref, err := mfPullspec(s, dep)
+	ref, err := depPullspec(s, dep)
 	if err != nil {
 		return nil, err
 	}
@@ -138,45 +113,6 @@ func releaseReadFiles(ctx context.Context, c *oci.Client, img *oci.Image, w oci.
 		return err
 	})
 	return out, err
-}
-
-// releaseImageStream is /release-manifests/image-references: an image.openshift.io/v1
-// ImageStream (render/manifests' mirror of openshift/api's type) whose metadata.name is the
-// release version and whose spec.tags map a payload tag to a DockerImage digest pull spec (oc
-// adm release new).
-type releaseImageStream struct{ manifests.ImageStream }
-
-// releaseParseImageReferences decodes and checks image-references: kind ImageStream, a name,
-// and every tag pinned by digest.
-func releaseParseImageReferences(b []byte) (*releaseImageStream, error) {
-	var is releaseImageStream
-	if err := json.Unmarshal(b, &is.ImageStream); err != nil {
-		return nil, fmt.Errorf("image-references is not an ImageStream JSON: %w", err)
-	}
-	if is.Kind != "ImageStream" || is.Metadata.Name == "" || len(is.Spec.Tags) == 0 {
-		return nil, fmt.Errorf("image-references: want kind ImageStream with metadata.name and spec.tags, got kind %q, name %q, %d tags",
-			is.Kind, is.Metadata.Name, len(is.Spec.Tags))
-	}
-	for _, t := range is.Spec.Tags {
-		if t.From == nil || !oci.IsDigest(t.From.Name) {
-			from := ""
-			if t.From != nil {
-				from = t.From.Name
-			}
-			return nil, fmt.Errorf("image-references: tag %q points at %q, not a digest pull spec", t.Name, from)
-		}
-	}
-	return &is, nil
-}
-
-// Pullspec returns tag's digest pull spec, or "" when the payload lacks the tag.
-func (is *releaseImageStream) Pullspec(tag string) string {
-	for _, t := range is.Spec.Tags {
-		if t.Name == tag && t.From != nil {
-			return t.From.Name
-		}
-	}
-	return ""
 }
 
 // releaseMetadata is /release-manifests/release-metadata (cincinnati-metadata-v0).
@@ -258,14 +194,14 @@ func releaseMetadataBlock(data []byte) (block []byte, ok bool) {
 	return data[start:end], true
 }
 
-func releaseTargets(c *Config) []*engine.Target {
+func releaseTargets(c *lab.Config) []*engine.Target {
 	resolve := &engine.Target{
 		Name:    "release/resolve",
 		Doc:     "release.image → digest pull spec (a digest never touches the network; a tag is re-resolved after a TTL or -B)",
-		Reads:   []string{"release.image"},
+		Reads:   []string{lab.ReleaseImage},
 		Version: 1,
 		Run: func(ctx context.Context, s *engine.Step) error {
-			image, err := s.String("release.image")
+			image, err := s.String(lab.ReleaseImage)
 			if err != nil {
 				return err
 			}
@@ -284,21 +220,21 @@ func releaseTargets(c *Config) []*engine.Target {
 			if err != nil {
 				return fmt.Errorf("%s: release.image: %w", s.Target().Name, err)
 			}
-			s.Logf("resolved %s to %s at %s; re-resolved after %s", image, d, s.Now().UTC().Format(time.RFC3339), ReleaseResolveTTL)
-			s.SetStaleAt(s.Now().Add(ReleaseResolveTTL))
+			s.Logf("resolved %s to %s at %s; re-resolved after %s", image, d, s.Now().UTC().Format(time.RFC3339), releaseResolveTTL)
+			s.SetStaleAt(s.Now().Add(releaseResolveTTL))
 			return s.WriteFile("pullspec", []byte(d+"\n"), 0o644)
 		},
 	}
 	// Only a tag needs the credential to resolve; a digest keeps the pull secret out of the key.
 	if !oci.IsDigest(c.Release.Image) {
-		resolve.Files = []string{"access.pullSecretFile"}
+		resolve.Files = []string{lab.AccessPullSecretFile}
 	}
-	pullFiles := []string{"access.pullSecretFile"}
+	pullFiles := []string{lab.AccessPullSecretFile}
 	// release.mirrors is omitted from the config when unset, and a target may only declare
 	// fields the config has; without mirrors, releaseClient finds none.
 	withMirrors := func(reads ...string) []string {
 		if len(c.Release.Mirrors) > 0 {
-			return append(reads, "release.mirrors")
+			return append(reads, lab.ReleaseMirrors)
 		}
 		return reads
 	}
@@ -325,11 +261,11 @@ func releaseTargets(c *Config) []*engine.Target {
 			Name:    "release/metadata",
 			Doc:     "the payload's /release-manifests/release-metadata; its version must match image-references and release.version",
 			Deps:    []string{"release/resolve", "release/image-references"},
-			Reads:   withMirrors("release.version"),
+			Reads:   withMirrors(lab.ReleaseVersion),
 			Files:   pullFiles,
 			Version: 1,
 			Run: func(ctx context.Context, s *engine.Step) error {
-				want, err := s.String("release.version")
+				want, err := s.String(lab.ReleaseVersion)
 				if err != nil {
 					return err
 				}
@@ -355,7 +291,7 @@ func releaseTargets(c *Config) []*engine.Target {
 				}
 				if md.Version != want {
 					return fmt.Errorf("%s: release.version is %s but release.image %s is version %s; set release.version: %s (%s) or pick the image of %s",
-						s.Target().Name, want, img.Ref, md.Version, md.Version, s.Where("release.version"), want)
+						s.Target().Name, want, img.Ref, md.Version, md.Version, s.Where(lab.ReleaseVersion), want)
 				}
 				return s.WriteFile("release-metadata", b, 0o644)
 			},
@@ -364,7 +300,7 @@ func releaseTargets(c *Config) []*engine.Target {
 			Name:    "release/crds",
 			Doc:     "CRDs of the cluster-config-api image selected by cluster.featureSet and cluster.profile, plus ClusterVersion and ClusterOperator from the payload",
 			Deps:    []string{"release/resolve", "release/image/cluster-config-api"},
-			Reads:   withMirrors("cluster.featureSet", "cluster.profile"),
+			Reads:   withMirrors(lab.ClusterFeatureSet, lab.ClusterProfile),
 			Files:   pullFiles,
 			Version: 1,
 			Run:     releaseRunCRDs,
@@ -412,14 +348,14 @@ func releaseTargets(c *Config) []*engine.Target {
 }
 
 func releaseRunCRDs(ctx context.Context, s *engine.Step) error {
-	featureSet, err := s.String("cluster.featureSet")
+	featureSet, err := s.String(lab.ClusterFeatureSet)
 	if err != nil {
 		return err
 	}
 	if featureSet == "" {
 		featureSet = releaseDefaultFeatureSet
 	}
-	profile, err := s.String("cluster.profile")
+	profile, err := s.String(lab.ClusterProfile)
 	if err != nil {
 		return err
 	}
@@ -540,5 +476,5 @@ func releaseRunMCO(ctx context.Context, s *engine.Step) error {
 }
 
 func init() {
-	Register(Family{Name: "release", Doc: "the OpenShift release payload: digests, image-references, metadata, CRDs, MCO (stage 03)", Targets: releaseTargets})
+	Register(Family{Name: "release", Doc: "the OpenShift release payload: digests, image-references, metadata, CRDs, MCO (stage 03)", Targets: fromConfig(releaseTargets)})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/labbuild/labbuild/internal/rig/payload"
 	"github.com/labbuild/labbuild/internal/rig/repo"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/oci"
 )
 
@@ -30,7 +31,7 @@ import (
 type releaseLab struct {
 	reg    *testenv.Registry
 	p      *payload.Payload
-	cfg    *Config
+	cfg    *lab.Config
 	out    string
 	cache  string
 	mu     sync.Mutex
@@ -69,7 +70,7 @@ func newReleaseLabWith(t *testing.T, o payload.Options) *releaseLab {
 		}
 	}
 	t.Cleanup(func() { releaseClientHook = nil })
-	l.cfg = DefaultConfig()
+	l.cfg = lab.DefaultConfig()
 	l.cfg.Release.Image = l.reg.Repo("ocp/release") + ":" + p.ReleaseTag()
 	l.cfg.Release.Version = p.Version
 	l.cfg.Access.PullSecretFile = l.reg.WritePullSecret(t, t.TempDir())
@@ -81,9 +82,8 @@ func (l *releaseLab) build(t *testing.T, force bool, goals ...string) (*engine.R
 	if len(goals) == 0 {
 		goals = []string{"release"}
 	}
-	l.cfg.Refresh()
 	var stderr bytes.Buffer
-	r, err := engine.Build(context.Background(), engine.Options{Config: l.cfg, OutDir: l.out, Goals: goals, Jobs: 2, Force: force,
+	r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: l.cfg}, OutDir: l.out, Goals: goals, Jobs: 2, Force: force,
 		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }, Stderr: &stderr})
 	if err != nil && stderr.Len() > 0 {
 		err = errors.Join(err, errors.New(stderr.String()))
@@ -413,7 +413,7 @@ func TestReleaseMirrorLayout(t *testing.T) {
 	if err := p.WriteLayout(dir); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := lab.DefaultConfig()
 	cfg.Release.Image = p.ReleaseRef()
 	cfg.Release.Version = p.Version
 	cfg.Release.Mirrors = map[string]string{p.ReleaseRepo: "oci:" + dir, p.ComponentRepo: "oci:" + dir}
@@ -421,7 +421,7 @@ func TestReleaseMirrorLayout(t *testing.T) {
 	os.WriteFile(ps, []byte(`{"auths":{"registry.labbuild.invalid":{"auth":"YTpi"}}}`), 0o600)
 	cfg.Access.PullSecretFile = ps
 	out := t.TempDir()
-	if _, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: out, Goals: []string{"release"}, Stderr: io.Discard}); err != nil {
+	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: out, Goals: []string{"release"}, Stderr: io.Discard}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(out, "release/mco/bin/machine-config-controller"))
@@ -452,7 +452,7 @@ func TestReleaseTagMoves(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	build := func() *engine.Result {
 		t.Helper()
-		r, err := engine.Build(context.Background(), engine.Options{Config: l.cfg, OutDir: l.out, Jobs: 2, Stderr: io.Discard,
+		r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: l.cfg}, OutDir: l.out, Jobs: 2, Stderr: io.Discard,
 			Targets: append(releaseTargets(l.cfg), ts...), Now: func() time.Time { return now }})
 		if err != nil {
 			t.Fatal(err)
@@ -476,7 +476,7 @@ func TestReleaseTagMoves(t *testing.T) {
 		t.Fatal("test payload: want only coredns to move")
 	}
 	before := l.reg.Requests()
-	now = now.Add(ReleaseResolveTTL - time.Minute)
+	now = now.Add(releaseResolveTTL - time.Minute)
 	if r := build(); len(r.Executed) != 0 || l.reg.Requests() != before {
 		t.Errorf("within the TTL: ran %v, %d requests; want nothing", r.Executed, l.reg.Requests()-before)
 	}
@@ -500,12 +500,12 @@ func TestReleaseTagMoves(t *testing.T) {
 // the downstream families read, through Ignition, offline.
 func TestReleaseSampleFeedsIgnition(t *testing.T) {
 	sr := testenv.StartSampleRelease(t, true)
-	cfg := DefaultConfig()
+	cfg := lab.DefaultConfig()
 	cfg.Release.Image, cfg.Release.Version, cfg.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
 	cfg.Access.PullSecretFile, cfg.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
 	out := t.TempDir()
 	var log bytes.Buffer
-	if _, err := engine.Build(context.Background(), engine.Options{Config: cfg, OutDir: out, Goals: []string{"ignition"}, Jobs: 2, Stderr: &log,
+	if _, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: out, Goals: []string{"ignition"}, Jobs: 2, Stderr: &log,
 		Now: func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC) }}); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 )
 
 // The rhcos family: the RHCOS QEMU image every node disk overlays (stage 02's boot media,
@@ -28,25 +29,15 @@ import (
 // labbuild/images). Tests point it at t.TempDir().
 const RHCOSCacheEnv = "LABBUILD_IMAGE_CACHE"
 
-// rhcosRecordFile is rhcos/image's output: an rhcosRecord, where the verified image is.
-const rhcosRecordFile = "image.json"
-
-// rhcosRecord is rhcos/image's output image.json: where the verified image is.
-type rhcosRecord struct {
-	Path   string `json:"path"`   // the uncompressed qcow2 in the cache
-	SHA256 string `json:"sha256"` // rhcos.imageSHA256, of the file as downloaded
-	Size   int64  `json:"size"`   // bytes of Path, checked by the Probe
-}
-
 func init() {
 	Register(Family{Name: "rhcos", Doc: "the RHCOS QEMU image the node disks overlay, downloaded once into a shared cache and verified",
-		Targets: rhcosTargets})
+		Targets: fromConfig(rhcosTargets)})
 }
 
 // rhcosTargets declares rhcos/image. By default the image is the one the release payload's
 // CoreOS stream names (release/coreos-stream's qemu.json), as openshift-install picks it; a
 // set rhcos.imageURL overrides that with a user's own image (rhcos.imageSHA256 verifies it).
-func rhcosTargets(c *Config) []*engine.Target {
+func rhcosTargets(c *lab.Config) []*engine.Target {
 	t := &engine.Target{
 		Name: "rhcos/image", Doc: "the release's RHCOS QEMU image (or rhcos.imageURL), sha256-verified, unpacked into the shared image cache",
 		Version: 2, External: true,
@@ -56,7 +47,7 @@ func rhcosTargets(c *Config) []*engine.Target {
 		Destroy: func(context.Context, *engine.Step) (engine.DestroyOutcome, error) { return engine.RecordOnly, nil },
 	}
 	if c.RHCOS.ImageURL != "" {
-		t.Reads = []string{"rhcos.imageURL", "rhcos.imageSHA256"}
+		t.Reads = []string{lab.RHCOSImageURL, lab.RHCOSImageSHA256}
 	} else {
 		t.Deps = []string{rhcosStream}
 	}
@@ -93,10 +84,10 @@ func rhcosWant(s *engine.Step) (u, sum, path string, err error) {
 		}
 		u, sum = img.Location, img.SHA256
 	} else {
-		if u, err = s.String("rhcos.imageURL"); err != nil {
+		if u, err = s.String(lab.RHCOSImageURL); err != nil {
 			return
 		}
-		if sum, err = s.String("rhcos.imageSHA256"); err != nil {
+		if sum, err = s.String(lab.RHCOSImageSHA256); err != nil {
 			return
 		}
 	}
@@ -223,7 +214,7 @@ func rhcosSource(s *engine.Step) string {
 	if slices.Contains(s.Target().Deps, rhcosStream) {
 		return "the release's CoreOS stream (" + rhcosStream + " qemu.json)"
 	}
-	return "rhcos.imageURL"
+	return lab.RHCOSImageURL
 }
 
 // rhcosSumSource names where the expected sha256 came from, for errors.
@@ -231,7 +222,7 @@ func rhcosSumSource(s *engine.Step) string {
 	if slices.Contains(s.Target().Deps, rhcosStream) {
 		return "the stream's sha256; set rhcos.imageURL and rhcos.imageSHA256 to use another image"
 	}
-	return "rhcos.imageSHA256"
+	return lab.RHCOSImageSHA256
 }
 
 // rhcosProgress logs a line each time another tenth of a download has arrived (the target's

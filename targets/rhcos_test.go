@@ -21,6 +21,7 @@ import (
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/payload"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/virt"
 )
 
@@ -58,18 +59,18 @@ func TestRHCOSImage(t *testing.T) {
 	u, sum, qcow2, requests := rhcosServer(t)
 	cache := t.TempDir()
 	t.Setenv(RHCOSCacheEnv, cache)
-	lab := func(sum string) *Config {
-		c := DefaultConfig()
-		c.RHCOS = RHCOSConfig{ImageURL: u, ImageSHA256: sum}
+	newLab := func(sum string) *lab.Config {
+		c := lab.DefaultConfig()
+		c.RHCOS = lab.RHCOSConfig{ImageURL: u, ImageSHA256: sum}
 		return c
 	}
-	build := func(c *Config, out string) (*engine.Result, string, error) {
+	build := func(c *lab.Config, out string) (*engine.Result, string, error) {
 		var log bytes.Buffer
-		r, err := engine.Build(context.Background(), engine.Options{Config: c, OutDir: out, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
+		r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
 		return r, log.String(), err
 	}
 	out := t.TempDir()
-	if _, log, err := build(lab(sum), out); err != nil {
+	if _, log, err := build(newLab(sum), out); err != nil {
 		t.Fatalf("%v\n%s", err, log)
 	}
 	cached := filepath.Join(cache, "rhcos-"+sum+".qcow2")
@@ -83,10 +84,10 @@ func TestRHCOSImage(t *testing.T) {
 		t.Errorf("no progress in the target's log (%v):\n%s", err, logb)
 	}
 
-	if r, log, err := build(lab(sum), out); err != nil || len(r.Executed) != 0 {
+	if r, log, err := build(newLab(sum), out); err != nil || len(r.Executed) != 0 {
 		t.Errorf("second build: executed %v, %v\n%s", r.Executed, err, log)
 	}
-	if r, log, err := build(lab(sum), t.TempDir()); err != nil || len(r.Executed) != 1 {
+	if r, log, err := build(newLab(sum), t.TempDir()); err != nil || len(r.Executed) != 1 {
 		t.Errorf("second lab: executed %v, %v\n%s", r.Executed, err, log)
 	}
 	if n := requests.Load(); n != 1 {
@@ -94,7 +95,7 @@ func TestRHCOSImage(t *testing.T) {
 	}
 
 	os.Remove(cached)
-	if r, log, err := build(lab(sum), out); err != nil || len(r.Executed) != 1 {
+	if r, log, err := build(newLab(sum), out); err != nil || len(r.Executed) != 1 {
 		t.Errorf("after removing the cached image: executed %v, %v\n%s", r.Executed, err, log)
 	}
 	if n := requests.Load(); n != 2 {
@@ -102,7 +103,7 @@ func TestRHCOSImage(t *testing.T) {
 	}
 
 	bad := strings.Repeat("0", 64)
-	_, log, err := build(lab(bad), t.TempDir())
+	_, log, err := build(newLab(bad), t.TempDir())
 	if err == nil || !strings.Contains(err.Error()+log, "rhcos.imageSHA256") {
 		t.Errorf("wrong checksum: %v\n%s", err, log)
 	}
@@ -124,14 +125,14 @@ func TestRHCOSBackedVolume(t *testing.T) {
 	cache := t.TempDir()
 	t.Setenv(RHCOSCacheEnv, cache)
 	c := lvLab(d, sr)
-	c.RHCOS = RHCOSConfig{ImageURL: u, ImageSHA256: sum}
+	c.RHCOS = lab.RHCOSConfig{ImageURL: u, ImageSHA256: sum}
 	out := t.TempDir()
 	ctx := context.Background()
 	var log bytes.Buffer
-	if _, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"libvirt/volume/worker-0"}, Stdout: &log, Stderr: &log}); err != nil {
+	if _, err := engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"libvirt/volume/worker-0"}, Stdout: &log, Stderr: &log}); err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) })
 	conn, err := virt.Connect(c.Libvirt.URI)
 	if err != nil {
 		t.Fatal(err)
@@ -157,16 +158,16 @@ func TestRHCOSFromPayload(t *testing.T) {
 	if strings.Contains(sr.RHCOS.URL, ".invalid") {
 		t.Skip("no loopback RHCOS image (qemu-img missing)")
 	}
-	lab := func() *Config {
-		c := DefaultConfig()
+	newLab := func() *lab.Config {
+		c := lab.DefaultConfig()
 		c.Release.Image, c.Release.Version, c.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
 		c.Access.PullSecretFile, c.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
-		c.RHCOS = RHCOSConfig{}
+		c.RHCOS = lab.RHCOSConfig{}
 		return c
 	}
 	out := t.TempDir()
 	var log bytes.Buffer
-	r, err := engine.Build(context.Background(), engine.Options{Config: lab(), OutDir: out, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
+	r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: newLab()}, OutDir: out, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
@@ -190,10 +191,10 @@ func TestRHCOSFromPayload(t *testing.T) {
 
 	// The override: rhcos.imageURL names another image; the stream is not read.
 	u, sum, _, _ := rhcosServer(t)
-	c := lab()
-	c.RHCOS = RHCOSConfig{ImageURL: u, ImageSHA256: sum}
+	c := newLab()
+	c.RHCOS = lab.RHCOSConfig{ImageURL: u, ImageSHA256: sum}
 	out2 := t.TempDir()
-	r, err = engine.Build(context.Background(), engine.Options{Config: c, OutDir: out2, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
+	r, err = engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out2, Goals: []string{"rhcos/image"}, Stdout: &log, Stderr: &log})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
@@ -229,11 +230,11 @@ func TestCoreOSParse(t *testing.T) {
 // builds; without the override both hold it.
 func TestRHCOSOverrideLeavesStream(t *testing.T) {
 	for _, override := range []bool{false, true} {
-		c := DefaultConfig()
+		c := lab.DefaultConfig()
 		if override {
-			c.RHCOS = RHCOSConfig{ImageURL: "https://images.example/rhcos.qcow2.gz", ImageSHA256: strings.Repeat("a", 64)}
+			c.RHCOS = lab.RHCOSConfig{ImageURL: "https://images.example/rhcos.qcow2.gz", ImageSHA256: strings.Repeat("a", 64)}
 		}
-		p, err := engine.Load(engine.Options{Config: c, OutDir: t.TempDir()})
+		p, err := engine.Load(engine.Options{Config: Lab{Config: c}, OutDir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,7 +264,7 @@ func TestRHCOSOverridePayloadWithoutStream(t *testing.T) {
 	for _, override := range []bool{true, false} {
 		l := newReleaseLabWith(t, payload.Options{NoCoreOSStream: true})
 		if override {
-			l.cfg.RHCOS = RHCOSConfig{ImageURL: "https://images.example/rhcos.qcow2.gz", ImageSHA256: strings.Repeat("a", 64)}
+			l.cfg.RHCOS = lab.RHCOSConfig{ImageURL: "https://images.example/rhcos.qcow2.gz", ImageSHA256: strings.Repeat("a", 64)}
 		}
 		r, err := l.build(t, false, "release")
 		if override {

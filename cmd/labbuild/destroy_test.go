@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/internal/rig/testenv"
-	"github.com/labbuild/labbuild/targets"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/virt"
 )
 
@@ -31,7 +31,7 @@ func TestDestroyScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() }) // not defer: testscript's scripts run after this function returns
-	c := targets.DefaultConfig()
+	c := lab.DefaultConfig()
 	c.Release.Image, c.Release.Version, c.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
 	c.Access.PullSecretFile, c.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
 	c.Cluster.Name, c.Cluster.BaseDomain = "lbt", "example.test"

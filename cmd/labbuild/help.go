@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/nearest"
+	"github.com/labbuild/labbuild/lab"
 )
 
 func printHelp(w io.Writer, name string, fs *pflag.FlagSet) {
@@ -88,7 +88,7 @@ func verbNames() []string {
 // unknownVerb is `labbuild help WORD` for a WORD that is no verb: a usage error (exit 2)
 // naming it and the nearest verb, as git and go do for a mistyped command.
 func unknownVerb(word string) error {
-	if v, ok := nearest.Word(word, verbNames()); ok {
+	if v, ok := lab.Nearest(word, verbNames()); ok {
 		return usagef("help: unknown verb %q; did you mean %s? (labbuild help lists the verbs)", word, v)
 	}
 	return usagef("help: unknown verb %q (verbs: %s)", word, strings.Join(verbNames(), ", "))
@@ -102,7 +102,7 @@ func orVerb(err error, word string) error {
 	if !errors.As(err, &ue) || !strings.Contains(ue.Msg, fmt.Sprintf("%q", word)) {
 		return err
 	}
-	v, ok := nearest.Word(word, verbNames())
+	v, ok := lab.Nearest(word, verbNames())
 	if !ok || strings.Contains(word, "/") {
 		return err
 	}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/synthcli"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets"
 )
 
@@ -74,9 +75,9 @@ type cli struct {
 
 	stamp *stamper // records a null build for the front (stamp.go); nil unless it asked
 
-	cfg     *targets.Config // the validated lab config (nil with --synthetic)
-	cfgName string          // the lab config as the user named it (-f bad.yaml), for messages
-	cfgBase string          // the directory its relative paths are taken from
+	cfg     *lab.Config // the validated lab config (nil with --synthetic)
+	cfgName string      // the lab config as the user named it (-f bad.yaml), for messages
+	cfgBase string      // the directory its relative paths are taken from
 }
 
 // withSynthetic adds the synthetic benchmark graph's flags (--synthetic N, --synthetic-delay,
@@ -250,8 +251,8 @@ func report(stderr io.Writer, err error) int {
 	var be *engine.BuildError
 	var es exitStatus
 	var ue *engine.UsageError
-	var ce *targets.ConfigError
-	var ces targets.ConfigErrors
+	var ce *lab.ConfigError
+	var ces lab.ConfigErrors
 	switch {
 	case errors.As(err, &es):
 		// A remote command's own status (labbuild ssh NODE -- COMMAND), passed on silently.
@@ -290,8 +291,6 @@ func (c *cli) options(goals []string) (engine.Options, error) {
 		Force: c.force, Regenerate: c.regenerate, Explain: c.explain, Terminal: c.terminal,
 		Stdout: c.stdout, Stderr: c.stderr, Stats: c.stats,
 	}
-	targets.RestartResized = c.restart
-	targets.DestroyMirror = c.mirror
 	if c.quiet {
 		o.Stdout = io.Discard
 	}
@@ -306,7 +305,7 @@ func (c *cli) options(goals []string) (engine.Options, error) {
 		c.stamp.recorder().Stat("synthetic.yaml") // what Apply reads, present or not
 		c.stamp.recorder().Stat("src")
 		if err := c.synth.Apply(&o); err != nil {
-			return o, &targets.ConfigError{File: "synthetic.yaml", Msg: err.Error()}
+			return o, &lab.ConfigError{File: "synthetic.yaml", Msg: err.Error()}
 		}
 		o.Targets = append(o.Targets, syntheticExtra...)
 		return o, nil
@@ -329,14 +328,14 @@ func (c *cli) options(goals []string) (engine.Options, error) {
 	// The directory of the file the kernel opens for path, as the engine takes it (a lexical
 	// "../" from a symlinked $PWD would name another file than the one read).
 	c.cfgName, c.cfgBase = name, engine.BaseDir(path)
-	cfg, err := targets.LoadAndValidate(path, name)
+	cfg, err := lab.LoadAndValidate(path, name)
 	if err != nil {
 		return o, err
 	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintf(c.stderr, "labbuild: warning: %s: %s\n", name, w)
 	}
-	o.Config, o.ConfigPath, c.cfg = cfg, path, cfg
+	o.Config, o.ConfigPath, c.cfg = targets.Lab{Config: cfg, Restart: c.restart, DestroyMirror: c.mirror}, path, cfg
 	return o, nil
 }
 
@@ -365,13 +364,13 @@ func (c *cli) checkFiles(o *engine.Options) error {
 			want[f] = true
 		}
 		for _, r := range p.Targets[i].Reads {
-			if r == "release.mirrors" {
+			if r == lab.ReleaseMirrors {
 				want[r] = true
 			}
 		}
 	}
 	var fields []string
-	for _, f := range append(append([]string{}, targets.FileFields...), "release.mirrors") {
+	for _, f := range append(append([]string{}, lab.FileFields...), lab.ReleaseMirrors) {
 		if want[f] {
 			fields = append(fields, f)
 		}

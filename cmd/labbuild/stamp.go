@@ -13,7 +13,7 @@ import (
 
 	"github.com/labbuild/labbuild/cache"
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/targets"
+	"github.com/labbuild/labbuild/lab"
 )
 
 // The null-build stamp (cache.Stamp, docs/how-it-works.md "The front"): when the small
@@ -123,11 +123,11 @@ func (c *cli) recordConfigFiles(fields []string) {
 	}
 	for _, f := range fields {
 		switch f {
-		case "access.pullSecretFile":
-			r.Stat(targets.ExpandPath(c.cfg.Access.PullSecretFile, c.cfgBase))
-		case "access.sshKeyFile":
-			r.Stat(targets.ExpandPath(c.cfg.Access.SSHKeyFile, c.cfgBase))
-		case "release.mirrors":
+		case lab.AccessPullSecretFile:
+			r.Stat(lab.ExpandPath(c.cfg.Access.PullSecretFile, c.cfgBase))
+		case lab.AccessSSHKeyFile:
+			r.Stat(lab.ExpandPath(c.cfg.Access.SSHKeyFile, c.cfgBase))
+		case lab.ReleaseMirrors:
 			for _, m := range c.cfg.Release.Mirrors {
 				if dir, ok := strings.CutPrefix(m, "oci:"); ok && filepath.IsAbs(dir) {
 					r.Stat(filepath.Join(dir, "index.json"))

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/labbuild/labbuild/targets"
+	"github.com/labbuild/labbuild/lab"
 )
 
 // runInit writes the embedded default lab config to lab.yaml (or -f), never over a file.
@@ -21,7 +21,7 @@ func runInit(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(targets.DefaultLabYAML()); err != nil {
+	if _, err := f.Write(lab.DefaultLabYAML()); err != nil {
 		f.Close()
 		os.Remove(path)
 		return err
@@ -35,12 +35,11 @@ func runInit(ctx context.Context, c *cli, args []string) error {
 
 // runConfig prints the effective, validated lab config, secrets redacted: YAML, or --json.
 func runConfig(ctx context.Context, c *cli, args []string) error {
-	o, err := c.options(nil)
-	if err != nil {
+	if _, err := c.options(nil); err != nil {
 		return err
 	}
-	cfg, ok := o.Config.(*targets.Config)
-	if !ok {
+	cfg := c.cfg // nil with --synthetic
+	if cfg == nil {
 		return usagef("config: no lab config with --synthetic")
 	}
 	if c.json {

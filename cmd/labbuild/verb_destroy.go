@@ -7,17 +7,17 @@ import (
 	"strings"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/targets"
+	"github.com/labbuild/labbuild/lab"
 )
 
 // mirrorDestroyNote is the line `labbuild destroy` prints about the mirror's storage when
 // mirror/registry is among what it destroys (or would: dryRun): kept unless --mirror
 // (deleteStorage). Empty when the lab has no mirror.
-func mirrorDestroyNote(c *targets.Config, deleteStorage, dryRun bool) string {
+func mirrorDestroyNote(c *lab.Config, deleteStorage, dryRun bool) string {
 	if c == nil || !c.MirrorOn() {
 		return ""
 	}
-	st := targets.ExpandPath(c.Mirror.Storage, "/")
+	st := lab.ExpandPath(c.Mirror.Storage, "/")
 	switch {
 	case deleteStorage && dryRun:
 		return "would delete the mirror storage " + st + " (--mirror; shared by every lab of this host)"

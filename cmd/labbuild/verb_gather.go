@@ -14,23 +14,22 @@ import (
 
 	"github.com/labbuild/labbuild/internal/gather"
 	"github.com/labbuild/labbuild/internal/nodessh"
-	"github.com/labbuild/labbuild/targets"
+	"github.com/labbuild/labbuild/lab"
 )
 
 // runGather is labbuild gather [NODE...]: openshift-install gather bootstrap for a lab, from
 // the bootstrap and every master unless nodes are named.
 func runGather(ctx context.Context, c *cli, args []string) error {
-	o, err := c.options(nil)
-	if err != nil {
+	if _, err := c.options(nil); err != nil {
 		return err
 	}
-	cfg, ok := o.Config.(*targets.Config)
-	if !ok {
+	cfg := c.cfg // nil with --synthetic
+	if cfg == nil {
 		return usagef("gather: no lab config with --synthetic")
 	}
-	var nodes []targets.Node
+	var nodes []lab.Node
 	if len(args) == 0 {
-		nodes = append([]targets.Node{cfg.Bootstrap()}, cfg.NodesByRole(targets.RoleMaster)...)
+		nodes = append([]lab.Node{cfg.Bootstrap()}, cfg.NodesByRole(lab.RoleMaster)...)
 	}
 	for _, a := range args {
 		_, n, err := c.labNode("gather", a)
@@ -80,7 +79,7 @@ func runGather(ctx context.Context, c *cli, args []string) error {
 	return nil
 }
 
-func nodeNames(ns []targets.Node) string {
+func nodeNames(ns []lab.Node) string {
 	var s []string
 	for _, n := range ns {
 		s = append(s, n.Name)
@@ -91,9 +90,9 @@ func nodeNames(ns []targets.Node) string {
 // labSecrets are the byte strings no gathered file may hold: the pull secret (the file, each
 // auth and its decoded user:password), the kubeadmin password, the SSH private keys labbuild
 // would log in with.
-func (c *cli) labSecrets(cfg *targets.Config) [][]byte {
+func (c *cli) labSecrets(cfg *lab.Config) [][]byte {
 	var out [][]byte
-	if b, err := os.ReadFile(targets.ExpandPath(cfg.Access.PullSecretFile, c.cfgBase)); err == nil {
+	if b, err := os.ReadFile(lab.ExpandPath(cfg.Access.PullSecretFile, c.cfgBase)); err == nil {
 		out = append(out, b)
 		var ps struct {
 			Auths map[string]struct {
@@ -115,7 +114,7 @@ func (c *cli) labSecrets(cfg *targets.Config) [][]byte {
 	if b, err := os.ReadFile(filepath.Join(c.outDir, "manifests", "kubeadmin", "kubeadmin-password")); err == nil {
 		out = append(out, b)
 	}
-	for _, p := range nodessh.KeyFiles(targets.ExpandPath(cfg.Access.SSHKeyFile, c.cfgBase)) {
+	for _, p := range nodessh.KeyFiles(lab.ExpandPath(cfg.Access.SSHKeyFile, c.cfgBase)) {
 		if b, err := os.ReadFile(p); err == nil {
 			out = append(out, b)
 		}

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/labbuild/labbuild/internal/nodessh"
-	"github.com/labbuild/labbuild/targets"
+	"github.com/labbuild/labbuild/lab"
 )
 
 // The ways into a lab that did not come up, as kcli ssh/console and openshift-install gather
@@ -30,14 +30,13 @@ func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)
 
 // labNode loads the lab config and returns the node named name; an unknown name is a usage
 // error listing the nodes.
-func (c *cli) labNode(verb, name string) (*targets.Config, targets.Node, error) {
-	o, err := c.options(nil)
-	if err != nil {
-		return nil, targets.Node{}, err
+func (c *cli) labNode(verb, name string) (*lab.Config, lab.Node, error) {
+	if _, err := c.options(nil); err != nil {
+		return nil, lab.Node{}, err
 	}
-	cfg, ok := o.Config.(*targets.Config)
-	if !ok {
-		return nil, targets.Node{}, usagef("%s: no lab config with --synthetic", verb)
+	cfg := c.cfg // nil with --synthetic
+	if cfg == nil {
+		return nil, lab.Node{}, usagef("%s: no lab config with --synthetic", verb)
 	}
 	var names []string
 	for _, n := range cfg.Nodes {
@@ -46,15 +45,15 @@ func (c *cli) labNode(verb, name string) (*targets.Config, targets.Node, error) 
 		}
 		names = append(names, n.Name)
 	}
-	return nil, targets.Node{}, usagef("%s: no node %q in %s (nodes: %s)", verb, name, c.cfgName, strings.Join(names, ", "))
+	return nil, lab.Node{}, usagef("%s: no node %q in %s (nodes: %s)", verb, name, c.cfgName, strings.Join(names, ", "))
 }
 
 // sshConfig is how labbuild reaches node n: core@IP:22, the keys beside access.sshKeyFile and
 // in ~/.ssh, the lab's known_hosts (OUT/.labbuild/known_hosts).
-func (c *cli) sshConfig(cfg *targets.Config, n targets.Node) nodessh.Config {
+func (c *cli) sshConfig(cfg *lab.Config, n lab.Node) nodessh.Config {
 	return nodessh.Config{
 		Node: n.Name, Addr: net.JoinHostPort(n.IP, "22"),
-		KeyFiles:   nodessh.KeyFiles(targets.ExpandPath(cfg.Access.SSHKeyFile, c.cfgBase)),
+		KeyFiles:   nodessh.KeyFiles(lab.ExpandPath(cfg.Access.SSHKeyFile, c.cfgBase)),
 		KnownHosts: filepath.Join(c.outDir, ".labbuild", "known_hosts"),
 		Notify:     func(m string) { fmt.Fprintf(c.stderr, "labbuild: %s\n", m) },
 	}

@@ -139,8 +139,8 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, ok := o.Config.(*targets.Config)
-	if !ok {
+	cfg := c.cfg // nil with --synthetic
+	if cfg == nil {
 		return usagef("status: no lab config with --synthetic")
 	}
 	if !c.json {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets"
 	"github.com/labbuild/labbuild/targets/kube"
 )
@@ -153,9 +154,9 @@ func TestRootCauseNamesLabFile(t *testing.T) {
 // only of a ready API) and shows why.
 func TestWriteClusterStatus(t *testing.T) {
 	nodes := []targets.ClusterNodeObservation{
-		{Name: "bootstrap", Role: targets.RoleBootstrap, VM: "off"},
-		{Name: "master-0", Role: targets.RoleMaster, VM: "running", Kubernetes: "Ready", PendingCSRs: 1},
-		{Name: "worker-0", Role: targets.RoleWorker, VM: "unknown"},
+		{Name: "bootstrap", Role: lab.RoleBootstrap, VM: "off"},
+		{Name: "master-0", Role: lab.RoleMaster, VM: "running", Kubernetes: "Ready", PendingCSRs: 1},
+		{Name: "worker-0", Role: lab.RoleWorker, VM: "unknown"},
 	}
 	tests := []struct {
 		name      string

@@ -82,16 +82,16 @@ func TestBootstrapPivot(t *testing.T) {
 	}
 }
 
+// TestValidate: a port outside 1-65535 is refused. The config values' cases (a hostname for a
+// backend, no masters, a bad VIP or stats port, a space in a node name) are lab's
+// (lab.TestValidateNamesFieldAndFix): Config trusts the validated lab config.
 func TestValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name, want string
 		edit       func(*Spec)
 	}{
-		{"hostname backend", "haproxy resolves names", func(s *Spec) { s.Masters[0].IP = "master-0.ocp4.example.com" }},
-		{"no masters", "no master", func(s *Spec) { s.Masters = nil }},
-		{"bad vip", "network.apiVIP", func(s *Spec) { s.APIVIP = "" }},
-		{"bad stats port", "haproxy.statsPort", func(s *Spec) { s.StatsPort = 70000 }},
-		{"space in name", "server name", func(s *Spec) { s.Workers[0].Name = "a b" }},
+		{"frontend port", "port 70000", func(s *Spec) { s.FrontendPorts = Ports{API: 70000, MCS: 22623, HTTP: 80, HTTPS: 443} }},
+		{"backend port", "port -1", func(s *Spec) { s.BackendPorts = Ports{API: 6443, MCS: 22623, HTTP: -1, HTTPS: 443} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := labSpec()

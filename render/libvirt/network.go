@@ -20,7 +20,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 )
 
-// Node roles, as targets.Config spells them.
+// Node roles, as lab.Config spells them.
 const (
 	RoleBootstrap = "bootstrap"
 	RoleMaster    = "master"
@@ -88,60 +88,6 @@ const (
 	EtcdSRVPort    = 2380
 )
 
-// Validate reports the first problem with s, naming the field and the fix.
-func (s NetworkSpec) Validate() error {
-	if s.Name == "" || strings.ContainsAny(s.Name, "/ \t") {
-		return fmt.Errorf("libvirt.network %q: must be a non-empty name without '/' or spaces", s.Name)
-	}
-	if b := Bridge(s.Name); len(b) > 15 {
-		return fmt.Errorf("libvirt.network %q: bridge name %q exceeds Linux's 15-byte limit (use a network name of at most 9 characters)", s.Name, b)
-	}
-	if s.Domain == "" {
-		return fmt.Errorf("cluster domain is empty (set cluster.name and cluster.baseDomain)")
-	}
-	pfx, err := netip.ParsePrefix(s.MachineNetwork)
-	if err != nil || !pfx.Addr().Is4() {
-		return fmt.Errorf("network.machineNetwork %q: want an IPv4 CIDR such as 192.168.126.0/24", s.MachineNetwork)
-	}
-	in := func(field, v string) error {
-		a, err := netip.ParseAddr(v)
-		if err != nil || !a.Is4() {
-			return fmt.Errorf("%s %q: want an IPv4 address", field, v)
-		}
-		if !pfx.Contains(a) {
-			return fmt.Errorf("%s %s: outside network.machineNetwork %s", field, v, pfx)
-		}
-		return nil
-	}
-	for _, f := range []struct{ field, v string }{
-		{"network.gateway", s.Gateway}, {"network.apiVIP", s.APIVIP}, {"network.ingressVIP", s.IngressVIP},
-		{"network.dhcpStart", s.DHCPStart}, {"network.dhcpEnd", s.DHCPEnd},
-	} {
-		if err := in(f.field, f.v); err != nil {
-			return err
-		}
-	}
-	if netip.MustParseAddr(s.DHCPEnd).Less(netip.MustParseAddr(s.DHCPStart)) {
-		return fmt.Errorf("network.dhcpEnd %s is before network.dhcpStart %s", s.DHCPEnd, s.DHCPStart)
-	}
-	seen := map[string]string{}
-	for _, n := range s.Nodes {
-		if err := in("nodes."+n.Name+".ip", n.IP); err != nil {
-			return err
-		}
-		if _, err := parseMAC(n.MAC); err != nil {
-			return fmt.Errorf("nodes.%s.mac %q: %v", n.Name, n.MAC, err)
-		}
-		for _, k := range []string{"ip " + n.IP, "mac " + strings.ToLower(n.MAC), "name " + n.Name} {
-			if o, dup := seen[k]; dup {
-				return fmt.Errorf("nodes.%s: same %s as node %s", n.Name, k, o)
-			}
-			seen[k] = n.Name
-		}
-	}
-	return nil
-}
-
 func parseMAC(s string) ([6]byte, error) {
 	var m [6]byte
 	parts := strings.Split(s, ":")
@@ -165,11 +111,16 @@ func parseMAC(s string) ([6]byte, error) {
 // delay 0), local domain, DNS hosts for api/api-int (APIVIP), every node (masters also
 // etcd-<i>), the etcd SRV records, the wildcard address=/apps.<domain>/<IngressVIP> as a
 // dnsmasq option, and DHCP with one reservation per node.
+//
+// The values come from the validated lab config (package lab checks the addresses, the DHCP
+// range, the bridge name, the MACs) and are trusted; only a machine network that does not
+// parse, which would leave no netmask, is an error.
 func Network(s NetworkSpec) (*libvirtxml.Network, error) {
-	if err := s.Validate(); err != nil {
-		return nil, err
+	pfx, err := netip.ParsePrefix(s.MachineNetwork)
+	if err != nil {
+		return nil, fmt.Errorf("machine network %q: %v", s.MachineNetwork, err)
 	}
-	pfx := netip.MustParsePrefix(s.MachineNetwork).Masked()
+	pfx = pfx.Masked()
 	d := s.Domain
 	n := &libvirtxml.Network{
 		Name: s.Name,

@@ -161,9 +161,6 @@ func wrap(elem, x string) string {
 // reservations — which change while the network runs (NetworkChanges' edits): the part of
 // the network a new bridge is needed to change. s.APIVIP and s.Nodes may be empty.
 func NetworkBase(s NetworkSpec) (*libvirtxml.Network, error) {
-	if s.APIVIP == "" {
-		s.APIVIP = s.Gateway // validation only: the API record is not part of the base
-	}
 	s.Nodes = nil
 	n, err := Network(s)
 	if err != nil {

@@ -360,7 +360,7 @@ type InstallConfig struct {
 	// BareMetal, when set, makes the platform baremetal (see BareMetal); nil is platform none.
 	BareMetal *BareMetal
 	// ImageDigestSources are the release mirror's (targets/mirror.go). AdditionalTrustBundle
-	// (PEM) is the lab's trust bundle (targets/trust.go: the mirror CA, the BMC CA): with it
+	// (PEM) is the lab's trust bundle (targets/shared_trust.go: the mirror CA, the BMC CA): with it
 	// additionalTrustBundlePolicy is Always, so the Proxy names the bundle (installer
 	// proxy.go). Empty: the fields are absent, as before.
 	ImageDigestSources    []MirrorSource
@@ -550,7 +550,7 @@ func CABundle(ns, name string, caPEM []byte) (File, error) {
 
 // PullSecret renders Secret openshift-config/pull-secret (kubernetes.io/dockerconfigjson)
 // holding dockerConfigJSON, as the installer's openshift-config-secret-pull-secret.yaml.
-// The caller validates the content (targets.CheckPullSecret); the file is Secret.
+// The caller validates the content (lab.CheckPullSecret); the file is Secret.
 func PullSecret(dockerConfigJSON []byte) (File, error) {
 	if len(dockerConfigJSON) == 0 {
 		return File{}, errors.New("pull-secret: empty pull secret")

@@ -180,7 +180,7 @@ func TestGolden(t *testing.T) {
 		}},
 		{"kubeadmin", func() ([]File, error) { return one(KubeadminSecret([]byte(testHash))) }},
 		{"bootstrap-complete", func() ([]File, error) { return one(BootstrapComplete()) }},
-		// Past the pivot (handover.go); crt stands in for each CA, key for each key.
+		// Past the pivot (targets/manifests_handover.go); crt stands in for each CA, key for each key.
 		{"kube-apiserver-signers", func() ([]File, error) {
 			ns, err := Namespace(KubeAPIServerOperatorNamespace)
 			if err != nil {

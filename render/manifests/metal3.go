@@ -35,7 +35,7 @@ type BMCHost struct {
 
 // bmhBMC is spec.bmc. disableCertificateVerification is never set: Ironic verifies labbuild's
 // BMC against the cluster's trust bundle (cbo-trusted-ca), which holds the BMC CA
-// (targets/trust.go).
+// (targets/shared_trust.go).
 type bmhBMC struct {
 	Address         string `json:"address"`
 	CredentialsName string `json:"credentialsName"`

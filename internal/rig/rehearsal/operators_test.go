@@ -68,7 +68,7 @@ func opHandover(t *testing.T) (objs map[string]*unstructured.Unstructured, kubel
 		c, k := opCA(t, n)
 		add(one(manifests.TLSSecret(manifests.KubeAPIServerOperatorNamespace, n, c, k)))
 	}
-	// manifests/cluster/kube-apiserver-client-signers (targets/handover.go).
+	// manifests/cluster/kube-apiserver-client-signers (targets/manifests_handover.go).
 	for _, n := range []string{"aggregator-client-signer", "kube-apiserver-to-kubelet-signer"} {
 		c, k := opCA(t, n)
 		add(one(manifests.TLSSecret(manifests.KubeAPIServerOperatorNamespace, n, c, k)))

@@ -1,4 +1,4 @@
-package targets
+package lab_test
 
 import (
 	"errors"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
+	"github.com/labbuild/labbuild/targets"
 
 	"github.com/rogpeppe/go-internal/txtar"
 )
@@ -32,9 +34,9 @@ func FuzzConfig(f *testing.F) {
 			}
 		}
 	}
-	f.Add(DefaultLabYAML())
+	f.Add(lab.DefaultLabYAML())
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := ParseConfig(data, "lab.yaml")
+		c, err := lab.ParseConfig(data, "lab.yaml")
 		if err != nil {
 			checkConfigErr(t, err)
 		}
@@ -51,7 +53,7 @@ func FuzzConfig(f *testing.F) {
 		if err != nil || verr != nil {
 			return
 		}
-		if _, err := engine.Load(engine.Options{Config: c}); err != nil {
+		if _, err := engine.Load(engine.Options{Config: targets.Lab{Config: c}}); err != nil {
 			t.Fatalf("a config that validates does not load: %v\n%s", err, data)
 		}
 	})
@@ -59,8 +61,8 @@ func FuzzConfig(f *testing.F) {
 
 func checkConfigErr(t *testing.T, err error) {
 	t.Helper()
-	var ces ConfigErrors
-	var ce *ConfigError
+	var ces lab.ConfigErrors
+	var ce *lab.ConfigError
 	switch {
 	case errors.As(err, &ces):
 		if len(ces) == 0 {

@@ -1,8 +1,8 @@
-package nearest
+package lab
 
 import "testing"
 
-func TestDistance(t *testing.T) {
+func TestEditDistance(t *testing.T) {
 	for _, c := range []struct {
 		a, b string
 		want int
@@ -19,16 +19,16 @@ func TestDistance(t *testing.T) {
 		{"kitten", "sitting", 3},
 		{string(make([]byte, 65)), "a", 1 << 20},
 	} {
-		if got := Distance(c.a, c.b); got != c.want {
-			t.Errorf("Distance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		if got := editDistance(c.a, c.b); got != c.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
 		}
-		if got := Distance(c.b, c.a); got != c.want {
-			t.Errorf("Distance(%q, %q) = %d, want %d (symmetry)", c.b, c.a, got, c.want)
+		if got := editDistance(c.b, c.a); got != c.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d (symmetry)", c.b, c.a, got, c.want)
 		}
 	}
 }
 
-func TestWord(t *testing.T) {
+func TestNearest(t *testing.T) {
 	verbs := []string{"build", "certs", "clean", "config", "destroy", "graph", "list", "log"}
 	for _, c := range []struct {
 		w      string
@@ -43,16 +43,16 @@ func TestWord(t *testing.T) {
 		{"xyzzyplugh", "", false},
 		{"", "log", false},
 	} {
-		got, ok := Word(c.w, verbs)
+		got, ok := Nearest(c.w, verbs)
 		if ok != c.wantOK || ok && got != c.want {
-			t.Errorf("Word(%q) = %q, %v; want %q, %v", c.w, got, ok, c.want, c.wantOK)
+			t.Errorf("Nearest(%q) = %q, %v; want %q, %v", c.w, got, ok, c.want, c.wantOK)
 		}
 	}
-	if got, ok := Word("x", nil); got != "" || ok {
+	if got, ok := Nearest("x", nil); got != "" || ok {
 		t.Errorf("Word with no candidates = %q, %v", got, ok)
 	}
 	// Ties go to the earlier candidate.
-	if got, _ := Word("cxxxx", []string{"caaaa", "cbbbb"}); got != "caaaa" {
+	if got, _ := Nearest("cxxxx", []string{"caaaa", "cbbbb"}); got != "caaaa" {
 		t.Errorf("tie: got %q, want caaaa", got)
 	}
 }

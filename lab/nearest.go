@@ -1,15 +1,16 @@
-// Package nearest picks the known word closest to a mistyped one, for "did you mean" in usage
-// errors: an unknown lab.yaml field (targets/configparse.go), an unknown verb (cmd/labbuild).
+package lab
+
+// Nearest and editDistance pick the known word closest to a mistyped one, for "did you mean"
+// in usage errors: an unknown lab.yaml field (parse.go), an unknown verb (cmd/labbuild).
 // Standard library only, so the CLI pays nothing for it at start-up.
-package nearest
 
 import "strings"
 
-// Distance is the optimal-string-alignment distance of a and b, counted in bytes (the words
+// editDistance is the optimal-string-alignment distance of a and b, counted in bytes (the words
 // are ASCII names): insertions, deletions, substitutions and transpositions of two adjacent
 // bytes each count one, so "grpah" is one edit from "graph", as people mistype. Words over 64
 // bytes are not compared: the distance is then 1<<20.
-func Distance(a, b string) int {
+func editDistance(a, b string) int {
 	if len(a) > 64 || len(b) > 64 {
 		return 1 << 20
 	}
@@ -38,14 +39,14 @@ func Distance(a, b string) int {
 	return prev[len(b)]
 }
 
-// Word returns the candidate closest to w, ignoring case, and whether it is close enough to
+// Nearest returns the candidate closest to w, ignoring case, and whether it is close enough to
 // suggest: at most 2 edits, or at most a third of the candidate's length, or equal but for
 // case. Ties go to the earlier candidate, so pass candidates sorted for a stable answer.
-func Word(w string, candidates []string) (string, bool) {
+func Nearest(w string, candidates []string) (string, bool) {
 	best, bestD := "", 1<<30
 	lw := strings.ToLower(w)
 	for _, c := range candidates {
-		if d := Distance(lw, strings.ToLower(c)); d < bestD {
+		if d := editDistance(lw, strings.ToLower(c)); d < bestD {
 			best, bestD = c, d
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/manifests"
 )
 
@@ -28,7 +29,7 @@ func TestTrustDeps(t *testing.T) {
 		{"baremetal", "platform: baremetal\nnetwork:\n  loadBalancer: in-cluster\n", []string{"pki/ca/bmc"}, true},
 		{"both", "platform: baremetal\nnetwork:\n  loadBalancer: in-cluster\nmirror:\n  enabled: true\n", []string{"pki/ca/mirror-ca", "pki/ca/bmc"}, true},
 	} {
-		c, err := ParseConfig([]byte(tc.yaml), "lab.yaml")
+		c, err := lab.ParseConfig([]byte(tc.yaml), "lab.yaml")
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
@@ -37,7 +38,7 @@ func TestTrustDeps(t *testing.T) {
 		}
 		var user, proxy, ipi []string
 		found := false
-		for _, tg := range c.Declare() {
+		for _, tg := range (Lab{Config: c}).Declare() {
 			switch tg.Name {
 			case userCABundleTarget:
 				found, user = true, tg.Deps

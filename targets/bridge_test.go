@@ -12,6 +12,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
+	"github.com/labbuild/labbuild/lab"
 )
 
 // TestExternalBridgeAndDestroy builds bridge/external and bmc/service for a platform:
@@ -35,18 +36,18 @@ func TestExternalBridgeAndDestroy(t *testing.T) {
 	ctx := context.Background()
 	out := t.TempDir()
 	c := lvLab(d, testenv.StartSampleRelease(t, false))
-	c.Platform, c.Network.LoadBalancer, c.Network.ExternalBridge = PlatformBaremetal, LoadBalancerInCluster, "baremetal"
+	c.Platform, c.Network.LoadBalancer, c.Network.ExternalBridge = lab.PlatformBaremetal, lab.LoadBalancerInCluster, "baremetal"
 	build := func(dry bool) *engine.Result {
 		t.Helper()
 		var log strings.Builder
-		r, err := engine.Build(ctx, engine.Options{Config: c, OutDir: out, Goals: []string{"bridge/external", "bmc/service"}, DryRun: dry, Jobs: 2, Stdout: &log, Stderr: &log})
+		r, err := engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"bridge/external", "bmc/service"}, DryRun: dry, Jobs: 2, Stdout: &log, Stderr: &log})
 		if err != nil {
 			t.Fatalf("build: %v\n%s", err, log.String())
 		}
 		return r
 	}
 	build(false)
-	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: c, OutDir: out}) })
+	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) })
 	link := func(dev string) string {
 		o, err := d.Exec("ip", "-o", "addr", "show", "dev", dev)
 		if err != nil {
@@ -96,7 +97,7 @@ func TestExternalBridgeAndDestroy(t *testing.T) {
 		t.Errorf("after the update %s: %q", rec.VethBr, l)
 	}
 
-	rep, err := engine.Destroy(ctx, engine.Options{Config: c, OutDir: out})
+	rep, err := engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out})
 	if err != nil {
 		t.Fatalf("destroy: %v", err)
 	}
@@ -110,7 +111,7 @@ func TestExternalBridgeAndDestroy(t *testing.T) {
 			t.Errorf("%s after destroy: %s", dev, l)
 		}
 	}
-	rep, err = engine.Destroy(ctx, engine.Options{Config: c, OutDir: out})
+	rep, err = engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out})
 	if err != nil || len(rep.Destroyed)+len(rep.Failed)+len(rep.Absent) != 0 {
 		t.Errorf("second destroy: %v %+v", err, rep)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/manifests"
 )
 
@@ -186,8 +187,8 @@ func handoverTargets() []*engine.Target {
 		mfCluster("kube-apiserver-rbac", "ClusterRole and ClusterRoleBinding kube-apiserver: nodes/proxy for system:kube-apiserver (logs, exec through kubelets)",
 			nil, nil, func(s *engine.Step) ([]manifests.File, error) { return manifests.KubeAPIServerRBACFiles() }),
 		mfCluster("install-manifests", "ConfigMap openshift-config/openshift-install-manifests (invoker labbuild, version release.version), read by the CVO's metrics",
-			nil, []string{"release.version"}, func(s *engine.Step) ([]manifests.File, error) {
-				v, err := s.String("release.version")
+			nil, []string{lab.ReleaseVersion}, func(s *engine.Step) ([]manifests.File, error) {
+				v, err := s.String(lab.ReleaseVersion)
 				if err != nil {
 					return nil, err
 				}
@@ -196,25 +197,25 @@ func handoverTargets() []*engine.Target {
 		{
 			Name:    "manifests/cluster/ssh",
 			Doc:     "MachineConfigs 99-master-ssh and 99-worker-ssh with access.sshKeyFile, so the machine-config-daemon keeps the key",
-			Files:   []string{"access.sshKeyFile"},
+			Files:   []string{lab.AccessSSHKeyFile},
 			Version: 1,
 			Run: func(ctx context.Context, s *engine.Step) error {
-				b, err := s.File("access.sshKeyFile")
+				b, err := s.File(lab.AccessSSHKeyFile)
 				if err != nil {
 					return err
 				}
-				if err := CheckSSHKey(b, "access.sshKeyFile"); err != nil {
+				if err := lab.CheckSSHKey(b, lab.AccessSSHKeyFile); err != nil {
 					return err
 				}
 				var fs []manifests.File
-				for _, role := range []string{RoleMaster, RoleWorker} {
+				for _, role := range []string{lab.RoleMaster, lab.RoleWorker} {
 					f, err := manifests.SSHMachineConfig(role, strings.TrimSpace(string(b)))
 					if err != nil {
 						return fmt.Errorf("%s: %w", s.Target().Name, err)
 					}
 					fs = append(fs, f)
 				}
-				return mfWrite(s, fs...)
+				return writeManifests(s, fs...)
 			},
 		},
 	}

@@ -56,3 +56,32 @@ func writeRecord(s *engine.Step, name string, v any) error {
 	}
 	return s.WriteFile(name, append(b, '\n'), 0o644)
 }
+
+// Outputs one family writes and another reads: rhcos/image's record (a node disk's
+// libvirt/volume overlays the image it names), release/coreos-stream's qemu.json (the image
+// rhcos/image fetches).
+
+// rhcosRecordFile is rhcos/image's output: an rhcosRecord, where the verified image is.
+const rhcosRecordFile = "image.json"
+
+// rhcosRecord is rhcos/image's output image.json: where the verified image is.
+type rhcosRecord struct {
+	Path   string `json:"path"`   // the uncompressed qcow2 in the cache
+	SHA256 string `json:"sha256"` // rhcos.imageSHA256, of the file as downloaded
+	Size   int64  `json:"size"`   // bytes of Path, checked by the Probe
+}
+
+// coreOSArtifact is one downloadable file of a stream: URL, sha256 of the file as published,
+// and of its uncompressed content when it is compressed.
+type coreOSArtifact struct {
+	Location           string `json:"location"`
+	SHA256             string `json:"sha256"`
+	UncompressedSHA256 string `json:"uncompressed-sha256,omitempty"`
+}
+
+// coreOSImage is release/coreos-stream's qemu.json: the artifact rhcos/image fetches.
+type coreOSImage struct {
+	Stream  string `json:"stream"`
+	Release string `json:"release"` // RHCOS build, "418.94.202501221327-0"
+	coreOSArtifact
+}

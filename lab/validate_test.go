@@ -1,4 +1,4 @@
-package targets
+package lab
 
 import (
 	"encoding/base64"
@@ -52,6 +52,18 @@ func TestValidateNamesFieldAndFix(t *testing.T) {
 		{"in-cluster VIP outside", "network: {loadBalancer: in-cluster, apiVIP: 192.168.127.10}", "network.apiVIP", "outside network.machineNetwork"},
 		{"load balancer", "network: {loadBalancer: metallb}", "network.loadBalancer", `unknown load balancer "metallb"`},
 		{"rhcos scheme", "rhcos: {imageURL: \"ftp://example.com/rhcos.qcow2\", imageSHA256: \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}", "rhcos.imageURL", "not an http(s)"},
+		// The renderers' own checks before they trusted validated values (render/libvirt's
+		// NetworkSpec.Validate, render/haproxy's Spec.validate): each case is Validate's now.
+		{"long bridge", "libvirt: {network: averylongnet}", "libvirt.network", "Linux allows 15"},
+		{"DHCP range reversed", "network: {dhcpEnd: 192.168.126.150}", "network.dhcpEnd", "is before network.dhcpStart"},
+		{"bad MAC", strings.Replace(nodes("192.168.126.102", "master-1"), "ip: 192.168.126.110}", "ip: 192.168.126.110, mac: \"52:54:00:zz:00:01\"}", 1), "nodes.worker-0.mac", "not a MAC address"},
+		{"multicast MAC", strings.Replace(nodes("192.168.126.102", "master-1"), "ip: 192.168.126.110}", "ip: 192.168.126.110, mac: \"01:54:00:00:00:01\"}", 1), "nodes.worker-0.mac", "multicast"},
+		{"no cluster domain", "cluster: {baseDomain: \"\"}", "cluster.baseDomain", "not a domain"},
+		{"hostname for a node address", nodes("master-1.ocp4.example.com", "master-1"), "nodes.master-1.ip", "not an IPv4 address"},
+		{"no masters", "nodes:\n  - {name: bootstrap, role: bootstrap, ip: 192.168.126.100}\n  - {name: worker-0, role: worker, ip: 192.168.126.110}\n", "nodes", "0 masters"},
+		{"no API VIP", "network: {apiVIP: \"\"}", "network.apiVIP", "not an IPv4 address"},
+		{"stats port", "haproxy: {statsPort: 70000}", "haproxy.statsPort", "not a port"},
+		{"space in a node name", strings.Replace(nodes("192.168.126.102", "master-1"), "name: worker-0", "name: \"a b\"", 1), "nodes.a b.name", "not a DNS label"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -194,5 +206,48 @@ func TestValidateMirrorNoCredentials(t *testing.T) {
 		if strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("mirror %q: the error prints the password: %v", m, err)
 		}
+	}
+}
+
+// TestPlatformBaremetalConfig: platform: baremetal needs network.loadBalancer: in-cluster
+// (an error naming the field otherwise), an unknown platform names "platform", and seed 001's
+// sizes are the platform's defaults where yaml sets none, while sizes it sets are kept.
+func TestPlatformBaremetalConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		errField   string // "" for valid
+		master     Size
+		worker     Size
+	}{
+		{name: "default platform", yaml: "cluster: {name: lab}\n", master: Size{VCPUs: 4, MemoryMiB: 16384, DiskGiB: 100}, worker: Size{VCPUs: 2, MemoryMiB: 8192, DiskGiB: 100}},
+		{name: "baremetal in-cluster", yaml: "platform: baremetal\nnetwork: {loadBalancer: in-cluster}\n", master: Size{VCPUs: 4, MemoryMiB: 12288, DiskGiB: 100}, worker: Size{VCPUs: 2, MemoryMiB: 8192, DiskGiB: 100}},
+		{name: "baremetal own master memory", yaml: "platform: baremetal\nnetwork: {loadBalancer: in-cluster}\nsizes:\n  master: {memoryMiB: 16384}\n", master: Size{VCPUs: 4, MemoryMiB: 16384, DiskGiB: 100}, worker: Size{VCPUs: 2, MemoryMiB: 8192, DiskGiB: 100}},
+		{name: "baremetal host balancer", yaml: "platform: baremetal\nnetwork: {loadBalancer: host}\n", errField: "network.loadBalancer"},
+		{name: "baremetal default balancer", yaml: "platform: baremetal\n", errField: "network.loadBalancer"},
+		{name: "baremetal master too small", yaml: "platform: baremetal\nnetwork: {loadBalancer: in-cluster}\nsizes:\n  master: {memoryMiB: 8192}\n", errField: "sizes.master.memoryMiB"},
+		{name: "unknown platform", yaml: "platform: vsphere\n", errField: "platform"},
+		{name: "external bridge", yaml: "network: {externalBridge: baremetal}\n", master: Size{VCPUs: 4, MemoryMiB: 16384, DiskGiB: 100}, worker: Size{VCPUs: 2, MemoryMiB: 8192, DiskGiB: 100}},
+		{name: "external bridge name too long", yaml: "network: {externalBridge: baremetal-bridge-0}\n", errField: "network.externalBridge"},
+		{name: "external bridge is the lab bridge", yaml: "network: {externalBridge: virbr-ocp4}\n", errField: "network.externalBridge"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tc.yaml), "yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			verr := c.Validate("yaml")
+			if tc.errField != "" {
+				if verr == nil || !strings.Contains(verr.Error(), "yaml") || !strings.Contains(verr.Error(), tc.errField+": ") {
+					t.Fatalf("Validate: %v, want an error naming %s", verr, tc.errField)
+				}
+				return
+			}
+			if verr != nil {
+				t.Fatalf("Validate: %v", verr)
+			}
+			if c.Sizes.Master != tc.master || c.Sizes.Worker != tc.worker {
+				t.Errorf("sizes master %+v worker %+v, want %+v %+v", c.Sizes.Master, c.Sizes.Worker, tc.master, tc.worker)
+			}
+		})
 	}
 }

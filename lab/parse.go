@@ -1,4 +1,4 @@
-package targets
+package lab
 
 import (
 	"bytes"
@@ -9,8 +9,6 @@ import (
 	"strings"
 
 	yaml3 "gopkg.in/yaml.v3"
-
-	"github.com/labbuild/labbuild/internal/nearest"
 )
 
 // checkYAML checks the shape of a lab config against Config before it is decoded: every key
@@ -236,7 +234,7 @@ func (w *yamlWalker) unknown(fp, parent string, k *yaml3.Node, fields map[string
 		names = append(names, f)
 	}
 	sort.Strings(names)
-	if best, ok := nearest.Word(k.Value, names); ok {
+	if best, ok := Nearest(k.Value, names); ok {
 		w.bad(fp, k.Line, "unknown field; did you mean "+joinPath(parent, best)+"?", "rename it to "+best)
 		return
 	}

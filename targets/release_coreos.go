@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/labbuild/labbuild/engine"
-
 	"sigs.k8s.io/yaml"
+
+	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 )
 
 // release/coreos-stream reads the payload's CoreOS stream metadata, so the RHCOS boot image
@@ -39,21 +40,6 @@ type coreOSStream struct {
 			Formats map[string]map[string]coreOSArtifact `json:"formats"`
 		} `json:"artifacts"`
 	} `json:"architectures"`
-}
-
-// coreOSArtifact is one downloadable file of a stream: URL, sha256 of the file as published,
-// and of its uncompressed content when it is compressed.
-type coreOSArtifact struct {
-	Location           string `json:"location"`
-	SHA256             string `json:"sha256"`
-	UncompressedSHA256 string `json:"uncompressed-sha256,omitempty"`
-}
-
-// coreOSImage is release/coreos-stream's qemu.json: the artifact rhcos/image fetches.
-type coreOSImage struct {
-	Stream  string `json:"stream"`
-	Release string `json:"release"` // RHCOS build, "418.94.202501221327-0"
-	coreOSArtifact
 }
 
 // coreOSParse decodes the coreos-bootimages ConfigMap and picks the QEMU qcow2.gz disk of
@@ -96,7 +82,7 @@ func coreOSTarget(reads []string) *engine.Target {
 		Doc:     "the payload's CoreOS stream metadata (coreos-bootimages ConfigMap): stream.json, and qemu.json naming the x86_64 QEMU qcow2.gz and its sha256",
 		Deps:    []string{"release/resolve"},
 		Reads:   reads,
-		Files:   []string{"access.pullSecretFile"},
+		Files:   []string{lab.AccessPullSecretFile},
 		Version: 1,
 		Run: func(ctx context.Context, s *engine.Step) error {
 			img, b, err := releaseLastLayerFile(ctx, s, releaseCoreOSBootImagesPath)

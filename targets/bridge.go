@@ -8,6 +8,7 @@ import (
 	"os/exec"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/hostexec"
 )
@@ -20,19 +21,19 @@ import (
 // The lab network keeps its DHCP and DNS (libvirt's dnsmasq on its own bridge); the named
 // bridge only extends that segment for a program that attaches to a bridge by name.
 func init() {
-	Register(Family{Name: "bridge", Doc: "network.externalBridge: a named bridge joined to the lab network by a veth pair (seed 001)", Targets: bridgeTargets})
+	Register(Family{Name: "bridge", Doc: "network.externalBridge: a named bridge joined to the lab network by a veth pair (seed 001)", Targets: fromConfig(bridgeTargets)})
 }
 
 // brCommand builds the ip commands bridge/external runs; tests run them in their namespace.
 var brCommand hostexec.Command = exec.Command
 
-func bridgeTargets(c *Config) []*engine.Target {
+func bridgeTargets(c *lab.Config) []*engine.Target {
 	if c.Network.ExternalBridge == "" {
 		return nil
 	}
 	return []*engine.Target{{
 		Name: "bridge/external", Doc: "network.externalBridge: the named bridge, joined to the lab bridge by a veth pair (no address)",
-		Deps: []string{"libvirt/network"}, Reads: []string{"network.externalBridge", "libvirt.network"}, Version: 1, External: true,
+		Deps: []string{"libvirt/network"}, Reads: []string{lab.NetworkExternalBridge, lab.LibvirtNetwork}, Version: 1, External: true,
 		Run: brRun, Probe: brProbe, Destroy: brDestroy,
 	}}
 }
@@ -48,11 +49,11 @@ type brRecord struct {
 // brWanted names the links: the veth ends carry a hash of the bridge's name, so two labs'
 // pairs never collide and each fits IFNAMSIZ.
 func brWanted(s *engine.Step) (brRecord, error) {
-	br, err := s.String("network.externalBridge")
+	br, err := s.String(lab.NetworkExternalBridge)
 	if err != nil {
 		return brRecord{}, err
 	}
-	net, err := s.String("libvirt.network")
+	net, err := s.String(lab.LibvirtNetwork)
 	if err != nil {
 		return brRecord{}, err
 	}

@@ -1,4 +1,8 @@
-package targets
+// Package lab is the lab config (lab.yaml): its types, parsing, validation, the embedded
+// default lab, and one constant per field path (fields.go) with the typed reads the engine
+// keys targets by (Config.Lookup). It imports only libraries: the CLI, the families
+// (package targets) and the test rig read it; it knows none of them.
+package lab
 
 import (
 	"bytes"
@@ -9,14 +13,14 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 
 	"sigs.k8s.io/yaml"
 )
 
-// Config is the lab config (lab.yaml). Field paths used in Target.Reads follow the JSON names:
-// "cluster.name", "network.apiVIP", "nodes.master-1.ip" (a node is addressed by its name),
-// "sizes.worker.memoryMiB".
+// Config is the lab config (lab.yaml). The field paths targets read (Target.Reads) follow the
+// JSON names and are the constants of fields.go: ClusterName is "cluster.name",
+// NodePath("master-1", NodeIP) "nodes.master-1.ip" (a node is addressed by its name),
+// SizePath(RoleWorker, NodeMemoryMiB) "sizes.worker.memoryMiB".
 type Config struct {
 	Cluster ClusterConfig `json:"cluster"`
 	Release ReleaseConfig `json:"release"`
@@ -24,7 +28,7 @@ type Config struct {
 	// Nodes lists every machine; the role decides what it runs. 1 master + 1 worker, 3 + 0
 	// (compact: masters schedulable) and 3 + 2 all work; there is exactly one bootstrap.
 	Nodes   []Node        `json:"nodes"`
-	Sizes   Sizes         `json:"sizes"`
+	Sizes   RoleSizes     `json:"sizes"`
 	Libvirt LibvirtConfig `json:"libvirt"`
 	Access  AccessConfig  `json:"access"`
 	PKI     PKIConfig     `json:"pki"`
@@ -42,14 +46,8 @@ type Config struct {
 	// BareMetalHosts; needs network.loadBalancer: in-cluster). docs/baremetal.md.
 	Platform string `json:"platform,omitempty"`
 
-	lk   *lookupCache   // the config as generic JSON, for Lookup; built on first use
 	pos  map[string]int // field path → line in the file it was read from (messages)
 	name string         // the file as the user named it (-f bad.yaml), for messages (Where)
-}
-
-type lookupCache struct {
-	once sync.Once
-	tree any
 }
 
 // ClusterConfig names the cluster. The cluster domain is <name>.<baseDomain>.
@@ -138,10 +136,10 @@ func (c *Config) applyPlatformDefaults(pos map[string]int) {
 		if role == RoleWorker {
 			dst = &c.Sizes.Worker
 		}
-		if _, set := pos["sizes."+role+".vcpus"]; !set {
+		if _, set := pos[SizePath(role, NodeVCPUs)]; !set {
 			dst.VCPUs = sz.VCPUs
 		}
-		if _, set := pos["sizes."+role+".memoryMiB"]; !set {
+		if _, set := pos[SizePath(role, NodeMemoryMiB)]; !set {
 			dst.MemoryMiB = sz.MemoryMiB
 		}
 	}
@@ -173,8 +171,8 @@ type Size struct {
 	DiskGiB   int `json:"diskGiB"`
 }
 
-// Sizes gives each role's default VM size.
-type Sizes struct {
+// RoleSizes gives each role's default VM size (lab.yaml's sizes:).
+type RoleSizes struct {
 	Bootstrap Size `json:"bootstrap"`
 	Master    Size `json:"master"`
 	Worker    Size `json:"worker"`
@@ -341,21 +339,9 @@ func (c *Config) Source() string {
 	return c.name
 }
 
-// Line returns the line of the lab config that sets field path p ("nodes.master-1.ip"), or 0
+// Line returns the line of the lab config that sets field path p (NodePath(...)), or 0
 // when the file does not set it (a default).
 func (c *Config) Line(p string) int { return c.pos[p] }
-
-// LoadConfig reads the lab config at path, or returns the embedded default when path is "".
-func LoadConfig(path string) (*Config, error) {
-	if path == "" {
-		return DefaultConfig(), nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, &ConfigError{File: path, Msg: err.Error(), Fix: "run `labbuild init` to write one, or pass -f"}
-	}
-	return ParseConfig(data, path)
-}
 
 // LoadAndValidate reads the lab config at path (the embedded default when path is "") and
 // validates it, in one pass: the returned ConfigErrors lists unknown fields and invalid values
@@ -425,6 +411,24 @@ func (c *Config) NodesByRole(role string) []Node {
 	return out
 }
 
+// NodeNames returns the names of ns, in order: the nodes a per-node read list covers
+// (NodePath), which a target captures when it is declared rather than parse its Reads.
+func NodeNames(ns []Node) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.Name
+	}
+	return out
+}
+
+// Node returns the node named name (the zero Node when there is none).
+func (c *Config) Node(name string) Node {
+	if n := c.node(name); n != nil && n.Name == name {
+		return *n
+	}
+	return Node{}
+}
+
 // Bootstrap returns the bootstrap node (Validate ensures there is exactly one).
 func (c *Config) Bootstrap() Node {
 	for _, n := range c.Nodes {
@@ -436,15 +440,19 @@ func (c *Config) Bootstrap() Node {
 }
 
 // SizeOf returns node n's effective VM size: its own fields over its role's.
-func (c *Config) SizeOf(n Node) Size {
+func (c *Config) SizeOf(n Node) Size { return c.Sizes.Of(n) }
+
+// Of returns node n's effective VM size: its own fields over its role's (an unknown role
+// sizes as a worker).
+func (rs RoleSizes) Of(n Node) Size {
 	var s Size
 	switch n.Role {
 	case RoleBootstrap:
-		s = c.Sizes.Bootstrap
+		s = rs.Bootstrap
 	case RoleMaster:
-		s = c.Sizes.Master
+		s = rs.Master
 	default:
-		s = c.Sizes.Worker
+		s = rs.Worker
 	}
 	if n.VCPUs != 0 {
 		s.VCPUs = n.VCPUs
@@ -458,111 +466,11 @@ func (c *Config) SizeOf(n Node) Size {
 	return s
 }
 
-// Refresh drops the cached JSON form of the config, so that Lookup sees fields edited since
-// the last call. Build calls it first; a nil Config is allowed.
-func (c *Config) Refresh() {
-	if c != nil {
-		c.lk = nil
-	}
-}
-
-// Lookup implements Values. Path segments are JSON field names; inside the nodes list a
-// segment is a node name ("nodes.master-1.ip"). A known field that is unset reads as null.
-func (c *Config) Lookup(p string) ([]byte, bool) {
-	if c.lk == nil {
-		c.lk = &lookupCache{}
-	}
-	lk := c.lk
-	lk.once.Do(func() {
-		b, err := json.Marshal(c)
-		if err != nil {
-			panic(err)
-		}
-		if err := json.Unmarshal(b, &lk.tree); err != nil {
-			panic(err)
-		}
-	})
-	v, ok := lookupTree(lk.tree, p)
-	if !ok && strings.HasPrefix(p, "derived.") {
-		return c.derived(p)
-	}
-	if !ok {
-		return nil, false
-	}
-	b, err := json.Marshal(v) // encoding/json sorts map keys: a canonical encoding
-	if err != nil {
-		return nil, false
-	}
-	return b, true
-}
-
-// Derived config fields: not lab.yaml fields but values computed from the node list, which
-// targets read instead of every node's role when their output depends only on a count class.
-// Appending worker-2 to a lab with two workers so changes neither, and reruns none of the
-// bootstrap manifests (Infrastructure, Scheduler, cluster-config-v1, the MCO inputs).
-const (
-	// DerivedMasters is the number of master nodes: install-config controlPlane.replicas and
-	// the control-plane topology (render/manifests Topologies).
-	DerivedMasters = "derived.masters"
-	// DerivedWorkers is the number of worker nodes capped at 2 (0, 1, or 2 for "two or
-	// more"): all that infrastructureTopology and Scheduler mastersSchedulable depend on
-	// (openshift-install pkg/asset/manifests/topologies.go).
-	DerivedWorkers = "derived.workersUpTo2"
-)
-
-// derived answers Lookup for the derived fields.
-func (c *Config) derived(p string) ([]byte, bool) {
-	switch p {
-	case DerivedMasters:
-		return []byte(strconv.Itoa(len(c.NodesByRole(RoleMaster)))), true
-	case DerivedWorkers:
-		return []byte(strconv.Itoa(min(len(c.NodesByRole(RoleWorker)), 2))), true
-	}
-	return nil, false
-}
-
-// lookupTree walks a generic JSON tree by a dotted path. In arrays a segment matches an
-// element's "name" field or an index.
-func lookupTree(v any, p string) (any, bool) {
-	if p == "" {
-		return v, true
-	}
-	for _, seg := range strings.Split(p, ".") {
-		switch x := v.(type) {
-		case map[string]any:
-			next, ok := x[seg]
-			if !ok {
-				return nil, false
-			}
-			v = next
-		case []any:
-			found := false
-			for _, e := range x {
-				if m, ok := e.(map[string]any); ok && m["name"] == seg {
-					v, found = e, true
-					break
-				}
-			}
-			if !found {
-				i, err := strconv.Atoi(seg)
-				if err != nil || i < 0 || i >= len(x) {
-					return nil, false
-				}
-				v = x[i]
-			}
-		default:
-			return nil, false
-		}
-	}
-	return v, true
-}
-
 // Redacted returns the effective config as YAML for `labbuild config`. The config holds only
 // paths to secrets, never their content, so nothing needs masking beyond the mirror
 // credentials that a URL might carry.
 func (c *Config) Redacted() ([]byte, error) {
 	cp := *c
-	cp.lk = nil
 	if len(c.Release.Mirrors) > 0 {
 		cp.Release.Mirrors = map[string]string{}
 		for k, v := range c.Release.Mirrors {
