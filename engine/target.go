@@ -13,7 +13,8 @@
 // Files: target.go (Target), step.go (a Run's view), options.go (Options, Result), project.go
 // (Load, Select), build.go (Build, the output directory), sched.go (the scheduler),
 // fastpath.go (the null-build fast path), key.go (keys and staleness), exec.go (running,
-// restoring and recording a target), clean.go (Clean, Destroy), synthetic.go (benchmarks).
+// restoring and recording a target), clean.go (Clean, Destroy). Its tests build the rig's
+// synthetic graph (internal/rig/synthetic).
 package engine
 
 import (
