@@ -37,7 +37,7 @@ func logPathIn(meta, name string) string {
 // request, and other errors for trouble with the output directory.
 func Build(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
-	// A caller that keeps a Config across builds (tests, a watch loop) may have edited its
+	// A caller that keeps a Source across builds (tests, a watch loop) may have edited its
 	// fields since the last one: read values afresh.
 	if r, ok := o.Config.(interface{ Refresh() }); ok {
 		r.Refresh()

@@ -113,7 +113,7 @@ func sortedCopy(s []string) []string {
 	return c
 }
 
-// orphanLab is a Config whose families can undo what an undeclared External target made.
+// orphanLab is a Source whose families can undo what an undeclared External target made.
 type orphanLab struct {
 	synthetic.MapValues
 	declared []*engine.Target

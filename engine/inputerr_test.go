@@ -20,8 +20,8 @@ type sourcedValues struct{ synthetic.MapValues }
 func (sourcedValues) Where(f string) string { return "my-lab.yaml:7" }
 func (sourcedValues) Source() string        { return "my-lab.yaml" }
 
-// sourcedConfig is a Config (as package targets' *Config) whose values know where each field
-// was set: Load wraps a Config's values to keep their encodings, and messages must still name
+// sourcedConfig is a Source (as package targets' *Config) whose values know where each field
+// was set: Load wraps a Source's values to keep their encodings, and messages must still name
 // the lab file and line through that wrapper.
 type sourcedConfig struct {
 	sourcedValues

@@ -11,9 +11,9 @@ import (
 
 // Options configures one build.
 type Options struct {
-	// Config is the lab config: the values targets read and the targets it declares (the CLI
+	// Config is the lab config, as the Source of the targets and the values they read (the CLI
 	// passes targets.LoadAndValidate's, which is the embedded default lab when no file is named).
-	Config Config
+	Config Source
 	// Values, when set, replaces Config as the source of declared values (synthetic graphs).
 	Values Values
 	// ConfigPath is the lab config file ("" for the embedded default); relative file paths in
@@ -58,13 +58,13 @@ type Options struct {
 	Record *cache.Recorder
 }
 
-// Config is a source of targets and of the values they read: package targets' *Config (a
-// lab.yaml, whose registered families declare the targets), or a test's. When it also has a
-// Refresh method, Build calls it first, so that a Config edited in place since the last build
-// is read afresh.
-type Config interface {
+// Source is where a build's targets and the values they read come from: package targets'
+// *Config (a lab.yaml, whose registered families declare the targets), or a test's. When it
+// also has a Refresh method, Build calls it first, so that a lab config edited in place since
+// the last build is read afresh.
+type Source interface {
 	Values
-	// Declare returns the config's targets, in a stable order.
+	// Declare returns the source's targets, in a stable order.
 	Declare() []*Target
 }
 

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Orphaner is implemented by a Config whose families can undo what External targets made
+// Orphaner is implemented by a Source whose families can undo what External targets made
 // after the config stopped declaring them: a node removed from nodes: leaves its VM, its disk
 // and its recorded state behind, and no declared target would ever destroy them.
 type Orphaner interface {

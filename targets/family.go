@@ -31,7 +31,7 @@ func Register(f Family) {
 	families = append(families, f)
 }
 
-// Declare implements engine.Config: the registered families' targets for c, families in name
+// Declare implements engine.Source: the registered families' targets for c, families in name
 // order.
 func (c *Config) Declare() []*engine.Target {
 	fams := append([]Family(nil), families...)
