@@ -43,8 +43,8 @@ func BenchmarkNullBuild(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				r, err := engine.Build(context.Background(), withSynthetic(o, n, src))
-				if err != nil || len(r.Executed) != 0 {
-					b.Fatalf("null build executed %d: %v", len(r.Executed), err)
+				if err != nil || len(r.Built) != 0 {
+					b.Fatalf("null build executed %d: %v", len(r.Built), err)
 				}
 			}
 		})
@@ -63,8 +63,8 @@ func BenchmarkIncrementalBuild(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				os.WriteFile(edited, []byte(fmt.Sprintf("edit %d\n", i)), 0o644)
 				r, err := engine.Build(context.Background(), withSynthetic(o, n, src))
-				if err != nil || len(r.Executed) == 0 {
-					b.Fatalf("incremental build executed %d: %v", len(r.Executed), err)
+				if err != nil || len(r.Built) == 0 {
+					b.Fatalf("incremental build executed %d: %v", len(r.Built), err)
 				}
 			}
 		})

@@ -149,8 +149,8 @@ func TestIncremental(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newSynth(t, 300, 10)
 			first := s.build(nil)
-			if len(first.Executed) != 300 {
-				t.Fatalf("first build executed %d, want 300", len(first.Executed))
+			if len(first.Built) != 300 {
+				t.Fatalf("first build executed %d, want 300", len(first.Built))
 			}
 			clean := s.snapshot()
 			tt.edit(s)
@@ -163,8 +163,8 @@ func TestIncremental(t *testing.T) {
 			if tt.reused != nil {
 				wantReused = tt.reused(s)
 			}
-			eq(t, "executed", r.Executed, wantExec)
-			eq(t, "reused", r.Reused, wantReused)
+			eq(t, "executed", r.Built, wantExec)
+			eq(t, "reused", r.Restored, wantReused)
 			if tt.name == "second run executes nothing" {
 				if d := cache.Hashed().Bytes - before.Bytes; d != 0 {
 					t.Errorf("null build hashed %d bytes", d)
@@ -188,13 +188,13 @@ func TestConstructiveTraces(t *testing.T) {
 	want := s.snapshot()
 	s.set("syn.v1", "other")
 	r := s.build(nil)
-	if len(r.Executed) == 0 {
+	if len(r.Built) == 0 {
 		t.Fatal("edit executed nothing")
 	}
 	s.set("syn.v1", "x") // back to the first value: every output is in the store
 	r = s.build(nil)
-	eq(t, "executed after switching back", r.Executed, nil)
-	if len(r.Reused) == 0 {
+	eq(t, "executed after switching back", r.Built, nil)
+	if len(r.Restored) == 0 {
 		t.Error("nothing restored after switching back")
 	}
 	if got := s.snapshot(); !reflect.DeepEqual(got, want) {
@@ -217,13 +217,14 @@ func TestExplainNamesTheChange(t *testing.T) {
 			up = &r.Plan[i]
 		}
 	}
-	if direct == nil || !reflect.DeepEqual(direct.Reasons, []string{"config syn.v0 changed"}) {
+	if direct == nil || !reflect.DeepEqual(direct.Reasons, []engine.Reason{{Kind: engine.InputChanged, Input: "config:syn.v0", Old: `"x"`, New: `"new"`}}) ||
+		direct.Why() != "config syn.v0 changed" {
 		t.Errorf("syn/t00000 plan %+v, want reason 'config syn.v0 changed'", direct)
 	}
-	if up == nil || !strings.Contains(strings.Join(up.Reasons, ";"), "upstream syn/t000") {
+	if up == nil || !strings.Contains(up.Why(), "upstream syn/t000") {
 		t.Errorf("syn/t00050 plan %+v, want an upstream reason", up)
 	}
-	if !strings.Contains(errb.String(), "labbuild explain: syn/t00000: run: config syn.v0 changed") {
+	if !strings.Contains(errb.String(), "labbuild explain: syn/t00000: build: config syn.v0 changed") {
 		t.Errorf("--explain output:\n%s", errb.String())
 	}
 }
@@ -232,8 +233,8 @@ func TestDryRunChangesNothing(t *testing.T) {
 	s := newSynth(t, 120, 4)
 	var o bytes.Buffer
 	r := s.build(func(opt *engine.Options) { opt.DryRun = true; opt.Stdout = &o })
-	if len(r.Plan) != 120 || len(r.Executed) != 0 {
-		t.Fatalf("dry run on an empty directory: %d planned, %d executed", len(r.Plan), len(r.Executed))
+	if len(r.Plan) != 120 || len(r.Built) != 0 {
+		t.Fatalf("dry run on an empty directory: %d planned, %d executed", len(r.Plan), len(r.Built))
 	}
 	if ents, _ := os.ReadDir(s.out); len(ents) != 0 {
 		t.Fatalf("dry run wrote %d entries into the output directory", len(ents))
@@ -243,13 +244,13 @@ func TestDryRunChangesNothing(t *testing.T) {
 	st, _ := os.ReadFile(filepath.Join(s.out, ".labbuild/state"))
 	s.set("syn.v2", "dry")
 	r = s.build(func(opt *engine.Options) { opt.DryRun = true })
-	planned := map[string]string{}
+	planned := map[string]engine.Action{}
 	for _, p := range r.Plan {
 		planned[p.Target] = p.Action
 	}
 	for _, n := range s.readers("syn.v2") {
-		if planned[n] != "run" {
-			t.Errorf("%s planned %q, want run", n, planned[n])
+		if planned[n] != engine.ActionBuild {
+			t.Errorf("%s planned %q, want build", n, planned[n])
 		}
 	}
 	if len(r.Plan) != len(s.downstream("syn.v2")) {
@@ -304,15 +305,15 @@ func TestKeepGoingReportsRootCauseOnce(t *testing.T) {
 	}
 	sort.Strings(down)
 	eq(t, "skipped", r.Skipped, down)
-	if len(r.Executed) != 150-1-len(down) {
-		t.Errorf("executed %d, want %d", len(r.Executed), 150-1-len(down))
+	if len(r.Built) != 150-1-len(down) {
+		t.Errorf("executed %d, want %d", len(r.Built), 150-1-len(down))
 	}
 	// Without -k nothing new starts after the failure.
 	s2 := newSynth(t, 150, 3)
 	s2.ts[0].Run = func(ctx context.Context, st *engine.Step) error { return errors.New("first") }
 	r2, err := engine.Build(context.Background(), engine.Options{Values: s2.values, OutDir: s2.out, Targets: s2.ts, Jobs: 1})
-	if err == nil || len(r2.Executed) >= 149 {
-		t.Errorf("without -k: err %v, executed %d", err, len(r2.Executed))
+	if err == nil || len(r2.Built) >= 149 {
+		t.Errorf("without -k: err %v, executed %d", err, len(r2.Built))
 	}
 }
 
@@ -380,24 +381,24 @@ func TestStickyAndExpiry(t *testing.T) {
 		t.Errorf("key mode %v, want 0600", st.Mode().Perm())
 	}
 	r := b(func(o *engine.Options) { o.Force = true })
-	eq(t, "-B executed", r.Executed, []string{"kubeconfig/x", "kubeconfig/y", "pki/ca/root", "pki/cert/short"})
+	eq(t, "-B executed", r.Built, []string{"kubeconfig/x", "kubeconfig/y", "pki/ca/root", "pki/cert/short"})
 	if k2, _ := os.ReadFile(filepath.Join(out, "pki/key/ca/data")); !bytes.Equal(key, k2) {
 		t.Error("-B minted a new key")
 	}
 	now = now.Add(23 * time.Hour) // before the short cert's stale time
-	eq(t, "executed before stale", b(nil).Executed, nil)
+	eq(t, "executed before stale", b(nil).Built, nil)
 	now = now.Add(2 * time.Hour) // past it
 	r = b(nil)
-	eq(t, "executed after stale", r.Executed, []string{"kubeconfig/x", "pki/cert/short"})
+	eq(t, "executed after stale", r.Built, []string{"kubeconfig/x", "pki/cert/short"})
 	os.RemoveAll(filepath.Join(out, "pki/key/ca"))
 	r = b(nil)
-	eq(t, "key restored, not re-run", r.Reused, []string{"pki/key/ca"})
+	eq(t, "key restored, not re-run", r.Restored, []string{"pki/key/ca"})
 	if k2, _ := os.ReadFile(filepath.Join(out, "pki/key/ca/data")); !bytes.Equal(key, k2) {
 		t.Error("restoring the key changed it")
 	}
 	r = b(func(o *engine.Options) { o.Regenerate = []string{"pki/key/ca"} })
-	if len(r.Executed) != 5 {
-		t.Errorf("--regenerate executed %v, want the key and everything under it", r.Executed)
+	if len(r.Built) != 5 {
+		t.Errorf("--regenerate executed %v, want the key and everything under it", r.Built)
 	}
 }
 
@@ -414,8 +415,8 @@ func TestCorruptStoreIsAMiss(t *testing.T) {
 	})
 	os.RemoveAll(filepath.Join(s.out, "syn"))
 	r := s.build(nil)
-	if len(r.Executed) != 60 {
-		t.Errorf("executed %d after corrupting the store, want 60", len(r.Executed))
+	if len(r.Built) != 60 {
+		t.Errorf("executed %d after corrupting the store, want 60", len(r.Built))
 	}
 	if !reflect.DeepEqual(want, s.snapshot()) {
 		t.Error("outputs differ from the clean build")
@@ -562,7 +563,7 @@ func TestStopNamesOnlyDependents(t *testing.T) {
 		t.Fatal("without -k some targets should not have started")
 	}
 	seen := map[string]int{}
-	for _, l := range [][]string{r.Executed, r.Reused, r.UpToDate, r.Failed, r.Skipped, r.NotStarted} {
+	for _, l := range [][]string{r.Built, r.Restored, r.UpToDate, r.Failed, r.Skipped, r.NotStarted} {
 		for _, n := range l {
 			seen[n]++
 		}

@@ -10,23 +10,23 @@ import (
 	"github.com/labbuild/labbuild/internal/rig/synthetic"
 )
 
-// TestPlanSummary counts External actions Terraform's way; undecided External runs and file
+// TestPlanSummary counts External actions Terraform's way; undecided External builds and file
 // targets go to a second sentence.
 func TestPlanSummary(t *testing.T) {
-	ext := func(a string) engine.PlanItem { return engine.PlanItem{Target: "x", Action: a, External: true} }
+	ext := func(a engine.Action) engine.PlanItem { return engine.PlanItem{Target: "x", Action: a, External: true} }
 	for _, tc := range []struct {
 		plan []engine.PlanItem
 		want string
 	}{
 		{nil, ""},
-		{[]engine.PlanItem{{Target: "pki/ca", Action: "run"}}, ""},
-		{[]engine.PlanItem{ext("create"), ext("create"), ext("create"), ext("update")},
+		{[]engine.PlanItem{{Target: "pki/ca", Action: engine.ActionBuild}}, ""},
+		{[]engine.PlanItem{ext(engine.Create), ext(engine.Create), ext(engine.Create), ext(engine.Update)},
 			"Plan: 3 to create, 1 to update in place, 0 to replace, 0 to destroy."},
-		{[]engine.PlanItem{ext("replace"), ext("destroy"), ext("restore"), ext("run"), {Target: "ignition/worker-2", Action: "run"}},
+		{[]engine.PlanItem{ext(engine.Replace), ext(engine.ActionDestroy), ext(engine.ActionRestore), ext(engine.ActionBuild), {Target: "ignition/worker-2", Action: engine.ActionBuild}},
 			"Plan: 0 to create, 0 to update in place, 1 to replace, 1 to destroy. Then 1 to check again once their upstreams are built; 1 file targets to build."},
 	} {
-		if got := engine.PlanSummary(tc.plan); got != tc.want {
-			t.Errorf("PlanSummary(%v)\n got %q\nwant %q", tc.plan, got, tc.want)
+		if got := engine.CountPlan(tc.plan).Terraform(); got != tc.want {
+			t.Errorf("CountPlan(%v).Terraform()\n got %q\nwant %q", tc.plan, got, tc.want)
 		}
 	}
 }

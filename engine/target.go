@@ -88,31 +88,26 @@ const (
 	RecordOnly
 )
 
-// Action is what a plan says will happen to an external object.
-type Action string
-
-// The plan actions of external targets, as Terraform-like tools and labbuild's plan print them.
-const (
-	Keep    Action = "keep"
-	Create  Action = "create"
-	Update  Action = "update"
-	Replace Action = "replace"
-)
-
 // ProbeResult is what a Probe saw: the action needed to make real state match the declared
-// one, and a one-line reason naming the drifted object or field. It must not contain secrets.
+// one (Keep, Create, Update or Replace), and a one-line reason naming the drifted object or
+// field. It must not contain secrets.
 type ProbeResult struct {
 	Action Action
 	Reason string
 }
 
-// Family returns the part of the name before the first slash ("pki" for "pki/etcd-server").
-func (t *Target) Family() string {
-	if i := strings.IndexByte(t.Name, '/'); i >= 0 {
-		return t.Name[:i]
+// Family returns the family of target name: the part before the first slash ("pki" for
+// "pki/etcd-server"), or name itself when it has none. It is the one place a family is derived
+// from a name (the engine's orphans, the CLI's graph and profiles, Target.Family).
+func Family(name string) string {
+	if i := strings.IndexByte(name, '/'); i >= 0 {
+		return name[:i]
 	}
-	return t.Name
+	return name
 }
+
+// Family returns t's family (Family of its name).
+func (t *Target) Family() string { return Family(t.Name) }
 
 // Dir returns the directory, relative to the output directory, where t's outputs appear.
 func (t *Target) Dir() string {

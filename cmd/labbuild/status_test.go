@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/labbuild/labbuild/engine"
 )
 
 // TestStatusJSON: `status --json` is data, per target: state, short key, build time, the next
@@ -131,7 +133,7 @@ func TestRootCauseNamesLabFile(t *testing.T) {
 	}
 	blocked := 0
 	for _, ts := range rep.Targets {
-		if ts.State != stBlocked {
+		if ts.State != engine.StateBlocked {
 			continue
 		}
 		blocked++

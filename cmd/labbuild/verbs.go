@@ -284,15 +284,7 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 				res.Plan = []engine.PlanItem{}
 			}
 			// What could not be planned is part of the plan, not an empty list.
-			for _, n := range res.Failed {
-				res.Plan = append(res.Plan, engine.PlanItem{Target: n, Action: "unevaluated", Reasons: []string{"could not be evaluated (the error is on standard error)"}})
-			}
-			for _, n := range res.Skipped {
-				res.Plan = append(res.Plan, engine.PlanItem{Target: n, Action: "blocked", Reasons: []string{"an upstream could not be evaluated"}})
-			}
-			for _, n := range res.NotStarted {
-				res.Plan = append(res.Plan, engine.PlanItem{Target: n, Action: "not evaluated", Reasons: []string{"the plan stopped at the first target it could not evaluate; -k plans the rest"}})
-			}
+			res.Plan = append(res.Plan, res.Unplanned()...)
 			if e := enc.Encode(res.Plan); e != nil {
 				return e
 			}
@@ -301,7 +293,7 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 		printPlan(c, res)
 		return err
 	}
-	if len(res.Executed)+len(res.Reused)+len(res.Failed) == 0 && err == nil {
+	if len(res.Built)+len(res.Restored)+len(res.Failed) == 0 && err == nil {
 		c.noWork(res) // and the front's stamp: stamp.go
 	} else {
 		fmt.Fprintf(c.stdout, "labbuild: %s\n", res.Summary())
@@ -457,6 +449,9 @@ func runDestroy(ctx context.Context, c *cli, args []string) error {
 	}
 	for _, n := range rep.Planned {
 		fmt.Fprintf(c.stdout, "would destroy %s\n", n)
+	}
+	if len(rep.Planned) > 0 {
+		fmt.Fprintln(c.stdout, rep.PlanCount().Terraform()) // the one plan summary
 	}
 	// In the order handled; "destroyed" only for what existed and was removed.
 	for _, n := range rep.Destroyed {
