@@ -198,6 +198,15 @@ func printPlan(c *cli, res *engine.Result) {
 	}
 }
 
+// printPlanJSON prints a dry run's plan as JSON (-n --json): every item, then what could not
+// be planned (engine.Result.Unplanned), which is part of the plan, never an empty list.
+func printPlanJSON(c *cli, res *engine.Result) error {
+	plan := append(append([]engine.PlanItem{}, res.Plan...), res.Unplanned()...)
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(plan)
+}
+
 func actionColor(a engine.Action) string {
 	switch a {
 	case engine.ActionBuild, engine.Create:

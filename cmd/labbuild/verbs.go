@@ -278,14 +278,7 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 	}
 	if c.dryRun {
 		if c.json {
-			enc := json.NewEncoder(c.stdout)
-			enc.SetIndent("", "  ")
-			if res.Plan == nil {
-				res.Plan = []engine.PlanItem{}
-			}
-			// What could not be planned is part of the plan, not an empty list.
-			res.Plan = append(res.Plan, res.Unplanned()...)
-			if e := enc.Encode(res.Plan); e != nil {
+			if e := printPlanJSON(c, res); e != nil {
 				return e
 			}
 			return err
