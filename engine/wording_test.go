@@ -68,7 +68,9 @@ func TestReasonWordingEngine(t *testing.T) {
 	}
 	// Orphans: two VMs the config no longer declares, planned, then destroyed.
 	orphans := func() outcome {
-		run := func(ctx context.Context, s *engine.Step) error { return s.WriteFile("record.json", []byte(s.Target().Name), 0o644) }
+		run := func(ctx context.Context, s *engine.Step) error {
+			return s.WriteFile("record.json", []byte(s.Target().Name), 0o644)
+		}
 		vm := func(n string) *engine.Target { return &engine.Target{Name: "vm/" + n, External: true, Run: run} }
 		lab := &orphanLab{MapValues: synthetic.MapValues{}, declared: []*engine.Target{vm("a"), vm("b"), vm("c")},
 			destroy: func(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) { return engine.Destroyed, nil }}
