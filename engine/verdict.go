@@ -35,7 +35,9 @@ type verdict struct {
 func (b *builder) judge(t *Target, rec cache.TargetRecord, found bool, kd *keyed, ws *scratch, why *[]Reason, inputs func() map[string]cache.Digest) State {
 	switch {
 	case !found:
-		addReason(why, Reason{Kind: NeverBuilt})
+		if why != nil {
+			*why = append(*why, Reason{Kind: NeverBuilt})
+		}
 		return StateMissing
 	case rec.Failed():
 		if why != nil {
@@ -77,12 +79,6 @@ func (b *builder) judge(t *Target, rec cache.TargetRecord, found bool, kd *keyed
 	}
 	ws.staleAt(rec.StaleAt())
 	return StateUpToDate
-}
-
-func addReason(why *[]Reason, r Reason) {
-	if why != nil {
-		*why = append(*why, r)
-	}
 }
 
 // verdict decides target n's state, why, and what a build does about it, its deps being
