@@ -513,7 +513,8 @@ func (r *Recorder) Fill(s *Stamp) string {
 	if r.bad != "" {
 		return r.bad
 	}
-	s.Files, s.NFiles, s.OutDir, s.BaseDir = r.files, r.n, r.out, r.base
+	s.Files, s.NFiles = uniqueStampFiles(r.files, r.n)
+	s.OutDir, s.BaseDir = r.out, r.base
 	if r.until != 0 && (s.ValidUntil == 0 || r.until < s.ValidUntil) {
 		s.ValidUntil = r.until
 	}
@@ -529,6 +530,29 @@ func (r *Recorder) Fill(s *Stamp) string {
 		return true
 	})
 	return why
+}
+
+// uniqueStampFiles returns files (n entries) without the entries equal to an earlier one, and
+// how many are left: a file every target reads (the pull secret) is compared by each, and the
+// front need stat it once. Entries that do not decode are left as they are.
+func uniqueStampFiles(files []byte, n int) ([]byte, int) {
+	seen := make(map[string]bool, n)
+	out := make([]byte, 0, len(files))
+	d := stampDec{b: files, ok: true}
+	kept := 0
+	for len(d.b) > 0 {
+		rest := d.b
+		d.entry()
+		if !d.ok {
+			return files, n
+		}
+		if e := rest[:len(rest)-len(d.b)]; !seen[string(e)] {
+			seen[string(e)] = true
+			out = append(out, e...)
+			kept++
+		}
+	}
+	return out, kept
 }
 
 // Stamps kept per output directory: WriteStamp removes the oldest past StampKeep, and any

@@ -195,3 +195,31 @@ func TestWriteFileAtomic(t *testing.T) {
 		t.Errorf("the missing directory exists after the failed write: %v", err)
 	}
 }
+
+// TestRecorderOnceEach: a fingerprint recorded by several targets (the pull secret every
+// certificate's key reads) is one entry of the stamp, so the front stats it once; the same
+// path with another fingerprint, or another base, stays an entry of its own.
+func TestRecorderOnceEach(t *testing.T) {
+	fp := Fingerprint{Size: 3, Mtime: 5, Ino: 7, Mode: 0o600}
+	other := fp
+	other.Mtime++
+	var r Recorder
+	for i := 0; i < 3; i++ {
+		r.Add(AppendStampFile(nil, StampBase, []byte("pull-secret.json"), fp), 1)
+	}
+	r.Add(AppendStampFile(AppendStampFile(nil, StampOut, []byte("pki/ca/ca.crt"), fp), StampBase, []byte("pull-secret.json"), other), 2)
+	r.Add(AppendStampFile(nil, StampAbs, []byte("pull-secret.json"), fp), 1)
+	var s Stamp
+	if why := r.Fill(&s); why != "" {
+		t.Fatal(why)
+	}
+	var got []string
+	StampFiles(s.Files, func(base byte, path []byte, fp Fingerprint, _ []byte) bool {
+		got = append(got, fmt.Sprintf("%d %s %d", base, path, fp.Mtime))
+		return true
+	})
+	want := []string{"2 pull-secret.json 5", "1 pki/ca/ca.crt 5", "2 pull-secret.json 6", "0 pull-secret.json 5"}
+	if !reflect.DeepEqual(got, want) || s.NFiles != len(want) {
+		t.Errorf("entries %q (NFiles %d), want %q", got, s.NFiles, want)
+	}
+}

@@ -78,6 +78,7 @@ type State struct {
 	jBytes  int64                   // journal bytes, in the file and appended since
 	rewrite bool                    // the file is not a valid version-4 file: rewrite before appending
 	f       *os.File
+	memOnly bool // SetReadOnly: changes stay in memory, the file is never written
 }
 
 const stateHeaderSize = 48
@@ -553,7 +554,18 @@ func (s *State) Names() []string {
 	return out
 }
 
+// SetReadOnly makes every later change (SetTarget, SetFile, DeleteTarget) stay in memory, and
+// Compact do nothing: a dry run reads the state as a build would change it, and writes nothing.
+func (s *State) SetReadOnly() {
+	s.mu.Lock()
+	s.memOnly = true
+	s.mu.Unlock()
+}
+
 func (s *State) appendLocked(rec []byte) error {
+	if s.memOnly {
+		return nil
+	}
 	if s.rewrite {
 		if err := s.compactLocked(); err != nil {
 			return err
@@ -637,7 +649,7 @@ func (s *State) SetFile(path string, fs FileState) error {
 func (s *State) Compact(force bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !force && !s.rewrite && s.jBytes <= 4096+s.snapEnd/8 {
+	if s.memOnly || !force && !s.rewrite && s.jBytes <= 4096+s.snapEnd/8 {
 		return nil
 	}
 	return s.compactLocked()

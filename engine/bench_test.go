@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -6,18 +6,21 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/internal/rig/synthetic"
 )
 
 // benchProject writes n source files and builds the synthetic graph once.
-func benchProject(b *testing.B, n int) (Options, string) {
+func benchProject(b *testing.B, n int) (engine.Options, string) {
 	dir := b.TempDir()
 	src := filepath.Join(dir, "src")
 	os.MkdirAll(src, 0o755)
 	for i := 0; i < n; i++ {
 		os.WriteFile(filepath.Join(src, fmt.Sprintf("%d.txt", i)), []byte(fmt.Sprintf("source %d\n", i)), 0o644)
 	}
-	o := Options{OutDir: filepath.Join(dir, "out"), Jobs: 2}
-	if _, err := Build(context.Background(), withSynthetic(o, n, src)); err != nil {
+	o := engine.Options{OutDir: filepath.Join(dir, "out"), Jobs: 2}
+	if _, err := engine.Build(context.Background(), withSynthetic(o, n, src)); err != nil {
 		b.Fatal(err)
 	}
 	return o, src
@@ -25,8 +28,8 @@ func benchProject(b *testing.B, n int) (Options, string) {
 
 // withSynthetic regenerates the targets as the CLI does on every run, so the measured cost
 // includes declaring them.
-func withSynthetic(o Options, n int, src string) Options {
-	o.Targets, o.Values = SyntheticGraph(SyntheticSpec{N: n, Fields: 10, SrcDir: src}, MapValues{})
+func withSynthetic(o engine.Options, n int, src string) engine.Options {
+	o.Targets, o.Values = synthetic.Graph(synthetic.Spec{N: n, Fields: 10, SrcDir: src}, synthetic.MapValues{})
 	return o
 }
 
@@ -39,9 +42,9 @@ func BenchmarkNullBuild(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				r, err := Build(context.Background(), withSynthetic(o, n, src))
-				if err != nil || len(r.Executed) != 0 {
-					b.Fatalf("null build executed %d: %v", len(r.Executed), err)
+				r, err := engine.Build(context.Background(), withSynthetic(o, n, src))
+				if err != nil || len(r.Built) != 0 {
+					b.Fatalf("null build executed %d: %v", len(r.Built), err)
 				}
 			}
 		})
@@ -59,9 +62,9 @@ func BenchmarkIncrementalBuild(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				os.WriteFile(edited, []byte(fmt.Sprintf("edit %d\n", i)), 0o644)
-				r, err := Build(context.Background(), withSynthetic(o, n, src))
-				if err != nil || len(r.Executed) == 0 {
-					b.Fatalf("incremental build executed %d: %v", len(r.Executed), err)
+				r, err := engine.Build(context.Background(), withSynthetic(o, n, src))
+				if err != nil || len(r.Built) == 0 {
+					b.Fatalf("incremental build executed %d: %v", len(r.Built), err)
 				}
 			}
 		})

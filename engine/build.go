@@ -37,11 +37,6 @@ func logPathIn(meta, name string) string {
 // request, and other errors for trouble with the output directory.
 func Build(ctx context.Context, o Options) (*Result, error) {
 	start := time.Now()
-	// A caller that keeps a Config across builds (tests, a watch loop) may have edited its
-	// fields since the last one: read values afresh.
-	if r, ok := o.Config.(interface{ Refresh() }); ok {
-		r.Refresh()
-	}
 	// Declaring the targets and reading the state are independent: overlap them.
 	type opened struct {
 		b   *builder
@@ -90,6 +85,7 @@ type builder struct {
 	p       *Project
 	runCtx  context.Context // the build's context: a failure after it is cancelled is an interrupt
 	o       Options
+	runner  runner // what a verdict leads to: a build's, or a dry run's (Options.DryRun)
 	out     string // absolute output directory
 	meta    string
 	now     time.Time
@@ -101,9 +97,13 @@ type builder struct {
 	stdout  io.Writer
 	stderr  io.Writer
 	regen   map[string]bool
-	tQuick  time.Duration // -d stats
-	tSched  time.Duration
-	nQuick  int
+	// outfd and basefd are the output directory and the config's directory, open while the
+	// build runs (openDirs); outPrefix is prepended to output paths when outfd is not open.
+	outfd, basefd int
+	outPrefix     string
+	tQuick        time.Duration // -d stats
+	tSched        time.Duration
+	nQuick        int
 
 	mu     sync.Mutex // guards printing and the counters below
 	done   int
@@ -145,7 +145,7 @@ func openBuilder(o Options) (*builder, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &builder{o: o, out: out, meta: filepath.Join(out, metaDir), baseDir: BaseDir(o.ConfigPath), regen: map[string]bool{}, wall: time.Now()}
+	b := &builder{o: o, runner: newRunner(o), out: out, meta: filepath.Join(out, metaDir), baseDir: BaseDir(o.ConfigPath), regen: map[string]bool{}, wall: time.Now()}
 	b.stdout, b.stderr = o.Stdout, o.Stderr
 	if b.stdout == nil {
 		b.stdout = io.Discard
@@ -158,44 +158,21 @@ func openBuilder(o Options) (*builder, error) {
 	} else {
 		b.now = time.Now()
 	}
-	if !o.DryRun {
-		if err := os.MkdirAll(b.meta, 0o755); err != nil {
-			return nil, fmt.Errorf("output directory: %w", err)
-		}
-	}
-	if _, err := os.Stat(b.meta); err == nil && o.DryRun {
-		// A dry run reads: a shared lock, and no pid written into the lock file.
-		if _, err := os.Stat(filepath.Join(b.meta, lockFile)); err == nil {
-			if b.lock, err = cache.AcquireShared(filepath.Join(b.meta, lockFile)); err != nil {
-				return nil, err
-			}
-		}
-	} else if err == nil {
-		b.lock, err = cache.Acquire(filepath.Join(b.meta, lockFile), func(pid int) {
-			fmt.Fprintf(b.stderr, "labbuild: waiting for the lock on %s held by process %d\n", out, pid)
-			o.Record.Fail("waited for the lock") // the notice is this run's, never a replay's
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
 	b.cache = cache.Open(filepath.Join(b.meta, cacheDir))
-	o.Record.SetDirs(b.out, b.baseDir)
-	o.Record.StateLoaded(filepath.Join(b.meta, stateFile)) // under the lock, as read
-	b.state, err = cache.LoadState(filepath.Join(b.meta, stateFile))
-	if err != nil {
+	if err := b.runner.open(b); err != nil {
 		b.close()
 		return nil, err
 	}
-	if !o.DryRun {
-		os.RemoveAll(filepath.Join(b.meta, tmpDir)) // leftovers of an interrupted build
-		if err := os.MkdirAll(filepath.Join(b.meta, tmpDir), 0o700); err != nil {
-			b.close()
-			return nil, err
-		}
-		b.cache.CleanTmp()
-	}
 	return b, nil
+}
+
+// loadState reads the output directory's state (under the lock, as the runner took it).
+func (b *builder) loadState() error {
+	b.o.Record.SetDirs(b.out, b.baseDir)
+	b.o.Record.StateLoaded(filepath.Join(b.meta, stateFile)) // under the lock, as read
+	var err error
+	b.state, err = cache.LoadState(filepath.Join(b.meta, stateFile))
+	return err
 }
 
 // Trim policy for the content store: entries unused for TrimAge, then the least recently used
@@ -209,10 +186,7 @@ const (
 
 func (b *builder) close() {
 	if b.state != nil {
-		if !b.o.DryRun {
-			b.state.Compact(false)
-			b.maybeTrim()
-		}
+		b.runner.close(b)
 		b.state.Close()
 	}
 	if r := b.o.Record; r != nil {

@@ -173,10 +173,6 @@ func Destroy(ctx context.Context, o Options) (*DestroyReport, error) {
 		if prev == nil {
 			continue
 		}
-		if o.DryRun {
-			rep.Planned = append(rep.Planned, t.Name)
-			continue
-		}
 		if by := rep.keptBy(p, i); by != "" {
 			// What still uses it stays, so it stays: a pool under a VM's disk, a network under a VM.
 			rep.Kept = append(rep.Kept, t.Name)
@@ -186,26 +182,38 @@ func Destroy(ctx context.Context, o Options) (*DestroyReport, error) {
 			rep.KeptFor[t.Name] = by
 			continue
 		}
-		got := RecordOnly
-		if t.Destroy != nil {
-			s := b.newStep(ctx, nodes[i], nodes, prev.Epoch)
-			for dn := range s.deps { // upstream records are where they were materialized
-				if ps := b.state.Target(dn); ps != nil {
-					d := s.deps[dn]
-					d.files = outputNames(ps.Outputs)
-					s.deps[dn] = d
-				}
+		s := b.newStep(ctx, nodes[i], nodes, prev.Epoch)
+		for dn := range s.deps { // upstream records are where they were materialized
+			if ps := b.state.Target(dn); ps != nil {
+				d := s.deps[dn]
+				d.files = outputNames(ps.Outputs)
+				s.deps[dn] = d
 			}
-			if got, err = t.Destroy(ctx, s); err != nil {
-				rep.Failed = append(rep.Failed, t.Name)
-				errs = append(errs, fmt.Errorf("%s: not destroyed (still recorded): %w", t.Name, err))
-				continue
-			}
+		}
+		got, planned, err := b.runner.undo(ctx, t, s)
+		switch {
+		case planned:
+			rep.Planned = append(rep.Planned, t.Name)
+			continue
+		case err != nil:
+			rep.Failed = append(rep.Failed, t.Name)
+			errs = append(errs, fmt.Errorf("%s: not destroyed (still recorded): %w", t.Name, err))
+			continue
 		}
 		b.forget(t, prev)
 		rep.add(t.Name, got)
 	}
 	return rep, errors.Join(errs...)
+}
+
+// PlanCount is the destroy plan's count (a dry run's: Planned), in the one plan summary's
+// words: "Plan: 0 to create, 0 to update in place, 0 to replace, 17 to destroy."
+func (r *DestroyReport) PlanCount() PlanCount {
+	plan := make([]PlanItem, len(r.Planned))
+	for i, n := range r.Planned {
+		plan[i] = PlanItem{Target: n, Action: ActionDestroy, External: true}
+	}
+	return CountPlan(plan)
 }
 
 // keptBy returns the first target that depends on target i directly and failed or was kept

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"bytes"
@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/internal/rig/synthetic"
 )
 
 // TestDestroyOutcomes: destroy calls "destroyed" only what existed and was removed; an object
@@ -18,13 +21,13 @@ func TestDestroyOutcomes(t *testing.T) {
 	var mu sync.Mutex
 	world := map[string]bool{} // the objects outside the filesystem
 	unreachable := map[string]bool{}
-	run := func(ctx context.Context, s *Step) error {
+	run := func(ctx context.Context, s *engine.Step) error {
 		mu.Lock()
 		world[s.Target().Name] = true
 		mu.Unlock()
 		return s.WriteFile("record.json", []byte(`{"name":"`+s.Target().Name+`"}`), 0o644)
 	}
-	destroy := func(ctx context.Context, s *Step) (DestroyOutcome, error) {
+	destroy := func(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) {
 		if _, err := s.Prev("record.json"); err != nil {
 			return 0, err
 		}
@@ -35,26 +38,28 @@ func TestDestroyOutcomes(t *testing.T) {
 			return 0, errors.New("connection refused")
 		}
 		if !world[n] {
-			return AlreadyAbsent, nil
+			return engine.AlreadyAbsent, nil
 		}
 		delete(world, n)
-		return Destroyed, nil
+		return engine.Destroyed, nil
 	}
-	check := func(ctx context.Context, s *Step) (DestroyOutcome, error) { return RecordOnly, nil }
-	ts := []*Target{
+	check := func(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) {
+		return engine.RecordOnly, nil
+	}
+	ts := []*engine.Target{
 		{Name: "net/lab", External: true, Run: run, Destroy: destroy},
 		{Name: "vm/a", Deps: []string{"net/lab"}, External: true, Run: run, Destroy: destroy},
 		{Name: "vm/b", Deps: []string{"net/lab"}, External: true, Run: run, Destroy: destroy},
 		{Name: "disk/c", External: true, Run: run, Destroy: destroy},
 		{Name: "vm/c", Deps: []string{"disk/c"}, External: true, Run: run, Destroy: destroy},
-		{Name: "host/check", External: true, Run: func(ctx context.Context, s *Step) error { return s.WriteFile("ok", nil, 0o644) }, Destroy: check},
-		{Name: "cluster/up", Deps: []string{"vm/a"}, External: true, Run: func(ctx context.Context, s *Step) error { return s.WriteFile("ok", nil, 0o644) }},
+		{Name: "host/check", External: true, Run: func(ctx context.Context, s *engine.Step) error { return s.WriteFile("ok", nil, 0o644) }, Destroy: check},
+		{Name: "cluster/up", Deps: []string{"vm/a"}, External: true, Run: func(ctx context.Context, s *engine.Step) error { return s.WriteFile("ok", nil, 0o644) }},
 	}
 	out := t.TempDir()
-	o := Options{Values: MapValues{}, OutDir: out, Targets: ts, Jobs: 1}
+	o := engine.Options{Values: synthetic.MapValues{}, OutDir: out, Targets: ts, Jobs: 1}
 	bo := o
 	bo.Goals = []string{"net", "disk", "vm", "host", "cluster"}
-	if _, err := Build(context.Background(), bo); err != nil {
+	if _, err := engine.Build(context.Background(), bo); err != nil {
 		t.Fatal(err)
 	}
 	delete(world, "vm/b") // removed by hand (virsh undefine)
@@ -62,7 +67,7 @@ func TestDestroyOutcomes(t *testing.T) {
 
 	dry := o
 	dry.DryRun = true
-	rep, err := Destroy(context.Background(), dry)
+	rep, err := engine.Destroy(context.Background(), dry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +76,7 @@ func TestDestroyOutcomes(t *testing.T) {
 		t.Fatalf("a dry run changed the world: %v, report %+v", world, rep)
 	}
 
-	rep, err = Destroy(context.Background(), o)
+	rep, err = engine.Destroy(context.Background(), o)
 	if err == nil || err.Error() != "vm/c: not destroyed (still recorded): connection refused" {
 		t.Errorf("destroy with vm/c unreachable returned %v", err)
 	}
@@ -88,7 +93,7 @@ func TestDestroyOutcomes(t *testing.T) {
 	}
 
 	unreachable["vm/c"] = false
-	rep, err = Destroy(context.Background(), o)
+	rep, err = engine.Destroy(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +101,7 @@ func TestDestroyOutcomes(t *testing.T) {
 	if n := len(rep.Absent) + len(rep.Forgotten) + len(rep.Failed) + len(rep.Kept); n != 0 || len(world) != 0 {
 		t.Fatalf("second destroy: %+v, world %v", rep, world)
 	}
-	rep, err = Destroy(context.Background(), o)
+	rep, err = engine.Destroy(context.Background(), o)
 	if err != nil || len(rep.Destroyed)+len(rep.Absent)+len(rep.Forgotten)+len(rep.Failed) != 0 {
 		t.Fatalf("third destroy found records: %+v, %v", rep, err)
 	}
@@ -108,18 +113,18 @@ func sortedCopy(s []string) []string {
 	return c
 }
 
-// orphanLab is a Config whose families can undo what an undeclared External target made.
+// orphanLab is a Source whose families can undo what an undeclared External target made.
 type orphanLab struct {
-	MapValues
-	declared []*Target
-	destroy  func(ctx context.Context, s *Step) (DestroyOutcome, error)
+	synthetic.MapValues
+	declared []*engine.Target
+	destroy  func(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error)
 }
 
-func (l *orphanLab) Declare() []*Target { return l.declared }
-func (l *orphanLab) Orphans(names []string) []*Target {
-	var out []*Target
+func (l *orphanLab) Declare() []*engine.Target { return l.declared }
+func (l *orphanLab) Orphans(names []string) []*engine.Target {
+	var out []*engine.Target
 	for _, n := range names {
-		out = append(out, &Target{Name: n, External: true, Destroy: l.destroy, Run: nopRun})
+		out = append(out, &engine.Target{Name: n, External: true, Destroy: l.destroy, Run: nopRun})
 	}
 	return out
 }
@@ -129,28 +134,28 @@ func (l *orphanLab) Orphans(names []string) []*Target {
 // absent, not counted.
 func TestPruneSaysAbsent(t *testing.T) {
 	world := map[string]bool{}
-	run := func(ctx context.Context, s *Step) error {
+	run := func(ctx context.Context, s *engine.Step) error {
 		world[s.Target().Name] = true
 		return s.WriteFile("record.json", []byte(s.Target().Name), 0o644)
 	}
-	vm := func(n string) *Target { return &Target{Name: "vm/" + n, External: true, Run: run} }
-	lab := &orphanLab{MapValues: MapValues{}, declared: []*Target{vm("a"), vm("b"), vm("c")},
-		destroy: func(ctx context.Context, s *Step) (DestroyOutcome, error) {
+	vm := func(n string) *engine.Target { return &engine.Target{Name: "vm/" + n, External: true, Run: run} }
+	lab := &orphanLab{MapValues: synthetic.MapValues{}, declared: []*engine.Target{vm("a"), vm("b"), vm("c")},
+		destroy: func(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) {
 			if !world[s.Target().Name] {
-				return AlreadyAbsent, nil
+				return engine.AlreadyAbsent, nil
 			}
 			delete(world, s.Target().Name)
-			return Destroyed, nil
+			return engine.Destroyed, nil
 		}}
 	out := t.TempDir()
 	var errb bytes.Buffer
-	o := Options{Config: lab, OutDir: out, Goals: []string{"vm"}, Jobs: 1, Stderr: &errb}
-	if _, err := Build(context.Background(), o); err != nil {
+	o := engine.Options{Config: lab, OutDir: out, Goals: []string{"vm"}, Jobs: 1, Stderr: &errb}
+	if _, err := engine.Build(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
 	lab.declared = lab.declared[:1] // b and c removed from the config
 	delete(world, "vm/c")           // c's VM removed by hand
-	r, err := Build(context.Background(), o)
+	r, err := engine.Build(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +169,7 @@ func TestPruneSaysAbsent(t *testing.T) {
 	if len(world) != 1 || !world["vm/a"] {
 		t.Errorf("world after the prune: %v, want only vm/a", world)
 	}
-	if r, _ := Build(context.Background(), o); len(r.Destroyed) != 0 {
+	if r, _ := engine.Build(context.Background(), o); len(r.Destroyed) != 0 {
 		t.Errorf("a second build destroyed %v: the orphans were not forgotten", r.Destroyed)
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"bytes"
@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/cache"
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/graph"
+	"github.com/labbuild/labbuild/internal/rig/synthetic"
 )
 
 // synth is a synthetic project for engine tests: n targets, f config fields.
@@ -26,25 +28,25 @@ type synth struct {
 	t      *testing.T
 	n, f   int
 	out    string
-	values MapValues
-	ts     []*Target
+	values synthetic.MapValues
+	ts     []*engine.Target
 	now    time.Time
 }
 
 func newSynth(t *testing.T, n, f int) *synth {
-	s := &synth{t: t, n: n, f: f, out: t.TempDir(), values: MapValues{}, now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
+	s := &synth{t: t, n: n, f: f, out: t.TempDir(), values: synthetic.MapValues{}, now: time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)}
 	s.values["syn.unused"] = json.RawMessage(`"u"`)
-	s.ts = Synthetic(SyntheticSpec{N: n, Fields: f}, s.values)
+	s.ts = synthetic.Targets(synthetic.Spec{N: n, Fields: f}, s.values)
 	return s
 }
 
-func (s *synth) build(mod func(*Options)) *Result {
+func (s *synth) build(mod func(*engine.Options)) *engine.Result {
 	s.t.Helper()
-	o := Options{Values: s.values, OutDir: s.out, Targets: s.ts, Jobs: 2, Now: func() time.Time { return s.now }}
+	o := engine.Options{Values: s.values, OutDir: s.out, Targets: s.ts, Jobs: 2, Now: func() time.Time { return s.now }}
 	if mod != nil {
 		mod(&o)
 	}
-	r, err := Build(context.Background(), o)
+	r, err := engine.Build(context.Background(), o)
 	if err != nil {
 		s.t.Fatalf("build: %v", err)
 	}
@@ -117,7 +119,7 @@ func TestIncremental(t *testing.T) {
 	tests := []struct {
 		name     string
 		edit     func(s *synth)
-		opts     func(*Options)
+		opts     func(*engine.Options)
 		executed func(s *synth) []string
 		reused   func(s *synth) []string
 	}{
@@ -127,7 +129,7 @@ func TestIncremental(t *testing.T) {
 		{"edit an undeclared field", func(s *synth) { s.set("syn.unused", "changed") }, nil, nil, nil},
 		{"early cutoff: same bytes stop the wave", func(s *synth) { s.set("syn.v3", "X") }, nil,
 			func(s *synth) []string { return s.readers("syn.v3") }, nil},
-		{"-B executes all", func(s *synth) {}, func(o *Options) { o.Force = true },
+		{"-B executes all", func(s *synth) {}, func(o *engine.Options) { o.Force = true },
 			func(s *synth) []string {
 				var all []string
 				for _, t := range s.ts {
@@ -147,8 +149,8 @@ func TestIncremental(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newSynth(t, 300, 10)
 			first := s.build(nil)
-			if len(first.Executed) != 300 {
-				t.Fatalf("first build executed %d, want 300", len(first.Executed))
+			if len(first.Built) != 300 {
+				t.Fatalf("first build executed %d, want 300", len(first.Built))
 			}
 			clean := s.snapshot()
 			tt.edit(s)
@@ -161,8 +163,8 @@ func TestIncremental(t *testing.T) {
 			if tt.reused != nil {
 				wantReused = tt.reused(s)
 			}
-			eq(t, "executed", r.Executed, wantExec)
-			eq(t, "reused", r.Reused, wantReused)
+			eq(t, "executed", r.Built, wantExec)
+			eq(t, "reused", r.Restored, wantReused)
 			if tt.name == "second run executes nothing" {
 				if d := cache.Hashed().Bytes - before.Bytes; d != 0 {
 					t.Errorf("null build hashed %d bytes", d)
@@ -186,13 +188,13 @@ func TestConstructiveTraces(t *testing.T) {
 	want := s.snapshot()
 	s.set("syn.v1", "other")
 	r := s.build(nil)
-	if len(r.Executed) == 0 {
+	if len(r.Built) == 0 {
 		t.Fatal("edit executed nothing")
 	}
 	s.set("syn.v1", "x") // back to the first value: every output is in the store
 	r = s.build(nil)
-	eq(t, "executed after switching back", r.Executed, nil)
-	if len(r.Reused) == 0 {
+	eq(t, "executed after switching back", r.Built, nil)
+	if len(r.Restored) == 0 {
 		t.Error("nothing restored after switching back")
 	}
 	if got := s.snapshot(); !reflect.DeepEqual(got, want) {
@@ -205,8 +207,8 @@ func TestExplainNamesTheChange(t *testing.T) {
 	s.build(nil)
 	s.set("syn.v0", "new")
 	var errb bytes.Buffer
-	r := s.build(func(o *Options) { o.Explain = true; o.Stderr = &errb })
-	var direct, up *PlanItem
+	r := s.build(func(o *engine.Options) { o.Explain = true; o.Stderr = &errb })
+	var direct, up *engine.PlanItem
 	for i := range r.Plan {
 		switch r.Plan[i].Target {
 		case "syn/t00000":
@@ -215,13 +217,14 @@ func TestExplainNamesTheChange(t *testing.T) {
 			up = &r.Plan[i]
 		}
 	}
-	if direct == nil || !reflect.DeepEqual(direct.Reasons, []string{"config syn.v0 changed"}) {
+	if direct == nil || !reflect.DeepEqual(direct.Reasons, []engine.Reason{{Kind: engine.InputChanged, Input: "config:syn.v0", Old: `"x"`, New: `"new"`}}) ||
+		direct.Why() != "config syn.v0 changed" {
 		t.Errorf("syn/t00000 plan %+v, want reason 'config syn.v0 changed'", direct)
 	}
-	if up == nil || !strings.Contains(strings.Join(up.Reasons, ";"), "upstream syn/t000") {
+	if up == nil || !strings.Contains(up.Why(), "upstream syn/t000") {
 		t.Errorf("syn/t00050 plan %+v, want an upstream reason", up)
 	}
-	if !strings.Contains(errb.String(), "labbuild explain: syn/t00000: run: config syn.v0 changed") {
+	if !strings.Contains(errb.String(), "labbuild explain: syn/t00000: build: config syn.v0 changed") {
 		t.Errorf("--explain output:\n%s", errb.String())
 	}
 }
@@ -229,9 +232,9 @@ func TestExplainNamesTheChange(t *testing.T) {
 func TestDryRunChangesNothing(t *testing.T) {
 	s := newSynth(t, 120, 4)
 	var o bytes.Buffer
-	r := s.build(func(opt *Options) { opt.DryRun = true; opt.Stdout = &o })
-	if len(r.Plan) != 120 || len(r.Executed) != 0 {
-		t.Fatalf("dry run on an empty directory: %d planned, %d executed", len(r.Plan), len(r.Executed))
+	r := s.build(func(opt *engine.Options) { opt.DryRun = true; opt.Stdout = &o })
+	if len(r.Plan) != 120 || len(r.Built) != 0 {
+		t.Fatalf("dry run on an empty directory: %d planned, %d executed", len(r.Plan), len(r.Built))
 	}
 	if ents, _ := os.ReadDir(s.out); len(ents) != 0 {
 		t.Fatalf("dry run wrote %d entries into the output directory", len(ents))
@@ -240,14 +243,14 @@ func TestDryRunChangesNothing(t *testing.T) {
 	snap := s.snapshot()
 	st, _ := os.ReadFile(filepath.Join(s.out, ".labbuild/state"))
 	s.set("syn.v2", "dry")
-	r = s.build(func(opt *Options) { opt.DryRun = true })
-	planned := map[string]string{}
+	r = s.build(func(opt *engine.Options) { opt.DryRun = true })
+	planned := map[string]engine.Action{}
 	for _, p := range r.Plan {
 		planned[p.Target] = p.Action
 	}
 	for _, n := range s.readers("syn.v2") {
-		if planned[n] != "run" {
-			t.Errorf("%s planned %q, want run", n, planned[n])
+		if planned[n] != engine.ActionBuild {
+			t.Errorf("%s planned %q, want build", n, planned[n])
 		}
 	}
 	if len(r.Plan) != len(s.downstream("syn.v2")) {
@@ -262,15 +265,15 @@ func TestDryRunChangesNothing(t *testing.T) {
 func TestKeepGoingReportsRootCauseOnce(t *testing.T) {
 	s := newSynth(t, 150, 3)
 	boom := s.ts[10]
-	boom.Run = func(ctx context.Context, st *Step) error {
+	boom.Run = func(ctx context.Context, st *engine.Step) error {
 		st.Logf("step one")
 		st.Logf("step two")
 		return errors.New("boom")
 	}
 	var errb bytes.Buffer
-	o := Options{Values: s.values, OutDir: s.out, Targets: s.ts, Jobs: 2, KeepGoing: true, Stderr: &errb}
-	r, err := Build(context.Background(), o)
-	var be *BuildError
+	o := engine.Options{Values: s.values, OutDir: s.out, Targets: s.ts, Jobs: 2, KeepGoing: true, Stderr: &errb}
+	r, err := engine.Build(context.Background(), o)
+	var be *engine.BuildError
 	if !errors.As(err, &be) || !reflect.DeepEqual(be.Failed, []string{"syn/t00010"}) {
 		t.Fatalf("err %v, want a BuildError naming syn/t00010", err)
 	}
@@ -281,7 +284,7 @@ func TestKeepGoingReportsRootCauseOnce(t *testing.T) {
 		t.Errorf("failure output lacks the target and cause:\n%s", errb.String())
 	}
 	// Then the log's last lines, indented under their path.
-	if want := "  last lines of " + LogPath(s.out, "syn/t00010") + ":\n    step one\n    step two\n"; !strings.Contains(errb.String(), want) {
+	if want := "  last lines of " + engine.LogPath(s.out, "syn/t00010") + ":\n    step one\n    step two\n"; !strings.Contains(errb.String(), want) {
 		t.Errorf("failure output lacks the log's tail %q:\n%s", want, errb.String())
 	}
 	// Everything downstream of t00010 is skipped, everything else built.
@@ -302,34 +305,34 @@ func TestKeepGoingReportsRootCauseOnce(t *testing.T) {
 	}
 	sort.Strings(down)
 	eq(t, "skipped", r.Skipped, down)
-	if len(r.Executed) != 150-1-len(down) {
-		t.Errorf("executed %d, want %d", len(r.Executed), 150-1-len(down))
+	if len(r.Built) != 150-1-len(down) {
+		t.Errorf("executed %d, want %d", len(r.Built), 150-1-len(down))
 	}
 	// Without -k nothing new starts after the failure.
 	s2 := newSynth(t, 150, 3)
-	s2.ts[0].Run = func(ctx context.Context, st *Step) error { return errors.New("first") }
-	r2, err := Build(context.Background(), Options{Values: s2.values, OutDir: s2.out, Targets: s2.ts, Jobs: 1})
-	if err == nil || len(r2.Executed) >= 149 {
-		t.Errorf("without -k: err %v, executed %d", err, len(r2.Executed))
+	s2.ts[0].Run = func(ctx context.Context, st *engine.Step) error { return errors.New("first") }
+	r2, err := engine.Build(context.Background(), engine.Options{Values: s2.values, OutDir: s2.out, Targets: s2.ts, Jobs: 1})
+	if err == nil || len(r2.Built) >= 149 {
+		t.Errorf("without -k: err %v, executed %d", err, len(r2.Built))
 	}
 }
 
 func TestUndeclaredReadFails(t *testing.T) {
-	vals := MapValues{"a.declared": json.RawMessage(`1`), "a.other": json.RawMessage(`2`)}
-	ts := []*Target{{Name: "x/sneaky", Reads: []string{"a.declared"}, Run: func(ctx context.Context, s *Step) error {
+	vals := synthetic.MapValues{"a.declared": json.RawMessage(`1`), "a.other": json.RawMessage(`2`)}
+	ts := []*engine.Target{{Name: "x/sneaky", Reads: []string{"a.declared"}, Run: func(ctx context.Context, s *engine.Step) error {
 		var v int
 		return s.Value("a.other", &v)
 	}}}
-	_, err := Build(context.Background(), Options{Values: vals, OutDir: t.TempDir(), Targets: ts})
+	_, err := engine.Build(context.Background(), engine.Options{Values: vals, OutDir: t.TempDir(), Targets: ts})
 	if err == nil {
 		t.Fatal("reading an undeclared field succeeded")
 	}
-	ts[0].Run = func(ctx context.Context, s *Step) error { _, err := s.DepFile("x/other", "f"); return err }
-	if _, err := Build(context.Background(), Options{Values: vals, OutDir: t.TempDir(), Targets: ts}); err == nil {
+	ts[0].Run = func(ctx context.Context, s *engine.Step) error { _, err := s.DepFile("x/other", "f"); return err }
+	if _, err := engine.Build(context.Background(), engine.Options{Values: vals, OutDir: t.TempDir(), Targets: ts}); err == nil {
 		t.Fatal("reading an undeclared upstream succeeded")
 	}
 	ts[0].Reads = []string{"a.missing"}
-	if _, err := Build(context.Background(), Options{Values: vals, OutDir: t.TempDir(), Targets: ts}); err == nil || !strings.Contains(err.Error(), `"a.missing"`) {
+	if _, err := engine.Build(context.Background(), engine.Options{Values: vals, OutDir: t.TempDir(), Targets: ts}); err == nil || !strings.Contains(err.Error(), `"a.missing"`) {
 		t.Fatalf("declaring a field the config lacks: %v", err)
 	}
 }
@@ -337,10 +340,10 @@ func TestUndeclaredReadFails(t *testing.T) {
 // TestStickyAndExpiry: a sticky "key" is never re-run by -B; a "cert" that goes stale at a
 // time is renewed, with its dependents, when the injected clock passes it.
 func TestStickyAndExpiry(t *testing.T) {
-	vals := MapValues{"pki.alg": json.RawMessage(`"RSA-2048"`)}
+	vals := synthetic.MapValues{"pki.alg": json.RawMessage(`"RSA-2048"`)}
 	runs := map[string]int{}
-	mk := func(name string, deps []string, stale time.Duration, sticky bool) *Target {
-		return &Target{Name: name, Deps: deps, Reads: []string{"pki.alg"}, Sticky: sticky, Run: func(ctx context.Context, s *Step) error {
+	mk := func(name string, deps []string, stale time.Duration, sticky bool) *engine.Target {
+		return &engine.Target{Name: name, Deps: deps, Reads: []string{"pki.alg"}, Sticky: sticky, Run: func(ctx context.Context, s *engine.Step) error {
 			runs[name]++
 			if stale > 0 {
 				s.SetStaleAt(s.Epoch().Add(stale))
@@ -352,7 +355,7 @@ func TestStickyAndExpiry(t *testing.T) {
 			return s.WriteFile("data", []byte(body), 0o600)
 		}}
 	}
-	ts := []*Target{
+	ts := []*engine.Target{
 		mk("pki/key/ca", nil, 0, true),
 		mk("pki/ca/root", []string{"pki/key/ca"}, 3650*24*time.Hour, false),
 		mk("pki/cert/short", []string{"pki/ca/root"}, 24*time.Hour, false),
@@ -361,12 +364,12 @@ func TestStickyAndExpiry(t *testing.T) {
 	}
 	out := t.TempDir()
 	now := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
-	b := func(mod func(*Options)) *Result {
-		o := Options{Values: vals, OutDir: out, Targets: ts, Now: func() time.Time { return now }}
+	b := func(mod func(*engine.Options)) *engine.Result {
+		o := engine.Options{Values: vals, OutDir: out, Targets: ts, Now: func() time.Time { return now }}
 		if mod != nil {
 			mod(&o)
 		}
-		r, err := Build(context.Background(), o)
+		r, err := engine.Build(context.Background(), o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -377,25 +380,25 @@ func TestStickyAndExpiry(t *testing.T) {
 	if st, _ := os.Stat(filepath.Join(out, "pki/key/ca/data")); st.Mode().Perm() != 0o600 {
 		t.Errorf("key mode %v, want 0600", st.Mode().Perm())
 	}
-	r := b(func(o *Options) { o.Force = true })
-	eq(t, "-B executed", r.Executed, []string{"kubeconfig/x", "kubeconfig/y", "pki/ca/root", "pki/cert/short"})
+	r := b(func(o *engine.Options) { o.Force = true })
+	eq(t, "-B executed", r.Built, []string{"kubeconfig/x", "kubeconfig/y", "pki/ca/root", "pki/cert/short"})
 	if k2, _ := os.ReadFile(filepath.Join(out, "pki/key/ca/data")); !bytes.Equal(key, k2) {
 		t.Error("-B minted a new key")
 	}
 	now = now.Add(23 * time.Hour) // before the short cert's stale time
-	eq(t, "executed before stale", b(nil).Executed, nil)
+	eq(t, "executed before stale", b(nil).Built, nil)
 	now = now.Add(2 * time.Hour) // past it
 	r = b(nil)
-	eq(t, "executed after stale", r.Executed, []string{"kubeconfig/x", "pki/cert/short"})
+	eq(t, "executed after stale", r.Built, []string{"kubeconfig/x", "pki/cert/short"})
 	os.RemoveAll(filepath.Join(out, "pki/key/ca"))
 	r = b(nil)
-	eq(t, "key restored, not re-run", r.Reused, []string{"pki/key/ca"})
+	eq(t, "key restored, not re-run", r.Restored, []string{"pki/key/ca"})
 	if k2, _ := os.ReadFile(filepath.Join(out, "pki/key/ca/data")); !bytes.Equal(key, k2) {
 		t.Error("restoring the key changed it")
 	}
-	r = b(func(o *Options) { o.Regenerate = []string{"pki/key/ca"} })
-	if len(r.Executed) != 5 {
-		t.Errorf("--regenerate executed %v, want the key and everything under it", r.Executed)
+	r = b(func(o *engine.Options) { o.Regenerate = []string{"pki/key/ca"} })
+	if len(r.Built) != 5 {
+		t.Errorf("--regenerate executed %v, want the key and everything under it", r.Built)
 	}
 }
 
@@ -412,8 +415,8 @@ func TestCorruptStoreIsAMiss(t *testing.T) {
 	})
 	os.RemoveAll(filepath.Join(s.out, "syn"))
 	r := s.build(nil)
-	if len(r.Executed) != 60 {
-		t.Errorf("executed %d after corrupting the store, want 60", len(r.Executed))
+	if len(r.Built) != 60 {
+		t.Errorf("executed %d after corrupting the store, want 60", len(r.Built))
 	}
 	if !reflect.DeepEqual(want, s.snapshot()) {
 		t.Error("outputs differ from the clean build")
@@ -421,8 +424,8 @@ func TestCorruptStoreIsAMiss(t *testing.T) {
 }
 
 func TestStaleOutputFilesRemoved(t *testing.T) {
-	vals := MapValues{"a.n": json.RawMessage(`2`)}
-	ts := []*Target{{Name: "x/files", Reads: []string{"a.n"}, Run: func(ctx context.Context, s *Step) error {
+	vals := synthetic.MapValues{"a.n": json.RawMessage(`2`)}
+	ts := []*engine.Target{{Name: "x/files", Reads: []string{"a.n"}, Run: func(ctx context.Context, s *engine.Step) error {
 		var n int
 		s.Value("a.n", &n)
 		for i := 0; i < n; i++ {
@@ -433,17 +436,17 @@ func TestStaleOutputFilesRemoved(t *testing.T) {
 		return nil
 	}}}
 	out := t.TempDir()
-	o := Options{Values: vals, OutDir: out, Targets: ts}
-	Build(context.Background(), o)
+	o := engine.Options{Values: vals, OutDir: out, Targets: ts}
+	engine.Build(context.Background(), o)
 	vals["a.n"] = json.RawMessage(`1`)
-	Build(context.Background(), o)
+	engine.Build(context.Background(), o)
 	if _, err := os.Stat(filepath.Join(out, "x/files/f1")); !os.IsNotExist(err) {
 		t.Error("an output the new run did not write is still there")
 	}
 }
 
 func TestSelectGoals(t *testing.T) {
-	p, err := Load(Options{Values: MapValues{}, Targets: []*Target{
+	p, err := engine.Load(engine.Options{Values: synthetic.MapValues{}, Targets: []*engine.Target{
 		{Name: "pki/a", Run: nopRun}, {Name: "pki/b", Run: nopRun}, {Name: "manifests/static-pods/etcd", Run: nopRun},
 		{Name: "libvirt/vm", Run: nopRun, External: true},
 	}})
@@ -478,14 +481,14 @@ func TestSelectGoals(t *testing.T) {
 	}
 }
 
-func nopRun(ctx context.Context, s *Step) error { return nil }
+func nopRun(ctx context.Context, s *engine.Step) error { return nil }
 
 func TestConcurrentBuildsInOneProcess(t *testing.T) {
 	s := newSynth(t, 200, 5)
 	errs := make(chan error, 2)
 	for i := 0; i < 2; i++ {
 		go func() {
-			_, err := Build(context.Background(), Options{Values: s.values, OutDir: s.out, Targets: s.ts, Jobs: 2})
+			_, err := engine.Build(context.Background(), engine.Options{Values: s.values, OutDir: s.out, Targets: s.ts, Jobs: 2})
 			errs <- err
 		}()
 	}
@@ -504,25 +507,25 @@ func TestConcurrentBuildsInOneProcess(t *testing.T) {
 func TestCriticalPathFirst(t *testing.T) {
 	var mu sync.Mutex
 	var started []string
-	run := func(ctx context.Context, s *Step) error {
+	run := func(ctx context.Context, s *engine.Step) error {
 		mu.Lock()
 		started = append(started, s.Target().Name)
 		mu.Unlock()
 		return s.WriteFile("out", []byte(s.Target().Name), 0o644)
 	}
-	var ts []*Target
+	var ts []*engine.Target
 	leaves := 4*runtime.NumCPU() + 4
 	for i := 0; i < leaves; i++ {
-		ts = append(ts, &Target{Name: fmt.Sprintf("leaf/l%02d", i), Run: run})
+		ts = append(ts, &engine.Target{Name: fmt.Sprintf("leaf/l%02d", i), Run: run})
 	}
 	for i, prev := 0, ""; i < 4; i++ {
-		tg := &Target{Name: fmt.Sprintf("zz/c%d", i), Run: run}
+		tg := &engine.Target{Name: fmt.Sprintf("zz/c%d", i), Run: run}
 		if prev != "" {
 			tg.Deps = []string{prev}
 		}
 		ts, prev = append(ts, tg), tg.Name
 	}
-	if _, err := Build(context.Background(), Options{Values: MapValues{}, OutDir: t.TempDir(), Targets: ts, Jobs: 1}); err != nil {
+	if _, err := engine.Build(context.Background(), engine.Options{Values: synthetic.MapValues{}, OutDir: t.TempDir(), Targets: ts, Jobs: 1}); err != nil {
 		t.Fatal(err)
 	}
 	// Each worker takes one ready target before any runs; the chain's root is the first taken.
@@ -536,9 +539,9 @@ func TestCriticalPathFirst(t *testing.T) {
 // and an interrupt (Ctrl-C) calls nothing failed.
 func TestStopNamesOnlyDependents(t *testing.T) {
 	s := newSynth(t, 150, 3)
-	s.ts[10].Run = func(ctx context.Context, st *Step) error { return errors.New("boom") }
+	s.ts[10].Run = func(ctx context.Context, st *engine.Step) error { return errors.New("boom") }
 	var errb bytes.Buffer
-	r, err := Build(context.Background(), Options{Values: s.values, OutDir: s.out, Targets: s.ts, Jobs: 1, Stderr: &errb})
+	r, err := engine.Build(context.Background(), engine.Options{Values: s.values, OutDir: s.out, Targets: s.ts, Jobs: 1, Stderr: &errb})
 	if err == nil {
 		t.Fatal("a failing target did not fail the build")
 	}
@@ -560,7 +563,7 @@ func TestStopNamesOnlyDependents(t *testing.T) {
 		t.Fatal("without -k some targets should not have started")
 	}
 	seen := map[string]int{}
-	for _, l := range [][]string{r.Executed, r.Reused, r.UpToDate, r.Failed, r.Skipped, r.NotStarted} {
+	for _, l := range [][]string{r.Built, r.Restored, r.UpToDate, r.Failed, r.Skipped, r.NotStarted} {
 		for _, n := range l {
 			seen[n]++
 		}
@@ -581,9 +584,9 @@ func TestStopNamesOnlyDependents(t *testing.T) {
 	// Ctrl-C while a target runs: nothing is failed, nothing prints FAILED.
 	s2 := newSynth(t, 20, 2)
 	ctx, cancel := context.WithCancel(context.Background())
-	s2.ts[0].Run = func(c context.Context, st *Step) error { cancel(); <-c.Done(); return c.Err() }
+	s2.ts[0].Run = func(c context.Context, st *engine.Step) error { cancel(); <-c.Done(); return c.Err() }
 	var errb2 bytes.Buffer
-	r2, err := Build(ctx, Options{Values: s2.values, OutDir: s2.out, Targets: s2.ts, Jobs: 1, Stderr: &errb2})
+	r2, err := engine.Build(ctx, engine.Options{Values: s2.values, OutDir: s2.out, Targets: s2.ts, Jobs: 1, Stderr: &errb2})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted build returned %v, want context.Canceled", err)
 	}
@@ -606,8 +609,8 @@ func TestNullBuildIsTheFastPath(t *testing.T) {
 	for i := 0; i < n; i++ {
 		os.WriteFile(filepath.Join(src, fmt.Sprintf("%d.txt", i)), []byte(fmt.Sprintf("source %d\n", i)), 0o644)
 	}
-	ts, vals := SyntheticGraph(SyntheticSpec{N: n, Fields: 10, SrcDir: src}, MapValues{})
-	mv := MapValues{}
+	ts, vals := synthetic.Graph(synthetic.Spec{N: n, Fields: 10, SrcDir: src}, synthetic.MapValues{})
+	mv := synthetic.MapValues{}
 	for _, tg := range ts {
 		for _, f := range append(append([]string{}, tg.Reads...), tg.Files...) {
 			mv[f], _ = vals.Lookup(f)
@@ -617,15 +620,15 @@ func TestNullBuildIsTheFastPath(t *testing.T) {
 	mv["syn.src8"] = json.RawMessage(`"src/\u0038.txt"`)     // an escape: the scheduler's case
 	mv["syn.src9"] = json.RawMessage(`"./src/../src/9.txt"`) // not clean: the scheduler's case
 	cfg := filepath.Join(dir, "lab.yaml")
-	time.Sleep(2 * racyWindow) // sources older than the build: recorded (see fileDigest)
-	o := Options{Values: mv, Targets: ts, OutDir: filepath.Join(dir, "out"), ConfigPath: cfg, Jobs: 2}
-	if _, err := Build(context.Background(), o); err != nil {
+	time.Sleep(2 * engine.RacyWindow) // sources older than the build: recorded (see fileDigest)
+	o := engine.Options{Values: mv, Targets: ts, OutDir: filepath.Join(dir, "out"), ConfigPath: cfg, Jobs: 2}
+	if _, err := engine.Build(context.Background(), o); err != nil {
 		t.Fatal(err)
 	}
 	var stats bytes.Buffer
 	o.Stats, o.Stderr = true, &stats
 	before := cache.Hashed()
-	r, err := Build(context.Background(), o)
+	r, err := engine.Build(context.Background(), o)
 	if err != nil || len(r.UpToDate) != n {
 		t.Fatalf("null build: %d up to date, %v", len(r.UpToDate), err)
 	}
@@ -633,7 +636,7 @@ func TestNullBuildIsTheFastPath(t *testing.T) {
 		t.Errorf("null build hashed %d files", d)
 	}
 	// syn/t00008 and syn/t00009 and what depends on them go through the scheduler.
-	p, _ := Load(o)
+	p, _ := engine.Load(o)
 	down := p.Graph.Downstream([]int{8, 9})
 	want := n
 	for _, in := range down {
@@ -669,7 +672,7 @@ func TestLogTail(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if got := LogTail(p, c.n); got != c.want {
+		if got := engine.LogTail(p, c.n); got != c.want {
 			t.Errorf("%s: LogTail(%d) = %q, want %q", c.name, c.n, got, c.want)
 		}
 	}

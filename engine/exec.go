@@ -38,7 +38,8 @@ func (b *builder) newStep(ctx context.Context, n *node, nodes []*node, epoch int
 	return s
 }
 
-func (b *builder) probe(ctx context.Context, n *node, key cache.Digest, epoch int64, nodes []*node) (ProbeResult, error) {
+// probe runs External target n's Probe with generation epoch: what the real object needs.
+func (b *builder) probe(ctx context.Context, n *node, epoch int64, nodes []*node) (ProbeResult, error) {
 	s := b.newStep(ctx, n, nodes, epoch)
 	r, err := n.t.Probe(ctx, s)
 	if err != nil {
@@ -51,9 +52,12 @@ func (b *builder) probe(ctx context.Context, n *node, key cache.Digest, epoch in
 }
 
 // execute runs n's recipe into a staging directory, stores the outputs (data first, then the
-// action entry), and moves them into place.
-func (b *builder) execute(ctx context.Context, n *node, key cache.Digest, inputs map[string]cache.Digest, epoch int64, probe ProbeResult, nodes []*node, prev *cache.TargetState) (err error) {
+// action entry), and moves them into place. v is n's verdict: its key, epoch, record, and
+// what its Probe saw.
+func (b *builder) execute(ctx context.Context, n *node, v *verdict, nodes []*node) (err error) {
 	t := n.t
+	key, epoch, prev := v.key, v.epoch, v.prev
+	inputs := b.inputs(n, nodes, v)
 	stage, err := os.MkdirTemp(filepath.Join(b.meta, tmpDir), "run-")
 	if err != nil {
 		return err
@@ -61,7 +65,7 @@ func (b *builder) execute(ctx context.Context, n *node, key cache.Digest, inputs
 	defer os.RemoveAll(stage)
 	s := b.newStep(ctx, n, nodes, epoch)
 	s.stage = filepath.Join(stage, "out")
-	s.probe = probe
+	s.probe = v.probe
 	if err := os.MkdirAll(s.stage, 0o755); err != nil {
 		return err
 	}
@@ -95,7 +99,7 @@ func (b *builder) execute(ctx context.Context, n *node, key cache.Digest, inputs
 	// so the next build computes the same key and does nothing.
 	if timed, wasTimed := !s.staleAt.IsZero(), prev != nil && prev.StaleAt != 0; timed != wasTimed {
 		if timed {
-			key = epochKey(n.base, epoch, inputs)
+			key = epochKey(new(cache.Hasher), n.base, epoch, inputs)
 		} else {
 			key = n.base
 			delete(inputs, "epoch")
@@ -209,22 +213,16 @@ func (b *builder) fail(n *node, err error) {
 	}
 	n.outcome = Failed
 	n.err = err
-	if !b.o.DryRun {
-		if prev := b.state.Target(n.t.Name); prev != nil {
-			cp := *prev
-			cp.Failed = true
-			b.state.SetTarget(n.t.Name, &cp)
-		} else {
-			b.state.SetTarget(n.t.Name, &cache.TargetState{Failed: true})
-		}
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.clearStatusLocked()
 	msg := err.Error()
 	if !strings.HasPrefix(msg, n.t.Name) {
 		msg = n.t.Name + ": " + msg
 	}
+	logPath := logPathIn(b.meta, n.t.Name)
+	tail := LogTail(logPath, 10) // before the runner appends the error to the log
+	b.runner.failed(b, n, msg)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.clearStatusLocked()
 	shown := msg
 	if ref, cause, first := b.rootCause(err); ref != "" {
 		// One cause shared by several targets (a pull secret that cannot be read): once.
@@ -234,17 +232,6 @@ func (b *builder) fail(n *node, err error) {
 		shown = n.t.Name + ": " + ref
 	}
 	fmt.Fprintf(b.stderr, "FAILED: %s\n", shown)
-	logPath := logPathIn(b.meta, n.t.Name)
-	tail := LogTail(logPath, 10)
-	if !b.o.DryRun {
-		// The log ends with the error, so labbuild log and explain can show it later (also
-		// when the target failed before it ran: an input file that cannot be read).
-		os.MkdirAll(filepath.Dir(logPath), 0o755)
-		if f, err := os.OpenFile(logPath, os.O_APPEND|os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
-			fmt.Fprintf(f, "FAILED: %s\n", msg)
-			f.Close()
-		}
-	}
 	if tail != "" {
 		fmt.Fprintf(b.stderr, "  last lines of %s:\n    %s\n", logPath, strings.ReplaceAll(strings.TrimSuffix(tail, "\n"), "\n", "\n    "))
 	}
@@ -272,7 +259,7 @@ func (b *builder) explain(n *node) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.clearStatusLocked()
-	fmt.Fprintf(b.stderr, "labbuild explain: %s: %s: %s\n", n.t.Name, n.plan.Action, strings.Join(n.plan.Reasons, "; "))
+	fmt.Fprintf(b.stderr, "labbuild explain: %s: %s: %s\n", n.t.Name, n.plan.Action, n.plan.Why())
 }
 
 func (b *builder) clearStatus() {

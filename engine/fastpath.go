@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -12,18 +11,17 @@ import (
 	"github.com/labbuild/labbuild/cache"
 )
 
-// quick is the null-build fast path. Every selected target with a clean record gets the key it
-// would have if its deps are up to date too (their recorded output digests), computed from
-// what is already known — config values, recorded input-file digests whose stat fingerprint
-// still matches (no file is read), the deps' recorded digests — and its outputs are statted;
-// then one pass in build order marks as up to date each target whose key and outputs held and
-// whose deps are up to date. The scheduler handles the rest. It returns how many targets it
-// finished.
+// quick is the null-build fast path: the verdict's first part (key and judge) for every
+// selected target with a clean record, computed from what is already known — config values,
+// recorded input-file digests whose stat fingerprint still matches (no file is read), the
+// deps' recorded output digests (as if they are up to date too) — and one stat per recorded
+// output; then one pass in build order marks as up to date each target judged so whose deps
+// are up to date. The scheduler decides the rest. It returns how many targets it finished.
 //
 // Cost per target: one lookup in the state's index (read in place, nothing decoded), one
-// SHA-256 over a few hundred bytes of names and digests, one stat per input file and per
-// output, and no allocation: the work is split in NumCPU contiguous parts, each with its own
-// buffers, on as many goroutines (not one per target).
+// SHA-256 over a few hundred bytes of names and digests (two for a target with a stale time),
+// one stat per input file and per output, and no allocation: the work is split in NumCPU
+// contiguous parts, each with its own buffers, on as many goroutines (not one per target).
 func (b *builder) quick(nodes []*node) int {
 	if b.o.Force || b.o.Explain {
 		return 0
@@ -37,21 +35,6 @@ func (b *builder) quick(nodes []*node) int {
 	if len(cand) == 0 {
 		return 0
 	}
-	// The output directory as a descriptor: outputs are statted relative to it.
-	dirfd := cache.AtCWD
-	prefix := b.out + "/"
-	if fd, err := syscall.Open(b.out, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err == nil {
-		dirfd, prefix = fd, ""
-		defer syscall.Close(fd)
-	}
-	// The config's directory likewise, for input files under it (a shorter path walk).
-	basefd := -1
-	if b.baseDir != "" && b.baseDir[0] == '/' && filepath.Clean(b.baseDir) == b.baseDir && b.baseDir != "/" {
-		if fd, err := syscall.Open(b.baseDir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err == nil {
-			basefd = fd
-			defer syscall.Close(fd)
-		}
-	}
 	ok := make([]bool, len(nodes))
 	parallel := func(fn func(part []*node, ws *scratch)) {
 		workers := min(runtime.NumCPU(), (len(cand)+255)/256)
@@ -62,14 +45,9 @@ func (b *builder) quick(nodes []*node) int {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ws := &scratch{dirfd: dirfd, prefix: prefix, basefd: basefd, record: b.o.Record != nil}
+				ws := b.newScratch()
 				fn(part, ws)
-				if ws.record {
-					b.o.Record.Add(ws.rec, ws.recN)
-					if ws.minStale != 0 {
-						b.o.Record.Until(ws.minStale)
-					}
-				}
+				ws.flush(b.o.Record)
 			}()
 		}
 		wg.Wait()
@@ -83,12 +61,16 @@ func (b *builder) quick(nodes []*node) int {
 			}
 		}
 	})
-	// Pass 2: keys and outputs.
+	// Pass 2: keys and outputs, judged.
 	parallel(func(part []*node, ws *scratch) {
+		k := &keying{ws: ws}
 		for _, n := range part {
-			if ok[n.id] {
-				ok[n.id] = b.quickOne(n, nodes, ws)
+			if !ok[n.id] {
+				continue
 			}
+			rec, _ := b.state.Record(n.t.Name)
+			kd, err := b.key(k, n, nodes, rec, true)
+			ok[n.id] = err == nil && b.judge(n.t, rec, true, &kd, ws, nil, nil) == StateUpToDate
 		}
 	})
 	done := 0
@@ -107,7 +89,7 @@ func (b *builder) quick(nodes []*node) int {
 			}
 		}
 		if ok[i] {
-			n.outcome = UpToDate // n.files stays nil: depFiles reads the record if a dependent runs
+			n.outcome, n.state = UpToDate, StateUpToDate // n.files stays nil: depFiles reads the record if a dependent runs
 			done++
 		} else {
 			n.outDig = cache.Digest{} // the scheduler computes it
@@ -116,78 +98,82 @@ func (b *builder) quick(nodes []*node) int {
 	return done
 }
 
-// scratch is one fast-path worker's reusable buffers.
+// openDirs opens the output directory, and the config's directory, as descriptors: outputs
+// and input files are statted relative to them (cache.StatAt: no path allocation, a shorter
+// kernel path walk). close closes them.
+func (b *builder) openDirs() (close func()) {
+	b.outfd, b.outPrefix, b.basefd = cache.AtCWD, b.out+"/", -1
+	var fds []int
+	if fd, err := syscall.Open(b.out, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err == nil {
+		b.outfd, b.outPrefix = fd, ""
+		fds = append(fds, fd)
+	}
+	if b.baseDir != "" && b.baseDir[0] == '/' && filepath.Clean(b.baseDir) == b.baseDir && b.baseDir != "/" {
+		if fd, err := syscall.Open(b.baseDir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0); err == nil {
+			b.basefd = fd
+			fds = append(fds, fd)
+		}
+	}
+	return func() {
+		for _, fd := range fds {
+			syscall.Close(fd)
+		}
+	}
+}
+
+// scratch is one worker's reusable buffers for judging targets.
 type scratch struct {
-	h      cache.Hasher
 	path   []byte
-	num    []byte
-	dirfd  int
+	dirfd  int    // the output directory (b.outfd)
 	prefix string // prepended to output paths when dirfd is not the output directory
 	basefd int    // the config's directory (b.baseDir), or -1
 
 	// With Options.Record: every fingerprint compared (cache.AppendStampFile entries), their
-	// count, and the earliest renewal time seen.
+	// count, and the earliest stale time seen.
 	record   bool
 	rec      []byte
 	recN     int
 	minStale int64
 }
 
-// quickOne reports whether n's key, computed from its deps' recorded output digests
-// (nodes[j].outDig), equals its recorded key and its recorded outputs are unchanged by stat.
-func (b *builder) quickOne(n *node, nodes []*node, ws *scratch) bool {
-	t := n.t
-	rec, found := b.state.Record(t.Name)
-	if !found {
-		return false
-	}
-	h := &ws.h
-	h.Reset()
-	h.Add2("name", t.Name, nil)
-	ws.num = strconv.AppendInt(ws.num[:0], int64(t.Version), 10)
-	h.Add("version", ws.num)
-	for _, r := range t.Reads {
-		raw, _ := b.p.values.Lookup(r)
-		h.Add2("config:", r, raw)
-	}
-	for _, f := range t.Files {
-		d, ok := b.quickFileDigest(f, ws)
-		if !ok {
-			return false
+func (b *builder) newScratch() *scratch {
+	return &scratch{dirfd: b.outfd, prefix: b.outPrefix, basefd: b.basefd, record: b.o.Record != nil}
+}
+
+// statOutput stats output rel of a target whose outputs are in dir (relative to the output
+// directory), and records the fingerprint for the front's stamp.
+func (ws *scratch) statOutput(dir string, rel []byte) (cache.Fingerprint, error) {
+	p := append(append(append(append(ws.path[:0], ws.prefix...), dir...), '/'), rel...)
+	ws.path = append(p, 0)
+	got, err := cache.StatAt(ws.dirfd, ws.path)
+	if ws.record && err == nil {
+		base := byte(cache.StampOut)
+		if ws.dirfd == cache.AtCWD {
+			base = cache.StampAbs // prefix is the absolute output directory
 		}
-		h.Add2("file:", f, d[:])
+		ws.rec, ws.recN = cache.AppendStampFile(ws.rec, base, ws.path[:len(ws.path)-1], got), ws.recN+1
 	}
-	for _, j := range b.p.Graph.Deps(n.id) {
-		h.Add2("dep:", b.p.Targets[j].Name, nodes[j].outDig[:])
+	return got, err
+}
+
+// staleAt notes an up-to-date target's stale time (ns; 0: none): the stamp is valid until the
+// earliest.
+func (ws *scratch) staleAt(st int64) {
+	if ws.record && st != 0 && (ws.minStale == 0 || st < ws.minStale) {
+		ws.minStale = st
 	}
-	key := h.Sum()
-	if st := rec.StaleAt(); st != 0 {
-		if b.now.UnixNano() >= st {
-			return false // to be renewed: the scheduler says so
-		}
-		if ws.record && (ws.minStale == 0 || st < ws.minStale) {
-			ws.minStale = st
-		}
-		key = epochKey(key, rec.Epoch(), nil)
+}
+
+// flush hands what ws recorded to r.
+func (ws *scratch) flush(r *cache.Recorder) {
+	if !ws.record {
+		return
 	}
-	if key != rec.Key() {
-		return false
+	r.Add(ws.rec, ws.recN)
+	if ws.minStale != 0 {
+		r.Until(ws.minStale)
 	}
-	// Outputs: <dir>/<rel>, relative to the output directory's descriptor.
-	dir := t.Dir()
-	return rec.Outputs(func(rel []byte, fp cache.Fingerprint) bool {
-		p := append(append(append(append(ws.path[:0], ws.prefix...), dir...), '/'), rel...)
-		ws.path = append(p, 0)
-		got, err := cache.StatAt(ws.dirfd, ws.path)
-		if ws.record && err == nil && got == fp {
-			base := byte(cache.StampOut)
-			if ws.dirfd == cache.AtCWD {
-				base = cache.StampAbs // prefix is the absolute output directory
-			}
-			ws.rec, ws.recN = cache.AppendStampFile(ws.rec, base, ws.path[:len(ws.path)-1], got), ws.recN+1
-		}
-		return err == nil && got == fp
-	})
+	ws.rec, ws.recN, ws.minStale = ws.rec[:0], 0, 0
 }
 
 // quickFileDigest is fileDigest for the fast path: the recorded digest of the file named by
@@ -270,7 +256,7 @@ func (b *builder) depFiles(d *node) []string {
 
 // recordVerdict tells Options.Record whether this build's verdict may be replayed: only when
 // every selected target was up to date — by the fast path, or by the scheduler after hashing
-// an input file again (fileDigest and check record what they compared) — and none is External
+// an input file again (fileDigest and judge record what they compared) — and none is External
 // or has a Probe (its real state lives outside the filesystem).
 func (b *builder) recordVerdict(nodes []*node) {
 	for _, n := range nodes {

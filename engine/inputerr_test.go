@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"bytes"
@@ -9,23 +9,26 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/internal/rig/synthetic"
 )
 
-// sourcedValues are MapValues that know where each field was set, as package targets' Config.
-type sourcedValues struct{ MapValues }
+// sourcedValues are synthetic.MapValues that know where each field was set, as package targets' Config.
+type sourcedValues struct{ synthetic.MapValues }
 
 func (sourcedValues) Where(f string) string { return "my-lab.yaml:7" }
 func (sourcedValues) Source() string        { return "my-lab.yaml" }
 
-// sourcedConfig is a Config (as package targets' *Config) whose values know where each field
-// was set: Load wraps a Config's values to keep their encodings, and messages must still name
+// sourcedConfig is a Source (as package targets' *Config) whose values know where each field
+// was set: Load wraps a Source's values to keep their encodings, and messages must still name
 // the lab file and line through that wrapper.
 type sourcedConfig struct {
 	sourcedValues
-	ts []*Target
+	ts []*engine.Target
 }
 
-func (c sourcedConfig) Declare() []*Target { return c.ts }
+func (c sourcedConfig) Declare() []*engine.Target { return c.ts }
 
 // TestSharedCauseOnce: five targets declare one input file that cannot be read; with -k the
 // cause is printed once, naming the field, where the lab file sets it and the path, and each
@@ -33,10 +36,10 @@ func (c sourcedConfig) Declare() []*Target { return c.ts }
 func TestSharedCauseOnce(t *testing.T) {
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "pull-secret.json")
-	vals := sourcedValues{MapValues{"access.pullSecretFile": json.RawMessage(`"` + missing + `"`)}}
-	var ts []*Target
+	vals := sourcedValues{synthetic.MapValues{"access.pullSecretFile": json.RawMessage(`"` + missing + `"`)}}
+	var ts []*engine.Target
 	for _, n := range []string{"release/a", "release/b", "manifests/c", "ignition/d", "ignition/e"} {
-		ts = append(ts, &Target{Name: n, Files: []string{"access.pullSecretFile"}, Run: func(ctx context.Context, s *Step) error {
+		ts = append(ts, &engine.Target{Name: n, Files: []string{"access.pullSecretFile"}, Run: func(ctx context.Context, s *engine.Step) error {
 			b, err := s.File("access.pullSecretFile")
 			if err != nil {
 				return err
@@ -44,26 +47,26 @@ func TestSharedCauseOnce(t *testing.T) {
 			return s.WriteFile("out", b, 0o600)
 		}})
 	}
-	ts = append(ts, &Target{Name: "pki/ok", Run: func(ctx context.Context, s *Step) error { return s.WriteFile("out", nil, 0o644) }})
+	ts = append(ts, &engine.Target{Name: "pki/ok", Run: func(ctx context.Context, s *engine.Step) error { return s.WriteFile("out", nil, 0o644) }})
 	cause := "labbuild: cannot read access.pullSecretFile (my-lab.yaml:7) names " + missing +
 		": no such file or directory; set access.pullSecretFile to an existing, readable file\n"
 	for _, c := range []struct {
 		name string
 		dry  bool
-		opts Options
+		opts engine.Options
 	}{
-		{"values", false, Options{Values: vals, Targets: ts}},
-		{"values, dry run", true, Options{Values: vals, Targets: ts}},
-		{"config", false, Options{Config: sourcedConfig{vals, ts}}},
-		{"config, dry run", true, Options{Config: sourcedConfig{vals, ts}}},
+		{"values", false, engine.Options{Values: vals, Targets: ts}},
+		{"values, dry run", true, engine.Options{Values: vals, Targets: ts}},
+		{"config", false, engine.Options{Config: sourcedConfig{vals, ts}}},
+		{"config, dry run", true, engine.Options{Config: sourcedConfig{vals, ts}}},
 	} {
 		dry := c.dry
 		var errb bytes.Buffer
 		out := t.TempDir()
 		o := c.opts
 		o.OutDir, o.Jobs, o.KeepGoing, o.DryRun, o.Stderr = out, 2, true, dry, &errb
-		r, err := Build(context.Background(), o)
-		var be *BuildError
+		r, err := engine.Build(context.Background(), o)
+		var be *engine.BuildError
 		if !errors.As(err, &be) || len(be.Failed) != 5 {
 			t.Fatalf("%s: err %v, want 5 failed", c.name, err)
 		}

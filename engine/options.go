@@ -11,9 +11,9 @@ import (
 
 // Options configures one build.
 type Options struct {
-	// Config is the lab config: the values targets read and the targets it declares (the CLI
+	// Config is the lab config, as the Source of the targets and the values they read (the CLI
 	// passes targets.LoadAndValidate's, which is the embedded default lab when no file is named).
-	Config Config
+	Config Source
 	// Values, when set, replaces Config as the source of declared values (synthetic graphs).
 	Values Values
 	// ConfigPath is the lab config file ("" for the embedded default); relative file paths in
@@ -58,13 +58,12 @@ type Options struct {
 	Record *cache.Recorder
 }
 
-// Config is a source of targets and of the values they read: package targets' *Config (a
-// lab.yaml, whose registered families declare the targets), or a test's. When it also has a
-// Refresh method, Build calls it first, so that a Config edited in place since the last build
-// is read afresh.
-type Config interface {
+// Source is where a build's targets and the values they read come from: package targets' Lab
+// (a lab.yaml, whose registered families declare the targets), or a test's. Values are read
+// at each build, so a Source edited in place between builds is seen as edited.
+type Source interface {
 	Values
-	// Declare returns the config's targets, in a stable order.
+	// Declare returns the source's targets, in a stable order.
 	Declare() []*Target
 }
 
@@ -73,30 +72,18 @@ type Outcome string
 
 // Outcomes, as the summary line counts them.
 const (
-	Built    Outcome = "built"      // Run executed
-	Reused   Outcome = "reused"     // restored from the content store
+	Built    Outcome = "built"      // its Run ran
+	Restored Outcome = "restored"   // its outputs came back from the content store
 	UpToDate Outcome = "up to date" // nothing to do
 	Failed   Outcome = "failed"
 	Skipped  Outcome = "skipped" // an upstream failed
-	Planned  Outcome = "planned" // dry run: would run or restore
+	Planned  Outcome = "planned" // dry run: would build or restore
 )
-
-// PlanItem is one target in a plan (-n) or an explanation: what would happen and why.
-type PlanItem struct {
-	Target  string   `json:"target"`
-	Action  string   `json:"action"` // run | restore | keep, or create/update/replace/destroy for External targets
-	Reasons []string `json:"reasons,omitempty"`
-	// External is set for targets whose result lives outside the filesystem (Target.External).
-	External bool `json:"external,omitempty"`
-	// Changes are the config fields that changed since the last build, old → new (plans and
-	// explanations only).
-	Changes []FieldChange `json:"changes,omitempty"`
-}
 
 // Result is what a build did. Name lists are sorted.
 type Result struct {
-	Executed []string `json:"executed"`
-	Reused   []string `json:"reused"`
+	Built    []string `json:"built"`
+	Restored []string `json:"restored"`
 	UpToDate []string `json:"upToDate"`
 	Failed   []string `json:"failed"`
 	Skipped  []string `json:"skipped"` // an upstream failed
@@ -107,20 +94,34 @@ type Result struct {
 	// Destroyed lists External targets the config no longer declares whose objects the build
 	// removed (see Orphaner).
 	Destroyed []string `json:"destroyed,omitempty"`
-	// Plan lists, in build order, every target that ran, was restored or (with DryRun) would be.
+	// Plan lists, in build order, every target that was built or restored, or (with DryRun)
+	// would be, with its verdict; then the orphans to destroy.
 	Plan     []PlanItem    `json:"plan"`
 	Duration time.Duration `json:"durationNs"`
 	// Inputs maps each evaluated target to its labelled key inputs ("config:network.apiVIP",
-	// "file:access.pullSecretFile", "dep:pki/ca/root", "version") and their digests.
+	// "file:access.pullSecretFile", "dep:pki/ca/root", "version") and their digests; only with
+	// Options.Explain.
 	Inputs map[string]map[string]cache.Digest `json:"-"`
+
+	p      *Project // the targets, for State
+	states []State  // by target ID
 }
 
-// PlanSummary is the plan's Terraform-style last line; see PlanSummary.
-func (r *Result) PlanSummary() string { return PlanSummary(r.Plan) }
+// State returns the verdict on target name: where it stood before this build acted (a dry run:
+// where it stands), StateBlocked when no verdict was reached (an input could not be read, an
+// upstream is blocked or failed, the build stopped first) or name was not selected.
+func (r *Result) State(name string) State {
+	if r.p != nil {
+		if id, ok := r.p.Graph.ID(name); ok && r.states[id] != 0 {
+			return r.states[id]
+		}
+	}
+	return StateBlocked
+}
 
 // Summary returns the one line printed at the end of a build.
 func (r *Result) Summary() string {
-	s := fmt.Sprintf("%d built, %d reused, %d up to date", len(r.Executed), len(r.Reused), len(r.UpToDate))
+	s := fmt.Sprintf("%d built, %d restored, %d up to date", len(r.Built), len(r.Restored), len(r.UpToDate))
 	if len(r.Failed) > 0 {
 		s += fmt.Sprintf(", %d failed", len(r.Failed))
 	}

@@ -32,7 +32,7 @@ type Reporter interface {
 	Start(name string, n, m int, restore bool)
 	// Progress: a running target reported progress.
 	Progress(name string, p Progress)
-	// Finish: a started target ended with outcome (Built, Reused or Failed).
+	// Finish: a started target ended with outcome (Built, Restored or Failed).
 	Finish(name string, outcome Outcome)
 }
 
@@ -46,9 +46,6 @@ func (s *Step) Progress(p Progress) {
 
 // started notes that n starts to run or be restored, and shows it.
 func (b *builder) started(n *node, restore bool) {
-	if b.o.DryRun {
-		return
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n.started { // restored, then the probe said run: still the same one of M
@@ -71,9 +68,6 @@ func (b *builder) started(n *node, restore bool) {
 // ended is called once per visited target: a started one is finished on the display; one that
 // turned out up to date (or was skipped) no longer counts among the targets that will run.
 func (b *builder) ended(n *node) {
-	if b.o.DryRun {
-		return
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !n.started {

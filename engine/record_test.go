@@ -1,4 +1,4 @@
-package engine
+package engine_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/cache"
+	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/internal/rig/synthetic"
 )
 
 // TestRecordNullBuild: with Options.Record, a null build records exactly the fingerprints its
@@ -17,26 +19,26 @@ import (
 // at the earliest renewal time in the closure; a build that ran anything, or whose closure has
 // an External target, may not be stamped.
 func TestRecordNullBuild(t *testing.T) {
-	vals := MapValues{"pki.alg": json.RawMessage(`"RSA-2048"`)}
-	mk := func(name string, deps []string, stale time.Duration) *Target {
-		return &Target{Name: name, Deps: deps, Reads: []string{"pki.alg"}, Run: func(ctx context.Context, s *Step) error {
+	vals := synthetic.MapValues{"pki.alg": json.RawMessage(`"RSA-2048"`)}
+	mk := func(name string, deps []string, stale time.Duration) *engine.Target {
+		return &engine.Target{Name: name, Deps: deps, Reads: []string{"pki.alg"}, Run: func(ctx context.Context, s *engine.Step) error {
 			if stale > 0 {
 				s.SetStaleAt(s.Epoch().Add(stale))
 			}
 			return s.WriteFile("data", []byte(name), 0o644)
 		}}
 	}
-	ts := []*Target{
+	ts := []*engine.Target{
 		mk("pki/ca/root", nil, 3650*24*time.Hour),
 		mk("pki/cert/short", []string{"pki/ca/root"}, 24*time.Hour),
 		mk("kubeconfig/x", []string{"pki/cert/short"}, 0),
-		{Name: "cluster/x", Deps: []string{"kubeconfig/x"}, External: true, Run: func(ctx context.Context, s *Step) error { return s.WriteFile("rec", nil, 0o644) }},
+		{Name: "cluster/x", Deps: []string{"kubeconfig/x"}, External: true, Run: func(ctx context.Context, s *engine.Step) error { return s.WriteFile("rec", nil, 0o644) }},
 	}
 	out := t.TempDir()
 	now := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
-	build := func(goals []string, rec *cache.Recorder) *Result {
+	build := func(goals []string, rec *cache.Recorder) *engine.Result {
 		t.Helper()
-		r, err := Build(context.Background(), Options{Values: vals, OutDir: out, Targets: ts, Goals: goals, Now: func() time.Time { return now }, Record: rec})
+		r, err := engine.Build(context.Background(), engine.Options{Values: vals, OutDir: out, Targets: ts, Goals: goals, Now: func() time.Time { return now }, Record: rec})
 		if err != nil {
 			t.Fatal(err)
 		}

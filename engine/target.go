@@ -10,10 +10,13 @@
 //
 // The engine knows nothing of OpenShift, Kubernetes or libvirt: it imports only graph/ (the
 // DAG) and cache/ (digests, store, state, lock), and its tests run on synthetic targets.
-// Files: target.go (Target), step.go (a Run's view), options.go (Options, Result), project.go
-// (Load, Select), build.go (Build, the output directory), sched.go (the scheduler),
-// fastpath.go (the null-build fast path), key.go (keys and staleness), exec.go (running,
-// restoring and recording a target), clean.go (Clean, Destroy), synthetic.go (benchmarks).
+// Files: target.go (Target, Family), step.go (a Run's view), options.go (Options, Result),
+// project.go (Load, Select), build.go (Build, the output directory), verdict.go (the one
+// verdict: is a target up to date, and why), reason.go (State, Reason), plan.go (Action,
+// PlanItem, PlanCount), key.go (the one key computation), fastpath.go (the null-build fast
+// path), sched.go (the scheduler), runner.go (a build's runner and a dry run's), exec.go
+// (running, restoring and recording a target), clean.go (Clean, Destroy). Its tests build
+// the rig's synthetic graph (internal/rig/synthetic).
 package engine
 
 import (
@@ -87,31 +90,26 @@ const (
 	RecordOnly
 )
 
-// Action is what a plan says will happen to an external object.
-type Action string
-
-// The plan actions of external targets, as Terraform-like tools and labbuild's plan print them.
-const (
-	Keep    Action = "keep"
-	Create  Action = "create"
-	Update  Action = "update"
-	Replace Action = "replace"
-)
-
 // ProbeResult is what a Probe saw: the action needed to make real state match the declared
-// one, and a one-line reason naming the drifted object or field. It must not contain secrets.
+// one (Keep, Create, Update or Replace), and a one-line reason naming the drifted object or
+// field. It must not contain secrets.
 type ProbeResult struct {
 	Action Action
 	Reason string
 }
 
-// Family returns the part of the name before the first slash ("pki" for "pki/etcd-server").
-func (t *Target) Family() string {
-	if i := strings.IndexByte(t.Name, '/'); i >= 0 {
-		return t.Name[:i]
+// Family returns the family of target name: the part before the first slash ("pki" for
+// "pki/etcd-server"), or name itself when it has none. It is the one place a family is derived
+// from a name (the engine's orphans, the CLI's graph and profiles, Target.Family).
+func Family(name string) string {
+	if i := strings.IndexByte(name, '/'); i >= 0 {
+		return name[:i]
 	}
-	return t.Name
+	return name
 }
+
+// Family returns t's family (Family of its name).
+func (t *Target) Family() string { return Family(t.Name) }
 
 // Dir returns the directory, relative to the output directory, where t's outputs appear.
 func (t *Target) Dir() string {

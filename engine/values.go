@@ -3,8 +3,6 @@ package engine
 import (
 	"regexp"
 	"strings"
-
-	"github.com/labbuild/labbuild/cache"
 )
 
 // FieldChange is a config field whose value differs from the one recorded when the target was
@@ -65,25 +63,4 @@ func (b *builder) shownValues(t *Target) map[string]string {
 		m[r] = DisplayValue(r, raw)
 	}
 	return m
-}
-
-// changes lists t's config fields whose value differs from the one recorded at its last build
-// (the record under key prev). Only plans and explanations compute it.
-func (b *builder) changes(t *Target, prev cache.Digest) []FieldChange {
-	e, err := b.cache.PeekAction(prev)
-	if err != nil || e.Values == nil {
-		return nil
-	}
-	var out []FieldChange
-	for _, r := range t.Reads {
-		old, ok := e.Values[r]
-		if !ok {
-			continue
-		}
-		raw, _ := b.p.values.Lookup(r)
-		if now := DisplayValue(r, raw); now != old {
-			out = append(out, FieldChange{Field: r, Old: old, New: now})
-		}
-	}
-	return out
 }

@@ -1,8 +1,10 @@
-package engine
+package engine_test
 
 import (
 	"strings"
 	"testing"
+
+	"github.com/labbuild/labbuild/engine"
 )
 
 // TestDisplayValue: values are shown as their canonical JSON, except secrets: a field named
@@ -21,7 +23,7 @@ func TestDisplayValue(t *testing.T) {
 		{"syn.long", long, long[:200] + "…"},
 	}
 	for _, tt := range tests {
-		if got := DisplayValue(tt.field, []byte(tt.raw)); got != tt.want {
+		if got := engine.DisplayValue(tt.field, []byte(tt.raw)); got != tt.want {
 			t.Errorf("DisplayValue(%s, %s) = %s, want %s", tt.field, tt.raw, got, tt.want)
 		}
 	}

@@ -180,7 +180,7 @@ func TestBMCService(t *testing.T) {
 	for _, p := range build(true).Plan {
 		if p.Target == "bmc/service" {
 			found = true
-			if p.Action != "create" || !strings.Contains(strings.Join(p.Reasons, " "), "not running") {
+			if p.Action != "create" || !strings.Contains(p.Why(), "not running") {
 				t.Errorf("plan after the daemon died: %s %v", p.Action, p.Reasons)
 			}
 		}

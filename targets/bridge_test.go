@@ -80,7 +80,7 @@ func TestExternalBridgeAndDestroy(t *testing.T) {
 	plan := func() map[string]string {
 		m := map[string]string{}
 		for _, p := range build(true).Plan {
-			m[p.Target] = p.Action + " " + strings.Join(p.Reasons, "; ")
+			m[p.Target] = string(p.Action) + " " + p.Why()
 		}
 		return m
 	}

@@ -192,7 +192,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cluster/bootstrap: %v", err)
 	}
-	if !slices.Contains(r.Executed, "cluster/bootstrap") {
+	if !slices.Contains(r.Built, "cluster/bootstrap") {
 		t.Fatalf("cluster/bootstrap not executed: %+v", r)
 	}
 	infra, err := admin.Dynamic.Resource(configGVR("infrastructures")).Get(ctx, "cluster", kube.GetOptions{})
@@ -245,7 +245,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 	r, _ = build(kctx, "cluster/masters")
 	kill()
 	clusterEnv.onPoll = nil
-	if r == nil || slices.Contains(r.Executed, "cluster/masters") || !slices.Contains(r.UpToDate, "cluster/bootstrap") {
+	if r == nil || slices.Contains(r.Built, "cluster/masters") || !slices.Contains(r.UpToDate, "cluster/bootstrap") {
 		t.Errorf("killed run: %+v; want masters unfinished and bootstrap kept", r)
 	}
 	if starts, _ := machines.count("bootstrap"); starts != 1 {
@@ -262,11 +262,11 @@ func TestClusterRealControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatalf("full run: %v (%+v)\nmasters log:\n%s", err, r, clusterLog(t, out, "cluster/masters"))
 	}
-	if !slices.Contains(r.UpToDate, "cluster/bootstrap") || slices.Contains(r.Executed, "cluster/bootstrap") {
+	if !slices.Contains(r.UpToDate, "cluster/bootstrap") || slices.Contains(r.Built, "cluster/bootstrap") {
 		t.Errorf("resumed run redid cluster/bootstrap: %+v", r)
 	}
 	for _, p := range []string{"cluster/masters", "cluster/etcd", "cluster/pivot", "cluster/workers", "cluster/converge", "cluster/done"} {
-		if !slices.Contains(r.Executed, p) {
+		if !slices.Contains(r.Built, p) {
 			t.Errorf("resumed run did not execute %s: %+v", p, r)
 		}
 	}
@@ -382,8 +382,8 @@ func TestClusterRealControlPlane(t *testing.T) {
 
 	// 5. Nothing left to do: every phase's Probe keeps it.
 	r, err = build(ctx, "cluster")
-	if err != nil || len(r.Executed) > 0 {
-		t.Errorf("rerun after convergence executed %v (err %v); want every phase kept", r.Executed, err)
+	if err != nil || len(r.Built) > 0 {
+		t.Errorf("rerun after convergence executed %v (err %v); want every phase kept", r.Built, err)
 	}
 	if starts, _ := machines.count("master-0"); starts != 1 {
 		t.Errorf("master-0 started %d times, want 1", starts)
@@ -417,9 +417,9 @@ func TestClusterRealControlPlane(t *testing.T) {
 	}
 	// Only the phases whose done-condition the reboot broke run; the records they write are
 	// the same bytes, so the others stay at their Probe.
-	slices.Sort(r.Executed)
-	if want := []string{"cluster/bootstrap", "cluster/masters", "cluster/workers"}; !slices.Equal(r.Executed, want) {
-		t.Errorf("after the reboot executed %v, want %v", r.Executed, want)
+	slices.Sort(r.Built)
+	if want := []string{"cluster/bootstrap", "cluster/masters", "cluster/workers"}; !slices.Equal(r.Built, want) {
+		t.Errorf("after the reboot executed %v, want %v", r.Built, want)
 	}
 
 	// 7. worker-1 appended to nodes: of the running cluster. `labbuild cluster` boots it
@@ -445,9 +445,9 @@ func TestClusterRealControlPlane(t *testing.T) {
 	if err != nil {
 		t.Fatalf("adding worker-1: %v\n%s", err, stderr.String())
 	}
-	slices.Sort(r.Executed)
-	if want := []string{"cluster/converge", "cluster/csr-approver", "cluster/install/worker-1", "cluster/workers"}; !slices.Equal(r.Executed, want) {
-		t.Errorf("adding worker-1 executed %v, want exactly %v", r.Executed, want)
+	slices.Sort(r.Built)
+	if want := []string{"cluster/converge", "cluster/csr-approver", "cluster/install/worker-1", "cluster/workers"}; !slices.Equal(r.Built, want) {
+		t.Errorf("adding worker-1 executed %v, want exactly %v", r.Built, want)
 	}
 	if starts, _ := machines.count("master-0"); starts != 2 {
 		t.Errorf("adding a worker started master-0 again (%d starts in all)", starts)

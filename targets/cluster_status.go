@@ -79,7 +79,7 @@ Login to the console with user: "kubeadmin", and the password in %s
 // ClusterSummary returns what `labbuild cluster` prints when it ends: cluster/done's
 // summary.txt under outDir, when r built cluster/done or found it up to date; nil otherwise.
 func ClusterSummary(outDir string, r *engine.Result) []byte {
-	if r == nil || !(slices.Contains(r.Executed, "cluster/done") || slices.Contains(r.Reused, "cluster/done") || slices.Contains(r.UpToDate, "cluster/done")) {
+	if r == nil || !(slices.Contains(r.Built, "cluster/done") || slices.Contains(r.Restored, "cluster/done") || slices.Contains(r.UpToDate, "cluster/done")) {
 		return nil
 	}
 	b, err := os.ReadFile(filepath.Join(outDir, "cluster", "done", "summary.txt"))

@@ -63,7 +63,7 @@ type Lab struct {
 	DestroyMirror bool
 }
 
-// Declare implements engine.Config: the registered families' targets for the lab, families in
+// Declare implements engine.Source: the registered families' targets for the lab, families in
 // name order.
 func (l Lab) Declare() []*engine.Target {
 	fams := append([]Family(nil), families...)

@@ -30,8 +30,8 @@ func TestHAProxyConfigTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(r.Executed, goals) {
-		t.Fatalf("executed %v", r.Executed)
+	if !slices.Equal(r.Built, goals) {
+		t.Fatalf("executed %v", r.Built)
 	}
 	pre, _ := os.ReadFile(filepath.Join(out, "haproxy/config", HAProxyConfigFile))
 	post, _ := os.ReadFile(filepath.Join(out, "haproxy/config-post-pivot", HAProxyConfigFile))
@@ -51,8 +51,8 @@ func TestHAProxyConfigTarget(t *testing.T) {
 	c = lab.DefaultConfig() // a fresh config: a Config caches its lookups
 	c.Nodes[5].IP = "192.168.126.112"
 	r, err = engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: goals})
-	if err != nil || !slices.Equal(r.Executed, goals) {
-		t.Errorf("after worker-1 ip change: executed %v, err %v", r.Executed, err)
+	if err != nil || !slices.Equal(r.Built, goals) {
+		t.Errorf("after worker-1 ip change: executed %v, err %v", r.Built, err)
 	}
 }
 
@@ -71,8 +71,8 @@ func TestHAProxyServiceReal(t *testing.T) {
 	build := lvBuilder(ctx, t, out, "haproxy/service")
 	r := build(c, false)
 	for _, want := range []string{"libvirt/network", "haproxy/config", "haproxy/service"} {
-		if !slices.Contains(r.Executed, want) {
-			t.Errorf("first build did not run %s: %v", want, r.Executed)
+		if !slices.Contains(r.Built, want) {
+			t.Errorf("first build did not run %s: %v", want, r.Built)
 		}
 	}
 	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) })
@@ -101,15 +101,15 @@ func TestHAProxyServiceReal(t *testing.T) {
 		}
 		return nil
 	})
-	if r := build(c, false); len(r.Executed) != 0 {
-		t.Errorf("second build executed %v", r.Executed)
+	if r := build(c, false); len(r.Built) != 0 {
+		t.Errorf("second build executed %v", r.Built)
 	}
 
 	c2 := lvLab(d, sr)
 	c2.HAProxy.StatsPort = 9001
 	r = build(c2, false)
-	if !slices.Contains(r.Executed, "haproxy/service") || slices.Contains(r.Executed, "libvirt/network") {
-		t.Errorf("stats port change executed %v, want haproxy/config and haproxy/service only", r.Executed)
+	if !slices.Contains(r.Built, "haproxy/service") || slices.Contains(r.Built, "libvirt/network") {
+		t.Errorf("stats port change executed %v, want haproxy/config and haproxy/service only", r.Built)
 	}
 	second := rec()
 	if second.PID == first.PID || !hostexec.HAProxyAlive(second.PID) {
@@ -147,8 +147,8 @@ func TestHAProxyServiceReal(t *testing.T) {
 	if st := stats("9001"); strings.Contains(st, "kubernetes-api-backend,bootstrap") || !strings.Contains(st, "kubernetes-api-backend,master-0") {
 		t.Errorf("post-pivot stats still list the bootstrap, or lost the masters:\n%s", st)
 	}
-	if r := build(c2, false); len(r.Executed) != 0 {
-		t.Errorf("build after the pivot executed %v, want haproxy/service kept", r.Executed)
+	if r := build(c2, false); len(r.Built) != 0 {
+		t.Errorf("build after the pivot executed %v, want haproxy/service kept", r.Built)
 	}
 	second.PID = pivoted[0]
 
@@ -157,8 +157,8 @@ func TestHAProxyServiceReal(t *testing.T) {
 	// haproxy/service starts it again.
 	c3 := lvLab(d, sr)
 	c3.HAProxy.StatsPort = 9002
-	if r := build(c3, false); !slices.Contains(r.Executed, "haproxy/service") {
-		t.Errorf("stats port change after the pivot executed %v", r.Executed)
+	if r := build(c3, false); !slices.Contains(r.Built, "haproxy/service") {
+		t.Errorf("stats port change after the pivot executed %v", r.Built)
 	}
 	for step := 0; step < 2; step++ {
 		var st string
@@ -184,8 +184,8 @@ func TestHAProxyServiceReal(t *testing.T) {
 				}
 				return nil
 			})
-			if r := build(c3, false); !slices.Contains(r.Executed, "haproxy/service") {
-				t.Errorf("build after haproxy died executed %v", r.Executed)
+			if r := build(c3, false); !slices.Contains(r.Built, "haproxy/service") {
+				t.Errorf("build after haproxy died executed %v", r.Built)
 			}
 		}
 	}

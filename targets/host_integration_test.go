@@ -122,12 +122,12 @@ func TestHostDNS(t *testing.T) {
 			if !slices.Contains(calls, "nmcli general reload conf dns-full") {
 				t.Errorf("NetworkManager not reloaded: %v", calls)
 			}
-			if r, err := hostBuild(t, c, out, "host/dns", false); err != nil || len(r.Executed) != 0 {
-				t.Errorf("rerun executed %v (%v)", r.Executed, err)
+			if r, err := hostBuild(t, c, out, "host/dns", false); err != nil || len(r.Built) != 0 {
+				t.Errorf("rerun executed %v (%v)", r.Built, err)
 			}
 			os.Remove(dropIn)
-			if r, err := hostBuild(t, c, out, "host/dns", false); err != nil || !slices.Equal(r.Executed, []string{"host/dns"}) {
-				t.Errorf("after removing the drop-in by hand executed %v (%v)", r.Executed, err)
+			if r, err := hostBuild(t, c, out, "host/dns", false); err != nil || !slices.Equal(r.Built, []string{"host/dns"}) {
+				t.Errorf("after removing the drop-in by hand executed %v (%v)", r.Built, err)
 			}
 			if _, err := os.Stat(dropIn); err != nil {
 				t.Errorf("drop-in not restored: %v", err)
@@ -201,8 +201,8 @@ func TestHostFirewallNftables(t *testing.T) {
 	if strings.Index(got, rule) > strings.Index(got, "ct state established") {
 		t.Errorf("the lab's rule is not first in the chain:\n%s", got)
 	}
-	if r, err := hostBuild(t, c, out, "host/firewall", false); err != nil || len(r.Executed) != 0 {
-		t.Errorf("rerun executed %v (%v)", r.Executed, err)
+	if r, err := hostBuild(t, c, out, "host/firewall", false); err != nil || len(r.Built) != 0 {
+		t.Errorf("rerun executed %v (%v)", r.Built, err)
 	}
 	// Flushed by hand (a firewall reload): planned and restored.
 	cmd = exec.Command("ip", "netns", "exec", ns, nft, "-f", "-")
@@ -210,8 +210,8 @@ func TestHostFirewallNftables(t *testing.T) {
 	if o, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, o)
 	}
-	if r, err := hostBuild(t, c, out, "host/firewall", false); err != nil || !slices.Equal(r.Executed, []string{"host/firewall"}) {
-		t.Errorf("after a flush executed %v (%v)", r.Executed, err)
+	if r, err := hostBuild(t, c, out, "host/firewall", false); err != nil || !slices.Equal(r.Built, []string{"host/firewall"}) {
+		t.Errorf("after a flush executed %v (%v)", r.Built, err)
 	}
 	if !strings.Contains(ruleset(), rule) {
 		t.Error("rule not restored after a flush")

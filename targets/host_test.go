@@ -119,8 +119,8 @@ func TestHostPreflight(t *testing.T) {
 				if tt.host.freePath != "" && tt.host.freePath != "/srv/labbuild/pool" {
 					t.Errorf("free space asked of %s, want libvirt.poolPath", tt.host.freePath)
 				}
-				if r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log}); err != nil || len(r.Executed) != 0 {
-					t.Errorf("rerun on the same host executed %v (%v)", r.Executed, err)
+				if r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"host/preflight"}, Stdout: &log, Stderr: &log}); err != nil || len(r.Built) != 0 {
+					t.Errorf("rerun on the same host executed %v (%v)", r.Built, err)
 				}
 				return
 			}
@@ -142,7 +142,7 @@ func TestHostPreflight(t *testing.T) {
 			_ = r
 			// Nothing is created after a failed preflight.
 			r, _ = engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: []string{"libvirt"}, Stdout: &log, Stderr: &log})
-			for _, e := range r.Executed {
+			for _, e := range r.Built {
 				if strings.HasPrefix(e, "libvirt/") {
 					t.Errorf("%s ran after a failed preflight", e)
 				}

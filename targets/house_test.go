@@ -71,16 +71,16 @@ var rooms = map[string][]string{
 	"targets": {"engine", "lab", "render/", "targets/"},
 	// Adapters to the outside world (a registry, libvirt, the BMC, the Kubernetes API, polling,
 	// host daemons and programs): no engine, no families, so each is usable and testable alone.
-	"targets/":            {"render/", "targets/"},
-	"render/":             {"render/"}, // pure: values in, bytes out
-	"internal/front":      {"cache"},   // TestFrontImports: the standard library and cache only
-	"internal/gather":     {},
-	"internal/nodessh":    {},
-	"internal/synthcli":   {"engine"},
-	"internal/tools":      {},
-	"cmd/labbuild":        {"engine", "graph", "cache", "lab", "targets", "internal/front", "internal/synthcli", "internal/gather", "internal/nodessh", "targets/bmc", "targets/virt"},
-	"cmd/labbuild-front":  {"internal/front"},
-	"cmd/labbuild-sample": {"internal/rig/repo", "internal/rig/payload"},
+	"targets/":               {"render/", "targets/"},
+	"render/":                {"render/"}, // pure: values in, bytes out
+	"internal/front":         {"cache"},   // TestFrontImports: the standard library and cache only
+	"internal/gather":        {},
+	"internal/nodessh":       {},
+	"internal/rig/synthetic": {"engine"}, // the synthetic graph: tests, benchmarks, the bench build
+	"internal/tools":         {},
+	"cmd/labbuild":           {"engine", "graph", "cache", "lab", "targets", "internal/front", "internal/gather", "internal/nodessh", "targets/bmc", "targets/virt"},
+	"cmd/labbuild-front":     {"internal/front"},
+	"cmd/labbuild-sample":    {"internal/rig/repo", "internal/rig/payload"},
 	// The rig: what fakes the world for the tests and the sample lab. Nothing in the product
 	// imports it (TestProductLinksNoRig).
 	"internal/rig/repo":               {},

@@ -62,7 +62,7 @@ func TestIgnitionMaster0(t *testing.T) {
 		t.Errorf("executed ignition targets %v, want only ignition/master-0", got)
 	}
 	for _, unneeded := range []string{"manifests/bootstrap", "pki/cert/etcd-server", "pki/cert/kube-apiserver", "kubeconfig/admin"} {
-		if slices.Contains(r.Executed, unneeded) {
+		if slices.Contains(r.Built, unneeded) {
 			t.Errorf("ignition/master-0 built %s, which it does not need", unneeded)
 		}
 	}
@@ -104,8 +104,8 @@ func TestIgnitionMaster0(t *testing.T) {
 	if !bytes.Contains(anno, []byte(`"rendered-master-`)) || !bytes.Contains(anno, []byte(`"Done"`)) {
 		t.Errorf("node annotations %s", anno)
 	}
-	if r := l.build("ignition/master-0"); len(r.Executed) != 0 {
-		t.Errorf("second run executed %v, want nothing", r.Executed)
+	if r := l.build("ignition/master-0"); len(r.Built) != 0 {
+		t.Errorf("second run executed %v, want nothing", r.Built)
 	}
 }
 
@@ -237,7 +237,7 @@ func TestIgnitionIncremental(t *testing.T) {
 	} {
 		tc.apply()
 		r := l.build("ignition")
-		t.Logf("%s: executed %v", tc.edit, r.Executed)
+		t.Logf("%s: executed %v", tc.edit, r.Built)
 		if got := mcoFamily(r, "mco/"); !slices.Equal(got, tc.mco) {
 			t.Errorf("%s: executed mco targets %v, want %v", tc.edit, got, tc.mco)
 		}
@@ -272,8 +272,8 @@ func BenchmarkIgnition(b *testing.B) {
 				if err != nil {
 					b.Fatalf("%v\n%s", err, l.log.String())
 				}
-				if !bc.force && len(r.Executed) != 0 {
-					b.Fatalf("warm build executed %v", r.Executed)
+				if !bc.force && len(r.Built) != 0 {
+					b.Fatalf("warm build executed %v", r.Built)
 				}
 			}
 			var self, kids syscall.Rusage

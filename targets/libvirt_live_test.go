@@ -39,7 +39,7 @@ func lvPlanText(plan []engine.PlanItem, keep func(string) bool) []byte {
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	for _, p := range plan {
 		if keep(p.Target) {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Action, p.Target, strings.Join(p.Reasons, "; "))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Action, p.Target, p.Why())
 		}
 	}
 	tw.Flush()
@@ -49,7 +49,7 @@ func lvPlanText(plan []engine.PlanItem, keep func(string) bool) []byte {
 			ext = append(ext, p)
 		}
 	}
-	fmt.Fprintln(&b, engine.PlanSummary(ext))
+	fmt.Fprintln(&b, engine.CountPlan(ext).Terraform())
 	return b.Bytes()
 }
 
@@ -212,7 +212,7 @@ func TestLibvirtLiveEdits(t *testing.T) {
 		return strings.HasPrefix(n, "libvirt/") || strings.HasPrefix(n, "haproxy/") || n == "ignition/worker-2"
 	}
 	lvGolden(t, "add-worker-2.txt", lvPlanText(build(c2, true).Plan, own))
-	if got := build(c2, false).Executed; !slices.Equal(got, want) {
+	if got := build(c2, false).Built; !slices.Equal(got, want) {
 		t.Errorf("adding worker-2 executed %v, want exactly %v", got, want)
 	}
 	// The soft reload: a new haproxy serves the new config, the old one exits.
@@ -259,8 +259,8 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	c3.Nodes = append(c3.Nodes, lab.Node{Name: "worker-2", Role: lab.RoleWorker, IP: "198.18.0.33"})
 	// Its Ignition carries its address, so its VM is redefined (same XML) after it.
 	lvGolden(t, "worker-ip.txt", lvPlanText(build(c3, true).Plan, own))
-	if r := build(c3, false); !slices.Equal(r.Executed, lvSorted(append([]string{"host/preflight", "ignition/worker-2", "libvirt/dns", "libvirt/vm/worker-2"}, hpSet...))) {
-		t.Errorf("IP edit executed %v", r.Executed)
+	if r := build(c3, false); !slices.Equal(r.Built, lvSorted(append([]string{"host/preflight", "ignition/worker-2", "libvirt/dns", "libvirt/vm/worker-2"}, hpSet...))) {
+		t.Errorf("IP edit executed %v", r.Built)
 	}
 	if got := dig("worker-2.lbt.example.test"); got != "198.18.0.33" {
 		t.Errorf("dig worker-2 after its IP edit = %q, want 198.18.0.33", got)
@@ -299,8 +299,8 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	// not run; haproxy/service sees its running process loaded the seven-node config and
 	// soft-reloads it.
 	wantRm := []string{"haproxy/service", "libvirt/dns"}
-	if !slices.Equal(r.Executed, wantRm) || !slices.Equal(r.Destroyed, []string{"libvirt/vm/worker-2", "libvirt/volume/worker-2"}) {
-		t.Errorf("removing worker-2 executed %v, destroyed %v; want %v and its VM and volume", r.Executed, r.Destroyed, wantRm)
+	if !slices.Equal(r.Built, wantRm) || !slices.Equal(r.Destroyed, []string{"libvirt/vm/worker-2", "libvirt/volume/worker-2"}) {
+		t.Errorf("removing worker-2 executed %v, destroyed %v; want %v and its VM and volume", r.Built, r.Destroyed, wantRm)
 	}
 	if _, _, found, _ := conn.Domain("lbt-worker-2"); found {
 		t.Error("domain lbt-worker-2 left behind")
@@ -321,8 +321,8 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	if gone.ifindex != before.ifindex || gone.dnsmasq != before.dnsmasq {
 		t.Errorf("network recreated by a removal: ifindex %s → %s, dnsmasq PID %s → %s", before.ifindex, gone.ifindex, before.dnsmasq, gone.dnsmasq)
 	}
-	if r := build(c, false); len(r.Executed)+len(r.Destroyed) != 0 {
-		t.Errorf("build after the removal executed %v, destroyed %v", r.Executed, r.Destroyed)
+	if r := build(c, false); len(r.Built)+len(r.Destroyed) != 0 {
+		t.Errorf("build after the removal executed %v, destroyed %v", r.Built, r.Destroyed)
 	}
 
 	// Resize with --restart: the persistent definitions change; the running worker-0 is
@@ -348,8 +348,8 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	c4 := lvLab(d, sr)
 	c4.Sizes.Worker.MemoryMiB = 192
 	lvGolden(t, "resize-workers.txt", lvPlanText(build(c4, true).Plan, own))
-	if r := build(c4, false); !slices.Equal(r.Executed, []string{"host/preflight", "libvirt/vm/worker-0", "libvirt/vm/worker-1"}) {
-		t.Errorf("resize executed %v", r.Executed)
+	if r := build(c4, false); !slices.Equal(r.Built, []string{"host/preflight", "libvirt/vm/worker-0", "libvirt/vm/worker-1"}) {
+		t.Errorf("resize executed %v", r.Built)
 	}
 	if dom, _, _, err := conn.Domain("lbt-worker-0"); err != nil || dom.Memory.Value != 192*1024 {
 		t.Errorf("worker-0's persistent memory after the resize: %+v %v", dom.Memory, err)
@@ -384,8 +384,8 @@ func TestLibvirtLiveEdits(t *testing.T) {
 	c5.Network.MachineNetwork = "198.18.0.0/23"
 	lvGolden(t, "subnet.txt", lvPlanText(build(c5, true).Plan, own))
 	r = build(c5, false)
-	if !slices.Contains(r.Executed, "libvirt/network") || !slices.Contains(r.Executed, "libvirt/dns") {
-		t.Errorf("subnet edit executed %v", r.Executed)
+	if !slices.Contains(r.Built, "libvirt/network") || !slices.Contains(r.Built, "libvirt/dns") {
+		t.Errorf("subnet edit executed %v", r.Built)
 	}
 	if o, err := d.Exec("cat", "/sys/class/net/"+rl.Bridge("lbt")+"/ifindex"); err != nil || strings.TrimSpace(string(o)) == before.ifindex {
 		t.Errorf("subnet edit kept the bridge (ifindex %s): %v", o, err)

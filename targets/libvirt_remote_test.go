@@ -33,7 +33,7 @@ func TestLibvirtRemote(t *testing.T) {
 		t.Fatalf("build over %s: %v\n%s", uri, err, log)
 	}
 	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) })
-	if got := lvOwn(r.Executed); len(got) != 3+2*len(c.Nodes) {
+	if got := lvOwn(r.Built); len(got) != 3+2*len(c.Nodes) {
 		t.Errorf("executed %v", got)
 	}
 	conn, err := virt.Connect(uri)

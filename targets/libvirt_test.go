@@ -113,7 +113,7 @@ func TestLibvirtFamilyReal(t *testing.T) {
 	build := lvBuilder(ctx, t, out, "libvirt")
 	c := lvLab(d, sr)
 	r := build(c, false)
-	if got := lvOwn(r.Executed); len(got) != 3+2*len(c.Nodes) {
+	if got := lvOwn(r.Built); len(got) != 3+2*len(c.Nodes) {
 		t.Fatalf("first build executed %v", got)
 	}
 	t.Cleanup(func() { engine.Destroy(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out}) }) // if the test stops early
@@ -150,8 +150,8 @@ func TestLibvirtFamilyReal(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if r := build(c, false); len(r.Executed)+len(r.Reused) != 0 {
-		t.Errorf("second build did something: executed %v reused %v", r.Executed, r.Reused)
+	if r := build(c, false); len(r.Built)+len(r.Restored) != 0 {
+		t.Errorf("second build did something: executed %v reused %v", r.Built, r.Restored)
 	}
 
 	c2 := lvLab(d, sr)
@@ -159,13 +159,13 @@ func TestLibvirtFamilyReal(t *testing.T) {
 	// host/preflight checks the host's memory again (it reads every node's size).
 	var planned []string
 	for _, it := range build(c2, true).Plan {
-		planned = append(planned, it.Action+" "+it.Target)
+		planned = append(planned, string(it.Action)+" "+it.Target)
 	}
-	if !slices.Equal(planned, []string{"run host/preflight", "update libvirt/vm/worker-1"}) {
+	if !slices.Equal(planned, []string{"build host/preflight", "update libvirt/vm/worker-1"}) {
 		t.Errorf("plan after a memory edit: %v, want the preflight and an update of libvirt/vm/worker-1", planned)
 	}
-	if r := build(c2, false); !slices.Equal(lvOwn(r.Executed), []string{"libvirt/vm/worker-1"}) {
-		t.Errorf("apply after a memory edit executed %v", r.Executed)
+	if r := build(c2, false); !slices.Equal(lvOwn(r.Built), []string{"libvirt/vm/worker-1"}) {
+		t.Errorf("apply after a memory edit executed %v", r.Built)
 	}
 	if dom, _, _, err := conn.Domain("lbt-worker-1"); err != nil || dom.Memory.Value != 256*1024 {
 		t.Errorf("worker-1 memory after apply: %+v, %v", dom.Memory, err)
@@ -176,11 +176,11 @@ func TestLibvirtFamilyReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := build(c2, true)
-	if len(p.Plan) != 1 || p.Plan[0].Target != "libvirt/vm/worker-0" || p.Plan[0].Action != string(engine.Create) {
+	if len(p.Plan) != 1 || p.Plan[0].Target != "libvirt/vm/worker-0" || p.Plan[0].Action != engine.Create {
 		t.Errorf("plan after deleting a domain by hand: %+v", p.Plan)
 	}
-	if r := build(c2, false); !slices.Equal(r.Executed, []string{"libvirt/vm/worker-0"}) {
-		t.Errorf("repair executed %v", r.Executed)
+	if r := build(c2, false); !slices.Equal(r.Built, []string{"libvirt/vm/worker-0"}) {
+		t.Errorf("repair executed %v", r.Built)
 	}
 
 	// Destroying libvirt/dns alone takes the lab's records out of the running dnsmasq.
@@ -235,7 +235,7 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 	defer conn.Close()
 	build := lvBuilder(ctx, t, out, "libvirt")
 	c := newLab("lbt")
-	if got := lvOwn(build(c, false).Executed); len(got) != 3+2*len(c.Nodes) {
+	if got := lvOwn(build(c, false).Built); len(got) != 3+2*len(c.Nodes) {
 		t.Fatalf("first build executed %v", got)
 	}
 
@@ -258,22 +258,22 @@ func TestLibvirtFamilyTestDriver(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := build(c, true)
-	if len(p.Plan) != 1 || p.Plan[0].Target != "libvirt/dns" || p.Plan[0].Action != string(engine.Update) ||
-		!strings.Contains(strings.Join(p.Plan[0].Reasons, " "), "in place: add dns-host 198.18.0.103 etcd-2.lbt.example.test,master-2.lbt.example.test") {
+	if len(p.Plan) != 1 || p.Plan[0].Target != "libvirt/dns" || p.Plan[0].Action != engine.Update ||
+		!strings.Contains(p.Plan[0].Why(), "in place: add dns-host 198.18.0.103 etcd-2.lbt.example.test,master-2.lbt.example.test") {
 		t.Errorf("plan after DNS drift: %+v", p.Plan)
 	}
-	if r := build(c, false); !slices.Equal(r.Executed, []string{"libvirt/dns"}) {
-		t.Errorf("repair executed %v", r.Executed)
+	if r := build(c, false); !slices.Equal(r.Built, []string{"libvirt/dns"}) {
+		t.Errorf("repair executed %v", r.Built)
 	}
-	if r := build(c, false); len(r.Executed) != 0 {
-		t.Errorf("build after repair executed %v", r.Executed)
+	if r := build(c, false); len(r.Built) != 0 {
+		t.Errorf("build after repair executed %v", r.Built)
 	}
 
 	// Rename: the old network goes, the VMs follow the new one.
 	c2 := newLab("lbt2")
 	r := build(c2, false)
-	if !slices.Contains(r.Executed, "libvirt/network") || !slices.Contains(r.Executed, "libvirt/vm/master-0") {
-		t.Errorf("rename executed %v", r.Executed)
+	if !slices.Contains(r.Built, "libvirt/network") || !slices.Contains(r.Built, "libvirt/vm/master-0") {
+		t.Errorf("rename executed %v", r.Built)
 	}
 	if _, _, found, _ := conn.Network("lbt"); found {
 		t.Error("the renamed network's old definition was left behind")

@@ -191,7 +191,7 @@ func TestHandoverIncremental(t *testing.T) {
 		}
 	}
 	r := l.build("manifests", "kubeconfig", "pki")
-	for _, n := range r.Executed {
+	for _, n := range r.Built {
 		if slices.Contains(old, n) {
 			t.Errorf("%s ran again when the new targets were added", n)
 		}
@@ -205,7 +205,7 @@ func TestHandoverIncremental(t *testing.T) {
 		t.Errorf("%d files recorded for %d old targets, want one each", len(before), len(old))
 	}
 	for _, n := range hoNewTargets {
-		if !slices.Contains(r.Executed, n) {
+		if !slices.Contains(r.Built, n) {
 			t.Errorf("%s was not built", n)
 		}
 	}
@@ -248,11 +248,11 @@ func TestHandoverIncremental(t *testing.T) {
 			l.build("manifests", "kubeconfig", "pki")
 			tt.edit(l)
 			r := l.build("manifests", "kubeconfig", "pki")
-			if got := newOnly(r.Executed); !slices.Equal(got, tt.want) {
+			if got := newOnly(r.Built); !slices.Equal(got, tt.want) {
 				t.Errorf("new targets rebuilt %v\nwant                %v", got, tt.want)
 			}
-			if r := l.build("manifests", "kubeconfig", "pki"); len(r.Executed) != 0 {
-				t.Errorf("second build after the edit ran %v", r.Executed)
+			if r := l.build("manifests", "kubeconfig", "pki"); len(r.Built) != 0 {
+				t.Errorf("second build after the edit ran %v", r.Built)
 			}
 		})
 	}

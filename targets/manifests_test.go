@@ -188,8 +188,8 @@ func TestManifestsBootstrapTree(t *testing.T) {
 		t.Error("cluster-config-v1 must carry an empty pullSecret")
 	}
 	r := l.build("manifests")
-	if len(r.Executed) != 0 {
-		t.Errorf("second build ran %v, want nothing", r.Executed)
+	if len(r.Built) != 0 {
+		t.Errorf("second build ran %v, want nothing", r.Built)
 	}
 }
 
@@ -201,7 +201,7 @@ func TestManifestsClusterNetworkRebuild(t *testing.T) {
 	idsBefore := l.file("manifests/ids", "infrastructure-name")
 	l.cfg.Network.ClusterNetwork = "10.132.0.0/14"
 	r := l.build("manifests")
-	got := append([]string(nil), r.Executed...)
+	got := append([]string(nil), r.Built...)
 	sort.Strings(got)
 	want := []string{"manifests/bootstrap", "manifests/cluster/cluster-config-v1", "manifests/cluster/network-config",
 		"manifests/cluster/network-operator", "manifests/kube-proxy", "manifests/static-pods/kube-controller-manager"}

@@ -112,8 +112,8 @@ func TestMirrorCopyAndSkip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(r.Executed, "mirror/registry") || !slices.Contains(r.Executed, "mirror/release") {
-		t.Fatalf("executed %v, want mirror/registry and mirror/release", r.Executed)
+	if !slices.Contains(r.Built, "mirror/registry") || !slices.Contains(r.Built, "mirror/release") {
+		t.Fatalf("executed %v, want mirror/registry and mirror/release", r.Built)
 	}
 	sent := l.reg.BlobBytes() - before
 	if sent == 0 {
@@ -340,7 +340,7 @@ func TestMirrorResume(t *testing.T) {
 	var reason string
 	for _, p := range dry.Plan {
 		if p.Target == "mirror/release" {
-			reason = strings.Join(p.Reasons, "; ")
+			reason = p.Why()
 		}
 	}
 	if !regexp.MustCompile(`^[1-9][0-9]* of 26 images, [0-9.]+ [KM]iB left to copy$`).MatchString(reason) {

@@ -33,11 +33,11 @@ func testPKINoChurn(t *testing.T, alg string) {
 	l := newPKILab(t)
 	l.cfg.PKI.KeyAlgorithm = alg
 	first := l.build()
-	if len(first.Executed) < 20 {
-		t.Fatalf("first build ran only %v", first.Executed)
+	if len(first.Built) < 20 {
+		t.Fatalf("first build ran only %v", first.Built)
 	}
 	want := outFiles(t, l.out)
-	all := append([]string(nil), first.Executed...)
+	all := append([]string(nil), first.Built...)
 	sort.Strings(all)
 	opts := func() engine.Options {
 		return engine.Options{Config: Lab{Config: l.cfg}, OutDir: l.out, Now: func() time.Time { return l.now }}
@@ -55,10 +55,10 @@ func testPKINoChurn(t *testing.T, alg string) {
 			t.Errorf("%s: %d files, want %d", step, len(got), len(want))
 		}
 		if restored {
-			reused := append([]string(nil), r.Reused...)
+			reused := append([]string(nil), r.Restored...)
 			sort.Strings(reused)
-			if len(r.Executed) != 0 || strings.Join(reused, " ") != strings.Join(all, " ") {
-				t.Errorf("%s: executed %v; restored %v, want every target restored", step, r.Executed, reused)
+			if len(r.Built) != 0 || strings.Join(reused, " ") != strings.Join(all, " ") {
+				t.Errorf("%s: executed %v; restored %v, want every target restored", step, r.Built, reused)
 			}
 		}
 	}
@@ -90,17 +90,17 @@ func testPKINoChurn(t *testing.T, alg string) {
 		t.Fatal(err)
 	}
 	r := l.build()
-	if len(r.Executed) == 0 {
+	if len(r.Built) == 0 {
 		t.Fatal("after a trim and clean nothing ran: the trim kept unpinned entries")
 	}
 	var resigned int
-	for _, n := range r.Executed {
+	for _, n := range r.Built {
 		if strings.HasPrefix(n, "pki/cert/") || strings.HasPrefix(n, "pki/ca/") {
 			resigned++
 		}
 	}
 	if resigned < 10 { // 5 CAs and 11 leaves are signed again, not restored
-		t.Fatalf("after a trim and clean only %d certificates were re-signed: %v", resigned, r.Executed)
+		t.Fatalf("after a trim and clean only %d certificates were re-signed: %v", resigned, r.Built)
 	}
 	same("store trimmed, clean, build", r, false)
 

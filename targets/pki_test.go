@@ -62,7 +62,7 @@ func (l *pkiLab) build() *engine.Result {
 	if err != nil {
 		l.t.Fatalf("build: %v", err)
 	}
-	l.lastExec = append([]string(nil), r.Executed...)
+	l.lastExec = append([]string(nil), r.Built...)
 	sort.Strings(l.lastExec)
 	return r
 }
@@ -312,7 +312,7 @@ func TestPKIRebuilds(t *testing.T) {
 			tt.edit(l)
 			r := l.build()
 			if tt.name == "force (-B) reproduces the bytes" {
-				if len(r.Executed) == 0 {
+				if len(r.Built) == 0 {
 					t.Fatal("-B ran nothing")
 				}
 				if !bytes.Equal(before, l.file("pki/cert/admin", "tls.crt")) || !bytes.Equal(keyBefore, l.file("pki/key/admin", "tls.key")) {
@@ -320,16 +320,16 @@ func TestPKIRebuilds(t *testing.T) {
 				}
 				l.force = false
 				r = l.build()
-				if len(r.Executed) != 0 {
-					t.Errorf("build after -B ran %v", r.Executed)
+				if len(r.Built) != 0 {
+					t.Errorf("build after -B ran %v", r.Built)
 				}
 				return
 			}
 			if !slices.Equal(l.lastExec, tt.want) {
 				t.Errorf("rebuilt %v\nwant      %v", l.lastExec, tt.want)
 			}
-			if r := l.build(); len(r.Executed) != 0 {
-				t.Errorf("second build after the edit ran %v", r.Executed)
+			if r := l.build(); len(r.Built) != 0 {
+				t.Errorf("second build after the edit ran %v", r.Built)
 			}
 		})
 	}

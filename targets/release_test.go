@@ -153,8 +153,8 @@ func TestReleaseFromRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Executed) != 0 || l.reg.Requests() != before {
-		t.Errorf("second build ran %v and made %d registry requests, want none", r.Executed, l.reg.Requests()-before)
+	if len(r.Built) != 0 || l.reg.Requests() != before {
+		t.Errorf("second build ran %v and made %d registry requests, want none", r.Built, l.reg.Requests()-before)
 	}
 	// Pinned by digest and forced (-B): every target runs, manifests and blobs come from the
 	// blob cache, so still no request.
@@ -163,8 +163,8 @@ func TestReleaseFromRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Executed) < 5 || l.reg.Requests() != before {
-		t.Errorf("forced build by digest ran %d targets and made %d requests, want all and 0", len(r.Executed), l.reg.Requests()-before)
+	if len(r.Built) < 5 || l.reg.Requests() != before {
+		t.Errorf("forced build by digest ran %d targets and made %d requests, want all and 0", len(r.Built), l.reg.Requests()-before)
 	}
 
 	// A feature-set change reruns release/crds only, and selects another set.
@@ -173,8 +173,8 @@ func TestReleaseFromRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(r.Executed, []string{"release/crds"}) {
-		t.Errorf("after featureSet change ran %v, want only release/crds", r.Executed)
+	if !slices.Equal(r.Built, []string{"release/crds"}) {
+		t.Errorf("after featureSet change ran %v, want only release/crds", r.Built)
 	}
 	tp := releaseDirNames(t, filepath.Join(l.out, "release/crds/crds"))
 	if slices.Equal(tp, crds) || !slices.Contains(tp, "0000_00_cluster-version-operator_01_clusterversions-TechPreviewNoUpgrade.crd.yaml") ||
@@ -477,13 +477,13 @@ func TestReleaseTagMoves(t *testing.T) {
 	}
 	before := l.reg.Requests()
 	now = now.Add(releaseResolveTTL - time.Minute)
-	if r := build(); len(r.Executed) != 0 || l.reg.Requests() != before {
-		t.Errorf("within the TTL: ran %v, %d requests; want nothing", r.Executed, l.reg.Requests()-before)
+	if r := build(); len(r.Built) != 0 || l.reg.Requests() != before {
+		t.Errorf("within the TTL: ran %v, %d requests; want nothing", r.Built, l.reg.Requests()-before)
 	}
 	now = now.Add(2 * time.Minute)
 	r := build()
-	if !slices.Contains(r.Executed, "release/resolve") {
-		t.Fatalf("after the TTL release/resolve did not run: %v", r.Executed)
+	if !slices.Contains(r.Built, "release/resolve") {
+		t.Fatalf("after the TTL release/resolve did not run: %v", r.Built)
 	}
 	if got := strings.TrimSpace(string(l.read(t, "release/resolve/pullspec"))); got != p2.ReleaseRef() {
 		t.Errorf("re-resolved to %s, want %s", got, p2.ReleaseRef())

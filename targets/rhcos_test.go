@@ -84,19 +84,19 @@ func TestRHCOSImage(t *testing.T) {
 		t.Errorf("no progress in the target's log (%v):\n%s", err, logb)
 	}
 
-	if r, log, err := build(newLab(sum), out); err != nil || len(r.Executed) != 0 {
-		t.Errorf("second build: executed %v, %v\n%s", r.Executed, err, log)
+	if r, log, err := build(newLab(sum), out); err != nil || len(r.Built) != 0 {
+		t.Errorf("second build: executed %v, %v\n%s", r.Built, err, log)
 	}
-	if r, log, err := build(newLab(sum), t.TempDir()); err != nil || len(r.Executed) != 1 {
-		t.Errorf("second lab: executed %v, %v\n%s", r.Executed, err, log)
+	if r, log, err := build(newLab(sum), t.TempDir()); err != nil || len(r.Built) != 1 {
+		t.Errorf("second lab: executed %v, %v\n%s", r.Built, err, log)
 	}
 	if n := requests.Load(); n != 1 {
 		t.Errorf("%d downloads, want 1 (a rerun and a second lab use the cache)", n)
 	}
 
 	os.Remove(cached)
-	if r, log, err := build(newLab(sum), out); err != nil || len(r.Executed) != 1 {
-		t.Errorf("after removing the cached image: executed %v, %v\n%s", r.Executed, err, log)
+	if r, log, err := build(newLab(sum), out); err != nil || len(r.Built) != 1 {
+		t.Errorf("after removing the cached image: executed %v, %v\n%s", r.Built, err, log)
 	}
 	if n := requests.Load(); n != 2 {
 		t.Errorf("%d downloads, want 2 after the cached file was removed", n)
@@ -171,8 +171,8 @@ func TestRHCOSFromPayload(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	if !slices.Contains(r.Executed, "release/coreos-stream") {
-		t.Errorf("executed %v: want release/coreos-stream", r.Executed)
+	if !slices.Contains(r.Built, "release/coreos-stream") {
+		t.Errorf("executed %v: want release/coreos-stream", r.Built)
 	}
 	var q coreOSImage
 	b, _ := os.ReadFile(filepath.Join(out, "release/coreos-stream/qemu.json"))
@@ -198,8 +198,8 @@ func TestRHCOSFromPayload(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	if !slices.Equal(r.Executed, []string{"rhcos/image"}) {
-		t.Errorf("override executed %v, want only rhcos/image", r.Executed)
+	if !slices.Equal(r.Built, []string{"rhcos/image"}) {
+		t.Errorf("override executed %v, want only rhcos/image", r.Built)
 	}
 }
 
@@ -271,7 +271,7 @@ func TestRHCOSOverridePayloadWithoutStream(t *testing.T) {
 			if err != nil {
 				t.Fatalf("override, payload without a stream: %v", err)
 			}
-			for _, n := range r.Executed {
+			for _, n := range r.Built {
 				if n == rhcosStream {
 					t.Errorf("override: %s ran", rhcosStream)
 				}

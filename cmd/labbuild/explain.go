@@ -14,9 +14,9 @@ import (
 // explanation is what explain says of one target (--json prints it as is).
 type explanation struct {
 	Target  string               `json:"target"`
-	State   string               `json:"state"`
-	Action  string               `json:"action,omitempty"`
-	Reasons []string             `json:"reasons,omitempty"`
+	State   engine.State         `json:"state"`
+	Action  engine.Action        `json:"action,omitempty"`
+	Reasons []engine.Reason      `json:"reasons,omitempty"`
 	Changes []engine.FieldChange `json:"changes,omitempty"`
 	// Inputs maps each key input ("config:network.apiVIP", "file:access.pullSecretFile",
 	// "dep:pki/ca/root", "version") to its digest; Values maps config and file inputs to their
@@ -43,11 +43,8 @@ func runExplain(ctx context.Context, c *cli, args []string) error {
 	if t == nil {
 		return usagef("explain: %q is not a target (a family? explain one of its targets: labbuild list %s)", args[0], args[0])
 	}
-	ex := explanation{Target: t.Name, Doc: t.Doc, State: stateOf(res)[t.Name], Deps: nonNil(t.Deps),
+	ex := explanation{Target: t.Name, Doc: t.Doc, State: res.State(t.Name), Deps: nonNil(t.Deps),
 		Inputs: map[string]string{}, Values: map[string]string{}}
-	if ex.State == "" {
-		ex.State = stBlocked
-	}
 	for _, pl := range res.Plan {
 		if pl.Target == t.Name {
 			ex.Action, ex.Reasons, ex.Changes = pl.Action, pl.Reasons, pl.Changes
@@ -70,13 +67,13 @@ func runExplain(ctx context.Context, c *cli, args []string) error {
 		}
 	}
 	logPath := engine.LogPath(o.OutDir, t.Name)
-	if tail := engine.LogTail(logPath, 1); tail != "" || ex.State == stFailed {
+	if tail := engine.LogTail(logPath, 1); tail != "" || ex.State == engine.StateFailed {
 		ex.Log = logPath
-		if e, ok := strings.CutPrefix(strings.TrimSpace(tail), "FAILED: "); ok && ex.State == stFailed {
+		if e, ok := strings.CutPrefix(strings.TrimSpace(tail), "FAILED: "); ok && ex.State == engine.StateFailed {
 			ex.Error = e
 		}
 	}
-	if ex.State == stBlocked {
+	if ex.State == engine.StateBlocked {
 		ex.Error = blockedBy(c.dryErr.String(), t.Name, res)
 	}
 	if c.json {
@@ -118,11 +115,11 @@ func blockedBy(dryErr, name string, res *engine.Result) string {
 func printExplanation(c *cli, ex explanation) error {
 	w := c.stdout
 	color := c.color()
-	state := ex.State
-	switch state {
-	case stFailed, stBlocked:
+	state := ex.State.String()
+	switch ex.State {
+	case engine.StateFailed, engine.StateBlocked:
 		state = paint(color, sgrRed, state)
-	case stUpToDate:
+	case engine.StateUpToDate:
 		state = paint(color, sgrGreen, state)
 	}
 	fmt.Fprintf(w, "%s: %s\n  %s\n", ex.Target, state, ex.Doc)
@@ -180,62 +177,46 @@ func inputRank(l string) int {
 }
 
 // printPlan prints a dry run's plan: one row per target (action, target, reasons), the changed
-// config fields as old → new below it, then the count line. Actions are coloured on a terminal
-// as Terraform colours them: build/create green, update and restore yellow/cyan, replace red.
+// config fields as old → new below it, then the plan's count (engine.PlanCount: the count line,
+// and terraform's when External targets are in it). Actions are coloured on a terminal as
+// Terraform colours them: build/create green, update and restore yellow/cyan, replace red.
 func printPlan(c *cli, res *engine.Result) {
 	color := c.color()
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	for _, p := range res.Plan {
 		// tabwriter counts escape bytes as width: pad the action first, then colour it.
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", paint(color, actionColor(p.Action), fmt.Sprintf("%-7s", p.Action)), p.Target, strings.Join(p.Reasons, "; "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", paint(color, actionColor(p.Action), fmt.Sprintf("%-7s", p.Action)), p.Target, p.Why())
 		for _, ch := range p.Changes {
 			fmt.Fprintf(tw, "\t\t  %s: %s → %s\n", ch.Field, ch.Old, ch.New)
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(c.stdout, "labbuild: %s\n", planSummary(res))
-	if sum := res.PlanSummary(); sum != "" { // External targets, in Terraform's words
-		fmt.Fprintln(c.stdout, sum)
+	count := res.PlanCount()
+	fmt.Fprintf(c.stdout, "labbuild: %s\n", count)
+	if tf := count.Terraform(); tf != "" { // External targets, in Terraform's words
+		fmt.Fprintln(c.stdout, tf)
 	}
 }
 
-func actionColor(a string) string {
+// printPlanJSON prints a dry run's plan as JSON (-n --json): every item, then what could not
+// be planned (engine.Result.Unplanned), which is part of the plan, never an empty list.
+func printPlanJSON(c *cli, res *engine.Result) error {
+	plan := append(append([]engine.PlanItem{}, res.Plan...), res.Unplanned()...)
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(plan)
+}
+
+func actionColor(a engine.Action) string {
 	switch a {
-	case "run", "create":
+	case engine.ActionBuild, engine.Create:
 		return sgrGreen
-	case "update":
+	case engine.Update:
 		return sgrYellow
-	case "restore":
+	case engine.ActionRestore:
 		return sgrCyan
-	case "replace", "destroy":
+	case engine.Replace, engine.ActionDestroy:
 		return sgrRed
 	}
 	return ""
-}
-
-// planSummary is the plan's count line: "3 to build, 2 to restore, 97 up to date" (and how
-// many cannot be evaluated now).
-func planSummary(res *engine.Result) string {
-	build, restore := 0, 0
-	for _, p := range res.Plan {
-		if p.Action == "restore" {
-			restore++
-		} else if p.Action != "keep" {
-			build++
-		}
-	}
-	if build+restore == 0 && len(res.Failed)+len(res.Skipped)+len(res.NotStarted) == 0 {
-		return fmt.Sprintf("nothing to do: %d up to date", len(res.UpToDate))
-	}
-	s := fmt.Sprintf("%d to build, %d to restore, %d up to date", build, restore, len(res.UpToDate))
-	if n := len(res.Failed) + len(res.Skipped); n > 0 {
-		s += fmt.Sprintf(", %d blocked (labbuild explain TARGET says why)", n)
-	}
-	if n := len(res.NotStarted); n > 0 {
-		s += fmt.Sprintf(", %d not evaluated (-k plans past the first error)", n)
-	}
-	if len(res.Failed) > 0 {
-		s += "; could not evaluate " + strings.Join(res.Failed, ", ")
-	}
-	return s
 }

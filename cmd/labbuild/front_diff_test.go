@@ -29,7 +29,7 @@ import (
 // and when the front replayed, runs the full binary (LABBUILD_FRONT=off: run() without a
 // stamp) on the same directory with the same command line and compares exit status, standard
 // output (but the duration), standard error (but the front's own explanations) and the work
-// done (the summary's built/reused/up-to-date counts are in standard output). When the front
+// done (the summary's built/restored/up-to-date counts are in standard output). When the front
 // ran the full binary itself there is nothing to compare: its output is the full binary's.
 //
 // The lab: the sample release (an OCI layout), and four targets that read every kind of file a

@@ -141,9 +141,9 @@ func TestFrontReplayOrDefer(t *testing.T) {
 			mutate: func(t *testing.T, w *frontWorld, dir string) {
 				os.WriteFile(filepath.Join(dir, "src/3.txt"), []byte("edited\n"), 0o644)
 			}},
-		{name: "delete output", want: `1 reused`, why: "gone",
+		{name: "delete output", want: `1 restored`, why: "gone",
 			mutate: func(t *testing.T, w *frontWorld, dir string) { removeOneOutput(t, dir) }},
-		{name: "modify output", want: `1 reused`, why: "changed",
+		{name: "modify output", want: `1 restored`, why: "changed",
 			mutate: func(t *testing.T, w *frontWorld, dir string) {
 				p := oneOutput(t, dir)
 				os.WriteFile(p, []byte("tampered\n"), 0o644)
@@ -171,7 +171,7 @@ func TestFrontReplayOrDefer(t *testing.T) {
 			}},
 		{name: "other arguments", args: []string{"--synthetic", "20", "-q", "-j1"}, want: "no work to do", why: "no stamp"},
 		{name: "-n", args: []string{"--synthetic", "20", "-q", "-n"}, want: "nothing to do", why: "no stamp"},
-		{name: "-B", args: []string{"--synthetic", "20", "-q", "-B"}, want: "20 built|20 reused", why: "no stamp"},
+		{name: "-B", args: []string{"--synthetic", "20", "-q", "-B"}, want: "20 built|20 restored", why: "no stamp"},
 		{name: "unknown flag", args: []string{"--synthetic", "20", "-q", "--frobnicate"}, want: "", why: "a flag the front does not parse"},
 		{name: "terminal", want: "no work to do", why: "terminal",
 			mutate: func(t *testing.T, w *frontWorld, dir string) { w.stdout = terminal(t) }},
@@ -278,7 +278,7 @@ func TestFrontLabConfig(t *testing.T) {
 	step("lab.yaml edited (apiVIP)", goal, true, "1 built")
 	os.WriteFile("other.yaml", b, 0o644)
 	f := []string{"-f", "other.yaml", "haproxy/config"}
-	step("-f other.yaml", f, true, "1 (built|reused)")
+	step("-f other.yaml", f, true, "1 (built|restored)")
 	w.untilReplay(f...)
 	os.Remove("other.yaml")
 	settle()
@@ -289,7 +289,7 @@ func TestFrontLabConfig(t *testing.T) {
 	os.Rename("lab.yaml", "sub/lab.yaml")
 	os.Rename("out", "sub/out")
 	c := []string{"-C", "sub", "haproxy/config"}
-	step("-C sub", c, true, "1 reused")
+	step("-C sub", c, true, "1 restored")
 	w.untilReplay(c...)
 	step("lab.yaml moved away: the default again", goal, true, "1 built")
 }

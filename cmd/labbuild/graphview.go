@@ -17,74 +17,17 @@ import (
 	"github.com/labbuild/labbuild/graph"
 )
 
-// The states a target can be in, as graph, explain and list show them. They come from a dry
-// run: nothing is built to find them.
-const (
-	stUpToDate = "up to date" // its key and outputs match the record
-	stStale    = "stale"      // built before; an input changed or an upstream will change
-	stCached   = "cached"     // not current, but this exact key is in the store: restored, not run
-	stMissing  = "missing"    // never built in this output directory
-	stFailed   = "failed"     // its last attempt failed (a real build, not this dry run)
-	stBlocked  = "blocked"    // cannot be evaluated now: an input file is missing, or an upstream is blocked
-)
-
-// stateOrder is the legend's order; stateColor fills each state's nodes (Graphviz X11 colours).
-var (
-	stateOrder = []string{stUpToDate, stCached, stStale, stMissing, stFailed, stBlocked}
-	stateColor = map[string]string{
-		stUpToDate: "palegreen", stCached: "lightblue", stStale: "orange",
-		stMissing: "gray90", stFailed: "tomato", stBlocked: "khaki",
-	}
-)
-
-// stateOf maps every target of a dry run's result to its state. A target the dry run could
-// not evaluate is blocked, never failed: failed means its last real attempt failed.
-func stateOf(res *engine.Result) map[string]string {
-	st := map[string]string{}
-	for _, n := range res.UpToDate {
-		st[n] = stUpToDate
-	}
-	for _, p := range res.Plan {
-		st[p.Target] = planState(p)
-	}
-	for _, n := range res.Failed {
-		st[n] = stBlocked
-	}
-	for _, n := range res.Skipped {
-		st[n] = stBlocked
-	}
-	for _, n := range res.NotStarted {
-		st[n] = stBlocked
-	}
-	return st
-}
-
-// planState is the state of a target the plan would run or restore.
-func planState(p engine.PlanItem) string {
-	for _, r := range p.Reasons {
-		switch r {
-		case "last attempt failed":
-			return stFailed
-		case "never built":
-			return stMissing
-		}
-	}
-	if p.Action == "restore" {
-		return stCached
-	}
-	return stStale
+// stateColor fills each state's nodes (Graphviz X11 colours). A target's state is its verdict
+// in a dry run (engine.Result.State): nothing is built to find it. A legend lists the states
+// in engine.States' order, and a family is coloured by its worst (the last in that order).
+var stateColor = map[engine.State]string{
+	engine.StateUpToDate: "palegreen", engine.StateRestorable: "lightblue", engine.StateStale: "orange",
+	engine.StateMissing: "gray90", engine.StateFailed: "tomato", engine.StateBlocked: "khaki",
 }
 
 // graphFamilies is the stage order of the families, left to right in the family view and in the
 // legend of the target view; families not listed follow by name.
 var graphFamilies = []string{"release", "pki", "kubeconfig", "manifests", "mco", "ignition", "rhcos", "libvirt", "haproxy", "cluster"}
-
-func familyOf(name string) string {
-	if i := strings.IndexByte(name, '/'); i >= 0 {
-		return name[:i]
-	}
-	return name
-}
 
 func familyRank(f string) int {
 	for i, x := range graphFamilies {
@@ -95,11 +38,12 @@ func familyRank(f string) int {
 	return len(graphFamilies)
 }
 
-// graphView is what runGraph draws: the project, the selection, each target's state.
+// graphView is what runGraph draws: the project, the selection, each target's state (the dry
+// run's result).
 type graphView struct {
 	p        *engine.Project
 	sel      []bool
-	state    map[string]string
+	res      *engine.Result
 	allEdges bool
 }
 
@@ -114,23 +58,23 @@ func (v *graphView) targetDoc() graph.Doc {
 		EdgeAttrs: graph.Attrs{"color": "gray40", "arrowsize": "0.6"},
 	}
 	byFam := map[string][]graph.DocNode{}
-	counts := map[string]int{}
+	counts := map[engine.State]int{}
 	for _, i := range g.Order() {
 		if !v.sel[i] {
 			continue
 		}
 		t := v.p.Targets[i]
-		s := v.stateOf(t.Name)
+		s := v.res.State(t.Name)
 		counts[s]++
-		a := graph.Attrs{"fillcolor": stateColor[s], "tooltip": t.Doc + " (" + s + ")"}
+		a := graph.Attrs{"fillcolor": stateColor[s], "tooltip": t.Doc + " (" + s.String() + ")"}
 		if t.External {
 			a["shape"] = "box"
 		}
 		// Inside its family's cluster a node is labelled without the family prefix.
-		if f := familyOf(t.Name); f != t.Name {
+		if f := engine.Family(t.Name); f != t.Name {
 			a["label"] = strings.TrimPrefix(t.Name, f+"/")
 		}
-		byFam[familyOf(t.Name)] = append(byFam[familyOf(t.Name)], graph.DocNode{ID: t.Name, Attrs: a})
+		byFam[engine.Family(t.Name)] = append(byFam[engine.Family(t.Name)], graph.DocNode{ID: t.Name, Attrs: a})
 	}
 	for _, f := range sortedFamilies(byFam) {
 		nodes := byFam[f]
@@ -173,7 +117,7 @@ func (v *graphView) targetDoc() graph.Doc {
 // between families labelled with how many target edges they stand for.
 func (v *graphView) familyDoc() graph.Doc {
 	g := v.p.Graph
-	groups, edges := g.Quotient(v.sel, func(i int) string { return familyOf(g.Name(i)) })
+	groups, edges := g.Quotient(v.sel, func(i int) string { return engine.Family(g.Name(i)) })
 	if !v.allEdges {
 		edges = graph.ReduceGroupEdges(edges)
 	}
@@ -183,17 +127,17 @@ func (v *graphView) familyDoc() graph.Doc {
 		EdgeAttrs: graph.Attrs{"fontname": "Helvetica", "fontsize": "14"},
 	}
 	sort.SliceStable(groups, func(a, b int) bool { return familyRank(groups[a].Name) < familyRank(groups[b].Name) })
-	counts := map[string]int{}
+	counts := map[engine.State]int{}
 	for _, grp := range groups {
-		per := map[string]int{}
+		per := map[engine.State]int{}
 		for _, i := range grp.IDs {
-			s := v.stateOf(g.Name(i))
+			s := v.res.State(g.Name(i))
 			per[s]++
 			counts[s]++
 		}
 		var parts []string
-		worst := stUpToDate
-		for _, s := range stateOrder {
+		worst := engine.StateUpToDate
+		for _, s := range engine.States() {
 			if per[s] > 0 {
 				parts = append(parts, fmt.Sprintf("%d %s", per[s], s))
 				worst = s
@@ -210,21 +154,14 @@ func (v *graphView) familyDoc() graph.Doc {
 	return d
 }
 
-func (v *graphView) stateOf(name string) string {
-	if s := v.state[name]; s != "" {
-		return s
-	}
-	return stBlocked
-}
-
 // legend is a cluster with one node per state present, filled with its colour and counted.
-func legend(counts map[string]int) graph.Cluster {
+func legend(counts map[engine.State]int) graph.Cluster {
 	c := graph.Cluster{ID: "legend", Attrs: graph.Attrs{"label": "state", "style": "rounded", "color": "gray60"}}
-	for _, s := range stateOrder {
+	for _, s := range engine.States() {
 		if counts[s] == 0 {
 			continue
 		}
-		c.Nodes = append(c.Nodes, graph.DocNode{ID: "legend: " + s, Attrs: graph.Attrs{
+		c.Nodes = append(c.Nodes, graph.DocNode{ID: "legend: " + s.String(), Attrs: graph.Attrs{
 			"label": fmt.Sprintf("%s (%d)", s, counts[s]), "fillcolor": stateColor[s], "shape": "box", "style": "filled",
 		}})
 	}
@@ -281,7 +218,7 @@ func runGraph(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	v := &graphView{p: p, sel: p.Graph.Closure(ids), state: stateOf(res), allEdges: c.allEdges}
+	v := &graphView{p: p, sel: p.Graph.Closure(ids), res: res, allEdges: c.allEdges}
 
 	// An image is not for a terminal: written to a file unless --output names one or stdout is
 	// redirected.
@@ -292,10 +229,10 @@ func runGraph(ctx context.Context, c *cli, args []string) error {
 	var buf bytes.Buffer
 	switch c.format {
 	case "tree":
-		err = p.Graph.Tree(&buf, v.sel, func(i int) string { return "[" + v.stateOf(p.Targets[i].Name) + "]" })
+		err = p.Graph.Tree(&buf, v.sel, func(i int) string { return "[" + res.State(p.Targets[i].Name).String() + "]" })
 	case "json":
 		err = p.Graph.JSON(&buf, v.sel, func(i int) map[string]string {
-			return map[string]string{"state": v.stateOf(p.Targets[i].Name), "family": familyOf(p.Targets[i].Name), "doc": p.Targets[i].Doc}
+			return map[string]string{"state": res.State(p.Targets[i].Name).String(), "family": p.Targets[i].Family(), "doc": p.Targets[i].Doc}
 		})
 	default:
 		doc := v.targetDoc()

@@ -29,7 +29,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/internal/synthcli"
 	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets"
 )
@@ -59,7 +58,7 @@ type cli struct {
 	trim        bool
 	regenerate  []string
 	now         string
-	synth       *synthcli.Flags // nil unless withSynthetic
+	synth       syntheticFlags // nil unless withSynthetic
 	quiet       bool
 	help        bool
 	showVersion bool
@@ -81,9 +80,20 @@ type cli struct {
 }
 
 // withSynthetic adds the synthetic benchmark graph's flags (--synthetic N, --synthetic-delay,
-// --synthetic-ninja; package synthcli). The benchmark build (bench.go, -tags bench) and the
-// tests set it; the production binary has no such flags.
-var withSynthetic bool
+// --synthetic-ninja; the rig's package internal/rig/synthetic) to a flag set. The benchmark
+// build (bench.go, -tags bench) and the tests (synthetic_test.go) set it; in the production
+// binary it is nil: no such flags, and no rig linked (TestNoRigInProduct).
+var withSynthetic func(fs *pflag.FlagSet) syntheticFlags
+
+// syntheticFlags is what the CLI asks of the synthetic graph's flags (synthetic.Flags).
+type syntheticFlags interface {
+	// Size is --synthetic N: 0 for the lab config.
+	Size() int
+	// Apply sets o's targets and values to the synthetic graph; an error names synthetic.yaml.
+	Apply(o *engine.Options) error
+	// WriteNinjaFile writes --synthetic-ninja's build.ninja; ok is false without that flag.
+	WriteNinjaFile() (ok bool, err error)
+}
 
 // syntheticExtra are targets the tests add to the synthetic graph (a download and a wait for
 // the status area's terminal test, progress_vt_test.go); nil in every other build.
@@ -146,8 +156,8 @@ func newFlags(c *cli) *pflag.FlagSet {
 	fs.BoolVar(&c.showVersion, "version", false, "print the version")
 	fs.StringVar(&c.now, "now", "", "pretend the time is `RFC3339` (testing certificate expiry)")
 	fs.MarkHidden("now")
-	if withSynthetic {
-		c.synth = synthcli.Register(fs)
+	if withSynthetic != nil {
+		c.synth = withSynthetic(fs)
 	}
 	fs.SortFlags = false
 	return fs
@@ -218,8 +228,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if verb == "" {
 		verb = "build"
 	}
-	if c.synth != nil && c.synth.Ninja != "" {
-		return report(stderr, synthcli.WriteNinja(c.synth.Ninja, c.synth.N))
+	if c.synth != nil {
+		if ok, err := c.synth.WriteNinjaFile(); ok {
+			return report(stderr, err)
+		}
 	}
 	if c.json {
 		// --json is honoured or refused, never ignored.
@@ -301,7 +313,7 @@ func (c *cli) options(goals []string) (engine.Options, error) {
 		}
 		o.Now = func() time.Time { return t }
 	}
-	if c.synth != nil && c.synth.N > 0 {
+	if c.synth != nil && c.synth.Size() > 0 {
 		c.stamp.recorder().Stat("synthetic.yaml") // what Apply reads, present or not
 		c.stamp.recorder().Stat("src")
 		if err := c.synth.Apply(&o); err != nil {

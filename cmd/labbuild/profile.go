@@ -116,8 +116,7 @@ type profReporter struct {
 
 func (p *profReporter) Start(name string, n, m int, restore bool) {
 	if p.label {
-		fam, _, _ := strings.Cut(name, "/")
-		pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("family", fam, "target", name)))
+		pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("family", engine.Family(name), "target", name)))
 	}
 	p.mu.Lock()
 	p.start[name] = time.Since(p.t0)

@@ -175,7 +175,7 @@ func TestStatusAreaOnPTY(t *testing.T) {
 	}
 	screen := replay(out)
 	t.Logf("bytes seen %v; elapsed seen %v; %d escape sequences; final screen %q", seen, els, strings.Count(out, "\x1b["), screen)
-	if want := []string{"labbuild: 2 built, 0 reused, 0 up to date in 1.00s"}; !slices.Equal(screen, want) {
+	if want := []string{"labbuild: 2 built, 0 restored, 0 up to date in 1.00s"}; !slices.Equal(screen, want) {
 		t.Errorf("final screen = %q, want only the summary %q", screen, want)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/labbuild/labbuild/engine"
@@ -45,22 +44,7 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 	}
 	if c.dryRun {
 		if c.json {
-			enc := json.NewEncoder(c.stdout)
-			enc.SetIndent("", "  ")
-			if res.Plan == nil {
-				res.Plan = []engine.PlanItem{}
-			}
-			// What could not be planned is part of the plan, not an empty list.
-			for _, n := range res.Failed {
-				res.Plan = append(res.Plan, engine.PlanItem{Target: n, Action: "unevaluated", Reasons: []string{"could not be evaluated (the error is on standard error)"}})
-			}
-			for _, n := range res.Skipped {
-				res.Plan = append(res.Plan, engine.PlanItem{Target: n, Action: "blocked", Reasons: []string{"an upstream could not be evaluated"}})
-			}
-			for _, n := range res.NotStarted {
-				res.Plan = append(res.Plan, engine.PlanItem{Target: n, Action: "not evaluated", Reasons: []string{"the plan stopped at the first target it could not evaluate; -k plans the rest"}})
-			}
-			if e := enc.Encode(res.Plan); e != nil {
+			if e := printPlanJSON(c, res); e != nil {
 				return e
 			}
 			return err
@@ -68,7 +52,7 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 		printPlan(c, res)
 		return err
 	}
-	if len(res.Executed)+len(res.Reused)+len(res.Failed) == 0 && err == nil {
+	if len(res.Built)+len(res.Restored)+len(res.Failed) == 0 && err == nil {
 		c.noWork(res) // and the front's stamp: stamp.go
 	} else {
 		fmt.Fprintf(c.stdout, "labbuild: %s\n", res.Summary())

@@ -49,6 +49,9 @@ func runDestroy(ctx context.Context, c *cli, args []string) error {
 	for _, n := range rep.Planned {
 		fmt.Fprintf(c.stdout, "would destroy %s\n", n)
 	}
+	if len(rep.Planned) > 0 {
+		fmt.Fprintln(c.stdout, rep.PlanCount().Terraform()) // the one plan summary
+	}
 	// In the order handled; "destroyed" only for what existed and was removed.
 	for _, n := range rep.Destroyed {
 		fmt.Fprintf(c.stdout, "destroyed %s\n", n)

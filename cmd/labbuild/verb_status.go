@@ -27,11 +27,11 @@ type statusReport struct {
 type targetStatus struct {
 	Name   string `json:"name"`
 	Family string `json:"family"`
-	// State is "up to date", cached (the store has its outputs; a build restores them), stale,
-	// missing (never built), failed (the last real attempt failed) or blocked (cannot be
-	// evaluated now; Error says why).
-	State    string `json:"state"`
-	External bool   `json:"external"`
+	// State is "up to date", restorable (the store has its outputs; a build restores them),
+	// stale, missing (never built), failed (the last real attempt failed) or blocked (cannot be
+	// evaluated now; Error says why): the target's verdict (engine.State).
+	State    engine.State `json:"state"`
+	External bool         `json:"external"`
 	// Key is the first 12 hex digits of the SHA-256 action key of the outputs now in OutDir;
 	// empty when none are recorded.
 	Key string `json:"key,omitempty"`
@@ -40,10 +40,10 @@ type targetStatus struct {
 	// GeneratedAt is the target's epoch when it is not BuiltAt's: the time a certificate was
 	// issued or a key made, kept across restores (RFC 3339, UTC).
 	GeneratedAt string `json:"generatedAt,omitempty"`
-	// Action is what the next build would do: run, restore, or for External targets create,
-	// update, replace or run (to be checked again once upstreams are built). Empty: nothing.
-	Action  string               `json:"action,omitempty"`
-	Reasons []string             `json:"reasons,omitempty"`
+	// Action is what the next build would do: build, restore, or for External targets create,
+	// update, replace or build (to be checked again once upstreams are built). Empty: nothing.
+	Action  engine.Action        `json:"action,omitempty"`
+	Reasons []engine.Reason      `json:"reasons,omitempty"`
 	Changes []engine.FieldChange `json:"changes,omitempty"`
 	// Exists (External only) says whether the object outside the filesystem exists, as its
 	// probe saw it; Drifted whether it differs from what the config declares (Reasons and
@@ -71,7 +71,6 @@ func (c *cli) statusJSON(ctx context.Context, goals []string) (*statusReport, er
 	if err != nil {
 		return nil, err
 	}
-	states := stateOf(res)
 	plan := map[string]engine.PlanItem{}
 	for _, pl := range res.Plan {
 		plan[pl.Target] = pl
@@ -83,10 +82,7 @@ func (c *cli) statusJSON(ctx context.Context, goals []string) (*statusReport, er
 	}
 	for _, i := range ids {
 		t := p.Targets[i]
-		ts := targetStatus{Name: t.Name, Family: t.Family(), State: states[t.Name], External: t.External}
-		if ts.State == "" {
-			ts.State = stBlocked
-		}
+		ts := targetStatus{Name: t.Name, Family: t.Family(), State: res.State(t.Name), External: t.External}
 		rec := st.Target(t.Name)
 		if rec != nil {
 			ts.Key = rec.Key.Short()
@@ -109,22 +105,22 @@ func (c *cli) statusJSON(ctx context.Context, goals []string) (*statusReport, er
 		}
 		if t.External {
 			exists, drifted := rec != nil && !rec.Failed, false
-			known := ts.State == stUpToDate || ts.State == stMissing
+			known := ts.State == engine.StateUpToDate || ts.State == engine.StateMissing
 			switch pl.Action {
-			case string(engine.Create):
+			case engine.Create:
 				exists, known = false, true
-			case string(engine.Update), string(engine.Replace):
+			case engine.Update, engine.Replace:
 				exists, drifted, known = true, true, true
 			}
 			if !planned || rec == nil {
 				known = true
 			}
 			ts.Exists = &exists
-			if known && ts.State != stBlocked {
+			if known && ts.State != engine.StateBlocked {
 				ts.Drifted = &drifted
 			}
 		}
-		if ts.State == stBlocked {
+		if ts.State == engine.StateBlocked {
 			ts.Error = blockedBy(c.dryErr.String(), t.Name, res)
 		}
 		rep.Targets = append(rep.Targets, ts)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets"
 	"github.com/labbuild/labbuild/targets/kube"
@@ -136,7 +137,7 @@ func TestRootCauseNamesLabFile(t *testing.T) {
 	}
 	blocked := 0
 	for _, ts := range rep.Targets {
-		if ts.State != stBlocked {
+		if ts.State != engine.StateBlocked {
 			continue
 		}
 		blocked++

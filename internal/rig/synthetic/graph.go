@@ -1,4 +1,9 @@
-package engine
+// Package synthetic is the rig's synthetic graph: N targets in layers, reading config fields
+// and source files, for the engine's tests and benchmarks, the CLI's crash and script tests, and
+// the benchmark build (go build -tags bench ./cmd/labbuild; make bench-ninja). No production
+// binary links it: the product imports nothing of the rig (TestRoomImports, and
+// cmd/labbuild's TestNoRigInProduct).
+package synthetic
 
 import (
 	"context"
@@ -11,23 +16,25 @@ import (
 	"strings"
 	"time"
 	"unsafe"
+
+	"github.com/labbuild/labbuild/engine"
 )
 
-// MapValues is a Values over a flat map from dotted path to JSON value; it backs synthetic
-// graphs, which have no lab config.
+// MapValues is an engine.Values over a flat map from dotted path to JSON value; it backs
+// synthetic graphs, which have no lab config.
 type MapValues map[string]json.RawMessage
 
-// Lookup implements Values.
+// Lookup implements engine.Values.
 func (m MapValues) Lookup(p string) ([]byte, bool) {
 	v, ok := m[p]
 	return v, ok
 }
 
-// SyntheticSpec shapes a synthetic graph: N targets in layers of 50, each depending on up to
-// three targets of the layer before (graph construction in graph.Synthetic has the same
-// shape), reading config field syn.v<i mod Fields> and, when SrcDir is set, the file
-// <SrcDir>/<i>.txt through config field syn.src<i>.
-type SyntheticSpec struct {
+// Spec shapes a synthetic graph: N targets in layers of 50, each depending on up to three
+// targets of the layer before (graph construction in graph.Synthetic has the same shape),
+// reading config field syn.v<i mod Fields> and, when SrcDir is set, the file <SrcDir>/<i>.txt
+// through config field syn.src<i>.
+type Spec struct {
 	N      int
 	Fields int
 	SrcDir string
@@ -35,23 +42,23 @@ type SyntheticSpec struct {
 	Delay time.Duration
 }
 
-// SyntheticName returns the name of synthetic target i: syn/t00042.
-func SyntheticName(i int) string {
+// Name returns the name of synthetic target i: syn/t00042.
+func Name(i int) string {
 	var b [24]byte
-	return string(appendSyntheticName(b[:0], i))
+	return string(appendName(b[:0], i))
 }
 
-func appendSyntheticName(b []byte, i int) []byte {
+func appendName(b []byte, i int) []byte {
 	var d [20]byte
 	n := strconv.AppendInt(d[:0], int64(i), 10)
 	b = append(append(b, "syn/t"...), "00000"[min(len(n), 5):]...)
 	return append(b, n...)
 }
 
-// SyntheticDeps returns the indexes synthetic target i depends on.
-func SyntheticDeps(i int) []int { return syntheticDeps(nil, i) }
+// Deps returns the indexes synthetic target i depends on.
+func Deps(i int) []int { return deps(nil, i) }
 
-func syntheticDeps(out []int, i int) []int {
+func deps(out []int, i int) []int {
 	const width = 50
 	if i < width {
 		return out
@@ -66,12 +73,12 @@ func syntheticDeps(out []int, i int) []int {
 	return out
 }
 
-// Synthetic returns the targets of a synthetic graph and adds the values they read to values
+// Targets returns the targets of a synthetic graph and adds the values they read to values
 // (the fields' defaults, and each source file's path). A target's output (out.txt) is its
 // name, its config value lower-cased (so "A" and "a" give the same bytes: early cutoff), its
 // source file, and a digest of each upstream output.
-func Synthetic(spec SyntheticSpec, values MapValues) []*Target {
-	ts, sv := SyntheticGraph(spec, values)
+func Targets(spec Spec, values MapValues) []*engine.Target {
+	ts, sv := Graph(spec, values)
 	for i := 0; spec.SrcDir != "" && i < spec.N; i++ {
 		f := ts[i].Files[0]
 		values[f], _ = sv.Lookup(f)
@@ -79,11 +86,10 @@ func Synthetic(spec SyntheticSpec, values MapValues) []*Target {
 	return ts
 }
 
-// SyntheticGraph is Synthetic without a map entry per target: the returned Values answers
-// fields from fields (to which the defaults are added) and the source paths (syn.src<i>) from
-// one buffer. Targets, names and dependency lists are carved from a few large allocations,
+// Graph is Targets without a map entry per target: the returned Values answers fields from
+// fields (to which the defaults are added) and the source paths (syn.src<i>) from one buffer. Targets, names and dependency lists are carved from a few large allocations,
 // as ninja's parser does for a build.ninja: declaring 100,000 targets costs a few MB.
-func SyntheticGraph(spec SyntheticSpec, fields MapValues) ([]*Target, Values) {
+func Graph(spec Spec, fields MapValues) ([]*engine.Target, engine.Values) {
 	if spec.Fields <= 0 {
 		spec.Fields = 10
 	}
@@ -98,7 +104,7 @@ func SyntheticGraph(spec SyntheticSpec, fields MapValues) ([]*Target, Values) {
 	nb := make([]byte, 0, 12*spec.N) // buffers sized up front: growing copies them
 	ends := make([]int32, spec.N)
 	for i := range ends {
-		nb = appendSyntheticName(nb, i)
+		nb = appendName(nb, i)
 		ends[i] = int32(len(nb))
 	}
 	all := unsafe.String(unsafe.SliceData(nb), len(nb)) // nb is never written again
@@ -110,7 +116,7 @@ func SyntheticGraph(spec SyntheticSpec, fields MapValues) ([]*Target, Values) {
 		}
 		names[i] = all[start:ends[i]]
 	}
-	sv := &syntheticValues{fields: fields}
+	sv := &values{fields: fields}
 	var files []string
 	if spec.SrcDir != "" {
 		// Source fields and their values: one string and one buffer.
@@ -144,12 +150,12 @@ func SyntheticGraph(spec SyntheticSpec, fields MapValues) ([]*Target, Values) {
 	ndeps := 0
 	var di [3]int
 	for i := 0; i < spec.N; i++ {
-		ndeps += len(syntheticDeps(di[:0], i))
+		ndeps += len(deps(di[:0], i))
 	}
-	deps := make([]string, 0, ndeps)
-	slab := make([]Target, spec.N)
-	ts := make([]*Target, spec.N)
-	run := syntheticRun(spec.Delay)
+	depNames := make([]string, 0, ndeps)
+	slab := make([]engine.Target, spec.N)
+	ts := make([]*engine.Target, spec.N)
+	run := runFunc(spec.Delay)
 	for i := range ts {
 		t := &slab[i]
 		t.Name, t.Doc, t.Version, t.Run = names[i], "synthetic target", 1, run
@@ -158,26 +164,26 @@ func SyntheticGraph(spec SyntheticSpec, fields MapValues) ([]*Target, Values) {
 		if files != nil {
 			t.Files = files[i : i+1 : i+1]
 		}
-		start := len(deps)
-		for _, d := range syntheticDeps(di[:0], i) {
-			deps = append(deps, names[d])
+		start := len(depNames)
+		for _, d := range deps(di[:0], i) {
+			depNames = append(depNames, names[d])
 		}
-		t.Deps = deps[start:len(deps):len(deps)]
+		t.Deps = depNames[start:len(depNames):len(depNames)]
 		ts[i] = t
 	}
 	return ts, sv
 }
 
-// syntheticValues answers a synthetic graph's fields from a map and its source paths
+// values answers a synthetic graph's fields from a map and its source paths
 // (syn.src<i>) from one buffer of quoted JSON strings.
-type syntheticValues struct {
+type values struct {
 	fields MapValues
 	src    []byte
 	srcOff []int32
 }
 
-// Lookup implements Values.
-func (v *syntheticValues) Lookup(p string) ([]byte, bool) {
+// Lookup implements engine.Values.
+func (v *values) Lookup(p string) ([]byte, bool) {
 	if rest, ok := strings.CutPrefix(p, "syn.src"); ok && v.srcOff != nil {
 		if i, err := strconv.Atoi(rest); err == nil && i >= 0 && i+1 < len(v.srcOff) {
 			return v.src[v.srcOff[i]:v.srcOff[i+1]:v.srcOff[i+1]], true
@@ -187,11 +193,11 @@ func (v *syntheticValues) Lookup(p string) ([]byte, bool) {
 	return raw, ok
 }
 
-// syntheticRun is every synthetic target's Run: it reads what the target declares.
-func syntheticRun(delay time.Duration) func(ctx context.Context, s *Step) error {
-	return func(ctx context.Context, s *Step) error {
+// runFunc is every synthetic target's Run: it reads what the target declares.
+func runFunc(delay time.Duration) func(ctx context.Context, s *engine.Step) error {
+	return func(ctx context.Context, s *engine.Step) error {
 		if delay > 0 {
-			s.Progress(Progress{Phase: "sleeping (--synthetic-delay)", Limit: delay}) // the status display's wait row
+			s.Progress(engine.Progress{Phase: "sleeping (--synthetic-delay)", Limit: delay}) // the status display's wait row
 			select {
 			case <-time.After(delay):
 			case <-ctx.Done():
