@@ -12,7 +12,7 @@ import (
 // Options configures one build.
 type Options struct {
 	// Config is the lab config, as the Source of the targets and the values they read (the CLI
-	// passes targets.LoadAndValidate's, which is the embedded default lab when no file is named).
+	// passes lab.LoadAndValidate's, which is the embedded default lab when no file is named).
 	Config Source
 	// Values, when set, replaces Config as the source of declared values (synthetic graphs).
 	Values Values
