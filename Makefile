@@ -5,8 +5,8 @@ GO       ?= go
 KUBE_VERSION ?= v1.30.14
 export LABBUILD_TOOLS ?= $(HOME)/.cache/labbuild/tools/$(KUBE_VERSION)
 BIN      := ./labbuild
-# labbuild is the small front (cmd/labbuild-front: version, and a null build replayed from its
-# stamp); it execs labbuild-full (cmd/labbuild) for everything else. Both static.
+# labbuild is the small front (cmd/labbuild: version, and a null build replayed from its
+# stamp); it execs labbuild-full (cmd/labbuild-full) for everything else. Both static.
 FULL     := ./labbuild-full
 
 .PHONY: all build run sample test check install bench bench-go bench-build bench-ninja vet fmt clean docs fuzz rehearsal
@@ -14,8 +14,8 @@ FULL     := ./labbuild-full
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -o $(FULL) ./cmd/labbuild
-	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/labbuild-front
+	CGO_ENABLED=0 $(GO) build -o $(FULL) ./cmd/labbuild-full
+	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/labbuild
 
 # The main job on the embedded default lab: every file artifact through Ignition, with the
 # release payload taken from the sample OCI layout (see README: which parts are real).
@@ -71,8 +71,8 @@ bench-go:
 # The benchmark build: labbuild-bench (the front) over labbuild-bench-full, the full binary
 # with the synthetic graph's flags (-tags bench; see docs/engine.md).
 bench-build:
-	CGO_ENABLED=0 $(GO) build -tags bench -o ./labbuild-bench-full ./cmd/labbuild
-	CGO_ENABLED=0 $(GO) build -o ./labbuild-bench ./cmd/labbuild-front
+	CGO_ENABLED=0 $(GO) build -tags bench -o ./labbuild-bench-full ./cmd/labbuild-full
+	CGO_ENABLED=0 $(GO) build -o ./labbuild-bench ./cmd/labbuild
 
 bench-ninja: bench-build
 	LABBUILD=$(CURDIR)/labbuild-bench bash scripts/bench-ninja.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The front's differential test (cmd/labbuild TestFrontDifferential) also runs on a loop-mounted
+# The front's differential test (cmd/labbuild-full TestFrontDifferential) also runs on a loop-mounted
 # ext4 made with 128-byte inodes (whole-second timestamps): mkfs.ext4 from e2fsprogs, mount
 # and losetup from mount/util-linux.
 set -euo pipefail

@@ -85,7 +85,7 @@ func TestStateSnapshotAndJournal(t *testing.T) {
 		if got := s.Target(name); !reflect.DeepEqual(got, ts) {
 			t.Fatalf("%s = %+v, want %+v", name, got, ts)
 		}
-		r, ok := s.Record(name)
+		r, ok := s.View(name)
 		if !ok || r.Key() != ts.Key || r.OutDigest() != ts.OutDigest || r.Epoch() != ts.Epoch || !reflect.DeepEqual(r.OutputNames(), []string{"out.txt", "b/c"}) {
 			t.Fatalf("record of %s differs", name)
 		}

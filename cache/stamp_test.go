@@ -60,7 +60,7 @@ func TestRecorderRacy(t *testing.T) {
 		start  int64
 		digest bool
 	}{{fp.Changed() + RacyWindow + 1, false}, {fp.Changed() + RacyWindow, true}, {fp.Changed(), true}} {
-		var r Recorder
+		var r StampCollector
 		r.SetStart(tc.start)
 		r.Stat(p)
 		s := &Stamp{Start: tc.start}
@@ -73,7 +73,7 @@ func TestRecorderRacy(t *testing.T) {
 			t.Errorf("start = change + %d ns: digest %x, want one: %v", tc.start-fp.Changed(), got, tc.digest)
 		}
 	}
-	var r Recorder
+	var r StampCollector
 	r.SetStart(fp.Changed())
 	r.Stat(p)
 	os.WriteFile(p, []byte("v2"), 0o644)
@@ -203,7 +203,7 @@ func TestRecorderOnceEach(t *testing.T) {
 	fp := Fingerprint{Size: 3, Mtime: 5, Ino: 7, Mode: 0o600}
 	other := fp
 	other.Mtime++
-	var r Recorder
+	var r StampCollector
 	for i := 0; i < 3; i++ {
 		r.Add(AppendStampFile(nil, StampBase, []byte("pull-secret.json"), fp), 1)
 	}

@@ -299,17 +299,17 @@ func appendFileRec(b []byte, path string, fs FileState) []byte {
 	return append(b, fs.Digest[:]...)
 }
 
-// TargetRecord is a recorded target read in place from the state's snapshot (or its overlay),
+// TargetView is a recorded target read in place from the state's snapshot (or its overlay),
 // decoded field by field without allocating: the null build's view. It is valid until the
 // State is closed.
-type TargetRecord struct {
+type TargetView struct {
 	fixed []byte       // targetFixed bytes after the name (snapshot records)
 	outs  []byte       // the outputs (snapshot records)
 	ts    *TargetState // overlay records
 }
 
 // Key returns the recorded action key.
-func (r TargetRecord) Key() (d Digest) {
+func (r TargetView) Key() (d Digest) {
 	if r.ts != nil {
 		return r.ts.Key
 	}
@@ -318,7 +318,7 @@ func (r TargetRecord) Key() (d Digest) {
 }
 
 // OutDigest returns the recorded output digest.
-func (r TargetRecord) OutDigest() (d Digest) {
+func (r TargetView) OutDigest() (d Digest) {
 	if r.ts != nil {
 		return r.ts.OutDigest
 	}
@@ -327,7 +327,7 @@ func (r TargetRecord) OutDigest() (d Digest) {
 }
 
 // Epoch returns the recorded epoch (ns).
-func (r TargetRecord) Epoch() int64 {
+func (r TargetView) Epoch() int64 {
 	if r.ts != nil {
 		return r.ts.Epoch
 	}
@@ -335,7 +335,7 @@ func (r TargetRecord) Epoch() int64 {
 }
 
 // StaleAt returns the recorded stale time (ns; 0: never).
-func (r TargetRecord) StaleAt() int64 {
+func (r TargetView) StaleAt() int64 {
 	if r.ts != nil {
 		return r.ts.StaleAt
 	}
@@ -343,7 +343,7 @@ func (r TargetRecord) StaleAt() int64 {
 }
 
 // Failed reports whether the last attempt failed.
-func (r TargetRecord) Failed() bool {
+func (r TargetView) Failed() bool {
 	if r.ts != nil {
 		return r.ts.Failed
 	}
@@ -352,7 +352,7 @@ func (r TargetRecord) Failed() bool {
 
 // Outputs calls fn with each recorded output's relative path (valid only during the call) and
 // fingerprint, in order, until fn returns false; it reports whether every call returned true.
-func (r TargetRecord) Outputs(fn func(rel []byte, fp Fingerprint) bool) bool {
+func (r TargetView) Outputs(fn func(rel []byte, fp Fingerprint) bool) bool {
 	if r.ts != nil {
 		for _, o := range r.ts.Outputs {
 			if !fn(unsafe.Slice(unsafe.StringData(o.Rel), len(o.Rel)), o.FP) {
@@ -373,7 +373,7 @@ func (r TargetRecord) Outputs(fn func(rel []byte, fp Fingerprint) bool) bool {
 }
 
 // OutputNames returns the recorded outputs' relative paths (copies).
-func (r TargetRecord) OutputNames() []string {
+func (r TargetView) OutputNames() []string {
 	if r.ts != nil {
 		out := make([]string, len(r.ts.Outputs))
 		for i, o := range r.ts.Outputs {
@@ -387,7 +387,7 @@ func (r TargetRecord) OutputNames() []string {
 }
 
 // State returns the record decoded into a TargetState (copies).
-func (r TargetRecord) State() *TargetState {
+func (r TargetView) State() *TargetState {
 	if r.ts != nil {
 		return r.ts
 	}
@@ -409,13 +409,13 @@ func decodeTarget(rec []byte) ([]byte, *TargetState, bool) {
 }
 
 // splitTarget checks a T record's bounds and splits it, without copying.
-func splitTarget(rec []byte) ([]byte, TargetRecord, bool) {
+func splitTarget(rec []byte) ([]byte, TargetView, bool) {
 	if len(rec) < 1 || rec[0] != 'T' {
-		return nil, TargetRecord{}, false
+		return nil, TargetView{}, false
 	}
 	name, rest, ok := readName(rec[1:])
 	if !ok || len(rest) < targetFixed {
-		return nil, TargetRecord{}, false
+		return nil, TargetView{}, false
 	}
 	fixed := rest[:targetFixed]
 	n := int(binary.LittleEndian.Uint16(fixed[81:]))
@@ -424,11 +424,11 @@ func splitTarget(rec []byte) ([]byte, TargetRecord, bool) {
 	for i := 0; i < n; i++ {
 		_, r, ok := readName(b)
 		if !ok || len(r) < fpSize {
-			return nil, TargetRecord{}, false
+			return nil, TargetView{}, false
 		}
 		b = r[fpSize:]
 	}
-	return name, TargetRecord{fixed: fixed, outs: outs[:len(outs)-len(b)]}, true
+	return name, TargetView{fixed: fixed, outs: outs[:len(outs)-len(b)]}, true
 }
 
 func decodeFile(rec []byte) ([]byte, FileState, bool) {
@@ -475,14 +475,14 @@ func (s *State) find(tab []byte, name string) []byte {
 	return nil
 }
 
-// Record returns target name's record, read in place; ok is false when none is recorded.
-func (s *State) Record(name string) (TargetRecord, bool) {
+// View returns what the last build recorded for target name, read in place; ok is false when none is recorded.
+func (s *State) View(name string) (TargetView, bool) {
 	if s.over.Load() {
 		s.mu.RLock()
 		ts, in := s.targets[name]
 		s.mu.RUnlock()
 		if in {
-			return TargetRecord{ts: ts}, ts != nil
+			return TargetView{ts: ts}, ts != nil
 		}
 	}
 	if rec := s.find(s.tTab, name); rec != nil {
@@ -490,12 +490,12 @@ func (s *State) Record(name string) (TargetRecord, bool) {
 			return r, true
 		}
 	}
-	return TargetRecord{}, false
+	return TargetView{}, false
 }
 
 // Target returns the recorded state of target name (decoded: the caller may keep it), or nil.
 func (s *State) Target(name string) *TargetState {
-	r, ok := s.Record(name)
+	r, ok := s.View(name)
 	if !ok {
 		return nil
 	}
@@ -618,7 +618,7 @@ func (s *State) SetTarget(name string, ts *TargetState) error {
 
 // DeleteTarget forgets name (its outputs were removed).
 func (s *State) DeleteTarget(name string) error {
-	if _, ok := s.Record(name); !ok {
+	if _, ok := s.View(name); !ok {
 		return nil
 	}
 	s.mu.Lock()
@@ -758,7 +758,7 @@ func snapshotBytes(b []byte, names [][]string, recs [][][]byte) []byte {
 	return b
 }
 
-// Close closes the journal and unmaps the snapshot: records read in place (TargetRecord) are
+// Close closes the journal and unmaps the snapshot: records read in place (TargetView) are
 // no longer valid.
 func (s *State) Close() error {
 	s.mu.Lock()

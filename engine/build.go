@@ -168,8 +168,8 @@ func openBuilder(o Options) (*builder, error) {
 
 // loadState reads the output directory's state (under the lock, as the runner took it).
 func (b *builder) loadState() error {
-	b.o.Record.SetDirs(b.out, b.baseDir)
-	b.o.Record.StateLoaded(filepath.Join(b.meta, stateFile)) // under the lock, as read
+	b.o.Stamp.SetDirs(b.out, b.baseDir)
+	b.o.Stamp.StateLoaded(filepath.Join(b.meta, stateFile)) // under the lock, as read
 	var err error
 	b.state, err = cache.LoadState(filepath.Join(b.meta, stateFile))
 	return err
@@ -189,7 +189,7 @@ func (b *builder) close() {
 		b.runner.close(b)
 		b.state.Close()
 	}
-	if r := b.o.Record; r != nil {
+	if r := b.o.Stamp; r != nil {
 		r.StateClosing()
 		if st, err := os.Stat(filepath.Join(b.meta, trimStamp)); err == nil {
 			r.Until(st.ModTime().Add(trimInterval).UnixNano()) // the next build trims

@@ -47,7 +47,7 @@ func (b *builder) quick(nodes []*node) int {
 				defer wg.Done()
 				ws := b.newScratch()
 				fn(part, ws)
-				ws.flush(b.o.Record)
+				ws.flush(b.o.Stamp)
 			}()
 		}
 		wg.Wait()
@@ -55,7 +55,7 @@ func (b *builder) quick(nodes []*node) int {
 	// Pass 1: the recorded output digests, which dependents' keys take as their deps'.
 	parallel(func(part []*node, _ *scratch) {
 		for _, n := range part {
-			if r, found := b.state.Record(n.t.Name); found && !r.Failed() {
+			if r, found := b.state.View(n.t.Name); found && !r.Failed() {
 				n.outDig = r.OutDigest()
 				ok[n.id] = true
 			}
@@ -68,7 +68,7 @@ func (b *builder) quick(nodes []*node) int {
 			if !ok[n.id] {
 				continue
 			}
-			rec, _ := b.state.Record(n.t.Name)
+			rec, _ := b.state.View(n.t.Name)
 			kd, err := b.key(k, n, nodes, rec, true)
 			ok[n.id] = err == nil && b.judge(n.t, rec, true, &kd, ws, nil, nil) == StateUpToDate
 		}
@@ -137,7 +137,7 @@ type scratch struct {
 }
 
 func (b *builder) newScratch() *scratch {
-	return &scratch{dirfd: b.outfd, prefix: b.outPrefix, basefd: b.basefd, record: b.o.Record != nil}
+	return &scratch{dirfd: b.outfd, prefix: b.outPrefix, basefd: b.basefd, record: b.o.Stamp != nil}
 }
 
 // statOutput stats output rel of a target whose outputs are in dir (relative to the output
@@ -165,7 +165,7 @@ func (ws *scratch) staleAt(st int64) {
 }
 
 // flush hands what ws recorded to r.
-func (ws *scratch) flush(r *cache.Recorder) {
+func (ws *scratch) flush(r *cache.StampCollector) {
 	if !ws.record {
 		return
 	}
@@ -247,7 +247,7 @@ func simpleRel(name []byte) bool {
 // the fast path found up to date, its record's.
 func (b *builder) depFiles(d *node) []string {
 	if d.files == nil && d.outcome == UpToDate {
-		if r, ok := b.state.Record(d.t.Name); ok {
+		if r, ok := b.state.View(d.t.Name); ok {
 			return r.OutputNames()
 		}
 	}
@@ -263,10 +263,10 @@ func (b *builder) recordVerdict(nodes []*node) {
 		switch {
 		case n == nil:
 		case n.t.External || n.t.Probe != nil:
-			b.o.Record.Fail(n.t.Name + " is External")
+			b.o.Stamp.Fail(n.t.Name + " is External")
 			return
 		case n.outcome != UpToDate:
-			b.o.Record.Fail(n.t.Name + " was not up to date")
+			b.o.Stamp.Fail(n.t.Name + " was not up to date")
 			return
 		}
 	}

@@ -105,7 +105,7 @@ func (b *builder) baseKey(k *keying, n *node, nodes []*node) (cache.Digest, erro
 // epoch: the recorded one (rec; with no record, the one the store keeps for this base key, so
 // that a certificate is restored rather than re-issued), or the build's clock once the stale
 // time has passed (the target is then renewed: a new generation, a new key).
-func (b *builder) key(k *keying, n *node, nodes []*node, rec cache.TargetRecord, found bool) (keyed, error) {
+func (b *builder) key(k *keying, n *node, nodes []*node, rec cache.TargetView, found bool) (keyed, error) {
 	base, err := b.baseKey(k, n, nodes)
 	if err != nil {
 		return keyed{}, err
@@ -167,7 +167,7 @@ func (b *builder) fileDigest(f string) (cache.Digest, error) {
 		return cache.Digest{}, &InputError{Field: f, Where: where(b.p.values, f), Path: path, Err: err}
 	}
 	if st, ok := b.state.File(path); ok && st.FP == fp {
-		b.o.Record.File(path, fp, nil) // the state vouches for it, as on the fast path
+		b.o.Stamp.File(path, fp, nil) // the state vouches for it, as on the fast path
 		return st.Digest, nil
 	}
 	d, _, err := cache.HashFile(path)
@@ -176,9 +176,9 @@ func (b *builder) fileDigest(f string) (cache.Digest, error) {
 	}
 	if fp.Changed() < b.wall.Add(-racyWindow).UnixNano() {
 		b.state.SetFile(path, cache.FileState{FP: fp, Digest: d})
-		b.o.Record.File(path, fp, nil)
+		b.o.Stamp.File(path, fp, nil)
 	} else {
-		b.o.Record.File(path, fp, &d) // hashed again next time: the front compares bytes
+		b.o.Stamp.File(path, fp, &d) // hashed again next time: the front compares bytes
 	}
 	return d, nil
 }

@@ -52,10 +52,10 @@ type Options struct {
 	Targets []*Target
 	// Stats prints, at the end, how long each phase of the build took (-d stats).
 	Stats bool
-	// Record, when set, receives what a null build's verdict rests on: every fingerprint the
+	// Stamp, when set, collects what a null build's verdict rests on: every fingerprint the
 	// fast path compared, the state file's, the time the verdict may change (a renewal, the
 	// daily trim), or why this build's verdict may not be replayed (see cache.Stamp).
-	Record *cache.Recorder
+	Stamp *cache.StampCollector
 }
 
 // Source is where a build's targets and the values they read come from: package targets' Lab

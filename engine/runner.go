@@ -46,7 +46,7 @@ func (buildRunner) open(b *builder) error {
 	var err error
 	b.lock, err = cache.Acquire(filepath.Join(b.meta, lockFile), func(pid int) {
 		fmt.Fprintf(b.stderr, "labbuild: waiting for the lock on %s held by process %d\n", b.out, pid)
-		b.o.Record.Fail("waited for the lock") // the notice is this run's, never a replay's
+		b.o.Stamp.Fail("waited for the lock") // the notice is this run's, never a replay's
 	})
 	if err != nil {
 		return err

@@ -138,7 +138,7 @@ func (b *builder) run(ctx context.Context, roots []int) (*Result, error) {
 	defer cancel()
 	b.schedule(ctx, nodes, b.total-quick)
 	b.clearStatus()
-	if b.o.Record != nil {
+	if b.o.Stamp != nil {
 		b.recordVerdict(nodes)
 	}
 	res := b.result(nodes, quick)

@@ -17,7 +17,7 @@ type verdict struct {
 	action  Action
 	reasons []Reason
 	keyed
-	rec     cache.TargetRecord // the record, read in place (found: there is one)
+	rec     cache.TargetView // the record, read in place (found: there is one)
 	found   bool
 	prev    *cache.TargetState // the record, decoded; nil: none
 	entry   *cache.Entry       // the store's outputs for the key (ActionRestore)
@@ -32,7 +32,7 @@ type verdict struct {
 // gives the labelled inputs, for the ones that changed); the fast path passes nil, so it
 // allocates nothing and stops at the first difference. An up-to-date target's outputs and
 // stale time are recorded in ws for the front's stamp.
-func (b *builder) judge(t *Target, rec cache.TargetRecord, found bool, kd *keyed, ws *scratch, why *[]Reason, inputs func() map[string]cache.Digest) State {
+func (b *builder) judge(t *Target, rec cache.TargetView, found bool, kd *keyed, ws *scratch, why *[]Reason, inputs func() map[string]cache.Digest) State {
 	switch {
 	case !found:
 		if why != nil {
@@ -89,7 +89,7 @@ func (b *builder) judge(t *Target, rec cache.TargetRecord, found bool, kd *keyed
 // be read, a Probe that fails) means no verdict: the target is blocked.
 func (b *builder) verdict(ctx context.Context, n *node, nodes []*node) (*verdict, error) {
 	t := n.t
-	rec, found := b.state.Record(t.Name)
+	rec, found := b.state.View(t.Name)
 	if pending := pendingDeps(n, nodes, b.p); pending != "" {
 		return b.pendingVerdict(n, nodes, rec, found, pending), nil
 	}
@@ -108,7 +108,7 @@ func (b *builder) verdict(ctx context.Context, n *node, nodes []*node) (*verdict
 	}
 	ws := b.newScratch()
 	v.state = b.judge(t, rec, found, &v.keyed, ws, &v.reasons, func() map[string]cache.Digest { return b.inputs(n, nodes, v) })
-	ws.flush(b.o.Record)
+	ws.flush(b.o.Stamp)
 	regen := b.regen[t.Name]
 	sticky := t.Sticky && !regen
 	switch {
@@ -196,7 +196,7 @@ func (n *node) unknownOutput() bool {
 // run): its key is not known until then, so it is stale (or missing, or failed) for that
 // reason and for those of its own inputs that changed, and a build builds it — creates it, for
 // an External target with nothing made yet.
-func (b *builder) pendingVerdict(n *node, nodes []*node, rec cache.TargetRecord, found bool, pending string) *verdict {
+func (b *builder) pendingVerdict(n *node, nodes []*node, rec cache.TargetView, found bool, pending string) *verdict {
 	v := &verdict{state: StateStale, action: ActionBuild, rec: rec, found: found, pending: true}
 	switch {
 	case !found:

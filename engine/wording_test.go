@@ -22,7 +22,7 @@ import (
 // words of any reason. Each kind is reworded in turn to an opaque token (⟦hex of the words⟧)
 // and the same builds run again: the typed result must be equal, and the printed text equal
 // once the tokens are decoded. It covers the reasons only a real build shows (a store entry
-// that cannot be restored, an orphan destroyed), which cmd/labbuild's TestReasonWording cannot
+// that cannot be restored, an orphan destroyed), which cmd/labbuild-full's TestReasonWording cannot
 // reach with its read-only commands.
 func TestReasonWordingEngine(t *testing.T) {
 	type outcome struct {

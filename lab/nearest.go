@@ -1,7 +1,7 @@
 package lab
 
 // Nearest and editDistance pick the known word closest to a mistyped one, for "did you mean"
-// in usage errors: an unknown lab.yaml field (parse.go), an unknown verb (cmd/labbuild).
+// in usage errors: an unknown lab.yaml field (parse.go), an unknown verb (cmd/labbuild-full).
 // Standard library only, so the CLI pays nothing for it at start-up.
 
 import "strings"

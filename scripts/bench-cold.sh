@@ -4,7 +4,7 @@
 # CPU and peak RSS of each, medians of RUNS (default 7) pairs, and the ratios. Every run starts
 # from an empty output directory; both use the same sample lab.
 # Then one more cold build of this labbuild, not timed, is profiled (LABBUILD_TIMES and
-# LABBUILD_CPUPROFILE, cmd/labbuild/profile.go) for the breakdown by family: targets, CPU in
+# LABBUILD_CPUPROFILE, cmd/labbuild-full/profile.go) for the breakdown by family: targets, CPU in
 # labbuild's own process (pprof labels; the MCO stand-in's child processes are not in it) and
 # busy time (the sum of each target's start-to-end wall time); the CPU of child processes (the MCO
 # stand-in's bootstrap programs) is the "(programs)" row (LABBUILD_TIMES, getrusage RUSAGE_CHILDREN).
@@ -16,11 +16,11 @@ runs=${RUNS:-7}
 work=${WORK:-$(mktemp -d)}
 [ -n "${WORK:-}" ] || trap 'rm -rf "$work"' EXIT
 labbuild=${LABBUILD:-$root/labbuild}
-[ -x "$labbuild" ] || (cd "$root" && CGO_ENABLED=0 go build -o "$labbuild" ./cmd/labbuild)
+[ -x "$labbuild" ] || (cd "$root" && CGO_ENABLED=0 go build -o "$labbuild" ./cmd/labbuild-full)
 if [ ! -x "$work/ref/labbuild" ]; then
   mkdir -p "$work/ref/src"
   git -C "$root" archive "$ref" | tar -x -C "$work/ref/src"
-  (cd "$work/ref/src" && CGO_ENABLED=0 go build -o "$work/ref/labbuild" ./cmd/labbuild)
+  (cd "$work/ref/src" && CGO_ENABLED=0 go build -o "$work/ref/labbuild" ./cmd/labbuild-full)
 fi
 [ -f "$work/sample/lab.yaml" ] || (cd "$root" && go run ./cmd/labbuild-sample -out "$work/sample")
 one() { # name binary: one cold build, appends "name wall user sys maxrss_kb" to times

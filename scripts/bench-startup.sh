@@ -4,7 +4,7 @@
 # distorts less), and the package initializers labbuild runs before main
 # (GODEBUG=inittrace=1): their count, total time and the five slowest. $LABBUILD is what users
 # run, the front (make build), which answers version itself; the full binary beside it
-# (labbuild-full, cmd/labbuild) is timed too, for the record.
+# (labbuild-full, cmd/labbuild-full) is timed too, for the record.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 labbuild=${LABBUILD:-$root/labbuild}

@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 STEPS=${STEPS:-10000}
 SEED=${SEED:-$(date +%s%N)}
 LABBUILD_FRONT_STEPS=$STEPS LABBUILD_FRONT_SEED=$SEED LABBUILD_FRONT_FS=${FS:-} \
-	go test -count=1 -timeout 120m -run '^TestFrontProperty$' -v ./cmd/labbuild | grep -E 'seed|PASS|FAIL|ok|front_diff'
+	go test -count=1 -timeout 120m -run '^TestFrontProperty$' -v ./cmd/labbuild-full | grep -E 'seed|PASS|FAIL|ok|front_diff'

@@ -30,8 +30,8 @@ want_new=(
 echo "building labbuild at $base and at the work tree"
 mkdir -p "$tmp/old-src"
 git -C "$repo" archive "$base" | tar -x -C "$tmp/old-src"
-(cd "$tmp/old-src" && CGO_ENABLED=0 go build -o "$tmp/labbuild-old" ./cmd/labbuild && go run ./cmd/labbuild-sample -out "$tmp/sample" >/dev/null)
-(cd "$repo" && CGO_ENABLED=0 go build -o "$tmp/labbuild-new" ./cmd/labbuild)
+(cd "$tmp/old-src" && CGO_ENABLED=0 go build -o "$tmp/labbuild-old" ./cmd/labbuild-full && go run ./cmd/labbuild-sample -out "$tmp/sample" >/dev/null)
+(cd "$repo" && CGO_ENABLED=0 go build -o "$tmp/labbuild-new" ./cmd/labbuild-full)
 
 lab="$tmp/sample/lab.yaml"
 out="$tmp/out"

@@ -37,7 +37,7 @@ func init() {
 }
 
 // BMCServeVerb is the hidden first argument that makes labbuild-full run the BMC
-// (cmd/labbuild/bmcserve.go).
+// (cmd/labbuild-full/bmcserve.go).
 const BMCServeVerb = "__bmc-serve"
 
 // BMCUser is the BMC's user name; its password is generated (bmc/credentials).

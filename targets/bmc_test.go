@@ -33,7 +33,7 @@ var (
 	bmcBinErr  error
 )
 
-// bmcBinary builds labbuild-full (./cmd/labbuild) once per test process: bmc/service runs it
+// bmcBinary builds labbuild-full (./cmd/labbuild-full) once per test process: bmc/service runs it
 // as `labbuild-full __bmc-serve CONFIG`.
 func bmcBinary(t *testing.T) string {
 	t.Helper()
@@ -44,7 +44,7 @@ func bmcBinary(t *testing.T) string {
 			return
 		}
 		bmcBin = filepath.Join(dir, "labbuild-full")
-		out, err := exec.Command("go", "build", "-o", bmcBin, "../cmd/labbuild").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", bmcBin, "../cmd/labbuild-full").CombinedOutput()
 		if err != nil {
 			bmcBinErr = err
 			t.Logf("%s", out)

@@ -133,7 +133,7 @@ func init() {
 func clusterRegistered(c *lab.Config) func(string) bool {
 	cache := map[string]map[string]bool{}
 	return func(name string) bool {
-		fam, _, _ := strings.Cut(name, "/")
+		fam := engine.Family(name)
 		if fam == "cluster" {
 			return false
 		}

@@ -170,7 +170,7 @@ func clusterWait(ctx context.Context, s *engine.Step, spec wait.Spec, cond wait.
 	spec.Interval = clusterEnv.interval(spec.Interval)
 	spec.Log = s.Log()
 	// openshift-install's failed wait says "openshift-install gather bootstrap"; labbuild's
-	// names its own (cmd/labbuild gather.go).
+	// names its own (cmd/labbuild-full gather.go).
 	spec.Gather = "labbuild gather"
 	name := s.Target().Name
 	// The status display shows "waiting for WHAT (status) — 4m10s of 30m", ticking between polls.

@@ -1,7 +1,7 @@
 package targets
 
 // cluster/converge, cluster/done, and what the cluster reports for `labbuild status`
-// (ObserveCluster; cmd/labbuild prints it). cluster.go declares the targets.
+// (ObserveCluster; cmd/labbuild-full prints it). cluster.go declares the targets.
 
 import (
 	"context"

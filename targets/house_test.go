@@ -17,7 +17,7 @@ import (
 // (`type Step = engine.Step`, `const Keep = engine.Keep`): families and the CLI use engine's
 // names directly (issue 23 retired targets/engine.go's facade of 30 such names).
 func TestNoEngineAliases(t *testing.T) {
-	for _, dir := range []string{".", "../cmd/labbuild"} {
+	for _, dir := range []string{".", "../cmd/labbuild-full"} {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("%s: no Go files (%v)", dir, err)
@@ -78,8 +78,8 @@ var rooms = map[string][]string{
 	"internal/nodessh":       {},
 	"internal/rig/synthetic": {"engine"}, // the synthetic graph: tests, benchmarks, the bench build
 	"internal/tools":         {},
-	"cmd/labbuild":           {"engine", "graph", "cache", "lab", "targets", "internal/front", "internal/gather", "internal/nodessh", "targets/bmc", "targets/virt"},
-	"cmd/labbuild-front":     {"internal/front"},
+	"cmd/labbuild-full":           {"engine", "graph", "cache", "lab", "targets", "internal/front", "internal/gather", "internal/nodessh", "targets/bmc", "targets/virt"},
+	"cmd/labbuild":     {"internal/front"},
 	"cmd/labbuild-sample":    {"internal/rig/repo", "internal/rig/payload"},
 	// The rig: what fakes the world for the tests and the sample lab. Nothing in the product
 	// imports it (TestProductLinksNoRig).
@@ -144,7 +144,7 @@ func TestRoomImports(t *testing.T) {
 }
 
 // TestProductLinksNoRig: the product's binaries link nothing of the rig. `go list -deps` of
-// cmd/labbuild (labbuild-full) and cmd/labbuild-front (labbuild) holds no package under
+// cmd/labbuild-full (labbuild-full) and cmd/labbuild (labbuild) holds no package under
 // internal/rig/, no stand-in, testenv or synthetic graph, and not `testing`; cmd/labbuild-sample,
 // which `make run` runs, may use the rig's sample payload but links no `testing` either; and no
 // stand-in is a folder of cmd/ (they live in internal/rig/standin, issue 34).
@@ -164,7 +164,7 @@ func TestProductLinksNoRig(t *testing.T) {
 		want      string // a package the list must hold, so an empty list cannot pass
 		mayUseRig bool
 	}{
-		{[]string{"../cmd/labbuild", "../cmd/labbuild-front"}, mod + "targets", false},
+		{[]string{"../cmd/labbuild-full", "../cmd/labbuild"}, mod + "targets", false},
 		{[]string{"../cmd/labbuild-sample"}, mod + "internal/rig/payload", true},
 	} {
 		out, err := exec.Command("go", append([]string{"list", "-deps"}, c.bins...)...).Output()

@@ -376,7 +376,7 @@ func TestPKIKeyAlgorithms(t *testing.T) {
 }
 
 // TestCerts: `labbuild certs` reads every built CA and certificate (and no key) with its
-// usages, SANs and time left on the report's clock (cmd/labbuild TestCertReport prints them).
+// usages, SANs and time left on the report's clock (cmd/labbuild-full TestCertReport prints them).
 func TestCerts(t *testing.T) {
 	l := newPKILab(t)
 	l.build()

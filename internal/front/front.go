@@ -1,6 +1,6 @@
-// Package front is the small `labbuild` program users run (cmd/labbuild-front): it answers
+// Package front is the small `labbuild` program users run (cmd/labbuild): it answers
 // `labbuild version` and replays a null build from its stamp, and hands everything else to the
-// full binary, labbuild-full (cmd/labbuild), with the same arguments and environment.
+// full binary, labbuild-full (cmd/labbuild-full), with the same arguments and environment.
 //
 // The model is ninja, a small program over a generated build.ninja, and cmd/go's test cache,
 // which records the files and environment variables a test run consulted and replays its
@@ -51,7 +51,7 @@ func fullPath(e Env) string {
 	return e.Self + FullSuffix
 }
 
-// Env is the front's world, injected by tests: cmd/labbuild-front fills it from the process.
+// Env is the front's world, injected by tests: cmd/labbuild fills it from the process.
 type Env struct {
 	Args    []string // os.Args: the program name, then the arguments
 	Environ []string // os.Environ()
@@ -96,7 +96,7 @@ func Main(e Env) int {
 	argv := append([]string{full}, args...) // argv[0] as a shell would set it
 	err := e.Exec(full, argv, env)
 	if os.IsNotExist(err) || err == syscall.ENOENT {
-		fmt.Fprintf(e.Stderr, "labbuild: the full labbuild binary %s is missing: build it (make build writes both labbuild and labbuild-full; go build -o %s ./cmd/labbuild), or set LABBUILD_FULL to its path\n", full, full)
+		fmt.Fprintf(e.Stderr, "labbuild: the full labbuild binary %s is missing: build it (make build writes both labbuild and labbuild-full; go build -o %s ./cmd/labbuild-full), or set LABBUILD_FULL to its path\n", full, full)
 		return 2
 	}
 	fmt.Fprintf(e.Stderr, "labbuild: running the full labbuild binary %s: %v\n", full, err)
@@ -128,7 +128,7 @@ func versionOutput(args []string, version string) (string, bool) {
 	return "labbuild " + v + "\n", true
 }
 
-// VersionString is cmd/labbuild's versionString: the link-time version, or the module
+// VersionString is cmd/labbuild-full's versionString: the link-time version, or the module
 // version, VCS revision and Go version from the build info. Both binaries come from the same
 // module and commit, so they print the same.
 func VersionString(version string) string {
@@ -156,7 +156,7 @@ func getenv(environ []string, name string) string {
 	return ""
 }
 
-// flagValue reports, for the flags of cmd/labbuild (newFlags) and its benchmark build, whether
+// flagValue reports, for the flags of cmd/labbuild-full (newFlags) and its benchmark build, whether
 // each takes a value. The front reads only -C and -o; it must know the others to skip their
 // values, and gives up on a flag it does not know.
 var flagValue = map[string]bool{
@@ -467,7 +467,7 @@ func replay(e Env, s *cache.Stamp, start time.Time) {
 
 // sameDigest reports whether the file at pathz holds bytes of the SHA-256 digest: a racily
 // clean entry, whose fingerprint cannot vouch for them (cache.RacyWindow). Only absolute
-// entries carry a digest (cache.Recorder.Stat); any other reads as changed.
+// entries carry a digest (cache.StampCollector.Stat); any other reads as changed.
 func sameDigest(pathz []byte, digest []byte) bool {
 	p := unsafe.String(&pathz[0], len(pathz)-1)
 	if !filepath.IsAbs(p) {

@@ -15,19 +15,19 @@ import (
 // TestFrontImports keeps the front small: it may link only the standard library and
 // labbuild's cache package, and nothing that makes the binary dynamically linked or slow to
 // start (net and os/user pull in cgo resolvers; crypto/tls and the like their init tables).
-// cmd/labbuild's TestStartupImports guards the full binary.
+// cmd/labbuild-full's TestStartupImports guards the full binary.
 func TestFrontImports(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command")
 	}
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.Standard}} {{.ImportPath}}", "../../cmd/labbuild-front").Output()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.Standard}} {{.ImportPath}}", "../../cmd/labbuild").Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	allowed := map[string]bool{
 		"github.com/labbuild/labbuild/cache":              true,
 		"github.com/labbuild/labbuild/internal/front":     true,
-		"github.com/labbuild/labbuild/cmd/labbuild-front": true,
+		"github.com/labbuild/labbuild/cmd/labbuild": true,
 	}
 	forbidden := []string{"net", "os/user", "runtime/cgo", "crypto/tls", "plugin"}
 	n := 0

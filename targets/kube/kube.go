@@ -11,7 +11,7 @@
 // local structs (objects.go). It imports no client-go or apimachinery package: their
 // initializers (client-go's scheme, apimachinery's runtime and CBOR tables, klog, the exec
 // credential plugin) ran at every labbuild start, `labbuild version` and the null build
-// included (issue 18). cmd/labbuild's TestStartupImports keeps them out (docs/kube-client.md).
+// included (issue 18). cmd/labbuild-full's TestStartupImports keeps them out (docs/kube-client.md).
 package kube
 
 import (

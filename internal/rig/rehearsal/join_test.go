@@ -87,11 +87,11 @@ func buildLabbuild(t *testing.T, dir string) string {
 		return b
 	}
 	bin := filepath.Join(dir, "labbuild")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/labbuild")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/labbuild-full")
 	cmd.Dir = repo.Root()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/labbuild: %v\n%s", err, out)
+		t.Fatalf("go build ./cmd/labbuild-full: %v\n%s", err, out)
 	}
 	return bin
 }

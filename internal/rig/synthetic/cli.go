@@ -1,6 +1,6 @@
 package synthetic
 
-// The command line of labbuild's benchmark build (go build -tags bench ./cmd/labbuild) and of
+// The command line of labbuild's benchmark build (go build -tags bench ./cmd/labbuild-full) and of
 // its tests: flags, values from synthetic.yaml, sources from src/, and the same graph written as
 // a build.ninja. The production binary has none of these flags.
 

@@ -1,8 +1,8 @@
 // Package synthetic is the rig's synthetic graph: N targets in layers, reading config fields
 // and source files, for the engine's tests and benchmarks, the CLI's crash and script tests, and
-// the benchmark build (go build -tags bench ./cmd/labbuild; make bench-ninja). No production
+// the benchmark build (go build -tags bench ./cmd/labbuild-full; make bench-ninja). No production
 // binary links it: the product imports nothing of the rig (TestRoomImports, and
-// cmd/labbuild's TestNoRigInProduct).
+// cmd/labbuild-full's TestNoRigInProduct).
 package synthetic
 
 import (

@@ -1,7 +1,7 @@
 // Package kubedyn adapts client-go to targets/kube, for tests: a client-go dynamic client
 // (real or fake) as a kube.Interface, and a rest.Config as a kube.RESTConfig. The labbuild
 // binary must not import it: it links client-go and apimachinery, which targets/kube avoids
-// for their start-up cost (cmd/labbuild TestStartupImports, docs/kube-client.md).
+// for their start-up cost (cmd/labbuild-full TestStartupImports, docs/kube-client.md).
 package kubedyn
 
 import (

@@ -24,7 +24,7 @@ import (
 
 // stamper records one run for its stamp.
 type stamper struct {
-	rec   cache.Recorder
+	rec   cache.StampCollector
 	start time.Time
 	argv  []string
 	tty   uint8
@@ -56,8 +56,8 @@ func isTTY(w io.Writer) bool {
 	return ok && term.IsTerminal(int(f.Fd()))
 }
 
-// recorder is the Recorder the build fills (nil without a stamp).
-func (s *stamper) recorder() *cache.Recorder {
+// recorder is the StampCollector the build fills (nil without a stamp).
+func (s *stamper) collector() *cache.StampCollector {
 	if s == nil {
 		return nil
 	}
@@ -117,7 +117,7 @@ func (c *cli) stampable() string {
 // besides the targets' own inputs: the pull secret and SSH key checked for content, and each
 // oci: mirror's index.json.
 func (c *cli) recordConfigFiles(fields []string) {
-	r := c.stamp.recorder()
+	r := c.stamp.collector()
 	if r == nil || c.cfg == nil {
 		return
 	}

@@ -36,9 +36,9 @@ func TestRecordNullBuild(t *testing.T) {
 	}
 	out := t.TempDir()
 	now := time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC)
-	build := func(goals []string, rec *cache.Recorder) *engine.Result {
+	build := func(goals []string, rec *cache.StampCollector) *engine.Result {
 		t.Helper()
-		r, err := engine.Build(context.Background(), engine.Options{Values: vals, OutDir: out, Targets: ts, Goals: goals, Now: func() time.Time { return now }, Record: rec})
+		r, err := engine.Build(context.Background(), engine.Options{Values: vals, OutDir: out, Targets: ts, Goals: goals, Now: func() time.Time { return now }, Stamp: rec})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,14 +46,14 @@ func TestRecordNullBuild(t *testing.T) {
 	}
 	settle := func() { time.Sleep(3 * cache.RacyWindow * time.Nanosecond) }
 
-	var cold cache.Recorder
+	var cold cache.StampCollector
 	build([]string{"kubeconfig/x", "cluster/x"}, &cold)
 	if why := cold.Fill(&cache.Stamp{}); !strings.Contains(why, "not up to date") {
 		t.Errorf("a build that ran targets: Fill says %q, want it refused", why)
 	}
 	settle()
 	start := time.Now().UnixNano()
-	var null cache.Recorder
+	var null cache.StampCollector
 	if r := build([]string{"kubeconfig/x"}, &null); len(r.UpToDate) != 3 {
 		t.Fatalf("null build: %+v", r)
 	}
@@ -80,7 +80,7 @@ func TestRecordNullBuild(t *testing.T) {
 	}
 
 	settle()
-	var ext cache.Recorder
+	var ext cache.StampCollector
 	build([]string{"cluster/x"}, &ext)
 	if why := ext.Fill(&cache.Stamp{}); !strings.Contains(why, "External") {
 		t.Errorf("a closure with an External target: Fill says %q, want it refused", why)

@@ -18,7 +18,7 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 	if err := c.checkFiles(&o); err != nil {
 		return err
 	}
-	o.Record = c.stamp.recorder()
+	o.Stamp = c.stamp.collector()
 	pd := newProgress(c)
 	if pd != nil && !c.dryRun {
 		o.Reporter, o.Stderr = pd, pd.Stderr(o.Stderr)

@@ -97,7 +97,7 @@ func TestStartupImports(t *testing.T) {
 }
 
 // TestNoRigInProduct: the production binaries (labbuild-full from this package, labbuild from
-// cmd/labbuild-front, built without tags) link no rig — no stand-in, testenv, rehearsal,
+// cmd/labbuild, built without tags) link no rig — no stand-in, testenv, rehearsal,
 // synthetic graph or package testing — as cmd/go keeps its test hooks behind a build tag
 // (testgo.go). The benchmark build (-tags bench) links the synthetic graph, and only it.
 func TestNoRigInProduct(t *testing.T) {
@@ -112,7 +112,7 @@ func TestNoRigInProduct(t *testing.T) {
 				strings.HasPrefix(rel, "internal/rehearsal") || strings.Contains(rel, "standin") || strings.Contains(rel, "synth"))
 	}
 	for _, tags := range []string{"", "bench"} {
-		out, err := exec.Command("go", "list", "-deps", "-tags", tags, ".", "../labbuild-front").Output()
+		out, err := exec.Command("go", "list", "-deps", "-tags", tags, ".", "../labbuild").Output()
 		if err != nil {
 			t.Fatalf("go list -deps -tags %q: %v", tags, err)
 		}

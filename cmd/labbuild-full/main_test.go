@@ -20,7 +20,7 @@ import (
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"labbuild": func() { os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
-		// The front (cmd/labbuild-front) over this binary's labbuild command: testdata/script/front.txtar.
+		// The front (cmd/labbuild) over this binary's labbuild command: testdata/script/front.txtar.
 		"labbuild-front": func() {
 			full, _ := exec.LookPath("labbuild")
 			os.Exit(front.Main(front.Env{Args: os.Args, Environ: append(os.Environ(), "LABBUILD_FULL="+full),
