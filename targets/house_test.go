@@ -78,8 +78,8 @@ var rooms = map[string][]string{
 	"internal/nodessh":       {},
 	"internal/rig/synthetic": {"engine"}, // the synthetic graph: tests, benchmarks, the bench build
 	"internal/tools":         {},
-	"cmd/labbuild-full":           {"engine", "graph", "cache", "lab", "targets", "internal/front", "internal/gather", "internal/nodessh", "targets/bmc", "targets/virt"},
-	"cmd/labbuild":     {"internal/front"},
+	"cmd/labbuild-full":      {"engine", "graph", "cache", "lab", "targets", "internal/front", "internal/gather", "internal/nodessh", "targets/bmc", "targets/virt"},
+	"cmd/labbuild":           {"internal/front"},
 	"cmd/labbuild-sample":    {"internal/rig/repo", "internal/rig/payload"},
 	// The rig: what fakes the world for the tests and the sample lab. Nothing in the product
 	// imports it (TestProductLinksNoRig).

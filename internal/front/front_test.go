@@ -25,9 +25,9 @@ func TestFrontImports(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	allowed := map[string]bool{
-		"github.com/labbuild/labbuild/cache":              true,
-		"github.com/labbuild/labbuild/internal/front":     true,
-		"github.com/labbuild/labbuild/cmd/labbuild": true,
+		"github.com/labbuild/labbuild/cache":          true,
+		"github.com/labbuild/labbuild/internal/front": true,
+		"github.com/labbuild/labbuild/cmd/labbuild":   true,
 	}
 	forbidden := []string{"net", "os/user", "runtime/cgo", "crypto/tls", "plugin"}
 	n := 0
