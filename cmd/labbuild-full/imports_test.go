@@ -95,38 +95,3 @@ func TestStartupImports(t *testing.T) {
 		}
 	}
 }
-
-// TestNoRigInProduct: the production binaries (labbuild-full from this package, labbuild from
-// cmd/labbuild, built without tags) link no rig — no stand-in, testenv, rehearsal,
-// synthetic graph or package testing — as cmd/go keeps its test hooks behind a build tag
-// (testgo.go). The benchmark build (-tags bench) links the synthetic graph, and only it.
-func TestNoRigInProduct(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("no go command")
-	}
-	const mod = "github.com/labbuild/labbuild/"
-	rig := func(p string) bool {
-		rel, ours := strings.CutPrefix(p, mod)
-		return p == "testing" || strings.HasPrefix(p, "testing/") ||
-			ours && (strings.HasPrefix(rel, "internal/rig/") || strings.HasPrefix(rel, "internal/testenv") ||
-				strings.HasPrefix(rel, "internal/rehearsal") || strings.Contains(rel, "standin") || strings.Contains(rel, "synth"))
-	}
-	for _, tags := range []string{"", "bench"} {
-		out, err := exec.Command("go", "list", "-deps", "-tags", tags, ".", "../labbuild").Output()
-		if err != nil {
-			t.Fatalf("go list -deps -tags %q: %v", tags, err)
-		}
-		var linked []string
-		for _, p := range strings.Fields(string(out)) {
-			if rig(p) {
-				linked = append(linked, p)
-			}
-		}
-		switch {
-		case tags == "" && len(linked) > 0:
-			t.Errorf("the production binaries link the rig: %v", linked)
-		case tags == "bench" && !slices.Equal(linked, []string{mod + "internal/rig/synthetic"}):
-			t.Errorf("the benchmark build links %v, want the synthetic graph alone", linked)
-		}
-	}
-}
