@@ -148,6 +148,17 @@ const hostsPrefix = Hosts + "."
 // HostPath returns the field path of field f of the host named host: "hosts.hv2.uri".
 func HostPath(host string, f HostField) string { return hostsPrefix + host + "." + string(f) }
 
+// SplitHostPath splits a per-host field path ("hosts.hv2.uri") into the host's name and the
+// field; ok is false for any other path.
+func SplitHostPath(p string) (host string, f HostField, ok bool) {
+	rest, ok := strings.CutPrefix(p, hostsPrefix)
+	if !ok {
+		return "", "", false
+	}
+	host, field, ok := strings.Cut(rest, ".")
+	return host, HostField(field), ok && host != ""
+}
+
 // NodePath returns the field path of field f of the node named node: "nodes.master-1.ip".
 // A node is addressed by its name, so reordering nodes: changes no path.
 func NodePath(node string, f NodeField) string { return nodesPrefix + node + "." + string(f) }
