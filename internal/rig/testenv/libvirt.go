@@ -32,6 +32,18 @@ type Libvirtd struct {
 	Socket string
 	// Dir is a scratch directory visible both to the test and to libvirtd (pool paths, disks).
 	Dir string
+	// Pid is the daemon's process id: nsenter -t Pid -m enters its mount namespace, where
+	// LibvirtdOptions.Private directories are its own.
+	Pid int
+}
+
+// LibvirtdOptions shape a daemon StartLibvirtdWith starts.
+type LibvirtdOptions struct {
+	// TCP also listens on TCP port 16509 on the namespace's loopback (StartRemoteLibvirtd).
+	TCP bool
+	// Private are directories that get a tmpfs of their own in the daemon's mount namespace:
+	// another host's disk at the same path (a lab's libvirt.poolPath is one path for every host).
+	Private []string
 }
 
 // URI returns the connection URI for driver ("qemu:///system" → "qemu+unix:///system?socket=…",
@@ -56,7 +68,13 @@ var netnsSeq atomic.Int32
 // dnsmasq), by process id, then deletes the namespace.
 func StartLibvirtd(t testing.TB) *Libvirtd {
 	t.Helper()
-	return startLibvirtd(t, false)
+	return startLibvirtd(t, LibvirtdOptions{})
+}
+
+// StartLibvirtdWith is StartLibvirtd with options.
+func StartLibvirtdWith(t testing.TB, o LibvirtdOptions) *Libvirtd {
+	t.Helper()
+	return startLibvirtd(t, o)
 }
 
 // StartRemoteLibvirtd is StartLibvirtd with the daemon also listening on TCP port 16509 on
@@ -66,7 +84,14 @@ func StartLibvirtd(t testing.TB) *Libvirtd {
 // with a host part, so it treats the daemon as remote (uploads instead of local paths).
 func StartRemoteLibvirtd(t testing.TB) (*Libvirtd, string) {
 	t.Helper()
-	l := startLibvirtd(t, true)
+	return StartRemoteLibvirtdWith(t, LibvirtdOptions{})
+}
+
+// StartRemoteLibvirtdWith is StartRemoteLibvirtd with options (TCP is implied).
+func StartRemoteLibvirtdWith(t testing.TB, o LibvirtdOptions) (*Libvirtd, string) {
+	t.Helper()
+	o.TCP = true
+	l := startLibvirtd(t, o)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +160,7 @@ func (l *Libvirtd) dialInNS(addr string) (net.Conn, error) {
 	return r.c, r.err
 }
 
-func startLibvirtd(t testing.TB, tcp bool) *Libvirtd {
+func startLibvirtd(t testing.TB, o LibvirtdOptions) *Libvirtd {
 	t.Helper()
 	bin := Require(t, "libvirtd")
 	Require(t, "ip")
@@ -169,13 +194,13 @@ func startLibvirtd(t testing.TB, tcp bool) *Libvirtd {
 	}
 	confText := fmt.Sprintf("unix_sock_dir = %q\nauth_unix_ro = \"none\"\nauth_unix_rw = \"none\"\nunix_sock_rw_perms = \"0700\"\n", filepath.Join(dir, "run"))
 	listen := ""
-	if tcp {
+	if o.TCP {
 		confText += "listen_tls = 0\nlisten_tcp = 1\nauth_tcp = \"none\"\nlisten_addr = \"127.0.0.1\"\ntcp_port = \"16509\"\n"
 		listen = " --listen"
 	}
 	write(conf, confText)
 	write(qconf, "user = \"root\"\ngroup = \"root\"\ndynamic_ownership = 0\nsecurity_driver = \"none\"\nstdio_handler = \"file\"\n")
-	state := []string{"/run/libvirt", "/var/lib/libvirt", "/etc/libvirt/qemu", "/etc/libvirt/storage", "/var/log/libvirt", "/var/cache/libvirt"}
+	state := append([]string{"/run/libvirt", "/var/lib/libvirt", "/etc/libvirt/qemu", "/etc/libvirt/storage", "/var/log/libvirt", "/var/cache/libvirt"}, o.Private...)
 	var script strings.Builder
 	script.WriteString("set -e\n")
 	for _, d := range state {
@@ -201,6 +226,7 @@ func startLibvirtd(t testing.TB, tcp bool) *Libvirtd {
 		exec.Command("ip", "netns", "del", l.NetNS).Run()
 		t.Fatalf("start libvirtd: %v", err)
 	}
+	l.Pid = cmd.Process.Pid // ip netns exec, unshare and sh exec into libvirtd: one process
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
