@@ -38,7 +38,7 @@ func init() {
 // lvRecord is what an External libvirt target records of the object it made: enough to find
 // and remove it later even after the config changed.
 type lvRecord struct {
-	URI  string `json:"uri"`
+	URI string `json:"uri"`
 	// Host is the host's name on a lab spread over several (hosts[].name), for the plan and
 	// for destroy's messages; empty on a one-host lab, whose records are as before.
 	Host string `json:"host,omitempty"`

@@ -296,4 +296,7 @@ func mapsKeys[V any](m map[string]V) func(func(string) bool) {
 	}
 }
 
-func fileExists(p string) bool { _, err := exec.Command("test", "-e", p).CombinedOutput(); return err == nil }
+func fileExists(p string) bool {
+	_, err := exec.Command("test", "-e", p).CombinedOutput()
+	return err == nil
+}
