@@ -41,8 +41,9 @@ type Libvirtd struct {
 type LibvirtdOptions struct {
 	// TCP also listens on TCP port 16509 on the namespace's loopback (StartRemoteLibvirtd).
 	TCP bool
-	// Private are directories that get a tmpfs of their own in the daemon's mount namespace:
-	// another host's disk at the same path (a lab's libvirt.poolPath is one path for every host).
+	// Private are directories that get a tmpfs of their own (128 GiB) in the daemon's mount
+	// namespace: another host's disk at the same path (a lab's libvirt.poolPath is one path for
+	// every host).
 	Private []string
 }
 
@@ -200,11 +201,16 @@ func startLibvirtd(t testing.TB, o LibvirtdOptions) *Libvirtd {
 	}
 	write(conf, confText)
 	write(qconf, "user = \"root\"\ngroup = \"root\"\ndynamic_ownership = 0\nsecurity_driver = \"none\"\nstdio_handler = \"file\"\n")
-	state := append([]string{"/run/libvirt", "/var/lib/libvirt", "/etc/libvirt/qemu", "/etc/libvirt/storage", "/var/log/libvirt", "/var/cache/libvirt"}, o.Private...)
+	state := []string{"/run/libvirt", "/var/lib/libvirt", "/etc/libvirt/qemu", "/etc/libvirt/storage", "/var/log/libvirt", "/var/cache/libvirt"}
 	var script strings.Builder
 	script.WriteString("set -e\n")
 	for _, d := range state {
 		fmt.Fprintf(&script, "mkdir -p %s && mount -t tmpfs tmpfs %s\n", d, d)
+	}
+	// A private directory is a disk with room for a lab's thin disks (tmpfs takes memory only
+	// for what is written; preflight reads its free space).
+	for _, d := range o.Private {
+		fmt.Fprintf(&script, "mkdir -p %s && mount -t tmpfs -o size=128g,mode=0755 tmpfs %s\n", d, d)
 	}
 	fmt.Fprintf(&script, "touch /etc/libvirt/qemu.conf 2>/dev/null || true\nmount --bind %s /etc/libvirt/qemu.conf\n", qconf)
 	script.WriteString("ip link set lo up\n")
