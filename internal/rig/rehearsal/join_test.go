@@ -319,7 +319,9 @@ func (r *rig) bootIgnition(node string, raw []byte) (*Node, error) {
 	}
 	r.nodes[node] = nd
 	r.celDropped[node] = dropped
-	if err := StartSSHD(nd, r.bins["sshd"], k.IP, labNS); err != nil {
+	// Dialled from the lab network's namespace (the first host's, with an address on the
+	// machine network): another host's bridge has none, the tunnel carries the connection.
+	if err := StartSSHD(nd, r.bins["sshd"], k.IP, r.labNS); err != nil {
 		return nil, err
 	}
 	return nd, nil
