@@ -297,10 +297,11 @@ func (s *secondHost) afterDone(t *testing.T, r *rig) {
 		"vxlan: vx-rehearsal",
 		"", // firewall: one rule per input hook chain (checked below)
 	}
-	// libvirt's iptables (nft backend) adds an ip filter INPUT chain beside the host's own:
-	// vxlan/hv2's rule goes first into each input hook chain there is.
+	// libvirt's iptables (nft backend) adds an ip filter INPUT chain beside the host's own
+	// (and an ip6 one, which IPv4 tunnel traffic never meets): vxlan/hv2's rule goes first
+	// into each input hook chain of the ip and inet families.
 	rules, _ := s.lv.Exec("nft", "list", "ruleset")
-	chains := strings.Count(string(rules), "hook input")
+	chains := ipv4InputChains(string(rules))
 	rule := fmt.Sprintf(`ip saddr %s udp dport %d accept comment "labbuild:rehearsal:vxlan"`, underlay1, 4789)
 	if got[6] != "firewall: "+strings.Repeat(rule+"; ", chains-1)+rule {
 		t.Errorf("hv2's firewall after the rerun: %q; want %d× %q (one per input hook chain)", got[6], chains, rule)
@@ -380,6 +381,22 @@ func (s *secondHost) afterDestroy(t *testing.T, r *rig) {
 	if out, _ := r.lv.Exec("nft", "list", "ruleset"); strings.Contains(string(out), "labbuild:rehearsal:vxlan") {
 		t.Errorf("after destroy, hv1's firewall still opens the tunnel:\n%s", out)
 	}
+}
+
+// ipv4InputChains counts the input hook chains of the tables of families ip and inet in the
+// text of `nft list ruleset`: the chains an IPv4 packet to the host passes.
+func ipv4InputChains(ruleset string) int {
+	n, family := 0, ""
+	for _, l := range strings.Split(ruleset, "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && f[0] == "table" {
+			family = f[1]
+		}
+		if (family == "ip" || family == "inet") && strings.Contains(l, "hook input") {
+			n++
+		}
+	}
+	return n
 }
 
 func lastLines(s string, n int) string {
