@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net"
@@ -364,6 +365,42 @@ func (s *secondHost) afterDone(t *testing.T, r *rig) {
 		run("ip", c...)
 	}
 	t.Logf("worker-0 (hv2) → master-0 (hv1): DF %d bytes pass, %d do not (also with its link at 1500)", flowMTU, flowMTU+1)
+
+	// labbuild status reaches worker-0's objects on hv2: each probe looks at hv2's libvirtd
+	// (or, for vxlan/hv2, its links over ssh) and finds them there, as built.
+	goals := []string{"libvirt/pool/hv2", "libvirt/volume/worker-0", "libvirt/vm/worker-0", "vxlan/hv2"}
+	cmd := exec.Command("ip", append([]string{"netns", "exec", r.labNS, r.lb, "-f", "lab.yaml", "status", "--json"}, goals...)...)
+	cmd.Dir = r.lab
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("labbuild status --json %v: %v\n%s", goals, err, tail(stderr.String(), 2000))
+	}
+	var rep struct {
+		Targets []struct {
+			Name   string `json:"name"`
+			State  string `json:"state"`
+			Exists *bool  `json:"exists"`
+		} `json:"targets"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("labbuild status --json: %v\n%s", err, tail(string(out), 2000))
+	}
+	seen := 0
+	for _, ts := range rep.Targets {
+		if !slices.Contains(goals, ts.Name) {
+			continue
+		}
+		seen++
+		if ts.State != "up to date" || ts.Exists == nil || !*ts.Exists {
+			t.Errorf("labbuild status: %s is %q (exists %v), want up to date and existing on hv2", ts.Name, ts.State, ts.Exists)
+		}
+	}
+	if seen != len(goals) {
+		t.Errorf("labbuild status --json lists %d of %v:\n%s", seen, goals, tail(string(out), 2000))
+	}
+	t.Logf("labbuild status: %v up to date on hv2", goals)
 }
 
 // afterDestroy checks that destroy left nothing of the lab on hv2 (no domain, volume, pool,
