@@ -45,6 +45,11 @@ type Config struct {
 	// behind labbuild's virtual Redfish BMC, the workers are handed to the cluster's Metal3 as
 	// BareMetalHosts; needs network.loadBalancer: in-cluster). docs/baremetal.md.
 	Platform string `json:"platform,omitempty"`
+	// Hosts lists the libvirt hosts of a lab spread over several (hosts.go); absent, the lab is
+	// on the one host libvirt.uri names, exactly as before the field existed.
+	Hosts []Host `json:"hosts,omitempty"`
+	// VXLAN is the tunnel joining the hosts' bridges (hosts.go); nil on a one-host lab.
+	VXLAN *VXLANConfig `json:"vxlan,omitempty"`
 
 	pos  map[string]int // field path → line in the file it was read from (messages)
 	name string         // the file as the user named it (-f bad.yaml), for messages (Where)
@@ -162,6 +167,9 @@ type Node struct {
 	VCPUs     int    `json:"vcpus,omitempty"`
 	MemoryMiB int    `json:"memoryMiB,omitempty"`
 	DiskGiB   int    `json:"diskGiB,omitempty"`
+	// Host names the host (hosts[].name) the node's VM is placed on; empty: the first host.
+	// Moving a node to another host replaces its disk and VM there.
+	Host string `json:"host,omitempty"`
 }
 
 // Size is a VM's shape: vCPUs, memory in MiB, disk in GiB.

@@ -81,6 +81,13 @@ const (
 	MirrorPort    = "mirror.port"
 
 	Platform = "platform"
+
+	// Hosts is the whole hosts list; one host's fields are HostPath's.
+	Hosts            = "hosts"
+	VXLAN            = "vxlan"
+	VXLANVNI         = "vxlan.vni"
+	VXLANPort        = "vxlan.port"
+	VXLANUnderlayMTU = "vxlan.underlayMTU"
 )
 
 // Derived config fields: not lab.yaml fields but values computed from the node list, which
@@ -95,6 +102,12 @@ const (
 	// more"): all that infrastructureTopology and Scheduler mastersSchedulable depend on
 	// (openshift-install pkg/asset/manifests/topologies.go).
 	DerivedWorkers = "derived.workersUpTo2"
+	// DerivedMachineMTU is the machine network's MTU on a multi-host lab (Config.MachineMTU:
+	// vxlan.underlayMTU − VXLANOverhead); absent on a one-host lab, so its targets' keys stay.
+	DerivedMachineMTU = "derived.machineMTU"
+	// DerivedOVNMTU is OVN-Kubernetes' MTU on a multi-host lab (Config.OVNMTU); absent on a
+	// one-host lab.
+	DerivedOVNMTU = "derived.ovnMTU"
 )
 
 // NodeField is a field of one node (nodes.<name>.<field>) or of one role's size
@@ -110,6 +123,17 @@ const (
 	NodeVCPUs     NodeField = "vcpus"
 	NodeMemoryMiB NodeField = "memoryMiB"
 	NodeDiskGiB   NodeField = "diskGiB"
+	NodeHost      NodeField = "host"
+)
+
+// HostField is a field of one host (hosts.<name>.<field>).
+type HostField string
+
+// The fields of a host.
+const (
+	HostName     HostField = "name"
+	HostURI      HostField = "uri"
+	HostUnderlay HostField = "underlay"
 )
 
 // nodesPrefix and sizesPrefix start the per-node and per-role paths.
@@ -117,6 +141,23 @@ const (
 	nodesPrefix = Nodes + "."
 	sizesPrefix = Sizes + "."
 )
+
+// hostsPrefix starts the per-host paths.
+const hostsPrefix = Hosts + "."
+
+// HostPath returns the field path of field f of the host named host: "hosts.hv2.uri".
+func HostPath(host string, f HostField) string { return hostsPrefix + host + "." + string(f) }
+
+// SplitHostPath splits a per-host field path ("hosts.hv2.uri") into the host's name and the
+// field; ok is false for any other path.
+func SplitHostPath(p string) (host string, f HostField, ok bool) {
+	rest, ok := strings.CutPrefix(p, hostsPrefix)
+	if !ok {
+		return "", "", false
+	}
+	host, field, ok := strings.Cut(rest, ".")
+	return host, HostField(field), ok && host != ""
+}
 
 // NodePath returns the field path of field f of the node named node: "nodes.master-1.ip".
 // A node is addressed by its name, so reordering nodes: changes no path.
@@ -208,6 +249,33 @@ var fields = [...]field{
 
 	{path: DerivedMasters, get: func(c *Config) any { return len(c.NodesByRole(RoleMaster)) }},
 	{path: DerivedWorkers, get: func(c *Config) any { return min(len(c.NodesByRole(RoleWorker)), 2) }},
+	{path: DerivedMachineMTU, omitEmpty: true, get: func(c *Config) any { return c.MachineMTU() }},
+	{path: DerivedOVNMTU, omitEmpty: true, get: func(c *Config) any { return c.OVNMTU() }},
+
+	{path: Hosts, omitEmpty: true, get: func(c *Config) any { return hostsSection(c.Hosts) }},
+	{path: VXLAN, omitEmpty: true, get: func(c *Config) any { return vxlanField(c.VXLAN, nil) }},
+	{path: VXLANVNI, get: func(c *Config) any { return vxlanField(c.VXLAN, func(v *VXLANConfig) any { return v.VNI }) }},
+	{path: VXLANPort, get: func(c *Config) any { return vxlanField(c.VXLAN, func(v *VXLANConfig) any { return v.Port }) }},
+	{path: VXLANUnderlayMTU, get: func(c *Config) any { return vxlanField(c.VXLAN, func(v *VXLANConfig) any { return v.UnderlayMTU }) }},
+}
+
+// hostsSection is the hosts list as a section, absent when empty.
+func hostsSection(hs []Host) any {
+	if len(hs) == 0 {
+		return absent{}
+	}
+	return section(hs)
+}
+
+// vxlanField is the vxlan section (get nil) or one of its fields; absent without the section.
+func vxlanField(v *VXLANConfig, get func(*VXLANConfig) any) any {
+	switch {
+	case v == nil:
+		return absent{}
+	case get == nil:
+		return section(v)
+	}
+	return get(v)
 }
 
 // nodeFields are the accessors of one node's fields (NodePath); the size fields also answer
@@ -225,6 +293,7 @@ var nodeFields = [...]struct {
 	{f: NodeVCPUs, omitEmpty: true, node: func(n *Node) any { return n.VCPUs }, size: func(s *Size) any { return s.VCPUs }},
 	{f: NodeMemoryMiB, omitEmpty: true, node: func(n *Node) any { return n.MemoryMiB }, size: func(s *Size) any { return s.MemoryMiB }},
 	{f: NodeDiskGiB, omitEmpty: true, node: func(n *Node) any { return n.DiskGiB }, size: func(s *Size) any { return s.DiskGiB }},
+	{f: NodeHost, omitEmpty: true, node: func(n *Node) any { return n.Host }},
 }
 
 // Lookup implements the engine's Values: the canonical JSON of the value at field path p
@@ -243,6 +312,39 @@ func (c *Config) Lookup(p string) ([]byte, bool) {
 	}
 	if rest, ok := strings.CutPrefix(p, sizesPrefix); ok {
 		return c.lookupSize(rest)
+	}
+	if rest, ok := strings.CutPrefix(p, hostsPrefix); ok {
+		return c.lookupHost(rest)
+	}
+	return nil, false
+}
+
+// lookupHost answers "<host>.<field>" and "<host>" (the whole host), by name, else by index,
+// as written in lab.yaml (the first host's empty uri stays empty: HostByName fills it).
+func (c *Config) lookupHost(p string) ([]byte, bool) {
+	name, f, hasField := strings.Cut(p, ".")
+	var h *Host
+	for i := range c.Hosts {
+		if c.Hosts[i].Name == name {
+			h = &c.Hosts[i]
+			break
+		}
+	}
+	if i, err := strconv.Atoi(name); h == nil && err == nil && i >= 0 && i < len(c.Hosts) {
+		h = &c.Hosts[i]
+	}
+	if h == nil {
+		return nil, false
+	}
+	switch {
+	case !hasField:
+		return encode(section(h), false)
+	case f == string(HostName):
+		return encode(h.Name, false)
+	case f == string(HostURI):
+		return encode(h.URI, true)
+	case f == string(HostUnderlay):
+		return encode(h.Underlay, false)
 	}
 	return nil, false
 }

@@ -223,6 +223,7 @@ nodes:
 mirror: {enabled: true, port: 5001}
 `,
 		"mirror off":  "mirror: {enabled: false}\nplatform: \"\"\n",
+		"two hosts":   twoHosts,
 		"one worker":  "nodes:\n  - {name: bootstrap, role: bootstrap, ip: 192.168.126.100}\n  - {name: master-0, role: master, ip: 192.168.126.101}\n  - {name: worker-0, role: worker, ip: 192.168.126.110}\n",
 		"three works": "nodes:\n  - {name: b, role: bootstrap, ip: 192.168.126.100}\n  - {name: m, role: master, ip: 192.168.126.101}\n  - {name: w0, role: worker, ip: 192.168.126.110}\n  - {name: w1, role: worker, ip: 192.168.126.111}\n  - {name: w2, role: worker, ip: 192.168.126.112}\n",
 	}
@@ -250,7 +251,13 @@ mirror: {enabled: true, port: 5001}
 				paths = append(paths, SizePath(role, f.f))
 			}
 		}
-		paths = append(paths, NodePath("nope", NodeIP), NodePath("master-0", "nope"), SizePath("nope", NodeVCPUs), "cluster.nope", "nope", Nodes+".99.ip", "platform.x")
+		for i, h := range c.Hosts {
+			paths = append(paths, Hosts+"."+h.Name, Hosts+"."+strconv.Itoa(i), Hosts+"."+strconv.Itoa(i)+".uri")
+			for _, f := range []HostField{HostName, HostURI, HostUnderlay} {
+				paths = append(paths, HostPath(h.Name, f))
+			}
+		}
+		paths = append(paths, HostPath("nope", HostURI), NodePath("nope", NodeIP), NodePath("master-0", "nope"), SizePath("nope", NodeVCPUs), "cluster.nope", "nope", Nodes+".99.ip", "platform.x")
 		for _, p := range paths {
 			want, wok := jsonWalk(c, p)
 			if strings.HasPrefix(p, "derived.") {

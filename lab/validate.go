@@ -349,6 +349,7 @@ func (c *Config) Validate(file string) error {
 		bad(HAProxyStatsPort, fmt.Sprintf("%d is a port a load-balancer frontend binds (api 6443, machine-config 22623, ingress 80/443)", sp), "use another port, e.g. 9000")
 	}
 	c.validateMirror(bad)
+	c.validateHosts(bad, machine, okM)
 	for _, w := range []struct {
 		field string
 		v     int

@@ -405,6 +405,14 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 			Run:      clusterDone,
 		},
 	)
+	// A lab on several hosts: a phase that powers VMs reaches each on its own host.
+	if place := clusterPlacementReads(c); len(place) > 0 {
+		for _, t := range ts {
+			if slices.Contains(t.Reads, lab.LibvirtURI) {
+				t.Reads = addReads(t.Reads, place...)
+			}
+		}
+	}
 	return ts
 }
 

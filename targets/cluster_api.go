@@ -6,6 +6,7 @@ package targets
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
@@ -37,7 +38,8 @@ func clusterRecord(s *engine.Step, v any) error {
 	return writeRecord(s, recordFile, v)
 }
 
-// clusterMachinesFor returns the VM driver for the lab's libvirt URI and cluster name.
+// clusterMachinesFor returns the VM driver for the lab's libvirt URI and cluster name; on a lab
+// spread over several hosts, one that powers each node's VM on its own host.
 func clusterMachinesFor(s *engine.Step) (ClusterMachines, error) {
 	uri, err := s.String(lab.LibvirtURI)
 	if err != nil {
@@ -47,7 +49,71 @@ func clusterMachinesFor(s *engine.Step) (ClusterMachines, error) {
 	if err != nil {
 		return nil, err
 	}
-	return clusterEnv.machines(uri, name), nil
+	if !slices.Contains(s.Target().Reads, lab.Hosts) {
+		return clusterEnv.machines(uri, name), nil
+	}
+	var hosts []lab.Host
+	if err := s.Value(lab.Hosts, &hosts); err != nil {
+		return nil, err
+	}
+	at := map[string]string{}
+	for i, h := range hosts {
+		if i == 0 && h.URI == "" {
+			h.URI = uri
+		}
+		at[h.Name] = h.URI
+	}
+	return placedMachines{cluster: name, uri: func(node string) string {
+		p := lab.NodePath(node, lab.NodeHost)
+		if !slices.Contains(s.Target().Reads, p) {
+			return uri // on the first host
+		}
+		h, _ := s.String(p)
+		return at[h]
+	}}, nil
+}
+
+// clusterPlacementReads are what a phase that powers VMs reads on a lab spread over several
+// hosts to find each node's (hosts:, every nodes[].host that is set); none on a one-host lab.
+func clusterPlacementReads(c *lab.Config) []string {
+	if !c.MultiHost() {
+		return nil
+	}
+	out := []string{lab.Hosts}
+	for _, n := range c.Nodes {
+		if n.Host != "" {
+			out = append(out, lab.NodePath(n.Name, lab.NodeHost))
+		}
+	}
+	return out
+}
+
+// placedMachines is the ClusterMachines of a lab spread over several hosts: each call goes to
+// the driver of the node's host (uri), as clusterEnv.machines makes it.
+type placedMachines struct {
+	cluster string
+	uri     func(node string) string
+}
+
+func (p placedMachines) of(node string) ClusterMachines {
+	return clusterEnv.machines(p.uri(node), p.cluster)
+}
+
+func (p placedMachines) Install(ctx context.Context, node string) error {
+	return p.of(node).Install(ctx, node)
+}
+
+func (p placedMachines) Installed(ctx context.Context, node string) (bool, error) {
+	return p.of(node).Installed(ctx, node)
+}
+func (p placedMachines) Start(ctx context.Context, node string) error {
+	return p.of(node).Start(ctx, node)
+}
+func (p placedMachines) Stop(ctx context.Context, node string) error {
+	return p.of(node).Stop(ctx, node)
+}
+func (p placedMachines) Running(ctx context.Context, node string) (bool, error) {
+	return p.of(node).Running(ctx, node)
 }
 
 // clusterClients returns clients for the admin kubeconfig reached through the API VIP.

@@ -152,7 +152,10 @@ func ObserveCluster(ctx context.Context, c *lab.Config, outDir string) (*Cluster
 	if err != nil {
 		return nil, err
 	}
-	m := clusterEnv.machines(c.Libvirt.URI, c.Cluster.Name)
+	var m ClusterMachines = clusterEnv.machines(c.Libvirt.URI, c.Cluster.Name)
+	if c.MultiHost() {
+		m = placedMachines{cluster: c.Cluster.Name, uri: c.NodeURI} // each VM on its own host
+	}
 	domain := c.Cluster.Domain()
 	obs := &ClusterObservation{APIVIP: c.Network.APIVIP, APIErr: kube.Readyz(ctx, k)}
 	pending := map[string]int{}

@@ -23,7 +23,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -81,13 +80,7 @@ func (realHost) MemAvailableMiB() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemAvailable:" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			return kb / 1024, err
-		}
-	}
-	return 0, errors.New("/proc/meminfo has no MemAvailable")
+	return memAvailable(b)
 }
 
 func (realHost) FreeGiB(path string) (float64, error) {
@@ -129,6 +122,8 @@ func hostTargets(c *lab.Config) []*engine.Target {
 	if c.Baremetal() {
 		reads = append(reads, lab.Platform) // the nested-KVM check; only then, as above
 	}
+	// A lab on several hosts: each host's checks, and the tunnel's (host_multi.go).
+	reads = append(reads, multiHostReads(c, lab.Hosts, lab.VXLAN)...)
 	pre := &engine.Target{
 		Name: hostPreflight,
 		Doc:  "checks libvirtd, /dev/kvm, memory, pool disk space, pull secret auths and IP forwarding before anything is created; every failure at once, with its fix",
@@ -212,78 +207,13 @@ func hostChecks(s *engine.Step) (passed []string, fails []hostFail, warns []stri
 	u, perr := url.Parse(uri)
 	test := perr == nil && strings.HasPrefix(u.Scheme, "test") // test:///default, test+unix://...: objects only
 	remote := perr == nil && u.Host != ""                      // qemu+ssh://host/system: its memory and disks are not ours
-	defined := map[string]bool{}
-	domains, netActive, err := hostView.Libvirt(uri, network)
-	if err != nil {
-		fail(fmt.Sprintf("libvirtd at libvirt.uri %s: %v", uri, err),
-			"start libvirtd (sudo systemctl enable --now libvirtd, or the virtqemud/virtnetworkd/virtstoraged sockets) and let your user open its socket (sudo usermod -aG libvirt $USER, then log in again)")
-	} else {
-		ok("libvirtd")
-		for _, d := range domains {
-			defined[d] = true
-		}
-	}
-	if domType == "kvm" && !remote {
-		if err := hostView.KVM(); err != nil {
-			fail(fmt.Sprintf("/dev/kvm is not usable: %v", err),
-				"enable virtualization (VT-x/AMD-V) in the firmware, load kvm_intel or kvm_amd, and add your user to group kvm; or set libvirt.domainType: qemu (software emulation, much slower)")
-		} else {
-			ok("kvm")
-		}
-	}
-	if slices.Contains(s.Target().Reads, lab.Platform) && domType == "kvm" && !remote {
-		switch st := nestedKVM(hostSysRoot); {
-		case st.fail != "":
-			fail(st.fail, st.fix)
-		case st.warn != "":
-			warns = append(warns, st.warn)
-			ok("nested-kvm (off)")
-		default:
-			ok("nested-kvm")
-		}
-	}
-	if !test && !remote {
-		// What the VMs still to be defined need; defined ones already hold theirs.
-		var memMiB, diskGiB int64
-		var pending []string
-		for _, n := range nodes {
-			if defined[cluster+"-"+n.Name] {
-				continue
-			}
-			sz := sizes.Of(n)
-			memMiB += int64(sz.MemoryMiB)
-			diskGiB += int64(sz.DiskGiB)
-			pending = append(pending, n.Name)
-		}
-		if avail, err := hostView.MemAvailableMiB(); err != nil {
-			fail("free memory: "+err.Error(), "check that /proc/meminfo is readable")
-		} else if memMiB > avail && overcommit {
-			warns = append(warns, fmt.Sprintf("libvirt.memoryOvercommit: the VMs still to define (%s) may use %d MiB of memory; the host has %d MiB available. "+
-				"QEMU allocates guest memory as the guests touch it: a node that uses its full size makes the host swap or QEMU be OOM-killed", strings.Join(pending, ", "), memMiB, avail))
-			ok("memory (overcommitted)")
-		} else if memMiB > avail {
-			fail(fmt.Sprintf("the VMs still to define (%s) need %d MiB of memory; the host has %d MiB available", strings.Join(pending, ", "), memMiB, avail),
-				"free memory, or remove workers (3 masters + 0 workers is a compact cluster); sizes.<role>.memoryMiB / nodes[].memoryMiB cannot go below OpenShift's minimums (16384 MiB for the bootstrap and masters, 8192 MiB for workers), which validation enforces; or set libvirt.memoryOvercommit: true to start the VMs anyway (QEMU allocates guest memory lazily)")
-		} else {
-			ok("memory")
-		}
-		if free, err := hostView.FreeGiB(poolPath); err != nil {
-			fail(fmt.Sprintf("free space under libvirt.poolPath %s: %v", poolPath, err), "set libvirt.poolPath to a directory on a local filesystem")
-		} else if float64(diskGiB) > free {
-			fail(fmt.Sprintf("the disks still to create (%s) may grow to %d GiB; the filesystem of libvirt.poolPath %s has %.1f GiB free", strings.Join(pending, ", "), diskGiB, poolPath, free),
-				"set libvirt.poolPath to a filesystem with room, or shrink sizes.<role>.diskGiB / nodes[].diskGiB in "+s.ConfigFile())
-		} else {
-			ok("disk")
-		}
-		// libvirt turns forwarding on when it starts a NAT network; off while the lab's
-		// network runs means something turned it off again (a sysctl reload, a firewall tool),
-		// and the VMs cannot reach the registries.
-		if on, err := hostView.IPForward(); netActive && (err != nil || !on) {
-			fail(fmt.Sprintf("net.ipv4.ip_forward is off while libvirt network %s runs%s: the VMs cannot reach the registries", network, errText(err)),
-				"sudo sysctl -w net.ipv4.ip_forward=1, and keep it in /etc/sysctl.d/99-labbuild.conf")
-		} else {
-			ok("ip-forward")
-		}
+	if !slices.Contains(s.Target().Reads, lab.Hosts) {
+		w := hostCheckOne(s, hostOne{view: hostView, uri: uri, network: network, cluster: cluster, domType: domType, poolPath: poolPath,
+			nodes: nodes, sizes: sizes, overcommit: overcommit, inspect: !test && !remote, kvm: !remote, nat: true}, ok, fail)
+		warns = append(warns, w...)
+	} else if err := hostChecksMulti(s, hostOne{network: network, cluster: cluster, domType: domType, poolPath: poolPath, sizes: sizes, overcommit: overcommit, inspect: !test},
+		nodes, ok, fail, &warns); err != nil {
+		return nil, nil, nil, err
 	}
 	missing, err := hostPullSecretGaps(s)
 	if err != nil {
@@ -296,6 +226,108 @@ func hostChecks(s *engine.Step) (passed []string, fails []hostFail, warns []stri
 		ok("pull-secret")
 	}
 	return passed, fails, warns, nil
+}
+
+// hostOne is one host's share of host/preflight: where it is, the nodes placed on it, and
+// which checks apply (inspect: memory and disk, which a test driver or another machine's
+// daemon reached without a way in cannot be read; kvm: /dev/kvm; nat: IP forwarding, the NAT
+// network's host only).
+type hostOne struct {
+	view                                         HostView
+	label                                        string // "host hv2: " on a multi-host lab, "" otherwise
+	uri, network, cluster, domType, poolPath     string
+	nodes                                        []lab.Node
+	sizes                                        lab.RoleSizes
+	overcommit, inspect, kvm, nat, nestedChecked bool
+}
+
+// hostCheckOne runs the checks of one host: libvirtd, KVM, memory and disk for its VMs still to
+// define, IP forwarding; it returns the warnings.
+func hostCheckOne(s *engine.Step, h hostOne, ok func(string), fail func(what, fix string)) (warns []string) {
+	okName := func(n string) {
+		if h.label != "" {
+			n = strings.TrimSuffix(strings.TrimPrefix(h.label, "host "), ": ") + ":" + n
+		}
+		ok(n)
+	}
+	defined := map[string]bool{}
+	domains, netActive, err := h.view.Libvirt(h.uri, h.network)
+	if err != nil {
+		fail(fmt.Sprintf("%slibvirtd at libvirt.uri %s: %v", h.label, h.uri, err),
+			"start libvirtd (sudo systemctl enable --now libvirtd, or the virtqemud/virtnetworkd/virtstoraged sockets) and let your user open its socket (sudo usermod -aG libvirt $USER, then log in again)")
+	} else {
+		okName("libvirtd")
+		for _, d := range domains {
+			defined[d] = true
+		}
+	}
+	if h.domType == "kvm" && h.kvm {
+		if err := h.view.KVM(); err != nil {
+			fail(fmt.Sprintf("%s/dev/kvm is not usable: %v", h.label, err),
+				"enable virtualization (VT-x/AMD-V) in the firmware, load kvm_intel or kvm_amd, and add your user to group kvm; or set libvirt.domainType: qemu (software emulation, much slower)")
+		} else {
+			okName("kvm")
+		}
+	}
+	if slices.Contains(s.Target().Reads, lab.Platform) && h.domType == "kvm" && h.kvm {
+		switch st := nestedKVM(hostSysRoot); {
+		case st.fail != "":
+			fail(st.fail, st.fix)
+		case st.warn != "":
+			warns = append(warns, st.warn)
+			okName("nested-kvm (off)")
+		default:
+			okName("nested-kvm")
+		}
+	}
+	if !h.inspect {
+		return warns
+	}
+	// What the VMs still to be defined need; defined ones already hold theirs.
+	var memMiB, diskGiB int64
+	var pending []string
+	for _, n := range h.nodes {
+		if defined[h.cluster+"-"+n.Name] {
+			continue
+		}
+		sz := h.sizes.Of(n)
+		memMiB += int64(sz.MemoryMiB)
+		diskGiB += int64(sz.DiskGiB)
+		pending = append(pending, n.Name)
+	}
+	if avail, err := h.view.MemAvailableMiB(); err != nil {
+		fail(h.label+"free memory: "+err.Error(), "check that /proc/meminfo is readable")
+	} else if memMiB > avail && h.overcommit {
+		warns = append(warns, fmt.Sprintf("%slibvirt.memoryOvercommit: the VMs still to define (%s) may use %d MiB of memory; the host has %d MiB available. "+
+			"QEMU allocates guest memory as the guests touch it: a node that uses its full size makes the host swap or QEMU be OOM-killed", h.label, strings.Join(pending, ", "), memMiB, avail))
+		okName("memory (overcommitted)")
+	} else if memMiB > avail {
+		fail(fmt.Sprintf("%sthe VMs still to define (%s) need %d MiB of memory; the host has %d MiB available", h.label, strings.Join(pending, ", "), memMiB, avail),
+			"free memory, or remove workers (3 masters + 0 workers is a compact cluster); sizes.<role>.memoryMiB / nodes[].memoryMiB cannot go below OpenShift's minimums (16384 MiB for the bootstrap and masters, 8192 MiB for workers), which validation enforces; or set libvirt.memoryOvercommit: true to start the VMs anyway (QEMU allocates guest memory lazily)")
+	} else {
+		okName("memory")
+	}
+	if free, err := h.view.FreeGiB(h.poolPath); err != nil {
+		fail(fmt.Sprintf("%sfree space under libvirt.poolPath %s: %v", h.label, h.poolPath, err), "set libvirt.poolPath to a directory on a local filesystem")
+	} else if float64(diskGiB) > free {
+		fail(fmt.Sprintf("%sthe disks still to create (%s) may grow to %d GiB; the filesystem of libvirt.poolPath %s has %.1f GiB free", h.label, strings.Join(pending, ", "), diskGiB, h.poolPath, free),
+			"set libvirt.poolPath to a filesystem with room, or shrink sizes.<role>.diskGiB / nodes[].diskGiB in "+s.ConfigFile())
+	} else {
+		okName("disk")
+	}
+	if !h.nat {
+		return warns
+	}
+	// libvirt turns forwarding on when it starts a NAT network; off while the lab's
+	// network runs means something turned it off again (a sysctl reload, a firewall tool),
+	// and the VMs cannot reach the registries.
+	if on, err := h.view.IPForward(); netActive && (err != nil || !on) {
+		fail(fmt.Sprintf("%snet.ipv4.ip_forward is off while libvirt network %s runs%s: the VMs cannot reach the registries", h.label, h.network, errText(err)),
+			"sudo sysctl -w net.ipv4.ip_forward=1, and keep it in /etc/sysctl.d/99-labbuild.conf")
+	} else {
+		okName("ip-forward")
+	}
+	return warns
 }
 
 // hostPullSecretGaps returns the registries the payload pulls from (release.image and every

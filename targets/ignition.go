@@ -40,10 +40,11 @@ const ignOutDir = "ignition"
 // /etc/kubernetes/ca.crt; the kubelet's kubeconfig embeds the same CA).
 const ignPathKubernetesCA = "/etc/kubernetes/ca.crt"
 
-// ignNodeReads are the config fields of node name's network and hostname.
-func ignNodeReads(name string) []string {
-	return []string{lab.NodePath(name, lab.NodeName), lab.NodePath(name, lab.NodeIP), lab.ClusterName, lab.ClusterBaseDomain,
-		lab.NetworkMachineNetwork, lab.NetworkGateway, lab.NetworkDNS}
+// ignNodeReads are the config fields of node name's network and hostname; on a lab spread over
+// hosts also the machine network's MTU (the VXLAN tunnel's), which its keyfile sets.
+func ignNodeReads(c *lab.Config, name string) []string {
+	return append([]string{lab.NodePath(name, lab.NodeName), lab.NodePath(name, lab.NodeIP), lab.ClusterName, lab.ClusterBaseDomain,
+		lab.NetworkMachineNetwork, lab.NetworkGateway, lab.NetworkDNS}, multiHostReads(c, lab.DerivedMachineMTU)...)
 }
 
 // ignNodeNet returns node name's FQDN and static network from its declared reads.
@@ -79,6 +80,9 @@ func ignNodeNet(s *engine.Step, name string) (string, ignition.StaticNetwork, er
 	}
 	n.DNS = []string{dns}
 	n.Search = dom
+	if n.MTU, err = stepInt(s, lab.DerivedMachineMTU); err != nil {
+		return "", n, err
+	}
 	return host + "." + dom, n, nil
 }
 
@@ -118,7 +122,7 @@ func ignNodeTarget(c *lab.Config, n lab.Node) *engine.Target {
 		Name:    "ignition/" + name,
 		Doc:     "the " + role + " " + name + "'s Ignition: rendered " + role + " pool config + MCS files, network, hostname, SSH key" + map[bool]string{true: ", kube-proxy", false: ""}[role == lab.RoleMaster],
 		Deps:    append(deps, mirrorClusterDeps(c, "mirror/credentials")...),
-		Reads:   addReads(ignNodeReads(name), mirrorClusterReads(c)...),
+		Reads:   addReads(ignNodeReads(c, name), mirrorClusterReads(c)...),
 		Files:   []string{lab.AccessPullSecretFile, lab.AccessSSHKeyFile},
 		Version: 1,
 		OutDir:  ignOutDir,
@@ -189,7 +193,7 @@ func ignBootstrapTarget(c *lab.Config, boot string) *engine.Target {
 		Doc: "the bootstrap node's Ignition: standalone kubelet, static pods, TLS files, kubeconfigs, CRDs and cluster manifests, " +
 			"CRI-O pause drop-in, pull secret, SSH key, hostname, network",
 		Deps:    append(append(deps, mirrorClusterDeps(c, append(mirrorSourceDeps, "mirror/credentials")...)...), trustDeps(c)...),
-		Reads:   addReads(ignNodeReads(boot), mirrorClusterReads(c)...),
+		Reads:   addReads(ignNodeReads(c, boot), mirrorClusterReads(c)...),
 		Files:   []string{lab.AccessPullSecretFile, lab.AccessSSHKeyFile},
 		Version: 1,
 		OutDir:  ignOutDir,

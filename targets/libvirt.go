@@ -17,6 +17,16 @@ import (
 //	libvirt/volume/<node>    thin qcow2 disk <cluster>-<node>.qcow2
 //	libvirt/vm/<node>        domain <cluster>-<node> (defined, not started: cluster/* starts it)
 //
+// On a lab spread over several hosts (lab.yaml hosts:), the network, its records and the host
+// load balancer stay on the first host, and each other host gets
+//
+//	libvirt/bridge/<host>    an isolated network of the same name: bridge virbr-<network>, no
+//	                         address, DNS or DHCP (the first host's serve every node through
+//	                         the VXLAN tunnel, targets/vxlan.go)
+//	libvirt/pool/<host>      the dir pool at libvirt.poolPath on that host
+//
+// and each node's disk and VM land on its host (nodes[].host) through the same adapter.
+//
 // All are External: their outputs (the XML labbuild asked for and record.json, naming the URI
 // and object) are a record of what exists outside the filesystem. Probe compares the desired
 // object with what libvirt reports, semantically (render/libvirt's *Diff), so hand-made drift
@@ -28,7 +38,10 @@ func init() {
 // lvRecord is what an External libvirt target records of the object it made: enough to find
 // and remove it later even after the config changed.
 type lvRecord struct {
-	URI  string `json:"uri"`
+	URI string `json:"uri"`
+	// Host is the host's name on a lab spread over several (hosts[].name), for the plan and
+	// for destroy's messages; empty on a one-host lab, whose records are as before.
+	Host string `json:"host,omitempty"`
 	Kind string `json:"kind"` // network | records (libvirt/dns) | pool | volume | domain
 	Name string `json:"name"`
 	Pool string `json:"pool,omitempty"` // volumes
@@ -48,6 +61,9 @@ func libvirtTargets(c *lab.Config, restart bool) []*engine.Target {
 	var ts []*engine.Target
 	netReads := []string{lab.LibvirtURI, lab.LibvirtNetwork, lab.ClusterName, lab.ClusterBaseDomain,
 		lab.NetworkMachineNetwork, lab.NetworkGateway, lab.NetworkIngressVIP, lab.NetworkDHCPStart, lab.NetworkDHCPEnd}
+	first := c.FirstHost()
+	// On several hosts: the first host's name (plans and records say where) and the tunnel's MTU.
+	netReads = append(append(netReads, multiHostReads(c, lab.HostPath(first.Name, lab.HostName))...), mtuReads(c)...)
 	ts = append(ts, &engine.Target{
 		Name: "libvirt/network", Doc: "libvirt NAT network: bridge, domain, DHCP range, *.apps wildcard (records: libvirt/dns)",
 		Deps:  []string{hostPreflight},
@@ -79,17 +95,41 @@ func libvirtTargets(c *lab.Config, restart bool) []*engine.Target {
 	ts = append(ts, &engine.Target{
 		Name: "libvirt/pool", Doc: "libvirt dir storage pool at libvirt.poolPath",
 		Deps:  []string{hostPreflight},
-		Reads: []string{lab.LibvirtURI, lab.LibvirtPool, lab.LibvirtPoolPath}, Version: 1, External: true,
+		Reads: append([]string{lab.LibvirtURI, lab.LibvirtPool, lab.LibvirtPoolPath}, multiHostReads(c, lab.HostPath(first.Name, lab.HostName))...), Version: 1, External: true,
 		Run:     func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvPool) },
 		Probe:   func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) { return lvProbe(s, lvPool) },
 		Destroy: lvDestroy,
 	})
+	if c.MultiHost() {
+		for _, h := range c.Hosts[1:] {
+			at := hostReads(c, h, lab.Node{})
+			ts = append(ts, &engine.Target{
+				Name: "libvirt/bridge/" + h.Name, Doc: "isolated network on host " + h.Name + ": bridge virbr-<network>, no address, DNS or DHCP (the first host's serve through the VXLAN tunnel)",
+				Deps: []string{hostPreflight}, Reads: append(at, lab.LibvirtNetwork, lab.DerivedMachineMTU), Version: 1, External: true,
+				Run:     func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvBridge) },
+				Probe:   func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) { return lvProbe(s, lvBridge) },
+				Destroy: lvDestroy,
+			}, &engine.Target{
+				Name: "libvirt/pool/" + h.Name, Doc: "libvirt dir storage pool at libvirt.poolPath on host " + h.Name,
+				Deps: []string{hostPreflight}, Reads: append(at, lab.LibvirtPool, lab.LibvirtPoolPath), Version: 1, External: true,
+				Run:     func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvPool) },
+				Probe:   func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) { return lvProbe(s, lvPool) },
+				Destroy: lvDestroy,
+			})
+		}
+	}
 	ignition := lvFamilyTargets(c, "ignition")
 	adminKC := lvFamilyTargets(c, "kubeconfig")[adminKubeconfig]
 	for _, n := range c.Nodes {
 		node := n.Name // identity only; every value comes through the Step
 		role := lvRoleSizes(n.Role)
-		volReads := []string{lab.LibvirtURI, lab.LibvirtPool, lab.ClusterName, lab.NodePath(node, lab.NodeRole), lab.SizePath(role, lab.NodeDiskGiB)}
+		// Where the node lands: libvirt.uri, or on several hosts its host's URI and name.
+		at := nodeHostReads(c, n)
+		pool, network := "libvirt/pool", "libvirt/network"
+		if h := c.HostOf(n); c.MultiHost() && !c.IsFirstHost(h) {
+			pool, network = "libvirt/pool/"+h.Name, "libvirt/bridge/"+h.Name
+		}
+		volReads := append(slices.Clone(at), lab.LibvirtPool, lab.ClusterName, lab.NodePath(node, lab.NodeRole), lab.SizePath(role, lab.NodeDiskGiB))
 		if n.DiskGiB != 0 {
 			volReads = append(volReads, lab.NodePath(node, lab.NodeDiskGiB))
 		}
@@ -98,7 +138,7 @@ func libvirtTargets(c *lab.Config, restart bool) []*engine.Target {
 		// domain has no Ignition (openshift-install likewise creates only the masters; the
 		// workers are BareMetalHosts). docs/baremetal.md.
 		metal3 := c.Baremetal() && n.Role == lab.RoleWorker
-		volDeps := []string{"libvirt/pool"}
+		volDeps := []string{pool}
 		if metal3 {
 			volReads = append(volReads, lab.Platform)
 		} else {
@@ -115,8 +155,8 @@ func libvirtTargets(c *lab.Config, restart bool) []*engine.Target {
 		})
 		// cluster.baseDomain, network.apiVIP and the admin kubeconfig: `--restart` drains the
 		// node through the Kubernetes API before power-cycling it (lvRestart).
-		vmReads := []string{lab.LibvirtURI, lab.LibvirtNetwork, lab.LibvirtPool, lab.LibvirtDomainType, lab.ClusterName, lab.ClusterBaseDomain, lab.NetworkAPIVIP,
-			lab.NodePath(node, lab.NodeRole), lab.SizePath(role, lab.NodeVCPUs), lab.SizePath(role, lab.NodeMemoryMiB)}
+		vmReads := append(slices.Clone(at), lab.LibvirtNetwork, lab.LibvirtPool, lab.LibvirtDomainType, lab.ClusterName, lab.ClusterBaseDomain, lab.NetworkAPIVIP,
+			lab.NodePath(node, lab.NodeRole), lab.SizePath(role, lab.NodeVCPUs), lab.SizePath(role, lab.NodeMemoryMiB))
 		if n.VCPUs != 0 {
 			vmReads = append(vmReads, lab.NodePath(node, lab.NodeVCPUs))
 		}
@@ -129,7 +169,11 @@ func libvirtTargets(c *lab.Config, restart bool) []*engine.Target {
 		if c.Baremetal() {
 			vmReads = append(vmReads, lab.Platform) // the domain's UUID (rl.UUID)
 		}
-		deps := []string{"libvirt/network", "libvirt/volume/" + node}
+		deps := []string{network, "libvirt/volume/" + node}
+		if c.MultiHost() {
+			// The VM's link reaches the lab network (DNS, DHCP, the VIPs) through the tunnel.
+			deps = append(deps, "vxlan/"+c.HostOf(n).Name)
+		}
 		if ignition["ignition/"+node] && !metal3 {
 			deps = append(deps, "ignition/"+node)
 		}

@@ -55,6 +55,11 @@ func lvNetwork(s *engine.Step, c *virt.Conn) (lvPlan, error) {
 			}
 		}
 		p.action, p.reason = engine.Create, "network "+sp.Name+" does not exist"
+		if m, err := mtuSummary(s); err != nil {
+			return p, err
+		} else if m != "" {
+			p.reason += "; " + m // a lab on several hosts: the MTU its tunnel leaves
+		}
 		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.CreateNetwork(want) }
 		return p, nil
 	}
@@ -77,6 +82,57 @@ func lvNetwork(s *engine.Step, c *virt.Conn) (lvPlan, error) {
 	case !active:
 		p.action, p.reason = engine.Update, "network "+sp.Name+" is not running"
 		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.StartNetwork(sp.Name) }
+	}
+	return p, nil
+}
+
+// lvBridge observes the isolated network a lab's other host gets (rl.IsolatedNetwork): the
+// bridge virbr-<network> the host's domains join and the VXLAN device joins to the first host's.
+// Another network of the host with that bridge is refused before anything is made.
+func lvBridge(s *engine.Step, c *virt.Conn) (lvPlan, error) {
+	name, err := s.String(lab.LibvirtNetwork)
+	if err != nil {
+		return lvPlan{}, err
+	}
+	mtu, err := stepInt(s, lab.DerivedMachineMTU)
+	if err != nil {
+		return lvPlan{}, err
+	}
+	want := rl.IsolatedNetwork(name, mtu)
+	x, err := rl.IsolatedNetworkXML(name, mtu)
+	if err != nil {
+		return lvPlan{}, err
+	}
+	p := lvPlan{rec: lvRecord{URI: c.URI(), Kind: "network", Name: name}, xml: x, xmlName: "network.xml", action: engine.Keep}
+	got, active, found, err := c.Network(name)
+	if err != nil {
+		return p, err
+	}
+	switch {
+	case !found:
+		others, err := c.Networks()
+		if err != nil {
+			return p, err
+		}
+		for _, o := range slices.Sorted(maps.Keys(others)) {
+			if why := rl.NetworkCollision(want, others[o]); why != "" {
+				return p, fmt.Errorf("%s: %s", s.Target().Name, why)
+			}
+		}
+		p.action, p.reason = engine.Create, fmt.Sprintf("isolated network %s (bridge %s, MTU %d) does not exist", name, rl.Bridge(name), mtu)
+		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.CreateNetwork(want) }
+	case len(rl.NetworkDiff(want, got, rl.DiffOptions{IgnoreDnsmasqOptions: true})) > 0:
+		d := rl.NetworkDiff(want, got, rl.DiffOptions{IgnoreDnsmasqOptions: true})
+		p.action, p.reason = engine.Replace, "isolated network "+name+": "+strings.Join(d, "; ")+": the host's VMs lose their link until restarted"
+		p.apply = func(c *virt.Conn, _ *lvRecord) error {
+			if err := c.DeleteNetwork(name); err != nil {
+				return err
+			}
+			return c.CreateNetwork(want)
+		}
+	case !active:
+		p.action, p.reason = engine.Update, "network "+name+" is not running"
+		p.apply = func(c *virt.Conn, _ *lvRecord) error { return c.StartNetwork(name) }
 	}
 	return p, nil
 }

@@ -33,7 +33,7 @@ type lvObserve func(s *engine.Step, c *virt.Conn) (lvPlan, error)
 // lvRun is the Run of every libvirt target: observe, remove an object the config no longer
 // names, apply the plan, record what exists.
 func lvRun(s *engine.Step, observe lvObserve) error {
-	c, err := lvConnect(s)
+	c, host, err := lvConnect(s)
 	if err != nil {
 		return err
 	}
@@ -42,6 +42,8 @@ func lvRun(s *engine.Step, observe lvObserve) error {
 	if err != nil {
 		return err
 	}
+	p.rec.Host = host
+	lvPlaced(s, &p)
 	if err := lvForgetMoved(s, p.rec); err != nil {
 		return err
 	}
@@ -58,7 +60,7 @@ func lvRun(s *engine.Step, observe lvObserve) error {
 
 // lvProbe is the Probe of every libvirt target: the same observation, nothing changed.
 func lvProbe(s *engine.Step, observe lvObserve) (engine.ProbeResult, error) {
-	c, err := lvConnect(s)
+	c, host, err := lvConnect(s)
 	if err != nil {
 		return engine.ProbeResult{}, err
 	}
@@ -67,7 +69,27 @@ func lvProbe(s *engine.Step, observe lvObserve) (engine.ProbeResult, error) {
 	if err != nil {
 		return engine.ProbeResult{}, err
 	}
+	p.rec.Host = host
+	lvPlaced(s, &p)
 	return engine.ProbeResult{Action: p.action, Reason: p.reason}, nil
+}
+
+// lvPlaced says, on a lab spread over several hosts, where the object lands ("on host hv2"),
+// and makes an object the config moved to another host a replace: the old one is removed
+// there (lvForgetMoved) and a new one made here, so the plan says both.
+func lvPlaced(s *engine.Step, p *lvPlan) {
+	if prev, ok, _ := lvPrev(s); ok && prev.URI != p.rec.URI && p.rec.Host != "" {
+		from := prev.URI
+		if prev.Host != "" {
+			from = "host " + prev.Host + " (" + prev.URI + ")"
+		}
+		p.action = engine.Replace
+		p.reason = fmt.Sprintf("%s %s moves from %s to host %s (%s): removed there, made here", prev.Kind, prev.Name, from, p.rec.Host, p.rec.URI)
+		return
+	}
+	if p.rec.Host != "" && p.action != engine.Keep {
+		p.reason += " (on host " + p.rec.Host + ")"
+	}
 }
 
 // lvDelete removes a recorded object by its kind; a missing one is not an error.
@@ -120,6 +142,9 @@ func lvDestroy(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, erro
 	}
 	c, err := virt.Connect(r.URI)
 	if err != nil {
+		if r.Host != "" { // a host that is down is named; the record stays for the next destroy
+			return 0, fmt.Errorf("%s: host %s is unreachable, %s %s stays recorded: %w", s.Target().Name, r.Host, r.Kind, r.Name, err)
+		}
 		return 0, err
 	}
 	defer c.Close()

@@ -18,13 +18,18 @@ import (
 	"github.com/labbuild/labbuild/targets/virt"
 )
 
-// lvConnect opens libvirt at the configured URI.
-func lvConnect(s *engine.Step) (*virt.Conn, error) {
-	uri, err := s.String(lab.LibvirtURI)
+// lvConnect opens libvirt at the URI the target's Reads place it at (libvirt.uri, or its
+// host's on a lab spread over several) and returns the host's name ("" on a one-host lab).
+func lvConnect(s *engine.Step) (*virt.Conn, string, error) {
+	uri, host, err := stepHost(s)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return virt.Connect(uri)
+	c, err := virt.Connect(uri)
+	if err != nil && host != "" {
+		return nil, host, fmt.Errorf("%s: host %s: %w", s.Target().Name, host, err)
+	}
+	return c, host, err
 }
 
 // lvPrev returns the previous run's record, or ok=false when there is none.
@@ -68,6 +73,10 @@ func lvNetworkSpec(s *engine.Step, nodes []string) (rl.NetworkSpec, error) {
 		*f.v = v
 	}
 	sp.Domain = cluster + "." + base
+	var err error
+	if sp.MTU, err = stepInt(s, lab.DerivedMachineMTU); err != nil {
+		return sp, err
+	}
 	for _, name := range nodes {
 		n := rl.Node{Name: name}
 		var err error

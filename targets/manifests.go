@@ -264,13 +264,20 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 				}
 				return mfOne(manifests.NetworkConfig(cn, hp, sn))
 			}),
-		mfCluster("network-operator", "operator.openshift.io Network cluster (needed by the network operator)", nil, netReads,
+		// On a lab spread over hosts, OVN-Kubernetes' MTU is the VXLAN tunnel's minus Geneve's
+		// (derived.ovnMTU), set in the operator's config rather than left to its guess from the
+		// node's interface.
+		mfCluster("network-operator", "operator.openshift.io Network cluster (needed by the network operator)", nil, addReads(netReads, multiHostReads(c, lab.DerivedOVNMTU)...),
 			func(s *engine.Step) ([]manifests.File, error) {
 				cn, hp, sn, err := netValues(s)
 				if err != nil {
 					return nil, err
 				}
-				return mfOne(manifests.OperatorNetwork(cn, hp, sn))
+				mtu, err := stepInt(s, lab.DerivedOVNMTU)
+				if err != nil {
+					return nil, err
+				}
+				return mfOne(manifests.OperatorNetwork(cn, hp, sn, mtu))
 			}),
 		mfCluster("dns", "DNS cluster (baseDomain = the cluster domain)", nil, domainReads, func(s *engine.Step) ([]manifests.File, error) {
 			dom, err := clusterDomain(s)

@@ -26,7 +26,7 @@ func runConsole(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	conn, err := virt.Connect(cfg.Libvirt.URI)
+	conn, err := virt.Connect(cfg.NodeURI(n.Name)) // the node's host (libvirt.uri on a one-host lab)
 	if err != nil {
 		return fmt.Errorf("console: %w", err)
 	}

@@ -291,11 +291,21 @@ func TestKeyfile(t *testing.T) {
 			t.Errorf("keyfile lacks %q:\n%s", want, kf)
 		}
 	}
+	if strings.Contains(string(kf), "[ethernet]") || strings.Contains(string(kf), "mtu=") {
+		t.Errorf("a keyfile without MAC and MTU has an [ethernet] section:\n%s", kf)
+	}
+	// A lab on several hosts: the interface takes the tunnel's MTU, beside a pinned MAC.
+	mtu := ok
+	mtu.MTU, mtu.MAC = 1450, "52:54:00:aa:bb:cc"
+	if kf, err := Keyfile(mtu); err != nil || !strings.Contains(string(kf), "[ethernet]\nmac-address=52:54:00:AA:BB:CC\nmtu=1450\n\n[ipv4]") {
+		t.Errorf("keyfile with MTU 1450 (%v):\n%s", err, kf)
+	}
 	bad := []struct {
 		name string
 		mod  func(n *StaticNetwork)
 		want string
 	}{
+		{"mtu", func(n *StaticNetwork) { n.MTU = 100 }, "MTU"},
 		{"bad address", func(n *StaticNetwork) { n.Address = "192.168.126" }, "address"},
 		{"ipv6 address", func(n *StaticNetwork) { n.Address = "fd00::1" }, "address"},
 		{"prefix", func(n *StaticNetwork) { n.Prefix = 33 }, "prefix"},

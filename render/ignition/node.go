@@ -42,6 +42,10 @@ type StaticNetwork struct {
 	DNS     []string
 	// Search is the DNS search domain (the cluster domain), optional.
 	Search string
+	// MTU, when not 0, is the interface's MTU ([ethernet] mtu): on a lab spread over several
+	// hosts, what the VXLAN tunnel between them carries (lab.Config.MachineMTU); 0 keeps the
+	// NIC's own (a one-host lab's keyfile is as before).
+	MTU int
 }
 
 // Keyfile returns the NetworkManager keyfile (INI) for n. Errors name the bad field.
@@ -49,6 +53,9 @@ func Keyfile(n StaticNetwork) ([]byte, error) {
 	addr, err := netip.ParseAddr(n.Address)
 	if err != nil || !addr.Is4() {
 		return nil, fmt.Errorf("ignition: node address %q is not an IPv4 address", n.Address)
+	}
+	if n.MTU != 0 && (n.MTU < 576 || n.MTU > 9216) {
+		return nil, fmt.Errorf("ignition: MTU %d must be 576..9216", n.MTU)
 	}
 	if n.Prefix < 1 || n.Prefix > 32 {
 		return nil, fmt.Errorf("ignition: prefix length %d must be 1..32", n.Prefix)
@@ -70,8 +77,15 @@ func Keyfile(n StaticNetwork) ([]byte, error) {
 	}
 	var b strings.Builder
 	b.WriteString("[connection]\nid=labbuild\ntype=ethernet\nautoconnect=true\nautoconnect-priority=100\n\n")
-	if n.MAC != "" {
-		fmt.Fprintf(&b, "[ethernet]\nmac-address=%s\n\n", strings.ToUpper(n.MAC))
+	if n.MAC != "" || n.MTU != 0 {
+		b.WriteString("[ethernet]\n")
+		if n.MAC != "" {
+			fmt.Fprintf(&b, "mac-address=%s\n", strings.ToUpper(n.MAC))
+		}
+		if n.MTU != 0 {
+			fmt.Fprintf(&b, "mtu=%d\n", n.MTU)
+		}
+		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "[ipv4]\nmethod=manual\naddress1=%s/%d\ngateway=%s\n", addr, n.Prefix, gw)
 	if len(dns) > 0 {

@@ -35,12 +35,14 @@ func NetworkDiff(want, got *libvirtxml.Network, o DiffOptions) []string {
 }
 
 // networkFixedDiff compares the fields only a new network can change (virNetworkUpdate has no
-// section for them): name, forward mode, bridge, domain, address, DHCP ranges, dnsmasq options.
+// section for them): name, forward mode, bridge, MTU, domain, address, DHCP ranges, dnsmasq
+// options.
 func networkFixedDiff(want, got *libvirtxml.Network, o DiffOptions) diffs {
 	var d diffs
 	d.eq("name", want.Name, got.Name)
 	d.eq("forward mode", fwdMode(want), fwdMode(got))
 	d.eq("bridge", bridgeName(want), bridgeName(got))
+	d.eq("mtu", mtuOf(want), mtuOf(got))
 	d.eq("domain", domainOf(want), domainOf(got))
 	d.eq("ip", ipOf(want), ipOf(got))
 	d.set("dhcp range", dhcpRanges(want), dhcpRanges(got))
@@ -140,6 +142,14 @@ func bridgeName(n *libvirtxml.Network) string {
 		return ""
 	}
 	return n.Bridge.Name
+}
+
+// mtuOf is the network's <mtu size>, "" when it sets none (libvirt's default).
+func mtuOf(n *libvirtxml.Network) string {
+	if n.MTU == nil || n.MTU.Size == 0 {
+		return ""
+	}
+	return strconv.FormatUint(uint64(n.MTU.Size), 10)
 }
 
 func domainOf(n *libvirtxml.Network) string {

@@ -71,6 +71,12 @@ func renderAll(t *testing.T) map[string]struct {
 	}
 	b, err := NetworkXML(labSpec())
 	add("network.xml", "network", b, err)
+	mh := labSpec()
+	mh.MTU = 1450 // a lab on several hosts: the VXLAN tunnel's capacity
+	b, err = NetworkXML(mh)
+	add("network-mtu.xml", "network", b, err)
+	b, err = IsolatedNetworkXML("ocp4", 1450)
+	add("network-isolated.xml", "network", b, err)
 	b, err = PoolXML(PoolSpec{Name: "ocp4", Path: "/var/lib/libvirt/images/ocp4"})
 	add("pool.xml", "storagepool", b, err)
 	b, err = VolumeXML(VolumeSpec{Name: VolumeName("ocp4", "master-0"), CapacityGiB: 100})
@@ -243,6 +249,7 @@ func TestNetworkDiff(t *testing.T) {
 		{"srv removed", func(n *libvirtxml.Network) { n.DNS.SRVs = n.DNS.SRVs[:2] }, DiffOptions{}, "dns srv: missing _etcd-server-ssl._tcp.ocp4.example.com etcd-2"},
 		{"wildcard dropped", func(n *libvirtxml.Network) { n.DnsmasqOptions = nil }, DiffOptions{}, "dnsmasq option: missing address=/apps"},
 		{"test driver drops options", func(n *libvirtxml.Network) { n.DnsmasqOptions = nil }, DiffOptions{IgnoreDnsmasqOptions: true}, ""},
+		{"mtu set by hand", func(n *libvirtxml.Network) { n.MTU = &libvirtxml.NetworkMTU{Size: 9000} }, DiffOptions{}, `mtu: want "", got "9000"`},
 		{"netmask changed", func(n *libvirtxml.Network) { n.IPs[0].Prefix, n.IPs[0].Netmask = 0, "255.255.0.0" }, DiffOptions{}, `ip: want "192.168.126.1/24", got "192.168.126.1/16"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

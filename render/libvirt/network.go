@@ -55,6 +55,10 @@ type NetworkSpec struct {
 	DHCPStart, DHCPEnd string
 	// Nodes in config order. Masters, in that order, also get etcd-<i> aliases and SRV records.
 	Nodes []Node
+	// MTU, when not 0, is the bridge's and every tap's MTU (<mtu size>): on a lab spread over
+	// several hosts, the VXLAN tunnel's capacity (lab.Config.MachineMTU); 0 leaves libvirt's
+	// default, so a one-host lab's network is as before.
+	MTU int
 }
 
 // Bridge returns the Linux bridge name, "virbr-<network>" as create-network.sh names it. Linux
@@ -129,6 +133,7 @@ func Network(s NetworkSpec) (*libvirtxml.Network, error) {
 			NAT:  &libvirtxml.NetworkForwardNAT{Ports: []libvirtxml.NetworkForwardNATPort{{Start: 1024, End: 65535}}},
 		},
 		Bridge: &libvirtxml.NetworkBridge{Name: Bridge(s.Name), STP: "on", Delay: "0"},
+		MTU:    mtu(s.MTU),
 		Domain: &libvirtxml.NetworkDomain{Name: d, LocalOnly: "yes"},
 		DNS: &libvirtxml.NetworkDNS{
 			Host: []libvirtxml.NetworkDNSHost{{IP: s.APIVIP, Hostnames: hostnames("api."+d, "api-int."+d)}},
@@ -164,6 +169,28 @@ func Network(s NetworkSpec) (*libvirtxml.Network, error) {
 		})
 	}
 	return n, nil
+}
+
+// mtu is a network's <mtu size> element, nil for 0.
+func mtu(size int) *libvirtxml.NetworkMTU {
+	if size == 0 {
+		return nil
+	}
+	return &libvirtxml.NetworkMTU{Size: uint(size)}
+}
+
+// IsolatedNetwork returns the network a lab's other host gets (a lab on several hosts): a
+// bridge virbr-<name> of the same name as the first host's network, with no forward, no
+// address, no DNS and no DHCP — libvirt makes the bridge and runs no dnsmasq. The first host's
+// network serves DNS and DHCP to every node through the VXLAN device labbuild puts on this
+// bridge. The domains name the network as on the first host, so their XML is the same.
+func IsolatedNetwork(name string, mtuSize int) *libvirtxml.Network {
+	return &libvirtxml.Network{Name: name, Bridge: &libvirtxml.NetworkBridge{Name: Bridge(name), STP: "on", Delay: "0"}, MTU: mtu(mtuSize)}
+}
+
+// IsolatedNetworkXML returns IsolatedNetwork as indented XML with a trailing newline.
+func IsolatedNetworkXML(name string, mtuSize int) ([]byte, error) {
+	return marshal(IsolatedNetwork(name, mtuSize))
 }
 
 func hostnames(names ...string) []libvirtxml.NetworkDNSHostHostname {

@@ -49,7 +49,7 @@ func BenchmarkRenderAll(b *testing.B) {
 		for _, f := range []func() (File, error){
 			func() (File, error) { return Infrastructure("ocp4.example.com", "ocp4-x7k2p", 3, 2) },
 			func() (File, error) { return NetworkConfig("10.128.0.0/14", 23, "172.30.0.0/16") },
-			func() (File, error) { return OperatorNetwork("10.128.0.0/14", 23, "172.30.0.0/16") },
+			func() (File, error) { return OperatorNetwork("10.128.0.0/14", 23, "172.30.0.0/16", 0) },
 			func() (File, error) { return DNS("ocp4.example.com") },
 			func() (File, error) { return Ingress("ocp4.example.com") },
 			Proxy,

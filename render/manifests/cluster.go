@@ -216,8 +216,11 @@ func NetworkConfig(clusterNetwork string, hostPrefix int, serviceNetwork string)
 
 // OperatorNetwork renders operator.openshift.io Network `cluster`, which the
 // cluster-network-operator needs at start ("No networks.operator.openshift.io cluster found"
-// otherwise; spec §7.3 #5). managementState Managed: the CRD rejects an empty one.
-func OperatorNetwork(clusterNetwork string, hostPrefix int, serviceNetwork string) (File, error) {
+// otherwise; spec §7.3 #5). managementState Managed: the CRD rejects an empty one. ovnMTU,
+// when not 0, is spec.defaultNetwork.ovnKubernetesConfig.mtu (a lab on several hosts: the
+// VXLAN tunnel's MTU minus Geneve's 100 bytes); 0 leaves it to the operator, which derives it
+// from the node's interface (release-4.18 pkg/network/ovn_kubernetes.go fillOVNKubernetesDefaults).
+func OperatorNetwork(clusterNetwork string, hostPrefix int, serviceNetwork string, ovnMTU int) (File, error) {
 	if err := checkCIDR("operator network: cluster network", clusterNetwork); err != nil {
 		return File{}, err
 	}
@@ -229,6 +232,13 @@ func OperatorNetwork(clusterNetwork string, hostPrefix int, serviceNetwork strin
 	o.Spec.ClusterNetwork = []clusterNetworkEntry{{CIDR: clusterNetwork, HostPrefix: uint32(hostPrefix)}}
 	o.Spec.ServiceNetwork = []string{serviceNetwork}
 	o.Spec.DefaultNetwork.Type = "OVNKubernetes"
+	if ovnMTU < 0 || ovnMTU > 9216 {
+		return File{}, fmt.Errorf("operator network: OVN-Kubernetes MTU %d is not 0..9216", ovnMTU)
+	}
+	if ovnMTU > 0 {
+		m := uint32(ovnMTU)
+		o.Spec.DefaultNetwork.OVNKubernetesConfig = &ovnKubernetesConfig{MTU: &m}
+	}
 	return newFile(OrderConfig+"-operator-network.yaml", o)
 }
 

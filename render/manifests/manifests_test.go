@@ -159,7 +159,7 @@ func TestGolden(t *testing.T) {
 		{"rbac", RBACFiles},
 		{"infrastructure", func() ([]File, error) { return one(Infrastructure("ocp4.example.com", "ocp4-x7k2p", 3, 2)) }},
 		{"network-config", func() ([]File, error) { return one(NetworkConfig("10.128.0.0/14", 23, "172.30.0.0/16")) }},
-		{"network-operator", func() ([]File, error) { return one(OperatorNetwork("10.128.0.0/14", 23, "172.30.0.0/16")) }},
+		{"network-operator", func() ([]File, error) { return one(OperatorNetwork("10.128.0.0/14", 23, "172.30.0.0/16", 0)) }},
 		{"dns", func() ([]File, error) { return one(DNS("ocp4.example.com")) }},
 		{"ingress", func() ([]File, error) { return one(Ingress("ocp4.example.com")) }},
 		{"proxy", func() ([]File, error) { return one(Proxy()) }},

@@ -350,10 +350,17 @@ type operatorNetwork struct {
 		ClusterNetwork  []clusterNetworkEntry `json:"clusterNetwork,omitempty"`
 		ServiceNetwork  []string              `json:"serviceNetwork,omitempty"`
 		DefaultNetwork  struct {
-			Type string `json:"type,omitempty"`
+			Type                string               `json:"type,omitempty"`
+			OVNKubernetesConfig *ovnKubernetesConfig `json:"ovnKubernetesConfig,omitempty"`
 		} `json:"defaultNetwork"`
 		DisableNetworkDiagnostics bool `json:"disableNetworkDiagnostics"`
 	} `json:"spec"`
+}
+
+// ovnKubernetesConfig mirrors operator/v1 OVNKubernetesConfig's one field labbuild sets: mtu
+// (operator/v1/types_network.go, `MTU *uint32 json:"mtu,omitempty"`).
+type ovnKubernetesConfig struct {
+	MTU *uint32 `json:"mtu,omitempty"`
 }
 
 // configObject is a config.openshift.io/v1 singleton with a small spec S: DNS (dnsSpec),

@@ -147,7 +147,8 @@ func renderVariants(t *testing.T) []File {
 	add(InfrastructureOn("lab.example.com", "lab-x7k2p", 3, 2, &BareMetal{APIVIPs: []string{"198.18.0.5", "198.18.0.6"},
 		IngressVIPs: []string{"198.18.0.7", "198.18.0.8"}, MachineNetworks: []string{"198.18.0.0/24", "198.18.1.0/24"}}))
 	add(NetworkConfig("10.128.0.0/14", 23, "172.30.0.0/16"))
-	add(OperatorNetwork("10.132.0.0/14", 24, "172.31.0.0/16"))
+	add(OperatorNetwork("10.132.0.0/14", 24, "172.31.0.0/16", 0))
+	add(OperatorNetwork("10.128.0.0/14", 23, "172.30.0.0/16", 1350)) // a lab on several hosts: ovnKubernetesConfig.mtu
 	add(DNS("lab.example.com"))
 	add(Ingress("lab.example.com"))
 	add(Proxy())

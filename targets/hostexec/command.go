@@ -1,7 +1,8 @@
 // Package hostexec is the adapter to the host's own programs and files that the host-side
-// families use: ip (bridges, veth pairs, the VIP addresses), haproxy (start, soft reload,
-// the running processes), NetworkManager (nmcli, its dnsmasq drop-ins) and the firewall
-// (firewall-cmd, nft). It knows no engine and no family: each function takes what it runs and
+// families use: ip (bridges, veth pairs, the VIP addresses, VXLAN devices), bridge (FDB
+// entries), haproxy (start, soft reload, the running processes), NetworkManager (nmcli, its
+// dnsmasq drop-ins) and the firewall (firewall-cmd, nft) — on this machine, or on another
+// libvirt host over ssh(1) as its qemu+ssh URI's user (ForURI). It knows no engine and no family: each function takes what it runs and
 // returns what the host says, and the families decide what to make of it. Tests point a
 // Command or a Host into a network namespace and a temporary root they created.
 package hostexec

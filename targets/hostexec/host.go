@@ -20,6 +20,9 @@ type Host struct {
 	Root string
 	// Run runs name with args and returns its combined output (exec.Cmd.CombinedOutput).
 	Run func(ctx context.Context, name string, args ...string) ([]byte, error)
+	// Remote is the host name ssh reaches it by (ForURI), "" for this machine: its files are
+	// not under Root.
+	Remote string
 }
 
 // Local is the host labbuild runs on: root "/", programs from PATH.

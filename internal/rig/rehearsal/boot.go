@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -20,13 +21,15 @@ type KeyfileNet struct {
 	Gateway string
 	DNS     []string
 	Search  []string
+	// MTU is [ethernet] mtu (a lab on several hosts: the VXLAN tunnel's); 0 when unset.
+	MTU int
 }
 
 // PathKeyfile is where labbuild's Ignition puts the node's NetworkManager keyfile.
 const PathKeyfile = "/etc/NetworkManager/system-connections/labbuild.nmconnection"
 
 // ReadKeyfile parses the node's keyfile from its root ([ipv4] address1, gateway, dns,
-// dns-search), as NetworkManager would apply it at boot.
+// dns-search; [ethernet] mtu), as NetworkManager would apply it at boot.
 func ReadKeyfile(root string) (*KeyfileNet, error) {
 	b, err := os.ReadFile(filepath.Join(root, PathKeyfile))
 	if err != nil {
@@ -42,6 +45,11 @@ func ReadKeyfile(root string) (*KeyfileNet, error) {
 			continue
 		}
 		key, v, ok := strings.Cut(l, "=")
+		if ok && section == "[ethernet]" && key == "mtu" {
+			if k.MTU, err = strconv.Atoi(v); err != nil {
+				return nil, fmt.Errorf("rehearsal: keyfile [ethernet] mtu %q: %w", v, err)
+			}
+		}
 		if !ok || section != "[ipv4]" {
 			continue
 		}

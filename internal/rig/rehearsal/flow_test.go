@@ -51,6 +51,11 @@ func (h *flowHost) labbuildKillAt(kill *regexp.Regexp, args ...string) lbRun {
 
 // labbuildUntil is labbuildKillAt that also kills labbuild (SIGKILL, at once) when ctx ends.
 func (h *flowHost) labbuildUntil(ctx context.Context, kill *regexp.Regexp, args ...string) lbRun {
+	return h.labbuildKillAfter(ctx, kill, killDelay, args...)
+}
+
+// labbuildKillAfter is labbuildUntil killing delay after kill matches, not killDelay.
+func (h *flowHost) labbuildKillAfter(ctx context.Context, kill *regexp.Regexp, delay time.Duration, args ...string) lbRun {
 	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(h.holder.Process.Pid), "-m", "-n", "--",
 		// env -C changes directory inside the holder's mount namespace: nsenter --wd opens
 		// the directory before it enters the namespace, so the kernel's getcwd (labbuild's
@@ -90,7 +95,7 @@ func (h *flowHost) labbuildUntil(ctx context.Context, kill *regexp.Regexp, args 
 				kill = nil
 				// labbuild itself, the child of time (nsenter and env exec'd into it), which
 				// then reports the killed run's peak RSS too.
-				time.AfterFunc(killDelay, killChildren)
+				time.AfterFunc(delay, killChildren)
 			}
 		}
 		close(done)
@@ -335,9 +340,14 @@ func rehearsalImage(t *testing.T, dir string) struct{ url, sum string } {
 type flowTopology struct {
 	masters, workers     int
 	inCluster, baremetal bool
+	// twoHosts places worker-0 on a second libvirt host joined by VXLAN (twohost_flow_test.go).
+	twoHosts bool
 }
 
 func (f flowTopology) String() string {
+	if f.twoHosts {
+		return fmt.Sprintf("%d+%d on two hosts", f.masters, f.workers)
+	}
 	if f.baremetal {
 		return fmt.Sprintf("%d+%d baremetal", f.masters, f.workers)
 	}
@@ -511,6 +521,10 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	}
 	rehearsalLab(t, r.lab, pool, topo)
 	h := startFlowHost(t, r)
+	var hv2 *secondHost
+	if topo.twoHosts {
+		hv2 = startSecondHost(t, r, pool)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
 	defer cancel()
 	fl := &flowLog{}
@@ -531,75 +545,84 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	if topo.baremetal {
 		bm = startBaremetalFlow(wctx, t, r, fl, workers)
 	}
-	w := &Watch{URI: r.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: append(append([]string{"bootstrap"}, masters...), workers...),
-		Up: func(node string) {
-			fl.logf("domain %s running: node starts", node)
-			boot := r.boot
-			if topo.baremetal && slices.Contains(workers, node) {
-				// Started by the BMC: the Ignition is the user data on its virtual media.
-				boot = func(node string) (*Node, error) { return bm.bootFromMedia(node) }
-			}
-			nd, err := boot(node)
-			if err != nil {
-				fl.fail("%s: boot: %v", node, err)
+	up := func(node string) {
+		fl.logf("domain %s running: node starts", node)
+		boot := r.boot
+		if topo.baremetal && slices.Contains(workers, node) {
+			// Started by the BMC: the Ignition is the user data on its virtual media.
+			boot = func(node string) (*Node, error) { return bm.bootFromMedia(node) }
+		}
+		nd, err := boot(node)
+		if err != nil {
+			fl.fail("%s: boot: %v", node, err)
+			return
+		}
+		if node == "bootstrap" {
+			flowBootstrapUp(wctx, r, nd, fl)
+			return
+		}
+		if err := r.kubelet(wctx, nd, podSubnets[node]); err != nil {
+			fl.fail("%s: kubelet: %v", node, err)
+			return
+		}
+		if topo.inCluster {
+			// The runtimecfg monitors find their peers and backends by node-role labels.
+			go nodeRoleLabels(wctx, r, nd, node, fl)
+		}
+		if node == "worker-0" {
+			// A worker runs only its kubelet: its CSRs are cluster/workers' to approve.
+			return
+		}
+		k, err := ReadKeyfile(nd.Root)
+		if err != nil {
+			fl.fail("%s: %v", node, err)
+			return
+		}
+		go func() {
+			// The operators install a master's static pods only once it is a Ready Node
+			// (their installer pods are scheduled to it). Started earlier, the stand-ins'
+			// kube-controller-manager could take the leader lease from the bootstrap's,
+			// which came up late, and sign the masters' kubelet client CSRs with the
+			// operator's csr-signer, which the bootstrap's kube-apiserver does not trust
+			// (seen in TestBaremetalFlow's second run: every master kubelet Unauthorized).
+			if !masterReady(wctx, r, node+"."+labDomain) {
 				return
 			}
-			if node == "bootstrap" {
-				flowBootstrapUp(wctx, r, nd, fl)
+			m := &MasterStandins{Node: nd, NodeName: node + "." + labDomain, IP: k.IP, BootstrapIP: bootstrapIP, BootstrapRoot: bootRoot,
+				Bins: r.bins, Clients: r.clients, Logf: fl.logf, EtcdJoin: &etcdJoin}
+			if err := m.Run(wctx); err != nil {
+				fl.fail("%v", err)
 				return
 			}
-			if err := r.kubelet(wctx, nd, podSubnets[node]); err != nil {
-				fl.fail("%s: kubelet: %v", node, err)
+			standinsUp.Add(1)
+			if node != masters[0] {
 				return
 			}
-			if topo.inCluster {
-				// The runtimecfg monitors find their peers and backends by node-role labels.
-				go nodeRoleLabels(wctx, r, nd, node, fl)
+			if err := EtcdTeardownStandin(wctx, nd, r.bins["etcdctl"], r.clients, fl.logf); err == nil {
+				teardownDone.Store(true)
+				fl.logf("etcd teardown stand-in: no etcd-bootstrap member")
 			}
-			if node == "worker-0" {
-				// A worker runs only its kubelet: its CSRs are cluster/workers' to approve.
-				return
-			}
-			k, err := ReadKeyfile(nd.Root)
-			if err != nil {
-				fl.fail("%s: %v", node, err)
-				return
-			}
-			go func() {
-				// The operators install a master's static pods only once it is a Ready Node
-				// (their installer pods are scheduled to it). Started earlier, the stand-ins'
-				// kube-controller-manager could take the leader lease from the bootstrap's,
-				// which came up late, and sign the masters' kubelet client CSRs with the
-				// operator's csr-signer, which the bootstrap's kube-apiserver does not trust
-				// (seen in TestBaremetalFlow's second run: every master kubelet Unauthorized).
-				if !masterReady(wctx, r, node+"."+labDomain) {
-					return
-				}
-				m := &MasterStandins{Node: nd, NodeName: node + "." + labDomain, IP: k.IP, BootstrapIP: bootstrapIP, BootstrapRoot: bootRoot,
-					Bins: r.bins, Clients: r.clients, Logf: fl.logf, EtcdJoin: &etcdJoin}
-				if err := m.Run(wctx); err != nil {
-					fl.fail("%v", err)
-					return
-				}
-				standinsUp.Add(1)
-				if node != masters[0] {
-					return
-				}
-				if err := EtcdTeardownStandin(wctx, nd, r.bins["etcdctl"], r.clients, fl.logf); err == nil {
-					teardownDone.Store(true)
-					fl.logf("etcd teardown stand-in: no etcd-bootstrap member")
-				}
-			}()
-		},
-		Down: func(node string) {
-			fl.logf("domain %s stopped: node stops", node)
-			if node == "bootstrap" {
-				bootstrapOff.Store(true)
-			}
-			r.stop(node)
-		},
+		}()
 	}
-	go w.Run(wctx)
+	down := func(node string) {
+		fl.logf("domain %s stopped: node stops", node)
+		if node == "bootstrap" {
+			bootstrapOff.Store(true)
+		}
+		r.stop(node)
+	}
+	// Each libvirtd's domains become nodes on its own bridge (on two hosts, worker-0 on hv2's);
+	// one node starts or stops at a time, as with one watch.
+	var one sync.Mutex
+	serial := func(f func(string)) func(string) {
+		return func(node string) { one.Lock(); defer one.Unlock(); f(node) }
+	}
+	onHV1 := append(append([]string{"bootstrap"}, masters...), workers...)
+	if hv2 != nil {
+		onHV1 = append([]string{"bootstrap"}, masters...)
+		go (&Watch{URI: hv2.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: workers, Up: serial(up), Down: serial(down)}).Run(wctx)
+	}
+	go (&Watch{URI: r.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: onHV1, Up: serial(up), Down: serial(down)}).Run(wctx)
 	// The CVO stand-in: ClusterVersion status from the start (cluster/bootstrap waits for the
 	// CVO to report), the stand-in operators' ClusterOperators as their work is done on the
 	// masters, ClusterVersion Available once both are.
@@ -667,6 +690,9 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 		tokCh <- tokenBefore{tok, err, bootstrapOff.Load()}
 	}()
 
+	if hv2 != nil {
+		hv2.beforeRun1(t, h)
+	}
 	// Run 1: killed 2 s after cluster/masters starts waiting for the masters.
 	first := h.labbuildKillAt(regexp.MustCompile(`^\s*cluster/masters: waiting for`), "cluster")
 	t.Logf("run 1 (killed in cluster/masters): %v after %s, peak RSS %d KiB\n%s", first.err, first.wall, first.maxRSS, tail(first.out, 2500))
@@ -777,6 +803,9 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 			t.Logf("logs and exec through the API VIP on %s (joined before the pivot) after cluster/done", pod)
 		}
 	}
+	if hv2 != nil {
+		hv2.afterDone(t, r)
+	}
 	third := h.labbuildKillAt(nil, "cluster")
 	t.Logf("run 3: %v after %s, peak RSS %d KiB\n%s", third.err, third.wall, third.maxRSS, tail(third.out, 800))
 	if third.err != nil || !strings.Contains(third.out, "no work to do") {
@@ -818,6 +847,9 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	}
 	if rules := h.firewallRules(t); len(rules) != 0 {
 		t.Errorf("after destroy, firewall rules left: %v", rules)
+	}
+	if hv2 != nil {
+		hv2.afterDestroy(t, r)
 	}
 	d2 := h.labbuildKillAt(nil, "destroy")
 	if d2.err != nil || !strings.Contains(d2.out, "nothing") {

@@ -150,6 +150,9 @@ func labbuildIn(netns, dir, bin string, args ...string) ([]byte, error) {
 type rig struct {
 	// labNS and bridge are where nodes join: libvirt's network (the flow) or labNet's.
 	labNS, bridge string
+	// nodeLabNS places a node on another host's bridge (its network namespace; a lab on
+	// several hosts: twohost_flow_test.go), by node name.
+	nodeLabNS map[string]string
 	// api is the address clients dial: the API VIP (haproxy) or the bootstrap.
 	api string
 	// hosts, when set, become the nodes' /etc/hosts lines (no lab DNS without libvirt).
@@ -305,13 +308,19 @@ func (r *rig) bootIgnition(node string, raw []byte) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	labNS := r.labNS
+	if other, ok := r.nodeLabNS[node]; ok {
+		labNS = other
+	}
 	nd, err := StartNode(node, ns, root, filepath.Join(r.work, "nodes", node, "logs"),
-		NodeNet{IP: k.IP, Prefix: k.Prefix, Gateway: k.Gateway, LabNS: r.labNS, Bridge: r.bridge})
+		NodeNet{IP: k.IP, Prefix: k.Prefix, Gateway: k.Gateway, LabNS: labNS, Bridge: r.bridge, MTU: k.MTU})
 	if err != nil {
 		return nil, err
 	}
 	r.nodes[node] = nd
 	r.celDropped[node] = dropped
+	// Dialled from the lab network's namespace (the first host's, with an address on the
+	// machine network): another host's bridge has none, the tunnel carries the connection.
 	if err := StartSSHD(nd, r.bins["sshd"], k.IP, r.labNS); err != nil {
 		return nil, err
 	}

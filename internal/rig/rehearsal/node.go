@@ -45,6 +45,9 @@ type NodeNet struct {
 	Gateway string
 	LabNS   string
 	Bridge  string
+	// MTU, when not 0, is eth0's and its lab end's: what the node's keyfile says
+	// (NetworkManager sets it on the NIC) and libvirt gives the tap (the network's <mtu>).
+	MTU int
 }
 
 // run runs a command and returns an error with its output.
@@ -78,6 +81,12 @@ func StartNode(name, netns, root, logDir string, n NodeNet) (*Node, error) {
 		{"ip", "-n", netns, "addr", "add", n.IP + "/" + strconv.Itoa(n.Prefix), "dev", "eth0"},
 		{"ip", "-n", netns, "link", "set", "eth0", "up"},
 		{"ip", "-n", netns, "route", "add", "default", "via", n.Gateway},
+	}
+	if n.MTU > 0 {
+		steps = append(steps[:2:2], append([][]string{
+			{"ip", "-n", n.LabNS, "link", "set", peer, "mtu", strconv.Itoa(n.MTU)},
+			{"ip", "-n", netns, "link", "set", "eth0", "mtu", strconv.Itoa(n.MTU)},
+		}, steps[2:]...)...)
 	}
 	for _, s := range steps {
 		if err := run(s[0], s[1:]...); err != nil {

@@ -32,6 +32,19 @@ type Libvirtd struct {
 	Socket string
 	// Dir is a scratch directory visible both to the test and to libvirtd (pool paths, disks).
 	Dir string
+	// Pid is the daemon's process id: nsenter -t Pid -m enters its mount namespace, where
+	// LibvirtdOptions.Private directories are its own.
+	Pid int
+}
+
+// LibvirtdOptions shape a daemon StartLibvirtdWith starts.
+type LibvirtdOptions struct {
+	// TCP also listens on TCP port 16509 on the namespace's loopback (StartRemoteLibvirtd).
+	TCP bool
+	// Private are directories that get a tmpfs of their own (128 GiB) in the daemon's mount
+	// namespace: another host's disk at the same path (a lab's libvirt.poolPath is one path for
+	// every host).
+	Private []string
 }
 
 // URI returns the connection URI for driver ("qemu:///system" → "qemu+unix:///system?socket=…",
@@ -56,7 +69,13 @@ var netnsSeq atomic.Int32
 // dnsmasq), by process id, then deletes the namespace.
 func StartLibvirtd(t testing.TB) *Libvirtd {
 	t.Helper()
-	return startLibvirtd(t, false)
+	return startLibvirtd(t, LibvirtdOptions{})
+}
+
+// StartLibvirtdWith is StartLibvirtd with options.
+func StartLibvirtdWith(t testing.TB, o LibvirtdOptions) *Libvirtd {
+	t.Helper()
+	return startLibvirtd(t, o)
 }
 
 // StartRemoteLibvirtd is StartLibvirtd with the daemon also listening on TCP port 16509 on
@@ -66,7 +85,14 @@ func StartLibvirtd(t testing.TB) *Libvirtd {
 // with a host part, so it treats the daemon as remote (uploads instead of local paths).
 func StartRemoteLibvirtd(t testing.TB) (*Libvirtd, string) {
 	t.Helper()
-	l := startLibvirtd(t, true)
+	return StartRemoteLibvirtdWith(t, LibvirtdOptions{})
+}
+
+// StartRemoteLibvirtdWith is StartRemoteLibvirtd with options (TCP is implied).
+func StartRemoteLibvirtdWith(t testing.TB, o LibvirtdOptions) (*Libvirtd, string) {
+	t.Helper()
+	o.TCP = true
+	l := startLibvirtd(t, o)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +161,7 @@ func (l *Libvirtd) dialInNS(addr string) (net.Conn, error) {
 	return r.c, r.err
 }
 
-func startLibvirtd(t testing.TB, tcp bool) *Libvirtd {
+func startLibvirtd(t testing.TB, o LibvirtdOptions) *Libvirtd {
 	t.Helper()
 	bin := Require(t, "libvirtd")
 	Require(t, "ip")
@@ -169,7 +195,7 @@ func startLibvirtd(t testing.TB, tcp bool) *Libvirtd {
 	}
 	confText := fmt.Sprintf("unix_sock_dir = %q\nauth_unix_ro = \"none\"\nauth_unix_rw = \"none\"\nunix_sock_rw_perms = \"0700\"\n", filepath.Join(dir, "run"))
 	listen := ""
-	if tcp {
+	if o.TCP {
 		confText += "listen_tls = 0\nlisten_tcp = 1\nauth_tcp = \"none\"\nlisten_addr = \"127.0.0.1\"\ntcp_port = \"16509\"\n"
 		listen = " --listen"
 	}
@@ -180,6 +206,11 @@ func startLibvirtd(t testing.TB, tcp bool) *Libvirtd {
 	script.WriteString("set -e\n")
 	for _, d := range state {
 		fmt.Fprintf(&script, "mkdir -p %s && mount -t tmpfs tmpfs %s\n", d, d)
+	}
+	// A private directory is a disk with room for a lab's thin disks (tmpfs takes memory only
+	// for what is written; preflight reads its free space).
+	for _, d := range o.Private {
+		fmt.Fprintf(&script, "mkdir -p %s && mount -t tmpfs -o size=128g,mode=0755 tmpfs %s\n", d, d)
 	}
 	fmt.Fprintf(&script, "touch /etc/libvirt/qemu.conf 2>/dev/null || true\nmount --bind %s /etc/libvirt/qemu.conf\n", qconf)
 	script.WriteString("ip link set lo up\n")
@@ -201,6 +232,7 @@ func startLibvirtd(t testing.TB, tcp bool) *Libvirtd {
 		exec.Command("ip", "netns", "del", l.NetNS).Run()
 		t.Fatalf("start libvirtd: %v", err)
 	}
+	l.Pid = cmd.Process.Pid // ip netns exec, unshare and sh exec into libvirtd: one process
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
