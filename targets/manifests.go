@@ -84,7 +84,8 @@ var mfClusterNames = []string{"namespaces", "rbac", "infrastructure", "network-c
 	"etcd-endpoints", "etcd-signer", "pull-secret"}
 
 func manifestsTargets(c *lab.Config) []*engine.Target {
-	boot := c.Bootstrap().Name
+	// The bootstrap etcd's host (a single node's master, bootstrapping in place).
+	boot := c.BootstrapHost().Name
 	var nodeNames []string
 	for _, n := range c.Nodes {
 		nodeNames = append(nodeNames, n.Name)
