@@ -97,7 +97,9 @@ func TestBootstrapInPlaceErrors(t *testing.T) {
 		{"no master Ignition", func(in *BootstrapInPlaceInput) { in.MasterIgnition = nil }, "master Ignition"},
 		{"disk", func(in *BootstrapInPlaceInput) { in.InstallationDisk = "vda" }, "not a /dev path"},
 		{"etcd not carried", func(in *BootstrapInPlaceInput) { in.Carried = in.Carried[1:] }, "not among the carried pods"},
-		{"unknown pod", func(in *BootstrapInPlaceInput) { in.Carried = append(in.Carried, CarriedPod{File: "x.yaml", As: "y.yaml"}) }, "not a static pod"},
+		{"unknown pod", func(in *BootstrapInPlaceInput) {
+			in.Carried = append(in.Carried, CarriedPod{File: "x.yaml", As: "y.yaml"})
+		}, "not a static pod"},
 		{"bootstrap's own checks", func(in *BootstrapInPlaceInput) { in.Bootstrap.CRIOPause = nil }, "pause"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
