@@ -2,6 +2,8 @@ package targets
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"slices"
 
 	"github.com/labbuild/labbuild/engine"
@@ -154,6 +156,12 @@ func libvirtTargets(c *lab.Config, restart bool) []*engine.Target {
 			Deps: deps, Reads: vmReads, Version: 1, External: true,
 			Run: func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvDomain(node, restart)) },
 			Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
+				// A dry run does not lay out a disk's record that the store could restore (a
+				// node removed and added back, a lab turned into a single node and back): the
+				// domain is made once its disk is.
+				if _, err := s.DepFile("libvirt/volume/"+node, recordFile); errors.Is(err, fs.ErrNotExist) {
+					return engine.ProbeResult{Action: engine.Create, Reason: "its disk libvirt/volume/" + node + " is made first"}, nil
+				}
 				return lvProbe(s, lvDomain(node, restart))
 			},
 			Destroy: lvDestroy,
