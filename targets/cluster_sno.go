@@ -96,6 +96,24 @@ func snoObserve(ctx context.Context, k *kube.Clients, node string) snoState {
 	return st
 }
 
+// snoPhaseName names the phase a single node is in (docs/sno.md), from the cluster's state
+// and whether cluster/bootkube and cluster/install-to-disk have finished (their records): with
+// the API down or back before the installed master joined, only the records tell the install
+// from the reboot.
+func snoPhaseName(st snoState, bootkubeDone, installDone bool) string {
+	switch {
+	case st.apiUp && st.complete && !st.handshake:
+		return "converge"
+	case st.apiUp && (st.installed || st.complete):
+		return "post-reboot"
+	case installDone:
+		return "reboot"
+	case bootkubeDone || (st.apiUp && st.handshake):
+		return "install to disk"
+	}
+	return "bootkube"
+}
+
 // shortErr is err's first line, at most 120 bytes.
 func shortErr(err error) string {
 	s := err.Error()

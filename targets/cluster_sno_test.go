@@ -126,7 +126,11 @@ func TestClusterSNOPhases(t *testing.T) {
 					return nil, errors.New("connect: connection refused (no control plane on master-0)")
 				}
 				var d net.Dialer
-				return d.DialContext(ctx, network, addr)
+				conn, err := d.DialContext(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				return &snoConn{Conn: conn, down: &apiDown}, nil
 			}
 			return cfg, nil
 		},
@@ -255,6 +259,9 @@ func TestClusterSNOPhases(t *testing.T) {
 		t.Errorf("Infrastructure status not applied (infrastructureName %q)", name)
 	}
 
+	if obs, err := ObserveCluster(ctx, c, out); err != nil || obs.SNOPhase != "reboot" {
+		t.Errorf("labbuild status while the node is down after its install: phase %q (%v), want reboot", obs.SNOPhase, err)
+	}
 	// While the node installs, a plan keeps the first two phases.
 	r, err = build(ctx, "cluster/install-to-disk")
 	if err != nil || len(r.Built) > 0 || !slices.Contains(r.UpToDate, "cluster/bootkube") {
@@ -300,10 +307,61 @@ func TestClusterSNOPhases(t *testing.T) {
 		t.Errorf("master-0 not Ready: %v", err)
 	}
 	converged.Wait()
+	if obs, err := ObserveCluster(ctx, c, out); err != nil || obs.SNOPhase != "converge" || len(obs.Nodes) != 1 || obs.Nodes[0].Kubernetes != "Ready" {
+		t.Errorf("labbuild status after cluster/done: %+v (%v); want phase converge and master-0 Ready", obs, err)
+	}
 
 	// 3. Nothing left to do.
 	r, err = build(ctx, "cluster")
 	if err != nil || len(r.Built) > 0 {
 		t.Errorf("third run executed %v (%v); want every phase kept", r.Built, err)
 	}
+}
+
+// TestSNOPhaseName: `labbuild status` names a single node's phase from the cluster's state and
+// the phases' records.
+func TestSNOPhaseName(t *testing.T) {
+	for _, tc := range []struct {
+		st                snoState
+		bootkube, install bool
+		want              string
+	}{
+		{snoState{}, false, false, "bootkube"},
+		{snoState{apiUp: true}, false, false, "bootkube"},
+		{snoState{apiUp: true, handshake: true}, false, false, "install to disk"},
+		{snoState{apiUp: true, handshake: true}, true, false, "install to disk"},
+		{snoState{}, true, false, "install to disk"},
+		{snoState{}, true, true, "reboot"},
+		{snoState{apiUp: true, handshake: true}, true, true, "reboot"},
+		{snoState{apiUp: true, handshake: true, installed: true}, true, true, "post-reboot"},
+		{snoState{apiUp: true, handshake: true, installed: true, ready: true, complete: true}, true, true, "post-reboot"},
+		{snoState{apiUp: true, installed: true, ready: true, complete: true}, true, true, "converge"},
+	} {
+		if got := snoPhaseName(tc.st, tc.bootkube, tc.install); got != tc.want {
+			t.Errorf("snoPhaseName(%+v, bootkube %v, install %v) = %q, want %q", tc.st, tc.bootkube, tc.install, got, tc.want)
+		}
+	}
+}
+
+// snoConn is a connection to the test's API that breaks, as a connection to a node whose
+// control plane stopped does, once down is set: a kept-alive connection must not outlive it.
+type snoConn struct {
+	net.Conn
+	down *atomic.Bool
+}
+
+func (c *snoConn) Read(b []byte) (int, error) {
+	if c.down.Load() {
+		c.Conn.Close()
+		return 0, errors.New("read: connection reset by peer (the node's control plane stopped)")
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *snoConn) Write(b []byte) (int, error) {
+	if c.down.Load() {
+		c.Conn.Close()
+		return 0, errors.New("write: broken pipe (the node's control plane stopped)")
+	}
+	return c.Conn.Write(b)
 }
