@@ -216,16 +216,38 @@ var RestartBackoff, MaxRestartBackoff = 10 * time.Second, 5 * time.Minute
 // kube-controller-manager, for one, exits when it starts before kube-apiserver has created the
 // RBAC it reads with (extension-apiserver-authentication), and is restarted on a real node.
 func (nd *Node) Keep(logName string, env []string, binds [][2]string, argv ...string) error {
+	_, err := nd.KeepProgram(logName, env, binds, argv...)
+	return err
+}
+
+// Kept is a program Keep runs: Stop ends it for good, as the kubelet ends a static pod's
+// container when its manifest goes or changes.
+type Kept struct {
+	stop   chan struct{}
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has exited
+}
+
+// KeepProgram is Keep, returning the program's handle.
+func (nd *Node) KeepProgram(logName string, env []string, binds [][2]string, argv ...string) (*Kept, error) {
 	cmd, err := nd.start(logName, env, binds, argv...)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	k := &Kept{stop: make(chan struct{}), cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		wait := RestartBackoff
 		for {
+			k.mu.Lock()
+			cmd, exited := k.cmd, k.exited
+			k.mu.Unlock()
 			err := cmd.Wait()
+			close(exited)
 			select {
 			case <-nd.stopped:
+				return
+			case <-k.stop:
 				return
 			case <-time.After(wait):
 			}
@@ -234,12 +256,44 @@ func (nd *Node) Keep(logName string, env []string, binds [][2]string, argv ...st
 				log.Close()
 			}
 			wait = min(2*wait, MaxRestartBackoff)
-			if cmd, err = nd.start(logName, env, binds, argv...); err != nil {
+			next, err := nd.start(logName, env, binds, argv...)
+			if err != nil {
 				return
+			}
+			k.mu.Lock()
+			k.cmd, k.exited = next, make(chan struct{})
+			k.mu.Unlock()
+			select {
+			case <-k.stop: // stopped while it restarted
+				syscall.Kill(-next.Process.Pid, syscall.SIGKILL)
+				next.Wait()
+				close(k.exited)
+				return
+			default:
 			}
 		}
 	}()
-	return nil
+	return k, nil
+}
+
+// Stop ends the program and does not start it again: SIGTERM to its process group, SIGKILL
+// after grace (the kubelet's termination grace period), and returns once it has exited.
+func (k *Kept) Stop(grace time.Duration) {
+	k.mu.Lock()
+	select {
+	case <-k.stop:
+	default:
+		close(k.stop)
+	}
+	cmd, exited := k.cmd, k.exited
+	k.mu.Unlock()
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}
 }
 
 // Run runs a Command to completion within ctx.
