@@ -363,6 +363,13 @@ func flowBootstrapUp(ctx context.Context, r *rig, nd *Node, fl *flowLog) {
 		fl.fail("bootstrap static pods: %v", err)
 		return
 	}
+	seedFlowCRDs(ctx, r, nd, fl)
+}
+
+// seedFlowCRDs stores, in the background, the kube-apiserver 1.31 stand-in's CRDs (labbuild's
+// release/crds with CEL131 rules) and the CVO stand-in's in the etcd of node nd, whose
+// control plane is the bootstrap's (flowBootstrapUp; a single node's live system, TestSNOFlow).
+func seedFlowCRDs(ctx context.Context, r *rig, nd *Node, fl *flowLog) {
 	go func() {
 		files, _ := filepath.Glob(filepath.Join(r.lab, "out", "release", "crds", "crds", "*.yaml"))
 		crds := map[string][]byte{}

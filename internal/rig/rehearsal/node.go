@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,6 +57,19 @@ func run(name string, args ...string) error {
 	return nil
 }
 
+// nodeMAC is the MAC address of a node's eth0: locally administered, from its IPv4 address
+// (02:00 and the four octets), so a node started again — a single node's reboot into its
+// installed system — keeps it, as a VM's NIC does; a new random one left the lab side's
+// neighbour entry on the old address and the node unreachable for longer than StartSSHD waits.
+func nodeMAC(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil || !a.Is4() {
+		return "02:00:00:00:00:01"
+	}
+	b := a.As4()
+	return fmt.Sprintf("02:00:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3])
+}
+
 // StartNode creates the node's network namespace netns wired as n says (a veth pair whose lab
 // end, named after the namespace, joins n.Bridge inside n.LabNS: nothing appears in the root
 // namespace), and starts the holder. Stop undoes it all.
@@ -72,7 +86,7 @@ func StartNode(name, netns, root, logDir string, n NodeNet) (*Node, error) {
 		peer = peer[:15]
 	}
 	steps := [][]string{
-		{"ip", "-n", n.LabNS, "link", "add", peer, "type", "veth", "peer", "name", "eth0", "netns", netns},
+		{"ip", "-n", n.LabNS, "link", "add", peer, "type", "veth", "peer", "name", "eth0", "address", nodeMAC(n.IP), "netns", netns},
 		{"ip", "-n", n.LabNS, "link", "set", peer, "master", n.Bridge, "up"},
 		{"ip", "-n", netns, "link", "set", "lo", "up"},
 		{"ip", "-n", netns, "addr", "add", n.IP + "/" + strconv.Itoa(n.Prefix), "dev", "eth0"},
