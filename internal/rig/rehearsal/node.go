@@ -85,6 +85,9 @@ func StartNode(name, netns, root, logDir string, n NodeNet) (*Node, error) {
 	if len(peer) > 15 {
 		peer = peer[:15]
 	}
+	// A node started again right after Stop (a single node's reboot) may find the old lab end
+	// still there: the kernel frees a deleted namespace, and the veth in it, asynchronously.
+	exec.Command("ip", "-n", n.LabNS, "link", "del", peer).Run()
 	steps := [][]string{
 		{"ip", "-n", n.LabNS, "link", "add", peer, "type", "veth", "peer", "name", "eth0", "address", nodeMAC(n.IP), "netns", netns},
 		{"ip", "-n", n.LabNS, "link", "set", peer, "master", n.Bridge, "up"},
