@@ -26,7 +26,8 @@ type Config struct {
 	Release ReleaseConfig `json:"release"`
 	Network NetworkConfig `json:"network"`
 	// Nodes lists every machine; the role decides what it runs. 1 master + 1 worker, 3 + 0
-	// (compact: masters schedulable) and 3 + 2 all work; there is exactly one bootstrap.
+	// (compact: masters schedulable) and 3 + 2 all work, with exactly one bootstrap; one
+	// master alone, with no bootstrap and no worker, is single-node OpenShift (SNO).
 	Nodes   []Node        `json:"nodes"`
 	Sizes   RoleSizes     `json:"sizes"`
 	Libvirt LibvirtConfig `json:"libvirt"`
@@ -124,6 +125,39 @@ const (
 
 // Baremetal reports whether the lab is platform: baremetal.
 func (c *Config) Baremetal() bool { return c.Platform == PlatformBaremetal }
+
+// SNO reports whether the lab is single-node OpenShift: exactly one master, no bootstrap and
+// no worker. The master bootstraps itself in place, as openshift-install's bootstrap-in-place
+// does (installer release-4.18 pkg/asset/ignition/bootstrap/bootstrap_in_place.go
+// SingleNodeBootstrapInPlace, verifyBootstrapInPlace: controlPlane.replicas 1): it first boots
+// the live image with the bootstrap's Ignition, runs the bootstrap control plane, writes its
+// master Ignition to its disk and reboots into it (docs/sno.md).
+func (c *Config) SNO() bool { return SNONodes(c.Nodes) }
+
+// SNONodes reports whether nodes are a single-node lab's (Config.SNO): one master, nothing else.
+func SNONodes(nodes []Node) bool {
+	var boot, masters, workers int
+	for _, n := range nodes {
+		switch n.Role {
+		case RoleBootstrap:
+			boot++
+		case RoleMaster:
+			masters++
+		case RoleWorker:
+			workers++
+		}
+	}
+	return boot == 0 && masters == 1 && workers == 0
+}
+
+// The single-node minimums, checked by host/preflight: OpenShift 4.18's "Installing on a
+// single node" requirements (8 vCPUs, 16 GB of RAM, 120 GB of storage), the sizes the
+// assisted installer's SNO host validation asks for as well.
+const (
+	SNOMinVCPUs     = 8
+	SNOMinMemoryMiB = 16384
+	SNOMinDiskGiB   = 120
+)
 
 // baremetalSizes are seed 001's sizes ("OCP will not install if your control plane nodes don't
 // have 12GB of RAM ... and 4 CPU cores. Workers need as much as 8GB and 2 Cores"): the
@@ -261,6 +295,12 @@ type RHCOSConfig struct {
 	ImageURL string `json:"imageURL"`
 	// ImageSHA256 is the hex sha256 of the file at ImageURL (compressed, when it is .gz).
 	ImageSHA256 string `json:"imageSHA256"`
+	// LiveISOURL, when set, overrides the live ISO a single-node lab boots first (the CoreOS
+	// stream's .architectures.x86_64.artifacts.metal.formats.iso.disk, which rhcos/live-iso
+	// reads by default): an http(s):// or file:// URL, verified by LiveISOSHA256.
+	LiveISOURL string `json:"liveISOURL,omitempty"`
+	// LiveISOSHA256 is the hex sha256 of the ISO at LiveISOURL.
+	LiveISOSHA256 string `json:"liveISOSHA256,omitempty"`
 }
 
 // HAProxyConfig configures the host load balancer.
@@ -274,6 +314,35 @@ var defaultLab []byte
 // DefaultLabYAML returns the embedded default lab config, commented, as `labbuild init` writes
 // it: the lab of openshift-the-hard-way stage 02 (cluster ocp4.example.com on 192.168.126.0/24).
 func DefaultLabYAML() []byte { return bytes.Clone(defaultLab) }
+
+// DefaultSNOLabYAML returns the default lab config for single-node OpenShift, as `labbuild
+// init --sno` writes it: the default lab with one master and no bootstrap or worker, sized at
+// the single-node minimums (SNOMinVCPUs, SNOMinMemoryMiB, SNOMinDiskGiB).
+func DefaultSNOLabYAML() []byte {
+	s := string(defaultLab)
+	for _, r := range snoEdits {
+		if !strings.Contains(s, r[0]) {
+			panic("lab: default-lab.yaml lacks " + strconv.Quote(r[0])) // the embedded file is tested
+		}
+		s = strings.Replace(s, r[0], r[1], 1)
+	}
+	return []byte(s)
+}
+
+// snoEdits turn default-lab.yaml into the single-node lab (old, new).
+var snoEdits = [][2]string{
+	{"# One bootstrap; 1+ masters; 0+ workers (3 masters and 0 workers is a compact cluster).\n",
+		"# Single-node OpenShift: one master, no bootstrap and no worker. The master boots the live ISO with\n" +
+			"# the bootstrap-in-place Ignition, installs itself to its disk and reboots as the cluster's only node\n" +
+			"# (docs/sno.md). Add a bootstrap node (and masters, workers) for the other shapes.\n"},
+	{"  - {name: bootstrap, role: bootstrap, ip: 192.168.126.100}\n", ""},
+	{"  - {name: master-1, role: master, ip: 192.168.126.102}\n", ""},
+	{"  - {name: master-2, role: master, ip: 192.168.126.103}\n", ""},
+	{"  - {name: worker-0, role: worker, ip: 192.168.126.110}\n", ""},
+	{"  - {name: worker-1, role: worker, ip: 192.168.126.111}\n", ""},
+	{"  master: {vcpus: 4, memoryMiB: 16384, diskGiB: 100}\n",
+		fmt.Sprintf("  master: {vcpus: %d, memoryMiB: %d, diskGiB: %d}   # the single-node minimums\n", SNOMinVCPUs, SNOMinMemoryMiB, SNOMinDiskGiB)},
+}
 
 // DefaultConfig returns the embedded default lab config.
 func DefaultConfig() *Config {
@@ -437,7 +506,8 @@ func (c *Config) Node(name string) Node {
 	return Node{}
 }
 
-// Bootstrap returns the bootstrap node (Validate ensures there is exactly one).
+// Bootstrap returns the bootstrap node (Validate ensures there is exactly one, or none in a
+// single-node lab: then the zero Node).
 func (c *Config) Bootstrap() Node {
 	for _, n := range c.Nodes {
 		if n.Role == RoleBootstrap {
@@ -445,6 +515,17 @@ func (c *Config) Bootstrap() Node {
 		}
 	}
 	return Node{}
+}
+
+// BootstrapHost returns the node that runs the bootstrap control plane: the bootstrap node, or
+// in a single-node lab the master, which runs it in place before it reboots as the master
+// (bootstrap-in-place). The bootstrap's etcd member, its certificates and its static pods are
+// addressed by this node's name and IP.
+func (c *Config) BootstrapHost() Node {
+	if c.SNO() {
+		return c.NodesByRole(RoleMaster)[0]
+	}
+	return c.Bootstrap()
 }
 
 // SizeOf returns node n's effective VM size: its own fields over its role's.

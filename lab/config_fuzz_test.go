@@ -35,6 +35,7 @@ func FuzzConfig(f *testing.F) {
 		}
 	}
 	f.Add(lab.DefaultLabYAML())
+	f.Add(lab.DefaultSNOLabYAML())
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := lab.ParseConfig(data, "lab.yaml")
 		if err != nil {

@@ -63,9 +63,11 @@ const (
 	HAProxy          = "haproxy"
 	HAProxyStatsPort = "haproxy.statsPort"
 
-	RHCOS            = "rhcos"
-	RHCOSImageURL    = "rhcos.imageURL"
-	RHCOSImageSHA256 = "rhcos.imageSHA256"
+	RHCOS              = "rhcos"
+	RHCOSImageURL      = "rhcos.imageURL"
+	RHCOSImageSHA256   = "rhcos.imageSHA256"
+	RHCOSLiveISOURL    = "rhcos.liveISOURL"
+	RHCOSLiveISOSHA256 = "rhcos.liveISOSHA256"
 
 	Wait                 = "wait"
 	WaitBootstrapMinutes = "wait.bootstrapMinutes"
@@ -230,6 +232,8 @@ var fields = [...]field{
 	{path: RHCOS, get: func(c *Config) any { return section(c.RHCOS) }},
 	{path: RHCOSImageURL, get: func(c *Config) any { return c.RHCOS.ImageURL }},
 	{path: RHCOSImageSHA256, get: func(c *Config) any { return c.RHCOS.ImageSHA256 }},
+	{path: RHCOSLiveISOURL, omitEmpty: true, get: func(c *Config) any { return c.RHCOS.LiveISOURL }},
+	{path: RHCOSLiveISOSHA256, omitEmpty: true, get: func(c *Config) any { return c.RHCOS.LiveISOSHA256 }},
 
 	{path: Wait, get: func(c *Config) any { return section(c.Wait) }},
 	{path: WaitBootstrapMinutes, get: func(c *Config) any { return c.Wait.BootstrapMinutes }},

@@ -283,8 +283,16 @@ func (c *Config) Validate(file string) error {
 			bad(own(NodeDiskGiB, nd.DiskGiB != 0), fmt.Sprintf("%d GiB is below 20", sz.DiskGiB), "OpenShift asks 100 GiB")
 		}
 	}
-	if roles[RoleBootstrap] != 1 {
-		bad(Nodes, fmt.Sprintf("%d bootstrap nodes", roles[RoleBootstrap]), "declare exactly one node with role bootstrap")
+	sno := roles[RoleBootstrap] == 0 && roles[RoleMaster] == 1 && roles[RoleWorker] == 0
+	if roles[RoleBootstrap] != 1 && !sno {
+		bad(Nodes, fmt.Sprintf("%d bootstrap nodes", roles[RoleBootstrap]),
+			"declare exactly one node with role bootstrap, or none with one master and no worker (single-node OpenShift: the master bootstraps in place)")
+	}
+	if sno && n.LoadBalancer != LoadBalancerHost {
+		// The installer's single node has no VIPs to move (platform none; its api and
+		// api-int name the node): keepalived would have no peer ever, and Metal3 no worker.
+		bad(NetworkLoadBalancer, fmt.Sprintf("single-node OpenShift (one master, no bootstrap, no worker) runs with network.loadBalancer: host, not %q", n.LoadBalancer),
+			"set network.loadBalancer: host (labbuild's haproxy holds the VIPs on the lab bridge), or declare a bootstrap node")
 	}
 	if roles[RoleMaster] != 1 && roles[RoleMaster] != 3 {
 		bad(Nodes, fmt.Sprintf("%d masters", roles[RoleMaster]), "declare 1 or 3 nodes with role master (etcd needs an odd count)")
@@ -330,6 +338,15 @@ func (c *Config) Validate(file string) error {
 	}
 	if c.PKI.RenewPercent < 1 || c.PKI.RenewPercent > 90 {
 		bad(PKIRenewPercent, fmt.Sprintf("%d", c.PKI.RenewPercent), "a percentage between 1 and 90 (default 25)")
+	}
+	switch u, err := url.Parse(c.RHCOS.LiveISOURL); {
+	case c.RHCOS.LiveISOURL == "" && c.RHCOS.LiveISOSHA256 != "":
+		bad(RHCOSLiveISOURL, "is empty while rhcos.liveISOSHA256 is set", "name the ISO the checksum belongs to, or clear both")
+	case c.RHCOS.LiveISOURL == "":
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "file"):
+		bad(RHCOSLiveISOURL, fmt.Sprintf("%q is not an http(s):// or file:// URL", c.RHCOS.LiveISOURL), "use the metal iso URL of the CoreOS stream metadata")
+	case !rhcosSHA256.MatchString(c.RHCOS.LiveISOSHA256):
+		bad(RHCOSLiveISOSHA256, fmt.Sprintf("%q is not 64 hex digits", c.RHCOS.LiveISOSHA256), "copy the ISO's sha256 from the CoreOS stream metadata (no unverified downloads)")
 	}
 	switch u, err := url.Parse(c.RHCOS.ImageURL); {
 	case c.RHCOS.ImageURL == "" && c.RHCOS.ImageSHA256 != "":

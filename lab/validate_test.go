@@ -63,6 +63,11 @@ func TestValidateNamesFieldAndFix(t *testing.T) {
 		{"no masters", "nodes:\n  - {name: bootstrap, role: bootstrap, ip: 192.168.126.100}\n  - {name: worker-0, role: worker, ip: 192.168.126.110}\n", "nodes", "0 masters"},
 		{"no API VIP", "network: {apiVIP: \"\"}", "network.apiVIP", "not an IPv4 address"},
 		{"stats port", "haproxy: {statsPort: 70000}", "haproxy.statsPort", "not a port"},
+		{"no bootstrap with three masters", "nodes:\n  - {name: m0, role: master, ip: 192.168.126.101}\n  - {name: m1, role: master, ip: 192.168.126.102}\n  - {name: m2, role: master, ip: 192.168.126.103}\n", "nodes", "0 bootstrap nodes"},
+		{"no bootstrap with a worker", "nodes:\n  - {name: m0, role: master, ip: 192.168.126.101}\n  - {name: w0, role: worker, ip: 192.168.126.110}\n", "nodes", "0 bootstrap nodes"},
+		{"single node in-cluster", "network: {loadBalancer: in-cluster}\nnodes:\n  - {name: m0, role: master, ip: 192.168.126.101}\n", "network.loadBalancer", "single-node OpenShift"},
+		{"live ISO unverified", "rhcos: {liveISOURL: \"https://example.com/rhcos-live.x86_64.iso\"}", "rhcos.liveISOSHA256", "not 64 hex digits"},
+		{"live ISO checksum alone", "rhcos: {liveISOSHA256: \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}", "rhcos.liveISOURL", "is empty"},
 		{"space in a node name", strings.Replace(nodes("192.168.126.102", "master-1"), "name: worker-0", "name: \"a b\"", 1), "nodes.a b.name", "not a DNS label"},
 	}
 	for _, tt := range tests {
@@ -249,5 +254,51 @@ func TestPlatformBaremetalConfig(t *testing.T) {
 				t.Errorf("sizes master %+v worker %+v, want %+v %+v", c.Sizes.Master, c.Sizes.Worker, tc.master, tc.worker)
 			}
 		})
+	}
+}
+
+// TestSNOShape: one master with no bootstrap and no worker is single-node OpenShift; the
+// master then hosts the bootstrap control plane (BootstrapHost). `labbuild init --sno`'s lab
+// validates and is sized at the single-node minimums.
+func TestSNOShape(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		yaml string
+		sno  bool
+		host string
+	}{
+		{"default", "", false, "bootstrap"},
+		{"one master alone", "nodes:\n  - {name: m0, role: master, ip: 192.168.126.101}\n", true, "m0"},
+		{"one master with a bootstrap", "nodes:\n  - {name: b, role: bootstrap, ip: 192.168.126.100}\n  - {name: m0, role: master, ip: 192.168.126.101}\n", false, "b"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig([]byte(tt.yaml), "lab.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Validate("lab.yaml"); err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			if c.SNO() != tt.sno || c.BootstrapHost().Name != tt.host {
+				t.Errorf("SNO() = %v, BootstrapHost() = %q; want %v, %q", c.SNO(), c.BootstrapHost().Name, tt.sno, tt.host)
+			}
+		})
+	}
+	c, err := ParseConfig(DefaultSNOLabYAML(), "lab.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate("lab.yaml"); err != nil {
+		t.Fatalf("init --sno's lab: %v", err)
+	}
+	m := c.NodesByRole(RoleMaster)
+	if !c.SNO() || len(m) != 1 || m[0].Name != "master-0" {
+		t.Fatalf("init --sno's lab is not one master-0 alone: %+v", c.Nodes)
+	}
+	if sz := c.SizeOf(m[0]); sz.VCPUs != SNOMinVCPUs || sz.MemoryMiB != SNOMinMemoryMiB || sz.DiskGiB != SNOMinDiskGiB {
+		t.Errorf("init --sno's master is %+v, want the single-node minimums", sz)
+	}
+	if !strings.Contains(string(DefaultSNOLabYAML()), "docs/sno.md") {
+		t.Errorf("init --sno's lab does not point at docs/sno.md")
 	}
 }

@@ -168,6 +168,9 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 		}
 		return out
 	}
+	if c.SNO() {
+		return clusterSNOTargets(c, opt) // cluster_sno.go: bootstrap in place
+	}
 	var ts []*engine.Target
 	install := func(role string) []string {
 		var out []string
@@ -320,7 +323,7 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 		},
 		clusterJoin("cluster/masters", "masters on; their CSRs approved; every master Ready",
 			append([]string{adminKubeconfig, "cluster/bootstrap"}, opt(install(lab.RoleMaster)...)...),
-			lab.WaitMastersMinutes, masterNames, nodeReads(masters), "master", joinsIn(workerNames, "cluster/workers"), true),
+			lab.WaitMastersMinutes, masterNames, nodeReads(masters), "master", joinsIn(workerNames, "cluster/workers"), joinStart),
 		&engine.Target{
 			Name:     "cluster/etcd",
 			Doc:      "etcd running on every master; then kube-system/bootstrap status=complete (bootstrap member removed)",
@@ -375,35 +378,8 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 			},
 		},
 		clusterWorkers(c, append([]string{adminKubeconfig, "cluster/pivot"}, opt(append(install(lab.RoleWorker), metal3Deps...)...)...), workerNames, nodeReads(workers)),
-		&engine.Target{
-			Name:     "cluster/converge",
-			Doc:      "every ClusterOperator Available and not Degraded; ClusterVersion Available",
-			Deps:     []string{adminKubeconfig, "cluster/pivot", "cluster/workers"},
-			Reads:    append(slices.Clone(clusterReads), lab.WaitConvergeMinutes),
-			Version:  1,
-			External: true,
-			Run:      clusterConverge,
-			Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
-				k, err := clusterClients(s)
-				if err != nil {
-					return engine.ProbeResult{}, err
-				}
-				cv, err := kube.Converged(ctx, k.Dynamic)
-				if err != nil || !cv.Done() {
-					return engine.ProbeResult{Action: engine.Update, Reason: cv.String() + errText(err)}, nil
-				}
-				return engine.ProbeResult{Action: engine.Keep}, nil
-			},
-		},
-		&engine.Target{
-			Name:     "cluster/done",
-			Doc:      "prints the console URL and where the kubeadmin password and admin kubeconfig are",
-			Deps:     append([]string{adminKubeconfig, "cluster/converge"}, opt(clusterKubeadmin, "host/dns")...),
-			Reads:    []string{lab.ClusterName, lab.ClusterBaseDomain},
-			Version:  1,
-			External: true,
-			Run:      clusterDone,
-		},
+		clusterConvergeTarget([]string{adminKubeconfig, "cluster/pivot", "cluster/workers"}),
+		clusterDoneTarget(opt),
 	)
 	// A lab on several hosts: a phase that powers VMs reaches each on its own host.
 	if place := clusterPlacementReads(c); len(place) > 0 {
@@ -414,6 +390,44 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 		}
 	}
 	return ts
+}
+
+// clusterConvergeTarget declares cluster/converge after deps.
+func clusterConvergeTarget(deps []string) *engine.Target {
+	return &engine.Target{
+		Name:     "cluster/converge",
+		Doc:      "every ClusterOperator Available and not Degraded; ClusterVersion Available",
+		Deps:     deps,
+		Reads:    append(slices.Clone(clusterReads), lab.WaitConvergeMinutes),
+		Version:  1,
+		External: true,
+		Run:      clusterConverge,
+		Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
+			k, err := clusterClients(s)
+			if err != nil {
+				return engine.ProbeResult{}, err
+			}
+			cv, err := kube.Converged(ctx, k.Dynamic)
+			if err != nil || !cv.Done() {
+				return engine.ProbeResult{Action: engine.Update, Reason: cv.String() + errText(err)}, nil
+			}
+			return engine.ProbeResult{Action: engine.Keep}, nil
+		},
+	}
+}
+
+// clusterDoneTarget declares cluster/done; opt filters the upstreams of other families to
+// those declared.
+func clusterDoneTarget(opt func(...string) []string) *engine.Target {
+	return &engine.Target{
+		Name:     "cluster/done",
+		Doc:      "prints the console URL and where the kubeadmin password and admin kubeconfig are",
+		Deps:     append([]string{adminKubeconfig, "cluster/converge"}, opt(clusterKubeadmin, "host/dns")...),
+		Reads:    []string{lab.ClusterName, lab.ClusterBaseDomain},
+		Version:  1,
+		External: true,
+		Run:      clusterDone,
+	}
 }
 
 // clusterMetal3Node reports whether n is a host the cluster's Metal3 provisions: a worker on
@@ -435,8 +449,8 @@ func clusterMetal3Node(c *lab.Config, n lab.Node) bool {
 func clusterWorkers(c *lab.Config, deps []string, workers, reads []string) *engine.Target {
 	if !c.Baremetal() {
 		return clusterJoin("cluster/workers", "workers on; their CSRs approved; every worker Ready (none in a compact cluster)",
-			deps, lab.WaitWorkersMinutes, workers, reads, "worker", nil, true)
+			deps, lab.WaitWorkersMinutes, workers, reads, "worker", nil, joinStart)
 	}
 	return clusterJoin("cluster/workers", "workers provisioned by Metal3 through the BMC (platform baremetal); their CSRs approved; every worker Ready",
-		deps, lab.WaitWorkersMinutes, workers, append(reads, lab.Platform), "worker", nil, false)
+		deps, lab.WaitWorkersMinutes, workers, append(reads, lab.Platform), "worker", nil, joinMetal3)
 }

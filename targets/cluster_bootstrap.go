@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/lab"
@@ -82,7 +83,17 @@ func clusterBootstrap(ctx context.Context, s *engine.Step, bootstrap string, mas
 		return err
 	}
 
-	// CRDs first (release/crds), then the cluster manifests in name order, as bootkube does.
+	if err := clusterApplyBootstrap(ctx, s, k, timeout); err != nil {
+		return err
+	}
+	return clusterRecord(s, map[string]any{"bootstrapped": true})
+}
+
+// clusterApplyBootstrap applies the payload CRDs (release/crds) and then the cluster manifests
+// (manifests/bootstrap) in name order, as bootkube does, retrying the whole set until it goes
+// through, and waits for the cluster-version-operator to report: cluster/bootstrap's work once
+// the API answers, and a single node's cluster/bootkube's.
+func clusterApplyBootstrap(ctx context.Context, s *engine.Step, k *kube.Clients, timeout time.Duration) error {
 	files := map[string][]byte{}
 	for _, src := range []struct{ dep, dir, prefix string }{{clusterCRDs, "crds/", "0-crds/"}, {clusterManifests, "manifests/", "1-manifests/"}} {
 		rels, err := s.DepFiles(src.dep)
@@ -131,16 +142,30 @@ func clusterBootstrap(ctx context.Context, s *engine.Step, bootstrap string, mas
 		return err
 	}
 	s.Logf("applied %d objects from %d files; CVO: %s", applied, len(files), r.Status)
-	return clusterRecord(s, map[string]any{"bootstrapped": true})
+	return nil
 }
+
+// joinMode is how a join phase gets its nodes running.
+type joinMode int
+
+const (
+	// joinStart powers the nodes' VMs on (cluster/masters, cluster/workers).
+	joinStart joinMode = iota
+	// joinMetal3 starts nothing: Metal3 powers the nodes on through the BMC (platform
+	// baremetal's workers).
+	joinMetal3
+	// joinRunning starts nothing: the node runs already (a single node after its reboot,
+	// cluster/post-reboot/approve).
+	joinRunning
+)
 
 // clusterJoin declares a phase that powers nodes on, approves their CSRs and waits until they
 // are all Ready: cluster/masters and cluster/workers. later maps the lab's nodes that join in a
 // later phase to that phase: their CSRs, when seen early (a rerun, a VM started by hand), are
-// left pending for it and logged so, not as a stranger's refused request. start false: the
-// phase powers nothing on (platform baremetal's workers, which Metal3 starts through the BMC)
-// and only approves and waits.
-func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, nodeReads []string, role string, later map[string]string, start bool) *engine.Target {
+// left pending for it and logged so, not as a stranger's refused request. mode says whether
+// the phase powers the nodes on or only approves and waits.
+func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, nodeReads []string, role string, later map[string]string, mode joinMode) *engine.Target {
+	start := mode == joinStart
 	return &engine.Target{
 		Name:     name,
 		Doc:      doc,
@@ -187,7 +212,7 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 			}
 			inspect := "oc get csr; oc get nodes -l node-role.kubernetes.io/" + role
 			what := fmt.Sprintf("%d %s nodes Ready (%s), approving their CSRs", len(want), role, strings.Join(want, ", "))
-			if !start {
+			if mode == joinMetal3 {
 				what = fmt.Sprintf("Metal3 to provision %d %s nodes through the BMC and each to be Ready (%s), approving their CSRs", len(want), role, strings.Join(want, ", "))
 				inspect = "oc get baremetalhosts -n openshift-machine-api; " + inspect
 				s.Logf("the %s nodes are BareMetalHosts: the cluster's Metal3 powers them on through the BMC, labbuild starts none", role)

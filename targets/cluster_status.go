@@ -109,6 +109,10 @@ type ClusterObservation struct {
 	Operators *kube.Convergence
 	// Nodes are the lab's nodes, in lab.yaml's order.
 	Nodes []ClusterNodeObservation
+	// SNOPhase is, in a single-node lab, the phase its node is in as the cluster and the
+	// phases' records say (snoPhaseName: "bootkube", "install to disk", "reboot",
+	// "post-reboot", "converge"); "" in any other lab.
+	SNOPhase string
 }
 
 // ClusterCVO is the CVO's progress: whether it reports yet, and its one-line status.
@@ -195,6 +199,14 @@ func ObserveCluster(ctx context.Context, c *lab.Config, outDir string) (*Cluster
 				ready[n] = "NotReady or absent"
 			}
 		}
+	}
+	if c.SNO() {
+		st := snoObserve(ctx, k, clusterNodeName(c.NodesByRole(lab.RoleMaster)[0].Name, domain))
+		recorded := func(phase string) bool {
+			_, err := os.Stat(filepath.Join(outDir, filepath.FromSlash(phase), recordFile))
+			return err == nil
+		}
+		obs.SNOPhase = snoPhaseName(st, recorded("cluster/bootkube"), recorded("cluster/install-to-disk"))
 	}
 	for _, n := range c.Nodes {
 		vm := "unknown"

@@ -126,7 +126,7 @@ func hostTargets(c *lab.Config) []*engine.Target {
 	reads = append(reads, multiHostReads(c, lab.Hosts, lab.VXLAN)...)
 	pre := &engine.Target{
 		Name: hostPreflight,
-		Doc:  "checks libvirtd, /dev/kvm, memory, pool disk space, pull secret auths and IP forwarding before anything is created; every failure at once, with its fix",
+		Doc:  "checks libvirtd, /dev/kvm, memory, pool disk space, a single node's size, pull secret auths and IP forwarding before anything is created; every failure at once, with its fix",
 		Deps: []string{"release/image-references"}, Reads: reads, Files: []string{lab.AccessPullSecretFile},
 		Version: 2, External: true, Gate: true,
 		Run: func(ctx context.Context, s *engine.Step) error {
@@ -203,6 +203,20 @@ func hostChecks(s *engine.Step) (passed []string, fails []hostFail, warns []stri
 	}
 	ok := func(name string) { passed = append(passed, name) }
 	fail := func(what, fix string) { fails = append(fails, hostFail{what, fix}) }
+	if lab.SNONodes(nodes) {
+		// The installer's single-node minimum: the one node runs the control plane, ingress
+		// and every operator (OpenShift 4.18 "Installing on a single node": 8 vCPUs, 16 GB of
+		// RAM, 120 GB of storage).
+		n := nodes[0]
+		if sz := sizes.Of(n); sz.VCPUs < lab.SNOMinVCPUs || sz.MemoryMiB < lab.SNOMinMemoryMiB || sz.DiskGiB < lab.SNOMinDiskGiB {
+			fail(fmt.Sprintf("single-node OpenShift: %s has %d vCPUs, %d MiB of memory and a %d GiB disk, below the minimum of %d vCPUs, %d MiB and %d GiB",
+				n.Name, sz.VCPUs, sz.MemoryMiB, sz.DiskGiB, lab.SNOMinVCPUs, lab.SNOMinMemoryMiB, lab.SNOMinDiskGiB),
+				fmt.Sprintf("set sizes.master to {vcpus: %d, memoryMiB: %d, diskGiB: %d} or more in %s (the disk is thin: it takes only what the node writes)",
+					lab.SNOMinVCPUs, lab.SNOMinMemoryMiB, lab.SNOMinDiskGiB, s.ConfigFile()))
+		} else {
+			ok("single-node size")
+		}
+	}
 
 	u, perr := url.Parse(uri)
 	test := perr == nil && strings.HasPrefix(u.Scheme, "test") // test:///default, test+unix://...: objects only

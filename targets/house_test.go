@@ -86,7 +86,8 @@ var rooms = map[string][]string{
 	"internal/rig/repo":               {},
 	"internal/rig/payload":            {},
 	"internal/rig/testenv":            {"internal/rig/repo", "internal/rig/payload", "render/"},
-	"internal/rig/rehearsal":          {"lab", "render/", "targets/"},
+	"internal/rig/rehearsal":          {"lab", "render/", "targets/", "internal/rig/isofs"},
+	"internal/rig/isofs":              {}, // the live ISO stand-in: ISO 9660 images with karg areas
 	"internal/rig/standin/mco":        {"render/"},
 	"internal/rig/standin/runtimecfg": {"render/"},
 }

@@ -25,8 +25,9 @@ import (
 //     kubeconfig for the apply step, pull secret, SSH key, hostname and static network.
 //   - ignition/master-N, ignition/worker-N: render/ignition.Node over mco/base/<role> (the
 //     rendered pool config) plus what the Machine Config Server adds, the kubelet bootstrap
-//     kubeconfig, /etc/kubernetes/ca.crt, pull secret, SSH key, hostname, static network and,
-//     on masters, the kube-proxy static pod. Additions replace entries by path.
+//     kubeconfig, /etc/kubernetes/ca.crt, SSH key, hostname, static network and, on masters,
+//     the kube-proxy static pod. Additions replace entries by path; none replaces a file of
+//     the rendered config (the machine-config daemon checks those on first boot).
 //
 // Each target reads only its own node's fields, so a change to master-1's IP rebuilds
 // ignition/master-1 and (through the etcd and kube-apiserver certificates)
@@ -94,14 +95,22 @@ func ignAccess(s *engine.Step) (pull []byte, sshKey string, err error) {
 	if err = lab.CheckPullSecret(pull, lab.AccessPullSecretFile); err != nil {
 		return nil, "", err
 	}
+	if sshKey, err = ignSSHKey(s); err != nil {
+		return nil, "", err
+	}
+	return bytes.TrimSpace(pull), sshKey, nil
+}
+
+// ignSSHKey reads and checks the SSH key file.
+func ignSSHKey(s *engine.Step) (string, error) {
 	key, err := s.File(lab.AccessSSHKeyFile)
 	if err != nil {
-		return nil, "", err
+		return "", err
 	}
 	if err = lab.CheckSSHKey(key, lab.AccessSSHKeyFile); err != nil {
-		return nil, "", err
+		return "", err
 	}
-	return bytes.TrimSpace(pull), strings.TrimSpace(string(key)), nil
+	return strings.TrimSpace(string(key)), nil
 }
 
 // ignWrite writes <node>.ign (0600) and logs its size.
@@ -110,7 +119,13 @@ func ignWrite(s *engine.Step, node string, raw []byte, files, units int) error {
 	return s.WriteFile(node+".ign", raw, 0o600)
 }
 
-// ignNodeTarget declares ignition/<node> for a master or worker.
+// ignNodeTarget declares ignition/<node> for a master or worker. It does not read the pull
+// secret: /var/lib/kubelet/config.json is the rendered config's own file, as the real
+// machine-config-server serves it (MCO release-4.18 pkg/server/server.go getAppenders adds no
+// pull secret; templates/common/_base/files/pull-secret.yaml renders json.Compact of the
+// cluster's pull secret plus a newline, which mco/inputs gives the bootstrap render already
+// merged with the mirror's auth). Replacing it made every node Degraded on first boot
+// (issue 38 #1); render/ignition.Node refuses a config the daemon would refuse.
 func ignNodeTarget(c *lab.Config, n lab.Node) *engine.Target {
 	name, role := n.Name, n.Role
 	base := "mco/base/" + role
@@ -121,10 +136,10 @@ func ignNodeTarget(c *lab.Config, n lab.Node) *engine.Target {
 	return &engine.Target{
 		Name:    "ignition/" + name,
 		Doc:     "the " + role + " " + name + "'s Ignition: rendered " + role + " pool config + MCS files, network, hostname, SSH key" + map[bool]string{true: ", kube-proxy", false: ""}[role == lab.RoleMaster],
-		Deps:    append(deps, mirrorClusterDeps(c, "mirror/credentials")...),
-		Reads:   addReads(ignNodeReads(c, name), mirrorClusterReads(c)...),
-		Files:   []string{lab.AccessPullSecretFile, lab.AccessSSHKeyFile},
-		Version: 1,
+		Deps:    deps,
+		Reads:   ignNodeReads(c, name),
+		Files:   []string{lab.AccessSSHKeyFile},
+		Version: 2,
 		OutDir:  ignOutDir,
 		Run: func(ctx context.Context, s *engine.Step) error {
 			in := ignition.NodeInput{}
@@ -132,11 +147,8 @@ func ignNodeTarget(c *lab.Config, n lab.Node) *engine.Target {
 			if in.Hostname, in.Network, err = ignNodeNet(s, name); err != nil {
 				return err
 			}
-			if in.PullSecret, in.SSHKey, err = ignAccess(s); err != nil {
+			if in.SSHKey, err = ignSSHKey(s); err != nil {
 				return err
-			}
-			if in.PullSecret, err = mirrorPullSecret(c, s, in.PullSecret); err != nil { // targets/mirror.go
-				return fmt.Errorf("%s: %w", s.Target().Name, err)
 			}
 			if in.RenderedMachineConfig, err = s.DepFile(base, "machineconfig.yaml"); err != nil {
 				return err
@@ -176,79 +188,19 @@ func ignNodeTarget(c *lab.Config, n lab.Node) *engine.Target {
 // mode it also places the localhost admin kubeconfig at /etc/kubernetes/kubeconfig, where the
 // MCO's on-prem pods read it (bootkube.sh: `cp auth/kubeconfig-loopback /etc/kubernetes/kubeconfig`).
 func ignBootstrapTarget(c *lab.Config, boot string) *engine.Target {
-	inCluster := c.InCluster()
-	deps := []string{"manifests/bootstrap"}
-	seen := map[string]bool{"manifests/bootstrap": true}
-	for _, f := range append(append([]manifests.NodeFile{}, manifests.BootstrapTLSPaths...), manifests.BootstrapKubeconfigPaths...) {
-		if !seen[f.Target] {
-			seen[f.Target] = true
-			deps = append(deps, f.Target)
-		}
-	}
-	// The apply step uses the localhost admin kubeconfig the control plane pods already get
-	// (BootstrapKubeconfigPaths); Bootstrap refuses a path that is not among the files.
-	applyKubeconfig := manifests.KubeconfigsDir + "/localhost.kubeconfig"
 	return &engine.Target{
 		Name: "ignition/bootstrap",
 		Doc: "the bootstrap node's Ignition: standalone kubelet, static pods, TLS files, kubeconfigs, CRDs and cluster manifests, " +
 			"CRI-O pause drop-in, pull secret, SSH key, hostname, network",
-		Deps:    append(append(deps, mirrorClusterDeps(c, append(mirrorSourceDeps, "mirror/credentials")...)...), trustDeps(c)...),
+		Deps:    ignBootstrapDeps(c),
 		Reads:   addReads(ignNodeReads(c, boot), mirrorClusterReads(c)...),
 		Files:   []string{lab.AccessPullSecretFile, lab.AccessSSHKeyFile},
 		Version: 1,
 		OutDir:  ignOutDir,
 		Run: func(ctx context.Context, s *engine.Step) error {
-			in := ignition.BootstrapInput{ApplyKubeconfig: applyKubeconfig}
-			var err error
-			if in.Hostname, in.Network, err = ignNodeNet(s, boot); err != nil {
-				return err
-			}
-			if in.PullSecret, in.SSHKey, err = ignAccess(s); err != nil {
-				return err
-			}
-			tree, err := s.DepFiles("manifests/bootstrap")
+			in, err := ignBootstrapInput(c, s, boot)
 			if err != nil {
 				return err
-			}
-			for _, rel := range tree {
-				b, err := s.DepFile("manifests/bootstrap", rel)
-				if err != nil {
-					return err
-				}
-				dir, file := path.Split(rel)
-				switch {
-				case dir == "static-pods/":
-					in.StaticPods = append(in.StaticPods, ignition.File{Path: manifests.StaticPodDir + "/" + file, Mode: ignition.ModeFile, Contents: b})
-				case strings.HasPrefix(rel, "resources/"): // in-cluster VIPs: boot-time templates
-					in.Files = append(in.Files, ignition.File{Path: ignition.BootstrapStaticPodResources + "/" + strings.TrimPrefix(rel, "resources/"), Mode: ignition.ModeFile, Contents: b})
-				case rel == "crio/00-pause.conf":
-					in.CRIOPause = b
-				case dir == "manifests/":
-					mode, err := ignDepMode(s, "manifests/bootstrap", rel)
-					if err != nil {
-						return err
-					}
-					in.Files = append(in.Files, ignition.File{Path: manifests.ManifestsDir + "/" + file, Mode: mode, Contents: b})
-				default:
-					return fmt.Errorf("%s: manifests/bootstrap output %q has no place on the bootstrap node (want static-pods/, manifests/, resources/ or crio/00-pause.conf)", s.Target().Name, rel)
-				}
-			}
-			nodeFiles := append(append([]manifests.NodeFile{}, manifests.BootstrapTLSPaths...), manifests.BootstrapKubeconfigPaths...)
-			for _, f := range nodeFiles {
-				b, err := s.DepFile(f.Target, f.File)
-				if err != nil {
-					return err
-				}
-				in.Files = append(in.Files, ignition.File{Path: f.Path, Mode: int(f.Mode.Perm()), Contents: b})
-				if inCluster && f.Path == applyKubeconfig {
-					in.Files = append(in.Files, ignition.File{Path: vipBootstrapKubeconfig, Mode: ignition.ModeSecret, Contents: b})
-				}
-			}
-			if err := mirrorBootstrapInput(c, s, &in); err != nil { // targets/mirror.go
-				return fmt.Errorf("%s: %w", s.Target().Name, err)
-			}
-			if err := trustBootstrapInput(c, s, &in); err != nil {
-				return fmt.Errorf("%s: %w", s.Target().Name, err)
 			}
 			res, err := ignition.Bootstrap(in)
 			if err != nil {
@@ -258,6 +210,87 @@ func ignBootstrapTarget(c *lab.Config, boot string) *engine.Target {
 		},
 	}
 }
+
+// ignApplyKubeconfig is the node path of the kubeconfig the bootstrap's apply step uses: the
+// localhost admin kubeconfig the control plane pods already get (BootstrapKubeconfigPaths);
+// Bootstrap refuses a path that is not among the files.
+const ignApplyKubeconfig = manifests.KubeconfigsDir + "/localhost.kubeconfig"
+
+// ignBootstrapDeps are the upstreams of the bootstrap's config: manifests/bootstrap, every
+// target of its TLS files and kubeconfigs, the mirror's and the trust bundle's.
+func ignBootstrapDeps(c *lab.Config) []string {
+	deps := []string{"manifests/bootstrap"}
+	seen := map[string]bool{"manifests/bootstrap": true}
+	for _, f := range append(append([]manifests.NodeFile{}, manifests.BootstrapTLSPaths...), manifests.BootstrapKubeconfigPaths...) {
+		if !seen[f.Target] {
+			seen[f.Target] = true
+			deps = append(deps, f.Target)
+		}
+	}
+	return append(append(deps, mirrorClusterDeps(c, append(mirrorSourceDeps, "mirror/credentials")...)...), trustDeps(c)...)
+}
+
+// ignBootstrapInput assembles the bootstrap config of node boot (the bootstrap node, or a
+// single node's master) from its declared upstreams and reads.
+func ignBootstrapInput(c *lab.Config, s *engine.Step, boot string) (ignition.BootstrapInput, error) {
+	inCluster := c.InCluster()
+	in := ignition.BootstrapInput{ApplyKubeconfig: ignApplyKubeconfig}
+	var err error
+	if in.Hostname, in.Network, err = ignNodeNet(s, boot); err != nil {
+		return in, err
+	}
+	if in.PullSecret, in.SSHKey, err = ignAccess(s); err != nil {
+		return in, err
+	}
+	tree, err := s.DepFiles("manifests/bootstrap")
+	if err != nil {
+		return in, err
+	}
+	for _, rel := range tree {
+		b, err := s.DepFile("manifests/bootstrap", rel)
+		if err != nil {
+			return in, err
+		}
+		dir, file := path.Split(rel)
+		switch {
+		case dir == "static-pods/":
+			in.StaticPods = append(in.StaticPods, ignition.File{Path: manifests.StaticPodDir + "/" + file, Mode: ignition.ModeFile, Contents: b})
+		case strings.HasPrefix(rel, "resources/"): // in-cluster VIPs: boot-time templates
+			in.Files = append(in.Files, ignition.File{Path: ignition.BootstrapStaticPodResources + "/" + strings.TrimPrefix(rel, "resources/"), Mode: ignition.ModeFile, Contents: b})
+		case rel == "crio/00-pause.conf":
+			in.CRIOPause = b
+		case dir == "manifests/":
+			mode, err := ignDepMode(s, "manifests/bootstrap", rel)
+			if err != nil {
+				return in, err
+			}
+			in.Files = append(in.Files, ignition.File{Path: manifests.ManifestsDir + "/" + file, Mode: mode, Contents: b})
+		default:
+			return in, fmt.Errorf("%s: manifests/bootstrap output %q has no place on the bootstrap node (want static-pods/, manifests/, resources/ or crio/00-pause.conf)", s.Target().Name, rel)
+		}
+	}
+	nodeFiles := append(append([]manifests.NodeFile{}, manifests.BootstrapTLSPaths...), manifests.BootstrapKubeconfigPaths...)
+	for _, f := range nodeFiles {
+		b, err := s.DepFile(f.Target, f.File)
+		if err != nil {
+			return in, err
+		}
+		in.Files = append(in.Files, ignition.File{Path: f.Path, Mode: int(f.Mode.Perm()), Contents: b})
+		if inCluster && f.Path == ignApplyKubeconfig {
+			in.Files = append(in.Files, ignition.File{Path: vipBootstrapKubeconfig, Mode: ignition.ModeSecret, Contents: b})
+		}
+	}
+	if err := mirrorBootstrapInput(c, s, &in); err != nil { // targets/mirror.go
+		return in, fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	if err := trustBootstrapInput(c, s, &in); err != nil {
+		return in, fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	return in, nil
+}
+
+// IgnBootstrapInPlace is the single node's live-ISO Ignition target (ignition_sno.go).
+const IgnBootstrapInPlace = "ignition/bootstrap-in-place"
 
 // ignDepMode returns the node mode of an upstream file: 0600 when the upstream wrote it
 // private (Secrets), 0644 otherwise.
@@ -285,6 +318,9 @@ func ignitionTargets(c *lab.Config) []*engine.Target {
 		case lab.RoleMaster, lab.RoleWorker:
 			ts = append(ts, ignNodeTarget(c, n))
 		}
+	}
+	if c.SNO() {
+		ts = append(ts, ignBootstrapInPlaceTarget(c, c.BootstrapHost().Name))
 	}
 	return ts
 }

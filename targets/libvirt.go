@@ -2,6 +2,8 @@ package targets
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"slices"
 
 	"github.com/labbuild/labbuild/engine"
@@ -138,14 +140,20 @@ func libvirtTargets(c *lab.Config, restart bool) []*engine.Target {
 		// domain has no Ignition (openshift-install likewise creates only the masters; the
 		// workers are BareMetalHosts). docs/baremetal.md.
 		metal3 := c.Baremetal() && n.Role == lab.RoleWorker
+		// A single node installs RHCOS to an empty disk from its live ISO (docs/sno.md).
+		sno := c.SNO() && n.Role == lab.RoleMaster
 		volDeps := []string{pool}
-		if metal3 {
+		volDoc := "thin qcow2 disk of " + node + " in the lab pool (over the RHCOS image)"
+		switch {
+		case metal3:
 			volReads = append(volReads, lab.Platform)
-		} else {
+		case sno:
+			volDoc = "empty thin qcow2 disk of " + node + " in the lab pool (the single node installs RHCOS to it from the live ISO)"
+		default:
 			volDeps = append(volDeps, "rhcos/image")
 		}
 		ts = append(ts, &engine.Target{
-			Name: "libvirt/volume/" + node, Doc: "thin qcow2 disk of " + node + " in the lab pool (over the RHCOS image)",
+			Name: "libvirt/volume/" + node, Doc: volDoc,
 			Deps: volDeps, Reads: volReads, Version: 1, External: true,
 			Run: func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvVolume(node)) },
 			Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
@@ -174,17 +182,30 @@ func libvirtTargets(c *lab.Config, restart bool) []*engine.Target {
 			// The VM's link reaches the lab network (DNS, DHCP, the VIPs) through the tunnel.
 			deps = append(deps, "vxlan/"+c.HostOf(n).Name)
 		}
-		if ignition["ignition/"+node] && !metal3 {
+		vmDoc := "libvirt domain <cluster>-" + node + " (virtio disk and NIC, serial console, VNC; Ignition via fw_cfg)"
+		switch {
+		case sno:
+			// The live ISO in a CD-ROM behind the empty disk (boot order hd, cdrom): the first
+			// boot falls through to the ISO, every boot after the install starts from the disk.
+			deps = append(deps, IgnBootstrapInPlace, "rhcos/live-iso")
+			vmDoc = "libvirt domain <cluster>-" + node + " (virtio disk and NIC, serial console, VNC; the live ISO behind the disk, the bootstrap-in-place Ignition via fw_cfg)"
+		case ignition["ignition/"+node] && !metal3:
 			deps = append(deps, "ignition/"+node)
 		}
 		if adminKC {
 			deps = append(deps, adminKubeconfig)
 		}
 		ts = append(ts, &engine.Target{
-			Name: "libvirt/vm/" + node, Doc: "libvirt domain <cluster>-" + node + " (virtio disk and NIC, serial console, VNC; Ignition via fw_cfg)",
+			Name: "libvirt/vm/" + node, Doc: vmDoc,
 			Deps: deps, Reads: vmReads, Version: 1, External: true,
 			Run: func(ctx context.Context, s *engine.Step) error { return lvRun(s, lvDomain(node, restart)) },
 			Probe: func(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
+				// A dry run does not lay out a disk's record that the store could restore (a
+				// node removed and added back, a lab turned into a single node and back): the
+				// domain is made once its disk is.
+				if _, err := s.DepFile("libvirt/volume/"+node, recordFile); errors.Is(err, fs.ErrNotExist) {
+					return engine.ProbeResult{Action: engine.Create, Reason: "its disk libvirt/volume/" + node + " is made first"}, nil
+				}
 				return lvProbe(s, lvDomain(node, restart))
 			},
 			Destroy: lvDestroy,

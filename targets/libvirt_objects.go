@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"libvirt.org/go/libvirtxml"
+
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/lab"
 	rl "github.com/labbuild/labbuild/render/libvirt"
@@ -327,7 +329,7 @@ func lvVolume(node string) lvObserve {
 			p.action, p.reason = engine.Create, fmt.Sprintf("volume %s/%s (%d GiB) does not exist", pool, sp.Name, sp.CapacityGiB)
 			p.apply = create
 		case len(diff) > 0:
-			p.action, p.reason = engine.Replace, "volume "+sp.Name+": "+strings.Join(diff, "; ")
+			p.action, p.reason = engine.Replace, "volume "+sp.Name+": "+strings.Join(diff, "; ")+lvShapeChange(s, sp, got)
 			p.apply = func(c *virt.Conn, rec *lvRecord) error {
 				if err := c.DeleteVolume(pool, sp.Name); err != nil {
 					return err
@@ -349,6 +351,22 @@ func lvVolume(node string) lvObserve {
 		}
 		return p, nil
 	}
+}
+
+// lvShapeChange says why a node's disk changes from overlaying the QEMU image to empty or
+// back, when the lab turned into a single node or back: the node is installed anew ("" for any
+// other change). A platform baremetal worker's disk is empty too, but never changes this way.
+func lvShapeChange(s *engine.Step, want rl.VolumeSpec, got *libvirtxml.StorageVolume) string {
+	had := got.BackingStore != nil && got.BackingStore.Path != ""
+	switch {
+	case slices.Contains(s.Target().Reads, lab.Platform):
+		return ""
+	case want.BackingFile == "" && had:
+		return " (the lab is a single node now: it installs RHCOS from its live ISO onto an empty disk, so the node is installed anew)"
+	case want.BackingFile != "" && !had:
+		return " (the lab is no longer a single node: the node's disk overlays the QEMU image, so the node is installed anew)"
+	}
+	return ""
 }
 
 // lvDomain observes a node's VM. A change that needs a new domain (disk, NIC, firmware)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/lab"
+	"github.com/labbuild/labbuild/render/ignition"
 	rl "github.com/labbuild/labbuild/render/libvirt"
 	"github.com/labbuild/labbuild/targets/virt"
 )
@@ -192,6 +193,20 @@ func lvDomainSpec(s *engine.Step, node string) (rl.DomainSpec, error) {
 		if sp.Ignition, err = s.DepPath("ignition/"+node, node+".ign"); err != nil {
 			return sp, err
 		}
+	}
+	if slices.Contains(s.Target().Deps, IgnBootstrapInPlace) {
+		// A single node: the live system reads the bootstrap-in-place config from fw_cfg (its
+		// ISO's kernel arguments name the qemu platform, rhcos/live-iso); the installed system
+		// reads the master Ignition coreos-installer put on the disk, and ignores fw_cfg
+		// (platform metal).
+		if sp.Ignition, err = s.DepPath(IgnBootstrapInPlace, ignition.BootstrapInPlaceFile); err != nil {
+			return sp, err
+		}
+		live, err := depRecord[rhcosLiveRecord](s, "rhcos/live-iso", rhcosLiveRecordFile)
+		if err != nil {
+			return sp, err
+		}
+		sp.ISO = live.Path
 	}
 	return sp, nil
 }

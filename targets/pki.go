@@ -97,6 +97,16 @@ var pkiBundles = []pkiBundle{
 	// pivot machine-config-operator pkg/operator/sync.go syncRenderConfig builds the same set
 	// from initial-kube-apiserver-server-ca and kube-apiserver-to-kubelet-client-ca.
 	{"kubelet-client-ca", "kubelets' client CA (MCO --kube-ca, kubelet-ca.crt): kubernetes CA + kube-apiserver-to-kubelet signer", []string{"kubernetes", "kube-apiserver-to-kubelet-signer"}},
+	// The bootstrap kube-controller-manager's --root-ca-file, the CA every kube-root-ca.crt
+	// ConfigMap and service-account token's ca.crt gets: the installer's
+	// kube-apiserver-complete-server-ca-bundle (the three serving signers the masters'
+	// kube-apiserver serves from after the pivot; cluster-kube-controller-manager-operator
+	// bindata/bootkube/config/bootstrap-config-overrides.yaml root-ca-file) plus the kubernetes
+	// CA, which signs the bootstrap kube-apiserver's serving certificate. An in-cluster client
+	// loads it once at start (client-go rest.InClusterConfig), so a pod started before the
+	// pivot must already trust the masters' serving certificates (issue 38 #2).
+	{"kube-apiserver-server-ca", "bootstrap kube-controller-manager --root-ca-file: kubernetes CA + the three kube-apiserver serving signers",
+		append([]string{"kubernetes"}, pkiServingSigners...)},
 }
 
 // pkiMirrorCA signs the release mirror's serving certificate (mirror/registry): the cluster
@@ -133,10 +143,14 @@ type pkiLeaf struct {
 // pkiLeaves returns the leaf certificates for c. Node names are identities captured by the
 // closures; every value comes through the Step.
 func pkiLeaves(c *lab.Config) []pkiLeaf {
-	boot := c.Bootstrap().Name
-	var masters []string
+	// The bootstrap control plane's host: the bootstrap node, or a single node's master, which
+	// runs it in place (serving the same etcd and kube-apiserver names on the same address).
+	boot := c.BootstrapHost().Name
+	bootAndMasters := []string{boot}
 	for _, m := range c.NodesByRole(lab.RoleMaster) {
-		masters = append(masters, m.Name)
+		if m.Name != boot {
+			bootAndMasters = append(bootAndMasters, m.Name)
+		}
 	}
 	nodeIPs := func(names ...string) []string {
 		var r []string
@@ -157,14 +171,14 @@ func pkiLeaves(c *lab.Config) []pkiLeaf {
 			id: "etcd-server", issuer: "etcd-signer",
 			doc: "bootstrap etcd serving cert (server+client: etcd and its probes present it as a client)",
 			reads: func(*lab.Config) []string {
-				return append(append(domainReads[:2:2], nodeIPs(boot)...), nodeIPs(masters...)...)
+				return append(domainReads[:2:2], nodeIPs(bootAndMasters...)...)
 			},
 			spec: func(s *engine.Step) (pki.Spec, error) {
 				dom, err := clusterDomain(s)
 				if err != nil {
 					return pki.Spec{}, err
 				}
-				ips, err := pkiNodeIPs(s, append([]string{boot}, masters...))
+				ips, err := pkiNodeIPs(s, bootAndMasters)
 				if err != nil {
 					return pki.Spec{}, err
 				}
@@ -205,7 +219,7 @@ func pkiLeaves(c *lab.Config) []pkiLeaf {
 			doc: "bootstrap kube-apiserver serving cert: localhost, api, api-int, VIP, bootstrap and master IPs, first service IP",
 			reads: func(*lab.Config) []string {
 				r := append(domainReads[:2:2], lab.NetworkAPIVIP, lab.NetworkServiceNetwork)
-				return append(append(r, nodeIPs(boot)...), nodeIPs(masters...)...)
+				return append(r, nodeIPs(bootAndMasters...)...)
 			},
 			spec: func(s *engine.Step) (pki.Spec, error) {
 				dom, err := clusterDomain(s)
@@ -220,7 +234,7 @@ func pkiLeaves(c *lab.Config) []pkiLeaf {
 				if err != nil {
 					return pki.Spec{}, err
 				}
-				ips, err := pkiNodeIPs(s, append([]string{boot}, masters...))
+				ips, err := pkiNodeIPs(s, bootAndMasters)
 				if err != nil {
 					return pki.Spec{}, err
 				}

@@ -30,7 +30,7 @@ import (
 const RHCOSCacheEnv = "LABBUILD_IMAGE_CACHE"
 
 func init() {
-	Register(Family{Name: "rhcos", Doc: "the RHCOS QEMU image the node disks overlay, downloaded once into a shared cache and verified",
+	Register(Family{Name: "rhcos", Doc: "the RHCOS QEMU image the node disks overlay (a single node: the live ISO it boots first), downloaded once into a shared cache and verified",
 		Targets: fromConfig(rhcosTargets)})
 }
 
@@ -38,6 +38,11 @@ func init() {
 // CoreOS stream names (release/coreos-stream's qemu.json), as openshift-install picks it; a
 // set rhcos.imageURL overrides that with a user's own image (rhcos.imageSHA256 verifies it).
 func rhcosTargets(c *lab.Config) []*engine.Target {
+	if c.SNO() {
+		// A single node boots the live ISO and installs RHCOS from it: its disk overlays no
+		// image (rhcos_live.go).
+		return []*engine.Target{rhcosLiveTarget(c)}
+	}
 	t := &engine.Target{
 		Name: "rhcos/image", Doc: "the release's RHCOS QEMU image (or rhcos.imageURL), sha256-verified, unpacked into the shared image cache",
 		Version: 2, External: true,
@@ -139,9 +144,15 @@ func rhcosRun(ctx context.Context, s *engine.Step) error {
 // renames the result to path only when the sha256 matches: a failed or tampered download
 // leaves nothing in the cache.
 func rhcosFetch(ctx context.Context, s *engine.Step, u, sum, path string) error {
+	return rhcosFetchFrom(ctx, s, u, sum, path, rhcosSource(s), rhcosSumSource(s))
+}
+
+// rhcosFetchFrom is rhcosFetch with the names of where the URL (src) and the sha256 (sumSrc)
+// came from, for errors.
+func rhcosFetchFrom(ctx context.Context, s *engine.Step, u, sum, path, src, sumSrc string) error {
 	body, size, err := rhcosOpen(ctx, u)
 	if err != nil {
-		return fmt.Errorf("%s: %w", rhcosSource(s), err)
+		return fmt.Errorf("%s: %w", src, err)
 	}
 	defer body.Close()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -155,20 +166,20 @@ func rhcosFetch(ctx context.Context, s *engine.Step, u, sum, path string) error 
 	defer tmp.Close()
 	h := sha256.New()
 	in := io.TeeReader(&rhcosProgress{r: body, total: size, log: s.Logf, url: u, step: s}, h)
-	var src io.Reader = in
+	var data io.Reader = in
 	if strings.HasSuffix(strings.TrimSuffix(u, "/"), ".gz") {
 		zr, err := gzip.NewReader(in)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", rhcosSource(s), u, err)
+			return fmt.Errorf("%s %s: %w", src, u, err)
 		}
-		src = zr
+		data = zr
 	}
-	if _, err := io.Copy(tmp, src); err != nil {
-		return fmt.Errorf("%s %s: %w", rhcosSource(s), u, err)
+	if _, err := io.Copy(tmp, data); err != nil {
+		return fmt.Errorf("%s %s: %w", src, u, err)
 	}
 	io.Copy(h, body) // a gzip stream may end before its container does
 	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
-		return fmt.Errorf("%s %s has sha256 %s, want %s (%s): not used", rhcosSource(s), u, got, sum, rhcosSumSource(s))
+		return fmt.Errorf("%s %s has sha256 %s, want %s (%s): not used", src, u, got, sum, sumSrc)
 	}
 	if err := tmp.Close(); err != nil {
 		return err

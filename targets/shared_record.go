@@ -71,6 +71,18 @@ type rhcosRecord struct {
 	Size   int64  `json:"size"`   // bytes of Path, checked by the Probe
 }
 
+// rhcosLiveRecordFile is rhcos/live-iso's output: an rhcosLiveRecord, where the live ISO a
+// single node boots first is (libvirt/vm/<master> puts it in the domain's CD-ROM).
+const rhcosLiveRecordFile = "live-iso.json"
+
+// rhcosLiveRecord is rhcos/live-iso's output live-iso.json.
+type rhcosLiveRecord struct {
+	Path   string `json:"path"`   // the ISO with the qemu platform in its karg areas, in the cache
+	SHA256 string `json:"sha256"` // of the ISO as downloaded (the stream's, or rhcos.liveISOSHA256)
+	Size   int64  `json:"size"`   // bytes of Path, checked by the Probe
+	Kargs  string `json:"kargs"`  // the kernel arguments the ISO now boots with
+}
+
 // coreOSArtifact is one downloadable file of a stream: URL, sha256 of the file as published,
 // and of its uncompressed content when it is compressed.
 type coreOSArtifact struct {

@@ -56,6 +56,7 @@ type cli struct {
 	cacheToo    bool
 	mirror      bool // destroy --mirror: delete the release mirror's storage too
 	trim        bool
+	sno         bool // init --sno: write the single-node lab
 	regenerate  []string
 	now         string
 	synth       syntheticFlags // nil unless withSynthetic
@@ -148,6 +149,7 @@ func newFlags(c *cli) *pflag.FlagSet {
 	fs.BoolVar(&c.cacheToo, "cache", false, "clean: also remove the content store (sticky keys are lost)")
 	fs.BoolVar(&c.mirror, "mirror", false, "destroy: also delete the release mirror's storage (mirror.storage, shared by every lab of the host)")
 	fs.BoolVar(&c.trim, "trim", false, "clean: only trim the content store (old entries; keys are kept)")
+	fs.BoolVar(&c.sno, "sno", false, "init: a single-node lab (one master, no bootstrap, bootstrapped in place)")
 	fs.BoolVar(&c.restart, "restart", false, "power-cycle running VMs whose size changed, draining each node through the Kubernetes API first when the cluster answers")
 	fs.StringSliceVar(&c.regenerate, "regenerate", nil, "make sticky `target`s anew (a new CA key, a new password)")
 	fs.BoolVarP(&c.verbose, "verbose", "v", false, "stream the logs of running targets (labbuild log TARGET shows one afterwards)")

@@ -8,7 +8,8 @@ import (
 	"github.com/labbuild/labbuild/lab"
 )
 
-// runInit writes the embedded default lab config to lab.yaml (or -f), never over a file.
+// runInit writes the embedded default lab config to lab.yaml (or -f), never over a file; with
+// --sno the single-node lab (lab.DefaultSNOLabYAML).
 func runInit(ctx context.Context, c *cli, args []string) error {
 	path := c.file
 	if path == "" {
@@ -21,7 +22,11 @@ func runInit(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(lab.DefaultLabYAML()); err != nil {
+	data := lab.DefaultLabYAML()
+	if c.sno {
+		data = lab.DefaultSNOLabYAML()
+	}
+	if _, err := f.Write(data); err != nil {
 		f.Close()
 		os.Remove(path)
 		return err

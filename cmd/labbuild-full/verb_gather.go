@@ -29,7 +29,10 @@ func runGather(ctx context.Context, c *cli, args []string) error {
 	}
 	var nodes []lab.Node
 	if len(args) == 0 {
-		nodes = append([]lab.Node{cfg.Bootstrap()}, cfg.NodesByRole(lab.RoleMaster)...)
+		if b := cfg.Bootstrap(); b.Name != "" { // a single node has none: its master bootstraps in place
+			nodes = append(nodes, b)
+		}
+		nodes = append(nodes, cfg.NodesByRole(lab.RoleMaster)...)
 	}
 	for _, a := range args {
 		_, n, err := c.labNode("gather", a)

@@ -158,6 +158,9 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 // Kubernetes Ready condition and pending CSRs.
 func writeClusterStatus(w io.Writer, obs *targets.ClusterObservation) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if obs.SNOPhase != "" {
+		fmt.Fprintf(tw, "single node\t%s (bootstrap in place)\n", obs.SNOPhase)
+	}
 	if obs.APIErr != nil {
 		fmt.Fprintf(tw, "api\tnot ready through %s:6443: %v\n", obs.APIVIP, obs.APIErr)
 	} else {

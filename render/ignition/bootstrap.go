@@ -139,18 +139,41 @@ echo "bootkube: done"
 // secret, SSH key, hostname and static network — every path once (a path given twice is a
 // *DuplicateError). The result is validated.
 func Bootstrap(in BootstrapInput) (*BootstrapResult, error) {
+	add, err := bootstrapAdditions(in)
+	if err != nil {
+		return nil, err
+	}
+	return encodeAdditions("bootstrap", add)
+}
+
+// encodeAdditions applies add to an empty config and encodes it (validated).
+func encodeAdditions(what string, add Additions) (*BootstrapResult, error) {
+	cfg, err := Apply(New(), add)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	raw, err := Encode(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return &BootstrapResult{JSON: raw, Files: len(cfg.Storage.Files), Units: len(cfg.Systemd.Units)}, nil
+}
+
+// bootstrapAdditions is everything of the bootstrap config (Bootstrap's checks included).
+func bootstrapAdditions(in BootstrapInput) (Additions, error) {
+	var none Additions
 	if len(in.PullSecret) == 0 {
-		return nil, fmt.Errorf("ignition: bootstrap: pull secret is empty")
+		return none, fmt.Errorf("ignition: bootstrap: pull secret is empty")
 	}
 	if len(in.CRIOPause) == 0 {
-		return nil, fmt.Errorf("ignition: bootstrap: CRI-O pause drop-in is empty (manifests/crio-pause)")
+		return none, fmt.Errorf("ignition: bootstrap: CRI-O pause drop-in is empty (manifests/crio-pause)")
 	}
 	if !strings.HasPrefix(in.ApplyKubeconfig, "/") {
-		return nil, fmt.Errorf("ignition: bootstrap: apply kubeconfig path %q must be absolute", in.ApplyKubeconfig)
+		return none, fmt.Errorf("ignition: bootstrap: apply kubeconfig path %q must be absolute", in.ApplyKubeconfig)
 	}
 	base, err := NodeBase(in.Hostname, in.Network)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	files := append(base,
 		File{Path: PathCRIOPause, Mode: ModeFile, Contents: in.CRIOPause},
@@ -161,7 +184,7 @@ func Bootstrap(in BootstrapInput) (*BootstrapResult, error) {
 	)
 	for _, p := range in.StaticPods {
 		if path.Dir(p.Path) != PathStaticPodManifests {
-			return nil, fmt.Errorf("ignition: bootstrap: static pod %s must be in %s", p.Path, PathStaticPodManifests)
+			return none, fmt.Errorf("ignition: bootstrap: static pod %s must be in %s", p.Path, PathStaticPodManifests)
 		}
 	}
 	files = append(files, in.StaticPods...)
@@ -173,7 +196,7 @@ func Bootstrap(in BootstrapInput) (*BootstrapResult, error) {
 		}
 	}
 	if !seenKubeconfig {
-		return nil, fmt.Errorf("ignition: bootstrap: apply kubeconfig %s is not among the files", in.ApplyKubeconfig)
+		return none, fmt.Errorf("ignition: bootstrap: apply kubeconfig %s is not among the files", in.ApplyKubeconfig)
 	}
 	enabled := true
 	add := Additions{
@@ -194,13 +217,5 @@ func Bootstrap(in BootstrapInput) (*BootstrapResult, error) {
 	if in.SSHKey != "" {
 		add.SSHKeys = []string{in.SSHKey}
 	}
-	cfg, err := Apply(New(), add)
-	if err != nil {
-		return nil, fmt.Errorf("bootstrap: %w", err)
-	}
-	raw, err := Encode(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("bootstrap: %w", err)
-	}
-	return &BootstrapResult{JSON: raw, Files: len(cfg.Storage.Files), Units: len(cfg.Systemd.Units)}, nil
+	return add, nil
 }

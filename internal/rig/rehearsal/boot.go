@@ -119,7 +119,7 @@ func BootStandins(root string, k *KeyfileNet, hosts map[string]string) error {
 }
 
 // RunOneshot runs a oneshot unit's ExecStart from the node root inside the node (with its
-// environment), as systemd would before the units ordered after it: the kubelet's
+// environment, in its WorkingDirectory), as systemd would before the units ordered after it: the kubelet's
 // kubelet-auto-node-size.service writes /etc/node-sizing.env, which kubelet.service needs.
 func RunOneshot(ctx context.Context, nd *Node, unit string) error {
 	s, err := ParseService(nd.Root, unit)
@@ -130,5 +130,9 @@ func RunOneshot(ctx context.Context, nd *Node, unit string) error {
 	for k, v := range s.Env {
 		env = append(env, k+"="+v)
 	}
-	return nd.Run(ctx, strings.TrimSuffix(unit, ".service"), env, s.Argv...)
+	argv := s.Argv
+	if s.WorkDir != "" { // WorkingDirectory=: install-to-disk.service's scripts keep .done files there
+		argv = append([]string{"sh", "-c", `cd "$0" && exec "$@"`, s.WorkDir}, argv...)
+	}
+	return nd.Run(ctx, strings.TrimSuffix(unit, ".service"), env, argv...)
 }

@@ -372,6 +372,13 @@ func flowBootstrapUp(ctx context.Context, r *rig, nd *Node, fl *flowLog) {
 		fl.fail("bootstrap static pods: %v", err)
 		return
 	}
+	seedFlowCRDs(ctx, r, nd, fl)
+}
+
+// seedFlowCRDs stores, in the background, the kube-apiserver 1.31 stand-in's CRDs (labbuild's
+// release/crds with CEL131 rules) and the CVO stand-in's in the etcd of node nd, whose
+// control plane is the bootstrap's (flowBootstrapUp; a single node's live system, TestSNOFlow).
+func seedFlowCRDs(ctx context.Context, r *rig, nd *Node, fl *flowLog) {
 	go func() {
 		files, _ := filepath.Glob(filepath.Join(r.lab, "out", "release", "crds", "crds", "*.yaml"))
 		crds := map[string][]byte{}
@@ -408,27 +415,13 @@ func (r *rig) podsOf(nd *Node, pod string, env []string) ([]string, []string, er
 		if pod != "" && c.Pod != pod {
 			continue
 		}
-		bin, ok := r.bins[c.Program]
-		if !ok {
+		k, err := StartContainer(nd, c, r.bins, r.containerShell, env)
+		if err != nil {
+			return nil, nil, err
+		}
+		if k == nil {
 			standins = append(standins, c.Pod+"/"+c.Name+" ("+c.Program+")")
 			continue
-		}
-		// CRI-O creates a missing hostPath as a directory (the MCO's keepalived pod's
-		// /etc/keepalived, which its monitor writes keepalived.conf into).
-		for _, hp := range c.HostPaths {
-			if _, err := os.Lstat(filepath.Join(nd.Root, hp)); os.IsNotExist(err) && !strings.HasPrefix(hp, "/var/lib/kubelet/pods/") {
-				if err := nd.Run(context.Background(), "mkdir", nil, "mkdir", "-p", hp); err != nil {
-					return nil, nil, err
-				}
-			}
-		}
-		argv, env := append([]string{bin}, c.Args...), append(slices.Clone(c.Env), env...)
-		if c.Program == "bash" {
-			argv, env = r.containerShell(argv), append(env, "HOME=/")
-		}
-		// Kept running as the kubelet keeps a static pod's container (restartPolicy Always).
-		if err := nd.Keep(c.Pod+"-"+c.Name, env, c.Binds, argv...); err != nil {
-			return nil, nil, err
 		}
 		started = append(started, c.Program)
 	}

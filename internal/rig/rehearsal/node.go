@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,6 +60,19 @@ func run(name string, args ...string) error {
 	return nil
 }
 
+// nodeMAC is the MAC address of a node's eth0: locally administered, from its IPv4 address
+// (02:00 and the four octets), so a node started again — a single node's reboot into its
+// installed system — keeps it, as a VM's NIC does; a new random one left the lab side's
+// neighbour entry on the old address and the node unreachable for longer than StartSSHD waits.
+func nodeMAC(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil || !a.Is4() {
+		return "02:00:00:00:00:01"
+	}
+	b := a.As4()
+	return fmt.Sprintf("02:00:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3])
+}
+
 // StartNode creates the node's network namespace netns wired as n says (a veth pair whose lab
 // end, named after the namespace, joins n.Bridge inside n.LabNS: nothing appears in the root
 // namespace), and starts the holder. Stop undoes it all.
@@ -74,8 +88,11 @@ func StartNode(name, netns, root, logDir string, n NodeNet) (*Node, error) {
 	if len(peer) > 15 {
 		peer = peer[:15]
 	}
+	// A node started again right after Stop (a single node's reboot) may find the old lab end
+	// still there: the kernel frees a deleted namespace, and the veth in it, asynchronously.
+	exec.Command("ip", "-n", n.LabNS, "link", "del", peer).Run()
 	steps := [][]string{
-		{"ip", "-n", n.LabNS, "link", "add", peer, "type", "veth", "peer", "name", "eth0", "netns", netns},
+		{"ip", "-n", n.LabNS, "link", "add", peer, "type", "veth", "peer", "name", "eth0", "address", nodeMAC(n.IP), "netns", netns},
 		{"ip", "-n", n.LabNS, "link", "set", peer, "master", n.Bridge, "up"},
 		{"ip", "-n", netns, "link", "set", "lo", "up"},
 		{"ip", "-n", netns, "addr", "add", n.IP + "/" + strconv.Itoa(n.Prefix), "dev", "eth0"},
@@ -225,16 +242,38 @@ var RestartBackoff, MaxRestartBackoff = 10 * time.Second, 5 * time.Minute
 // kube-controller-manager, for one, exits when it starts before kube-apiserver has created the
 // RBAC it reads with (extension-apiserver-authentication), and is restarted on a real node.
 func (nd *Node) Keep(logName string, env []string, binds [][2]string, argv ...string) error {
+	_, err := nd.KeepProgram(logName, env, binds, argv...)
+	return err
+}
+
+// Kept is a program Keep runs: Stop ends it for good, as the kubelet ends a static pod's
+// container when its manifest goes or changes.
+type Kept struct {
+	stop   chan struct{}
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has exited
+}
+
+// KeepProgram is Keep, returning the program's handle.
+func (nd *Node) KeepProgram(logName string, env []string, binds [][2]string, argv ...string) (*Kept, error) {
 	cmd, err := nd.start(logName, env, binds, argv...)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	k := &Kept{stop: make(chan struct{}), cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		wait := RestartBackoff
 		for {
+			k.mu.Lock()
+			cmd, exited := k.cmd, k.exited
+			k.mu.Unlock()
 			err := cmd.Wait()
+			close(exited)
 			select {
 			case <-nd.stopped:
+				return
+			case <-k.stop:
 				return
 			case <-time.After(wait):
 			}
@@ -243,12 +282,44 @@ func (nd *Node) Keep(logName string, env []string, binds [][2]string, argv ...st
 				log.Close()
 			}
 			wait = min(2*wait, MaxRestartBackoff)
-			if cmd, err = nd.start(logName, env, binds, argv...); err != nil {
+			next, err := nd.start(logName, env, binds, argv...)
+			if err != nil {
 				return
+			}
+			k.mu.Lock()
+			k.cmd, k.exited = next, make(chan struct{})
+			k.mu.Unlock()
+			select {
+			case <-k.stop: // stopped while it restarted
+				syscall.Kill(-next.Process.Pid, syscall.SIGKILL)
+				next.Wait()
+				close(k.exited)
+				return
+			default:
 			}
 		}
 	}()
-	return nil
+	return k, nil
+}
+
+// Stop ends the program and does not start it again: SIGTERM to its process group, SIGKILL
+// after grace (the kubelet's termination grace period), and returns once it has exited.
+func (k *Kept) Stop(grace time.Duration) {
+	k.mu.Lock()
+	select {
+	case <-k.stop:
+	default:
+		close(k.stop)
+	}
+	cmd, exited := k.cmd, k.exited
+	k.mu.Unlock()
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}
 }
 
 // Run runs a Command to completion within ctx.

@@ -16,6 +16,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/coreos/ignition/v2/config/merge"
+	"github.com/coreos/ignition/v2/config/v3_4/types"
+
 	"github.com/labbuild/labbuild/render/ignition"
 )
 
@@ -35,6 +38,38 @@ type Unit struct {
 	Dropins []string
 }
 
+// Resolve parses the Ignition config raw and merges the configs its ignition.config.merge
+// names, as Ignition's fetch stage renders a config (coreos/ignition internal/exec/engine.go
+// renderConfig: each referenced config fetched and merged over the current one, child over
+// parent, with config/merge's rules): what a single node's master.ign needs, whose
+// bootstrap-in-place.sh merges the master's own config inline (master-update.fcc's
+// `merge: local: original-master.ign`). Only data URLs are fetched: a lab's Ignition is
+// self-contained.
+func Resolve(raw []byte) (types.Config, error) {
+	cfg, err := ignition.Parse(raw)
+	if err != nil {
+		return types.Config{}, err
+	}
+	refs := cfg.Ignition.Config.Merge
+	cfg.Ignition.Config.Merge = nil
+	for i, r := range refs {
+		if r.Source == nil || !strings.HasPrefix(*r.Source, "data:") {
+			return types.Config{}, fmt.Errorf("rehearsal: ignition.config.merge[%d]: only data URLs are fetched here", i)
+		}
+		b, err := ignition.DecodeSource(*r.Source, r.Compression)
+		if err != nil {
+			return types.Config{}, fmt.Errorf("rehearsal: ignition.config.merge[%d]: %w", i, err)
+		}
+		child, err := Resolve(b)
+		if err != nil {
+			return types.Config{}, fmt.Errorf("rehearsal: ignition.config.merge[%d]: %w", i, err)
+		}
+		merged, _ := merge.MergeStructTranscribe(cfg, child)
+		cfg = merged.(types.Config)
+	}
+	return cfg, nil
+}
+
 // Overlaid are the host directories a node's root is overlaid on (root/etc over /etc …); a
 // storage file outside them is an error from Place, since the node could not see it.
 var Overlaid = []string{"/etc", "/var", "/opt", "/usr/local"}
@@ -45,7 +80,7 @@ var Overlaid = []string{"/etc", "/var", "/opt", "/usr/local"}
 // URLs and gzip compression as Ignition does (render/ignition.DecodeSource). A remote source
 // (http, s3 …) is an error: a lab's Ignition is self-contained.
 func Place(raw []byte, root string) (*Placed, error) {
-	cfg, err := ignition.Parse(raw)
+	cfg, err := Resolve(raw)
 	if err != nil {
 		return nil, err
 	}

@@ -1,9 +1,15 @@
 package rehearsal
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/coreos/ignition/v2/config/v3_4/types"
@@ -66,7 +72,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantC := []Container{{Pod: "kube-apiserver", Name: "kube-apiserver", Program: "kube-apiserver",
+	wantC := []Container{{File: "kube-apiserver.yaml", Pod: "kube-apiserver", Name: "kube-apiserver", Program: "kube-apiserver",
 		Args: []string{"--tls-cert-file=/etc/kubernetes/secrets/a.crt", "--v=2"}, Env: []string{"A=b"},
 		Binds:     [][2]string{{"/etc/kubernetes/secrets", "/etc/kubernetes/bootstrap-secrets"}},
 		HostPaths: []string{"/etc/kubernetes/bootstrap-secrets", "/var/lib/x"}}}
@@ -153,12 +159,53 @@ spec:
 	}
 	run := EmptyDirPath("keepalived", "run-dir")
 	want := []Container{
-		{Pod: "keepalived", Name: "keepalived", Program: "bash", Args: []string{"-c", "exec socat"},
+		{File: "keepalived.yaml", Pod: "keepalived", Name: "keepalived", Program: "bash", Args: []string{"-c", "exec socat"},
 			Binds: [][2]string{{"/var/run/keepalived", run}}, HostPaths: []string{"/etc/keepalived", run}},
-		{Pod: "keepalived", Name: "keepalived-monitor", Program: "dynkeepalived", Args: []string{"/etc/kubernetes/kubeconfig"},
+		{File: "keepalived.yaml", Pod: "keepalived", Name: "keepalived-monitor", Program: "dynkeepalived", Args: []string{"/etc/kubernetes/kubeconfig"},
 			Env: []string{"POD_NAMESPACE=openshift-kni-infra"}, Binds: [][2]string{{"/var/run/keepalived", run}}, HostPaths: []string{run}},
 	}
 	if !reflect.DeepEqual(cs, want) {
 		t.Errorf("containers:\n got %+v\nwant %+v", cs, want)
+	}
+}
+
+// TestResolveMerge: a config whose ignition.config.merge names a gzip data URL (what a single
+// node's bootstrap-in-place.sh writes) is the child merged over the parent, as Ignition renders
+// it: the parent's files and units, the child's, the child's entry where both have a path.
+func TestResolveMerge(t *testing.T) {
+	child := `{"ignition":{"version":"3.4.0"},"storage":{"files":[{"path":"/etc/child","contents":{"source":"data:,c"}},` +
+		`{"path":"/etc/both","contents":{"source":"data:,from-child"}}]},"systemd":{"units":[{"name":"kubelet.service","enabled":true,"contents":"[Unit]\n[Install]\nWantedBy=multi-user.target\n"}]}}`
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(child))
+	zw.Close()
+	parent := `{"ignition":{"version":"3.4.0","config":{"merge":[{"compression":"gzip","source":"data:;base64,` + base64.StdEncoding.EncodeToString(gz.Bytes()) + `"}]}},` +
+		`"storage":{"files":[{"path":"/var/lib/etcd/member/snap/db","mode":384,"contents":{"source":"data:,db"}},{"path":"/etc/both","contents":{"source":"data:,from-parent"}}]},` +
+		`"systemd":{"units":[{"name":"bootkube.service","enabled":true,"contents":"[Unit]\n[Install]\nWantedBy=multi-user.target\n"}]}}`
+	cfg, err := Resolve([]byte(parent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Ignition.Config.Merge) != 0 {
+		t.Errorf("merge references left: %+v", cfg.Ignition.Config.Merge)
+	}
+	got := map[string]string{}
+	for _, f := range cfg.Storage.Files {
+		b, _ := ignition.DecodeSource(*f.Contents.Source, f.Contents.Compression)
+		got[f.Path] = string(b)
+	}
+	if want := map[string]string{"/etc/child": "c", "/etc/both": "from-child", "/var/lib/etcd/member/snap/db": "db"}; !maps.Equal(got, want) {
+		t.Errorf("files %v, want %v", got, want)
+	}
+	var units []string
+	for _, u := range cfg.Systemd.Units {
+		units = append(units, u.Name)
+	}
+	slices.Sort(units)
+	if !slices.Equal(units, []string{"bootkube.service", "kubelet.service"}) {
+		t.Errorf("units %v", units)
+	}
+	if _, err := Resolve([]byte(strings.Replace(parent, `"data:;base64,`, `"http://example.invalid/x?`, 1))); err == nil {
+		t.Error("a remote merge source was fetched")
 	}
 }

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
-
-	"github.com/labbuild/labbuild/render/ignition"
 )
 
 // coreUID is user core's uid and gid on RHCOS (the image's /etc/passwd; Ignition does not
@@ -32,7 +30,7 @@ const coreUID, wheelGID = 1000, 10
 // systems with ssh-key-dir). It reads the keys from the node's Ignition (raw), so a config
 // without them leaves core without a way in, as on a real node. Call it before StartNode.
 func CoreUser(raw []byte, root string) error {
-	cfg, err := ignition.Parse(raw)
+	cfg, err := Resolve(raw) // a single node's master.ign has its users in the merged config
 	if err != nil {
 		return err
 	}

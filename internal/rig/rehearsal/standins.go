@@ -120,10 +120,11 @@ type MasterStandins struct {
 	BeforeAPIServer func(ctx context.Context) error
 }
 
-// Run brings up the master's etcd member and then its kube-apiserver, waiting for the API to
-// hand out the etcd signer (cluster/bootstrap applies it). It returns once both run, or the
-// first error.
-func (m *MasterStandins) Run(ctx context.Context) error {
+// etcdCerts is the operator's etcdcertsigner for this master: once the API hands out the etcd
+// signer and CA bundle, the member's serving, peer and client certificates, issued from it and
+// installed at the operator's node paths (etcdCertDir, etcdBundleDir). It returns the staging
+// directory, outside the node, where it wrote them first.
+func (m *MasterStandins) etcdCerts(ctx context.Context) (string, error) {
 	var signer Signer
 	var bundle string
 	for {
@@ -145,13 +146,13 @@ func (m *MasterStandins) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("etcd stand-in on %s: waiting for the etcd signer: %w (%v)", m.Node.Name, ctx.Err(), err)
+			return "", fmt.Errorf("etcd stand-in on %s: waiting for the etcd signer: %w (%v)", m.Node.Name, ctx.Err(), err)
 		case <-time.After(3 * time.Second):
 		}
 	}
 	staging := filepath.Join(filepath.Dir(m.Node.Root), "standin-etcd")
 	if err := os.MkdirAll(staging, 0o700); err != nil {
-		return err
+		return "", err
 	}
 	files := map[string][]byte{"server-ca-bundle.crt": []byte(bundle)}
 	for _, c := range []struct {
@@ -160,38 +161,52 @@ func (m *MasterStandins) Run(ctx context.Context) error {
 	}{{"etcd-serving-" + m.NodeName, true, true}, {"etcd-peer-" + m.NodeName, true, true}, {"etcd-client", false, true}} {
 		crt, key, err := signer.Issue(c.name, []string{m.IP, "127.0.0.1", "::1"}, []string{"localhost", m.NodeName}, c.server, c.client)
 		if err != nil {
-			return fmt.Errorf("etcd stand-in on %s: issue %s: %w", m.Node.Name, c.name, err)
+			return "", fmt.Errorf("etcd stand-in on %s: issue %s: %w", m.Node.Name, c.name, err)
 		}
 		files[c.name+".crt"], files[c.name+".key"] = crt, key
 	}
 	for name, b := range files {
 		if err := os.WriteFile(filepath.Join(staging, name), b, 0o600); err != nil {
-			return err
+			return "", err
 		}
 	}
 	// Copy into the node through its own mount namespace (its /etc is an overlay).
 	if err := m.Node.Run(ctx, "standin-install", nil, "sh", "-c", fmt.Sprintf(
 		"set -e; mkdir -p %[2]s %[3]s; cp %[1]s/etcd-* %[2]s/; cp %[1]s/server-ca-bundle.crt %[3]s/; mkdir -p /var/lib/etcd",
 		staging, etcdCertDir, etcdBundleDir)); err != nil {
+		return "", err
+	}
+	return staging, nil
+}
+
+// etcdctl runs real etcdctl in the master against endpoint with the member's client
+// certificate (etcdCerts) and returns its output.
+func (m *MasterStandins) etcdctl(endpoint string, args ...string) ([]byte, error) {
+	argv := append([]string{m.Bins["etcdctl"], "--endpoints=" + endpoint, "--cacert=" + etcdBundleDir + "/server-ca-bundle.crt",
+		"--cert=" + etcdCertDir + "/etcd-client.crt", "--key=" + etcdCertDir + "/etcd-client.key", "--command-timeout=20s"}, args...)
+	cmd, err := m.Node.Command("etcdctl", []string{"ETCDCTL_API=3"}, nil, argv...)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), fmt.Errorf("etcdctl %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out.Bytes()))
+	}
+	return out.Bytes(), nil
+}
+
+// Run brings up the master's etcd member and then its kube-apiserver, waiting for the API to
+// hand out the etcd signer (cluster/bootstrap applies it). It returns once both run, or the
+// first error.
+func (m *MasterStandins) Run(ctx context.Context) error {
+	staging, err := m.etcdCerts(ctx)
+	if err != nil {
 		return err
 	}
 	cert := func(n string) string { return etcdCertDir + "/" + n }
 	ca := etcdBundleDir + "/server-ca-bundle.crt"
-	ctl := func(endpoint string, args ...string) ([]byte, error) {
-		argv := append([]string{m.Bins["etcdctl"], "--endpoints=" + endpoint, "--cacert=" + ca, "--cert=" + cert("etcd-client.crt"),
-			"--key=" + cert("etcd-client.key"), "--command-timeout=20s"}, args...)
-		cmd, err := m.Node.Command("etcdctl", []string{"ETCDCTL_API=3"}, nil, argv...)
-		if err != nil {
-			return nil, err
-		}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err = cmd.Run()
-		if err != nil {
-			return out.Bytes(), fmt.Errorf("etcdctl %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out.Bytes()))
-		}
-		return out.Bytes(), nil
-	}
+	ctl := m.etcdctl
 	if m.EtcdJoin != nil {
 		m.EtcdJoin.Lock()
 		defer m.EtcdJoin.Unlock()
@@ -201,7 +216,6 @@ func (m *MasterStandins) Run(ctx context.Context) error {
 	// The operator's clustermembercontroller: add the master as a member of the running
 	// cluster, then start it with --initial-cluster-state=existing.
 	var addOut []byte
-	var err error
 	for i := 0; ; i++ {
 		if addOut, err = ctl(bootstrapEP, "member", "add", m.NodeName, "--peer-urls="+peerURL); err == nil {
 			break

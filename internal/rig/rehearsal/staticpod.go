@@ -19,6 +19,8 @@ const PodManifestDir = "/etc/kubernetes/manifests"
 // names, its argv (command and args exactly as the manifest has them, the program first), its
 // environment, and its volumes as bind mounts (mountPath → hostPath, both node paths).
 type Container struct {
+	// File is the manifest's file name in PodManifestDir.
+	File      string
 	Pod, Name string
 	// Program is what runs: the command's base name, or for OpenShift's "hyperkube <cmd>"
 	// the command it names (kube-apiserver).
@@ -78,7 +80,7 @@ func StaticPods(root string) ([]Container, error) {
 			if len(c.Command) == 0 {
 				// The image's entrypoint runs (the MCO's coredns container: args only); it is
 				// not known here, so the container is one no host program plays.
-				out = append(out, Container{Pod: pod.Name, Name: c.Name, Program: EntrypointProgram, Args: c.Args, Image: c.Image})
+				out = append(out, Container{File: n, Pod: pod.Name, Name: c.Name, Program: EntrypointProgram, Args: c.Args, Image: c.Image})
 				continue
 			}
 			words := append(append([]string{}, c.Command...), c.Args...)
@@ -86,7 +88,7 @@ func StaticPods(root string) ([]Container, error) {
 			if prog == "hyperkube" && len(args) > 0 {
 				prog, args = args[0], args[1:]
 			}
-			ct := Container{Pod: pod.Name, Name: c.Name, Program: prog, Args: args, Image: c.Image}
+			ct := Container{File: n, Pod: pod.Name, Name: c.Name, Program: prog, Args: args, Image: c.Image}
 			for _, e := range c.Env {
 				v := e.Value
 				if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace" {

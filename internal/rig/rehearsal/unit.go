@@ -10,10 +10,12 @@ import (
 )
 
 // Service is the part of a systemd service unit (with its drop-ins applied) the rehearsal
-// runs: the environment from Environment= and EnvironmentFile= lines, and ExecStart's argv.
+// runs: the environment from Environment= and EnvironmentFile= lines, ExecStart's argv and the
+// WorkingDirectory= it runs in ("" for the service manager's default, /).
 type Service struct {
-	Env  map[string]string
-	Argv []string
+	Env     map[string]string
+	Argv    []string
+	WorkDir string
 }
 
 // ParseService reads unit name from the node root (root/etc/systemd/system/<name> and its
@@ -80,6 +82,8 @@ func ParseService(root, name string) (*Service, error) {
 				}
 			case "ExecStart":
 				exec = v
+			case "WorkingDirectory":
+				s.WorkDir = v
 			}
 		}
 	}
