@@ -135,3 +135,22 @@ func (c *Cache) trim(drop func(used time.Time, kept, size int64) bool, dry bool)
 	})
 	return st, nil
 }
+
+// Usage counts what the store holds, as removed: what removing its directory removes (every
+// entry, damaged or not, and every object with its bytes).
+func (c *Cache) Usage() TrimStats {
+	var st TrimStats
+	count := func(sub string, fn func(size int64)) {
+		filepath.WalkDir(filepath.Join(c.dir, sub), func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				if info, err := d.Info(); err == nil {
+					fn(info.Size())
+				}
+			}
+			return nil
+		})
+	}
+	count("actions", func(int64) { st.EntriesRemoved++ })
+	count("objects", func(n int64) { st.ObjectsRemoved++; st.BytesRemoved += n })
+	return st
+}
