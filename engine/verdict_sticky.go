@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"strings"
+
+	"github.com/labbuild/labbuild/cache"
 )
 
 // A sticky target (Target.Sticky: a private key, a password, the cluster's IDs) is made once
@@ -51,6 +53,7 @@ func (e *StickyError) Error() string {
 // cannot be restored, nil when it may be restored (v.entry, whose objects it has hashed) or
 // made (nothing says it was ever made). getErr is the store's answer for v.key.
 func (b *builder) checkSticky(n *node, v *verdict, getErr error) error {
+	why := func(err error) string { return strings.TrimPrefix(err.Error(), cache.ErrMiss.Error()+": ") }
 	var found string
 	switch {
 	case getErr == nil:
@@ -59,25 +62,25 @@ func (b *builder) checkSticky(n *node, v *verdict, getErr error) error {
 			return nil
 		}
 		v.entry = nil
-		found = "its store entry names damaged bytes (" + err.Error() + ")"
+		found = "its store entry names damaged bytes (" + why(err) + ")"
 	case b.cache.HasEntry(v.key):
-		found = "its store entry is unusable (" + getErr.Error() + ")"
+		found = "its store entry is unusable (" + why(getErr) + ")"
 	case v.found && v.rec.Key() == v.key:
 		found = "the store has no entry for it"
 	default:
 		return nil
 	}
-	switch {
-	case !v.found:
-		found += ", and the state has no record of its outputs (after labbuild clean)"
-	default:
+	outs := ", and its outputs are gone (labbuild clean removed them, or they were deleted)"
+	if v.found && len(v.rec.OutputNames()) > 0 {
+		outs = ""
 		for _, r := range v.reasons {
 			if r.Kind == OutputMissing || r.Kind == OutputModified {
-				found += ", and its " + r.String()
+				outs = ", and its " + r.String()
 				break
 			}
 		}
 	}
+	found += outs
 	down := b.p.Graph.Downstream([]int{n.id})
 	var deps []string
 	for _, i := range b.p.Graph.Order() {

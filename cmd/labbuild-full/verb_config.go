@@ -8,11 +8,19 @@ import (
 	"github.com/labbuild/labbuild/lab"
 )
 
-// runInit writes the embedded default lab config to lab.yaml (or -f), never over a file.
+// runInit writes the embedded default lab config to lab.yaml (or -f), never over a file; with
+// -n it says what it would write.
 func runInit(ctx context.Context, c *cli, args []string) error {
 	path := c.file
 	if path == "" {
 		path = "lab.yaml"
+	}
+	if c.dryRun {
+		if _, err := os.Lstat(path); err == nil {
+			return usagef("init: %s exists; remove it or pass -f other.yaml", path)
+		}
+		fmt.Fprintf(c.stdout, "labbuild: would write %s (%d bytes: the embedded default lab, commented)\n", path, len(lab.DefaultLabYAML()))
+		return nil
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if os.IsExist(err) {
