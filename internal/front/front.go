@@ -63,7 +63,7 @@ type Env struct {
 	// Version and Commit are what the full binary was linked with (ldflags -X main.version,
 	// -X main.commit: the Makefile's), or "" (VersionString).
 	Version, Commit string
-	Now     func() time.Time
+	Now             func() time.Time
 	// Exec replaces the process with the full binary (syscall.Exec); it returns only on error.
 	Exec func(path string, argv, env []string) error
 }
