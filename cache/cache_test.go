@@ -341,7 +341,7 @@ func TestLockHolderAndCancel(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		holder = cmd.Process.Pid
-	} else if sh, err = AcquireShared(context.Background(), p); err != nil {
+	} else if sh, err = AcquireShared(context.Background(), p, nil); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -144,14 +144,14 @@ func (l *Lock) Release() error {
 }
 
 // AcquireShared takes a shared lock on path without creating or writing it, for readers (a
-// dry run, explain, graph): they wait for a build to finish (until ctx is done) but change
-// nothing on disk.
-func AcquireShared(ctx context.Context, path string) (*Lock, error) {
+// dry run, explain, graph): they wait for a build to finish (until ctx is done; waiting is
+// called as Acquire calls it) but change nothing on disk.
+func AcquireShared(ctx context.Context, path string, waiting func(pid int)) (*Lock, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
-	if err := wait(ctx, f, syscall.LOCK_SH, path, nil); err != nil {
+	if err := wait(ctx, f, syscall.LOCK_SH, path, waiting); err != nil {
 		f.Close()
 		return nil, err
 	}

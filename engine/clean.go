@@ -82,15 +82,20 @@ func Clean(ctx context.Context, o Options, co CleanOptions) (*CleanReport, error
 	if _, err := os.Stat(meta); os.IsNotExist(err) {
 		return rep, nil
 	}
+	waiting := func(pid int) {
+		if o.Stderr != nil {
+			fmt.Fprintf(o.Stderr, "labbuild: waiting for the lock on %s %s\n", out, LockHolder(pid))
+		}
+	}
 	var lock *cache.Lock
 	if o.DryRun {
 		if _, err := os.Stat(filepath.Join(meta, lockFile)); err == nil {
-			lock, err = cache.AcquireShared(ctx, filepath.Join(meta, lockFile))
+			lock, err = cache.AcquireShared(ctx, filepath.Join(meta, lockFile), waiting)
 			if err != nil {
 				return nil, err
 			}
 		}
-	} else if lock, err = cache.Acquire(ctx, filepath.Join(meta, lockFile), nil); err != nil {
+	} else if lock, err = cache.Acquire(ctx, filepath.Join(meta, lockFile), waiting); err != nil {
 		return nil, err
 	}
 	defer lock.Release()

@@ -44,10 +44,7 @@ func (buildRunner) open(ctx context.Context, b *builder) error {
 		return fmt.Errorf("output directory: %w", err)
 	}
 	var err error
-	b.lock, err = cache.Acquire(ctx, filepath.Join(b.meta, lockFile), func(pid int) {
-		fmt.Fprintf(b.stderr, "labbuild: waiting for the lock on %s %s\n", b.out, LockHolder(pid))
-		b.o.Stamp.Fail("waited for the lock") // the notice is this run's, never a replay's
-	})
+	b.lock, err = cache.Acquire(ctx, filepath.Join(b.meta, lockFile), b.waiting)
 	if err != nil {
 		return err
 	}
@@ -152,7 +149,7 @@ type planRunner struct{}
 func (planRunner) open(ctx context.Context, b *builder) error {
 	// A dry run reads: a shared lock where a build left a lock file, and no pid written.
 	if _, err := os.Stat(filepath.Join(b.meta, lockFile)); err == nil {
-		if b.lock, err = cache.AcquireShared(ctx, filepath.Join(b.meta, lockFile)); err != nil {
+		if b.lock, err = cache.AcquireShared(ctx, filepath.Join(b.meta, lockFile), b.waiting); err != nil {
 			return err
 		}
 	}
@@ -246,6 +243,12 @@ func (b *builder) probeStale(ctx context.Context, n *node, nodes []*node, v *ver
 		r.Action = Keep
 	}
 	return r, true
+}
+
+// waiting says, once, that the build waits for the output directory's lock and who holds it.
+func (b *builder) waiting(pid int) {
+	fmt.Fprintf(b.stderr, "labbuild: waiting for the lock on %s %s\n", b.out, LockHolder(pid))
+	b.o.Stamp.Fail("waited for the lock") // the notice is this run's, never a replay's
 }
 
 // LockHolder words who holds an output directory's lock, as a waiting build says it: "held by

@@ -119,16 +119,25 @@ func main() {
 	// garbage only past 1 GiB, which saves a fifth of a null build's time.
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(1 << 30)
+	os.Exit(process(os.Args[1:]))
+}
+
+// process is the labbuild process on args, as main runs it (and the tests' labbuild command):
+// SIGINT and SIGTERM cancel the context every wait and build runs under, so either ends any
+// wait at once and a build at its next step, with nothing half-written (outputs appear by
+// rename); then the exit status.
+func process(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	if len(os.Args) == 3 && os.Args[1] == bmcServeVerb {
-		os.Exit(bmcServe(ctx, os.Args[2])) // bmc/service's daemon (bmcserve.go), not a user verb
+	defer stop()
+	if len(args) == 2 && args[0] == bmcServeVerb {
+		return bmcServe(ctx, args[1]) // bmc/service's daemon (bmcserve.go), not a user verb
 	}
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, args, os.Stdout, os.Stderr)
 	stop()
 	for _, f := range atExit {
 		f()
 	}
-	os.Exit(code)
+	return code
 }
 
 func newFlags(c *cli) *pflag.FlagSet {
