@@ -200,3 +200,63 @@ func TestSignalEndsWait(t *testing.T) {
 	}
 	t.Logf("signals: %d/4 waits ended at once, nothing written", n)
 }
+
+// TestRacyEditRebuilt: on a file system with whole-second timestamps (a loop-mounted ext4 with
+// 128-byte inodes; needs root), the pull secret edited, at the same size, within the second a
+// build read it keeps its fingerprint; the full binary must not have trusted that fingerprint
+// (issue 39: "no work to do" for ever after, in 6 of 22 trials), so the next build rebuilds.
+// Past the racy window the file is recorded, and null builds hash nothing.
+func TestRacyEditRebuilt(t *testing.T) {
+	root := frontRoot(t, true)
+	dir := filepath.Join(root, "lab")
+	must(t, os.Mkdir(dir, 0o755))
+	writeLab(t, dir)
+	wd, _ := os.Getwd()
+	build := func() (int, string) {
+		var out bytes.Buffer
+		code := run(context.Background(), []string{"-C", dir, "manifests/cluster/pull-secret"}, &out, &out)
+		os.Chdir(wd)
+		return code, out.String()
+	}
+	if code, out := build(); code != 0 {
+		t.Fatalf("cold build: %d\n%s", code, out)
+	}
+	ps := filepath.Join(dir, "ps.json")
+	orig, err := os.ReadFile(ps)
+	must(t, err)
+	other := otherAuth(t, orig)
+	content := [2][]byte{other, orig}
+	for try := 0; ; try++ {
+		if try == 5 {
+			t.Fatal("no edit landed within the second of the build's read in 5 tries: the machine is too slow for this test")
+		}
+		// Just after a second starts: write, build (which reads it), edit, all in that second.
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 30*time.Millisecond)))
+		must(t, os.WriteFile(ps, content[0], 0o600))
+		read, err := cache.Stat(ps)
+		must(t, err)
+		if code, out := build(); code != 0 || strings.Contains(out, "no work to do") {
+			t.Fatalf("build after the first edit: %d\n%s", code, out)
+		}
+		must(t, os.WriteFile(ps, content[1], 0o600))
+		edited, err := cache.Stat(ps)
+		must(t, err)
+		if edited != read {
+			content[0], content[1] = content[1], content[0]
+			continue // the second turned between the two writes: try again
+		}
+		break
+	}
+	if code, out := build(); code != 0 || !strings.Contains(out, "1 built") && !strings.Contains(out, "1 restored") {
+		t.Fatalf("the build after an edit within the second of the last read: exit %d; want the target made again (built or restored):\n%s", code, out)
+	}
+	time.Sleep(cache.RacyWindow + 100*time.Millisecond)
+	build() // past the window: the file is recorded
+	before := cache.Hashed()
+	if code, out := build(); code != 0 || !strings.Contains(out, "no work to do") {
+		t.Fatalf("null build: %d\n%s", code, out)
+	}
+	if n := cache.Hashed().Files - before.Files; n != 0 {
+		t.Errorf("a null build past the racy window hashed %d files", n)
+	}
+}
