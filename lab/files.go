@@ -141,7 +141,7 @@ func (c *Config) CheckFiles(file, baseDir string, fields []string) error {
 				continue
 			}
 			field := fmt.Sprintf("%s[%q]", ReleaseMirrors, k)
-			if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
+			if st, err := os.Stat(filepath.Join(dir, "index.json")); err != nil || !st.Mode().IsRegular() {
 				add(&ConfigError{Field: field, Msg: fmt.Sprintf("%s is not an OCI image layout (no index.json)", dir), Fix: "point it at a layout directory (oc mirror / skopeo copy oci:DIR write one)"}, field)
 			}
 		}
