@@ -13,9 +13,17 @@ FULL     := ./labbuild-full
 
 all: build
 
+# What `labbuild version` names (front.VersionString): the version (git describe: a tag, or
+# devel) and the commit, "-modified" appended when the tree has changes. Go stamps the same in a
+# checkout (vcs.revision); these are the fallback where it cannot (a git worktree,
+# -buildvcs=false), so both binaries name the commit they were built from.
+VERSION  ?= $(shell git describe --tags --dirty 2>/dev/null || echo devel)
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -modified)
+LDFLAGS  := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
 build:
-	CGO_ENABLED=0 $(GO) build -o $(FULL) ./cmd/labbuild-full
-	CGO_ENABLED=0 $(GO) build -o $(BIN) ./cmd/labbuild
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(FULL) ./cmd/labbuild-full
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/labbuild
 
 # The main job on the embedded default lab: every file artifact through Ignition, with the
 # release payload taken from the sample OCI layout (see README: which parts are real).
@@ -71,8 +79,8 @@ bench-go:
 # The benchmark build: labbuild-bench (the front) over labbuild-bench-full, the full binary
 # with the synthetic graph's flags (-tags bench; see docs/engine.md).
 bench-build:
-	CGO_ENABLED=0 $(GO) build -tags bench -o ./labbuild-bench-full ./cmd/labbuild-full
-	CGO_ENABLED=0 $(GO) build -o ./labbuild-bench ./cmd/labbuild
+	CGO_ENABLED=0 $(GO) build -tags bench -ldflags '$(LDFLAGS)' -o ./labbuild-bench-full ./cmd/labbuild-full
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o ./labbuild-bench ./cmd/labbuild
 
 bench-ninja: bench-build
 	LABBUILD=$(CURDIR)/labbuild-bench bash scripts/bench-ninja.sh

@@ -2,11 +2,15 @@ package cache
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -288,14 +292,14 @@ func TestTrimKeepsPinnedAndRecent(t *testing.T) {
 
 func TestLockWaits(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "lock")
-	l1, err := Acquire(p, nil)
+	l1, err := Acquire(context.Background(), p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	waited := make(chan int, 1)
 	got := make(chan *Lock)
 	go func() {
-		l2, _ := Acquire(p, func(pid int) { waited <- pid })
+		l2, _ := Acquire(context.Background(), p, func(pid int) { waited <- pid })
 		got <- l2
 	}()
 	if pid := <-waited; pid != os.Getpid() {
@@ -308,6 +312,53 @@ func TestLockWaits(t *testing.T) {
 	}
 	l1.Release()
 	(<-got).Release()
+}
+
+// TestLockHolderAndCancel: a shared holder, which writes nothing into the lock file, is the
+// one a waiter names (not the PID a dead writer left there), and a waiter whose context ends
+// returns at once with that error.
+func TestLockHolderAndCancel(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "lock")
+	if err := os.WriteFile(p, []byte(fmt.Sprintf("%-19d\n", 999999999)), 0o644); err != nil { // a PID no process has
+		t.Fatal(err)
+	}
+	// The shared holder: another process (flock(1) where present, else this process).
+	holder := os.Getpid()
+	var sh *Lock
+	if fl, err := exec.LookPath("flock"); err == nil {
+		cmd := exec.Command(fl, "--shared", p, "sleep", "30")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		for i := 0; ; i++ { // until flock(1) holds it
+			f, _ := os.Open(p)
+			if len(Holders(f)) > 0 || i == 200 {
+				f.Close()
+				break
+			}
+			f.Close()
+			time.Sleep(10 * time.Millisecond)
+		}
+		holder = cmd.Process.Pid
+	} else if sh, err = AcquireShared(context.Background(), p, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan int, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := Acquire(ctx, p, func(pid int) { waited <- pid })
+		done <- err
+	}()
+	if pid := <-waited; pid != holder {
+		t.Errorf("waiting reports pid %d, want the shared holder %d", pid, holder)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled wait: %v, want context.Canceled", err)
+	}
+	sh.Release()
 }
 
 // A key is SHA-256 over length-prefixed parts (8-byte little-endian lengths): the format keys
@@ -328,5 +379,113 @@ func TestHasherFormat(t *testing.T) {
 	h.Add("version", []byte("3"))
 	if h.Sum() == Sum(raw) {
 		t.Fatal("Reset kept parts")
+	}
+}
+
+// TestSealedRecords: an entry or epoch record is a miss when any byte of it changes (a flipped
+// bit in a stale time keeps the JSON valid: the digest catches it), when it is cut short or
+// zeroed; an unsealed (older) entry is a miss unless pinned, when its objects are hashed.
+func TestSealedRecords(t *testing.T) {
+	dir := t.TempDir()
+	c := Open(filepath.Join(dir, "cache"))
+	src := filepath.Join(dir, "f")
+	os.WriteFile(src, []byte("hello"), 0o644)
+	d, _, _ := c.PutFile(src)
+	e := &Entry{Key: Sum([]byte("k")), Target: "a/b", Outputs: []File{{Path: "f", Mode: 0o644, Size: 5, Digest: d}}, StaleAt: 1795508460899849076, Epoch: 7}
+	e.OutputDigest = OutputDigest(e.Outputs)
+	if err := c.PutAction(e); err != nil {
+		t.Fatal(err)
+	}
+	good, _ := os.ReadFile(c.actionPath(e.Key))
+	base := Sum([]byte("base"))
+	if err := c.PutEpoch(base, EpochRecord{Epoch: 7, StaleAt: 1795508460899849076}); err != nil {
+		t.Fatal(err)
+	}
+	goodEpoch, _ := os.ReadFile(c.epochPath(base))
+	for i := range good {
+		b := bytes.Clone(good)
+		b[i] ^= 0x01
+		os.WriteFile(c.actionPath(e.Key), b, 0o600)
+		if _, err := c.GetAction(e.Key); err == nil {
+			t.Fatalf("entry with byte %d flipped (%q): served", i, b[max(0, i-8):min(len(b), i+8)])
+		}
+		os.WriteFile(c.actionPath(e.Key), good[:i], 0o600)
+		if _, err := c.GetAction(e.Key); err == nil {
+			t.Fatalf("entry cut to %d bytes: served", i)
+		}
+	}
+	os.WriteFile(c.actionPath(e.Key), make([]byte, len(good)), 0o600)
+	if _, err := c.GetAction(e.Key); !errors.Is(err, ErrMiss) || !c.HasEntry(e.Key) {
+		t.Fatalf("zeroed entry: %v (exists %v)", err, c.HasEntry(e.Key))
+	}
+	for i := range goodEpoch {
+		b := bytes.Clone(goodEpoch)
+		b[i] ^= 0x01
+		os.WriteFile(c.epochPath(base), b, 0o600)
+		if r, ok := c.GetEpoch(base); ok {
+			t.Fatalf("epoch with byte %d flipped: served %+v", i, r)
+		}
+	}
+	// Unsealed, as an older labbuild wrote it: a miss, unless pinned and its objects verify.
+	legacy, _ := json.Marshal(e)
+	os.WriteFile(c.actionPath(e.Key), legacy, 0o600)
+	if _, err := c.GetAction(e.Key); !errors.Is(err, ErrMiss) {
+		t.Errorf("unsealed entry: %v, want a miss", err)
+	}
+	e.Pinned = true
+	legacy, _ = json.Marshal(e)
+	os.WriteFile(c.actionPath(e.Key), legacy, 0o600)
+	if _, err := c.GetAction(e.Key); err != nil {
+		t.Errorf("unsealed pinned entry with good objects: %v", err)
+	}
+	os.WriteFile(c.objectPath(d), []byte("HELLO"), 0o600)
+	if _, err := c.GetAction(e.Key); !errors.Is(err, ErrMiss) {
+		t.Errorf("unsealed pinned entry with a damaged object: %v, want a miss", err)
+	}
+	if err := c.Verify(e); err == nil || !strings.Contains(err.Error(), "damaged") {
+		t.Errorf("Verify of a damaged object: %v", err)
+	}
+}
+
+// TestClearUnpinned: clean --cache keeps pinned entries, their objects and damaged entries,
+// and removes the rest; dry, it removes nothing and counts the same.
+func TestClearUnpinned(t *testing.T) {
+	dir := t.TempDir()
+	c := Open(dir)
+	put := func(name, content string, pinned bool) *Entry {
+		f := filepath.Join(t.TempDir(), "f")
+		os.WriteFile(f, []byte(content), 0o644)
+		d, n, _ := c.PutFile(f)
+		e := &Entry{Key: Sum([]byte(name)), Target: name, Pinned: pinned, Outputs: []File{{Path: "f", Size: n, Digest: d}}}
+		e.OutputDigest = OutputDigest(e.Outputs)
+		c.PutAction(e)
+		return e
+	}
+	key := put("pki/key/root", "secret key", true)
+	other := put("a/other", "other bytes", false)
+	damaged := put("pki/key/other", "other key", true)
+	os.WriteFile(c.actionPath(damaged.Key), []byte("{damaged"), 0o600)
+	plan, err := c.ClearUnpinned(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetAction(other.Key); err != nil {
+		t.Fatalf("a dry run removed an entry: %v", err)
+	}
+	st, err := c.ClearUnpinned(false)
+	if err != nil || st != plan {
+		t.Fatalf("ClearUnpinned = %+v %v, dry run said %+v", st, err, plan)
+	}
+	if st.EntriesRemoved != 1 || st.EntriesKept != 2 || st.ObjectsRemoved != 2 {
+		t.Errorf("stats %+v: want 1 entry removed, 2 kept (the pinned, the damaged), 2 objects removed", st)
+	}
+	if _, err := c.GetAction(key.Key); err != nil {
+		t.Errorf("pinned entry: %v", err)
+	}
+	if _, err := c.GetAction(other.Key); err == nil {
+		t.Error("unpinned entry kept")
+	}
+	if !c.HasEntry(damaged.Key) {
+		t.Error("damaged entry removed: a sticky secret's loss would go unnoticed")
 	}
 }

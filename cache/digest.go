@@ -15,9 +15,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // Digest is a SHA-256 digest.
@@ -72,9 +74,10 @@ func countHashed(n int64) {
 	hashed.bytes.Add(n)
 }
 
-// HashFile returns the digest and size of the file at path.
+// HashFile returns the digest and size of the regular file at path. Anything else is refused
+// (OpenRegular): a FIFO would block the build, a device never end.
 func HashFile(path string) (Digest, int64, error) {
-	f, err := os.Open(path)
+	f, _, err := OpenRegular(path)
 	if err != nil {
 		return Digest{}, 0, err
 	}
@@ -134,3 +137,75 @@ func (k *Hasher) Add2(prefix, name string, value []byte) {
 
 // Sum returns the key.
 func (k *Hasher) Sum() Digest { return sha256.Sum256(k.b) }
+
+// OpenRegular opens path for reading only if it is a regular file. The open does not block (a
+// FIFO with no writer would block open(2) itself: O_NONBLOCK), and the kind is checked on the
+// descriptor opened (fstat), so nothing is read from a FIFO, a device or a directory: each is
+// an *fs.PathError whose error names what path is (NotRegular).
+func OpenRegular(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, &fs.PathError{Op: "read", Path: path, Err: NotRegular(st.Mode())}
+	}
+	return f, st, nil
+}
+
+// NotRegular is the error for a file of mode m that is not a regular file: it names the kind.
+func NotRegular(m fs.FileMode) error {
+	kind := "not a regular file"
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		kind = "a named pipe (FIFO), not a regular file"
+	case m&fs.ModeCharDevice != 0:
+		kind = "a character device, not a regular file"
+	case m&fs.ModeDevice != 0:
+		kind = "a block device, not a regular file"
+	case m.IsDir():
+		kind = "a directory, not a regular file"
+	case m&fs.ModeSocket != 0:
+		kind = "a socket, not a regular file"
+	}
+	return errors.New(kind)
+}
+
+// ErrTooLarge is wrapped by ReadRegular's error for a file over its cap.
+var ErrTooLarge = errors.New("too large")
+
+// ReadRegular reads the regular file at path (OpenRegular) when it holds at most max bytes;
+// a larger one is an *fs.PathError wrapping ErrTooLarge whose text states the cap, and is not
+// read past it: a file a user names is read whole, so its size is bounded.
+func ReadRegular(path string, max int64) ([]byte, error) {
+	f, st, err := OpenRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st.Size() > max {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: %d bytes, over the %s cap", ErrTooLarge, st.Size(), SizeText(max))}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && int64(len(b)) > max { // grew while read
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w: over the %s cap", ErrTooLarge, SizeText(max))}
+	}
+	return b, err
+}
+
+// SizeText writes n bytes for people: "1 MiB", "64 KiB", "512 bytes".
+func SizeText(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

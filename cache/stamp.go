@@ -26,13 +26,17 @@ import (
 
 // Stamp is one command line's recorded null build.
 type Stamp struct {
-	Cwd        string   // the working directory after -C, as the kernel has it (Getwd)
-	Argv       []string // the arguments after the program name, verbatim
-	OutDir     string   // the absolute output directory
-	BaseDir    string   // the absolute directory StampBase entries are relative to
-	Start      int64    // ns since the epoch: before the first fingerprint was taken
-	ValidUntil int64    // ns since the epoch: the verdict may change from then on
-	Binary     string   // the full binary's path, for messages
+	Cwd    string   // the working directory after -C, as the kernel has it (Getwd)
+	Argv   []string // the arguments after the program name, verbatim
+	OutDir string   // the absolute output directory
+	// Config is the lab config named by -f, absolute as the kernel resolved it then (Abs: each
+	// ".." taken after the links before it); "" without -f. The front resolves -f again and
+	// replays only when it names the same file (a link retargeted since names another).
+	Config     string
+	BaseDir    string // the absolute directory StampBase entries are relative to
+	Start      int64  // ns since the epoch: before the first fingerprint was taken
+	ValidUntil int64  // ns since the epoch: the verdict may change from then on
+	Binary     string // the full binary's path, for messages
 	BinaryFP   Fingerprint
 	TTY        uint8    // StampStdoutTTY | StampStderrTTY
 	Env        []string // StampEnv: sorted NAME=hash of the variables labbuild reads
@@ -210,7 +214,7 @@ func SplitStampFiles(files []byte, per int) [][]byte {
 	return parts
 }
 
-const stampMagic = "labbuild stamp 2\n"
+const stampMagic = "labbuild stamp 3\n"
 
 // Encode returns the stamp's bytes, checksummed (CRC-32C at the end).
 func (s *Stamp) Encode() []byte {
@@ -223,6 +227,7 @@ func (s *Stamp) Encode() []byte {
 		str(a)
 	}
 	str(s.OutDir)
+	str(s.Config)
 	str(s.BaseDir)
 	b = binary.AppendVarint(b, s.Start)
 	b = binary.AppendVarint(b, s.ValidUntil)
@@ -262,7 +267,7 @@ func DecodeStamp(data []byte) (*Stamp, error) {
 	for i := range s.Argv {
 		s.Argv[i] = string(d.bytes())
 	}
-	s.OutDir, s.BaseDir = string(d.bytes()), string(d.bytes())
+	s.OutDir, s.Config, s.BaseDir = string(d.bytes()), string(d.bytes()), string(d.bytes())
 	s.Start, s.ValidUntil = d.varint(), d.varint()
 	s.Binary = string(d.bytes())
 	s.BinaryFP = d.fp()

@@ -14,7 +14,7 @@ import (
 func TestStampRoundTrip(t *testing.T) {
 	files := AppendStampFile(nil, StampOut, []byte("pki/ca/root/ca.crt"), Fingerprint{Size: 1200, Mtime: 1795508460899849076, Ino: 42, Mode: 0o644})
 	files = AppendStampFile(files, StampAbs|StampAbsent, []byte("/lab/lab.yaml"), Fingerprint{})
-	s := &Stamp{Cwd: "/lab", Argv: []string{"-q", "pki"}, OutDir: "/lab/out", BaseDir: "/lab", Start: 7, ValidUntil: 9,
+	s := &Stamp{Cwd: "/lab", Argv: []string{"-q", "pki"}, OutDir: "/lab/out", Config: "/lab/lab.yaml", BaseDir: "/lab", Start: 7, ValidUntil: 9,
 		Binary: "/bin/labbuild-full", BinaryFP: Fingerprint{Size: 1, Mtime: -2, Ino: 3, Mode: 0o755}, TTY: StampStderrTTY,
 		Env:    StampEnv([]string{"LABBUILD_X=1", "LABBUILD_FULL=/x", "PATH=/bin", "NO_COLOR="}),
 		Output: []StampChunk{{1, []byte("labbuild: no work to do (… in ")}, {0, []byte{}}, {1, []byte("s)\n")}}, Files: files, NFiles: 2}

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -311,48 +312,139 @@ func OutputDigest(files []File) Digest {
 	return h.Sum()
 }
 
-// GetAction returns the entry for key, checking that every object it names is present. Any
-// problem is an error wrapping ErrMiss with the reason.
-func (c *Cache) GetAction(key Digest) (*Entry, error) {
+// Entries and epoch records are JSON followed by a trailer line holding the SHA-256 of the
+// JSON, in hex (sealed, unseal): a record whose bytes no longer match it — a flipped bit that
+// keeps the JSON valid, a stale time moved by years — is a miss, never trusted. A record
+// without the trailer was written by a labbuild before issue 39 (see GetAction, GetEpoch).
+
+// seal returns the bytes stored for JSON document j: j, a newline, the hex SHA-256 of j, a
+// newline.
+func seal(j []byte) []byte {
+	d := Sum(j)
+	return append(append(append(j, '\n'), d.String()...), '\n')
+}
+
+// errUnsealed reports a record written before records were sealed (no trailer).
+var errUnsealed = errors.New("no digest (written by an older labbuild)")
+
+// unseal returns the JSON document of a sealed record, errUnsealed (and the whole of b) for a
+// record without a trailer, or an error when the trailer does not match.
+func unseal(b []byte) ([]byte, error) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return b, errUnsealed
+	}
+	j, tr := b[:i], b[i+1:]
+	if d := Sum(j); len(tr) != 65 || tr[64] != '\n' || string(tr[:64]) != d.String() {
+		return nil, errors.New("its digest does not match its content")
+	}
+	return j, nil
+}
+
+// readEntry reads and checks the entry for key: its digest, its JSON, its key and its output
+// digest. legacy reports an entry without a digest (its content could not be checked).
+func (c *Cache) readEntry(key Digest) (e *Entry, legacy bool, err error) {
 	b, err := os.ReadFile(c.actionPath(key))
 	if err != nil {
-		return nil, fmt.Errorf("%w: no entry", ErrMiss)
+		return nil, false, fmt.Errorf("%w: no entry", ErrMiss)
 	}
-	var e Entry
-	if err := json.Unmarshal(b, &e); err != nil || e.Key != key {
-		return nil, fmt.Errorf("%w: corrupt entry %s", ErrMiss, key.Short())
+	j, err := unseal(b)
+	legacy = errors.Is(err, errUnsealed)
+	if err != nil && !legacy {
+		return nil, false, fmt.Errorf("%w: entry %s is damaged: %v", ErrMiss, key.Short(), err)
+	}
+	e = new(Entry)
+	if err := json.Unmarshal(j, e); err != nil || e.Key != key {
+		return nil, false, fmt.Errorf("%w: entry %s is damaged: not a valid entry", ErrMiss, key.Short())
 	}
 	if OutputDigest(e.Outputs) != e.OutputDigest {
-		return nil, fmt.Errorf("%w: entry %s does not match its outputs", ErrMiss, key.Short())
+		return nil, false, fmt.Errorf("%w: entry %s is damaged: does not match its outputs", ErrMiss, key.Short())
+	}
+	return e, legacy, nil
+}
+
+// GetAction returns the entry for key, checking its digest and that every object it names is
+// present. Any problem is an error wrapping ErrMiss with the reason. An entry written before
+// entries carried a digest is a miss (the target runs once more and is stored sealed), unless
+// it is pinned (a sticky secret, whose bytes matter and are checked instead: every object is
+// hashed, see Verify).
+func (c *Cache) GetAction(key Digest) (*Entry, error) {
+	e, legacy, err := c.readEntry(key)
+	if err != nil {
+		return nil, err
 	}
 	for _, f := range e.Outputs {
 		if !c.HasObject(f.Digest, f.Size) {
 			return nil, fmt.Errorf("%w: object for %s missing", ErrMiss, f.Path)
 		}
 	}
-	return &e, nil
+	if legacy {
+		if !e.Pinned {
+			return nil, fmt.Errorf("%w: entry %s has %v", ErrMiss, key.Short(), errUnsealed)
+		}
+		if err := c.Verify(e); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// HasEntry reports whether an entry file for key exists, usable or not: a sticky target whose
+// entry exists but is damaged was made before, and must not be made anew in silence.
+func (c *Cache) HasEntry(key Digest) bool {
+	_, err := os.Stat(c.actionPath(key))
+	return err == nil
+}
+
+// Verify hashes every object e names and reports, wrapping ErrMiss, the first that is missing,
+// of another size or of other bytes. Materialize checks as it copies; Verify is for a plan
+// (which copies nothing) and for a sticky secret, which must never be found damaged only once
+// a build has begun to replace it.
+func (c *Cache) Verify(e *Entry) error {
+	for _, f := range e.Outputs {
+		d, n, err := hashObject(c.objectPath(f.Digest))
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: object for %s: %v", ErrMiss, f.Path, err)
+		case d != f.Digest || n != f.Size:
+			return fmt.Errorf("%w: object for %s is damaged (%d bytes, digest %s; recorded %d bytes, %s)", ErrMiss, f.Path, n, d.Short(), f.Size, f.Digest.Short())
+		}
+	}
+	return nil
+}
+
+// hashObject is HashFile for the store's own files (not counted: no input is hashed).
+func hashObject(p string) (Digest, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return Digest{}, 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	var d Digest
+	h.Sum(d[:0])
+	return d, n, err
 }
 
 // PeekAction returns the entry for key without checking its objects (for explaining what an
-// earlier build used), or ErrMiss.
+// earlier build used), or ErrMiss, also for an entry whose digest does not match.
 func (c *Cache) PeekAction(key Digest) (*Entry, error) {
-	b, err := os.ReadFile(c.actionPath(key))
+	e, _, err := c.readEntry(key)
 	if err != nil {
-		return nil, fmt.Errorf("%w: no entry", ErrMiss)
+		return nil, err
 	}
-	var e Entry
-	if err := json.Unmarshal(b, &e); err != nil {
-		return nil, fmt.Errorf("%w: corrupt entry", ErrMiss)
-	}
-	return &e, nil
+	return e, nil
 }
 
-// PutAction records e. Its objects must already be stored (data before index).
+// PutAction records e, sealed with its digest. Its objects must already be stored (data before
+// index).
 func (c *Cache) PutAction(e *Entry) error {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
+	b = seal(b)
 	return c.writeAtomic(c.actionPath(e.Key), func(f *os.File) error {
 		_, err := f.Write(b)
 		return err
@@ -386,17 +478,23 @@ func (c *Cache) epochPath(base Digest) string {
 	return filepath.Join(c.dir, "epochs", h[:2], h)
 }
 
-// GetEpoch returns the epoch recorded for base, if any.
+// GetEpoch returns the epoch recorded for base, if any. A record whose digest does not match
+// its content, or that has none (an older labbuild's), is no record: the target is then keyed
+// as new (a certificate is issued again), never by a damaged time.
 func (c *Cache) GetEpoch(base Digest) (EpochRecord, bool) {
 	var r EpochRecord
 	b, err := os.ReadFile(c.epochPath(base))
-	if err != nil || json.Unmarshal(b, &r) != nil || r.Epoch == 0 {
+	if err != nil {
+		return EpochRecord{}, false
+	}
+	j, err := unseal(b)
+	if err != nil || json.Unmarshal(j, &r) != nil || r.Epoch == 0 {
 		return EpochRecord{}, false
 	}
 	return r, true
 }
 
-// PutEpoch records r for base (atomically; an equal record is not rewritten).
+// PutEpoch records r for base (atomically, sealed; an equal record is not rewritten).
 func (c *Cache) PutEpoch(base Digest, r EpochRecord) error {
 	if old, ok := c.GetEpoch(base); ok && old == r {
 		return nil
@@ -405,6 +503,7 @@ func (c *Cache) PutEpoch(base Digest, r EpochRecord) error {
 	if err != nil {
 		return err
 	}
+	b = seal(b)
 	return c.writeAtomic(c.epochPath(base), func(f *os.File) error {
 		_, err := f.Write(b)
 		return err

@@ -44,7 +44,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 	ch := make(chan opened, 1)
 	go func() {
-		b, err := openBuilder(o)
+		b, err := openBuilder(ctx, o)
 		ch <- opened{b, err}
 	}()
 	p, err := Load(o)
@@ -114,8 +114,8 @@ type builder struct {
 }
 
 // newBuilder opens the output directory for project p.
-func newBuilder(p *Project, o Options) (*builder, error) {
-	b, err := openBuilder(o)
+func newBuilder(ctx context.Context, p *Project, o Options) (*builder, error) {
+	b, err := openBuilder(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +130,14 @@ func newBuilder(p *Project, o Options) (*builder, error) {
 func (b *builder) attach(p *Project) error {
 	b.p = p
 	for _, r := range b.o.Regenerate {
+		if r == RegenerateAll {
+			for _, t := range p.Targets {
+				if t.Sticky {
+					b.regen[t.Name] = true
+				}
+			}
+			continue
+		}
 		t := p.Target(r)
 		if t == nil || !t.Sticky {
 			return &UsageError{Msg: fmt.Sprintf("--regenerate %s: not a sticky target (labbuild list shows them)", r)}
@@ -139,13 +147,17 @@ func (b *builder) attach(p *Project) error {
 	return nil
 }
 
-// openBuilder locks the output directory and reads its state.
-func openBuilder(o Options) (*builder, error) {
+// openBuilder locks the output directory (waiting for it until ctx is done) and reads its
+// state.
+func openBuilder(ctx context.Context, o Options) (*builder, error) {
 	out, err := cache.Abs(o.OutDir) // as the kernel resolves it: "-o ../out" from a symlink
 	if err != nil {
 		return nil, err
 	}
 	b := &builder{o: o, runner: newRunner(o), out: out, meta: filepath.Join(out, metaDir), baseDir: BaseDir(o.ConfigPath), regen: map[string]bool{}, wall: time.Now()}
+	if o.Wall != nil {
+		b.wall = o.Wall()
+	}
 	b.stdout, b.stderr = o.Stdout, o.Stderr
 	if b.stdout == nil {
 		b.stdout = io.Discard
@@ -159,7 +171,7 @@ func openBuilder(o Options) (*builder, error) {
 		b.now = time.Now()
 	}
 	b.cache = cache.Open(filepath.Join(b.meta, cacheDir))
-	if err := b.runner.open(b); err != nil {
+	if err := b.runner.open(ctx, b); err != nil {
 		b.close()
 		return nil, err
 	}
@@ -212,12 +224,16 @@ func (b *builder) maybeTrim() {
 }
 
 // TrimCache trims the output directory's content store now (labbuild clean --trim), holding
-// the lock, with the given limits (0: no limit of that kind).
-func TrimCache(o Options, maxAge time.Duration, maxBytes int64) (cache.TrimStats, error) {
-	b, err := openBuilder(o)
+// the lock, with the given limits (0: no limit of that kind). With o.DryRun it removes nothing
+// and returns what it would remove (under a shared lock, as every dry run).
+func TrimCache(ctx context.Context, o Options, maxAge time.Duration, maxBytes int64) (cache.TrimStats, error) {
+	b, err := openBuilder(ctx, o)
 	if err != nil {
 		return cache.TrimStats{}, err
 	}
 	defer b.close()
+	if o.DryRun {
+		return b.cache.PlanTrim(maxAge, maxBytes, time.Now())
+	}
 	return b.cache.Trim(maxAge, maxBytes, time.Now())
 }

@@ -14,38 +14,56 @@ import (
 
 // CleanOptions says what Clean removes.
 type CleanOptions struct {
-	// Cache also removes the content store and action cache. Sticky secrets (CA keys, the
-	// kubeadmin password) are then generated anew by the next build.
+	// Cache also removes the content store and action cache, but for the sticky secrets (CA
+	// keys, the kubeadmin password, the cluster's IDs), whose entries and objects stay (and
+	// the certificates' epochs): the next build restores them, and what was made from them
+	// comes out the same.
 	Cache bool
+	// Sticky, with Cache, removes the sticky secrets too (`clean --cache --regenerate all`):
+	// the next build makes new ones, and so replaces everything made from them.
+	Sticky bool
+}
+
+// CleanReport is what Clean removed (with DryRun: would remove).
+type CleanReport struct {
+	// Cleaned lists the targets whose outputs and state were removed, sorted.
+	Cleaned []string
+	// Files counts the output files removed.
+	Files int
+	// Store is what left the content store (Cache): entries, objects, bytes; and what stayed.
+	Store cache.TrimStats
+	// Sticky lists the sticky targets of the config, sorted: kept in the store by Cache, or
+	// removed with it (Sticky).
+	Sticky []string
+	// StickyUsers counts the targets that depend on a sticky one (what regenerating them all
+	// replaces).
+	StickyUsers int
 }
 
 // Clean removes the materialized outputs and state of the selected targets (o.Goals; all when
 // empty), holding the lock. The content store stays (unless co.Cache), so a rebuild restores
 // everything, keys included, without running anything. External targets are not touched:
-// `labbuild destroy` removes what they made. It returns the names of the cleaned targets.
-func Clean(ctx context.Context, o Options, co CleanOptions) ([]string, error) {
+// `labbuild destroy` removes what they made. With o.DryRun it removes nothing (and takes the
+// lock shared, writing nothing) and reports what it would remove.
+func Clean(ctx context.Context, o Options, co CleanOptions) (*CleanReport, error) {
 	p, err := Load(o)
 	if err != nil {
 		return nil, err
 	}
-	out, err := cache.Abs(o.OutDir)
-	if err != nil {
-		return nil, err
+	rep := &CleanReport{}
+	var stickyIDs []int
+	for i, t := range p.Targets {
+		if t.Sticky {
+			rep.Sticky = append(rep.Sticky, t.Name)
+			stickyIDs = append(stickyIDs, i)
+		}
 	}
-	meta := filepath.Join(out, metaDir)
-	if _, err := os.Stat(meta); os.IsNotExist(err) {
-		return nil, nil
+	sort.Strings(rep.Sticky)
+	for i, in := range p.Graph.Downstream(stickyIDs) {
+		if in && !p.Targets[i].Sticky {
+			rep.StickyUsers++
+		}
 	}
-	lock, err := cache.Acquire(filepath.Join(meta, lockFile), nil)
-	if err != nil {
-		return nil, err
-	}
-	defer lock.Release()
-	st, err := cache.LoadState(filepath.Join(meta, stateFile))
-	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
 	sel := map[string]bool{}
 	if len(o.Goals) > 0 {
 		ids, err := p.Select(o.Goals)
@@ -56,7 +74,39 @@ func Clean(ctx context.Context, o Options, co CleanOptions) ([]string, error) {
 			sel[p.Targets[i].Name] = true
 		}
 	}
-	var cleaned []string
+	out, err := cache.Abs(o.OutDir)
+	if err != nil {
+		return nil, err
+	}
+	meta := filepath.Join(out, metaDir)
+	if _, err := os.Stat(meta); os.IsNotExist(err) {
+		return rep, nil
+	}
+	waiting := func(pid int) {
+		if o.Stderr != nil {
+			fmt.Fprintf(o.Stderr, "labbuild: waiting for the lock on %s %s\n", out, LockHolder(pid))
+		}
+	}
+	var lock *cache.Lock
+	if o.DryRun {
+		if _, err := os.Stat(filepath.Join(meta, lockFile)); err == nil {
+			lock, err = cache.AcquireShared(ctx, filepath.Join(meta, lockFile), waiting)
+			if err != nil {
+				return nil, err
+			}
+		}
+	} else if lock, err = cache.Acquire(ctx, filepath.Join(meta, lockFile), waiting); err != nil {
+		return nil, err
+	}
+	defer lock.Release()
+	st, err := cache.LoadState(filepath.Join(meta, stateFile))
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	if o.DryRun {
+		st.SetReadOnly()
+	}
 	for _, name := range st.Names() {
 		if len(sel) > 0 && !sel[name] {
 			continue
@@ -70,20 +120,40 @@ func Clean(ctx context.Context, o Options, co CleanOptions) ([]string, error) {
 			dir = filepath.Join(out, t.Dir())
 		}
 		for _, o := range st.Target(name).Outputs {
+			if _, err := os.Lstat(filepath.Join(dir, filepath.FromSlash(o.Rel))); err == nil {
+				rep.Files++
+			}
+		}
+		rep.Cleaned = append(rep.Cleaned, name)
+		if o.DryRun {
+			continue
+		}
+		for _, o := range st.Target(name).Outputs {
 			os.Remove(filepath.Join(dir, filepath.FromSlash(o.Rel)))
 		}
 		removeEmptyDirs(dir, out)
 		st.DeleteTarget(name)
-		cleaned = append(cleaned, name)
 	}
-	os.RemoveAll(filepath.Join(meta, logDir))
+	sort.Strings(rep.Cleaned)
 	if co.Cache {
-		if err := os.RemoveAll(filepath.Join(meta, cacheDir)); err != nil {
-			return cleaned, err
+		c := cache.Open(filepath.Join(meta, cacheDir))
+		if co.Sticky {
+			rep.Store = c.Usage()
+			if !o.DryRun {
+				err = os.RemoveAll(filepath.Join(meta, cacheDir))
+			}
+		} else {
+			rep.Store, err = c.ClearUnpinned(o.DryRun)
+		}
+		if err != nil {
+			return rep, err
 		}
 	}
-	sort.Strings(cleaned)
-	return cleaned, st.Compact(true)
+	if o.DryRun {
+		return rep, nil
+	}
+	os.RemoveAll(filepath.Join(meta, logDir))
+	return rep, st.Compact(true)
 }
 
 // removeEmptyDirs removes dir and its empty parents up to (not including) root.
@@ -138,7 +208,7 @@ func Destroy(ctx context.Context, o Options) (*DestroyReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	b, err := newBuilder(p, o)
+	b, err := newBuilder(ctx, p, o)
 	if err != nil {
 		return rep, err
 	}

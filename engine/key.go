@@ -144,14 +144,15 @@ func epochKey(h *cache.Hasher, base cache.Digest, epoch int64, inputs map[string
 	return h.Sum()
 }
 
-// racyWindow is the file system's timestamp granularity with a margin: ext4 and tmpfs stamp
-// times from the kernel's coarse clock (one jiffy, up to 10 ms), so a file modified again
-// within one tick of being read can keep its fingerprint: such a file is hashed again next
-// time. It is not cache.RacyWindow (2 s, for whole-second file systems): a null build right
-// after writing inputs (a benchmark, a script) would hash them all again for 2 s. The front
-// does not lean on this rule: it compares a file's bytes where the state does not vouch for
-// it, and the full binary's verdict, which it replays, is the one this rule gives.
-const racyWindow = 20 * time.Millisecond
+// racyWindow is how close to the build's start (its wall clock, Options.Wall) an input file's
+// last change (Fingerprint.Changed) may be before its fingerprint cannot vouch for its bytes:
+// cache.RacyWindow, 2 s, cmd/go's test-cache rule. A file system keeps times in its own
+// granularity (ext4 with 128-byte inodes, and others, in whole seconds), so a file edited again
+// within the second the build read it, at the same size, keeps its fingerprint; such a file is
+// not recorded, and is hashed again by the next build (and the next, until it is older than
+// the window). Issue 39 found the full binary keeping a stale pull secret for ever with the
+// 20 ms it had before. A null build more than 2 s after the last edit hashes nothing.
+const racyWindow = time.Duration(cache.RacyWindow)
 
 // fileDigest returns the digest of the file named by config field f, trusting the recorded
 // digest when the stat fingerprint matches (so a null build reads no input file). A file whose

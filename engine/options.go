@@ -32,10 +32,16 @@ type Options struct {
 	DryRun bool
 	// Force (-B) runs every selected target except Sticky ones, which are restored.
 	Force bool
-	// Regenerate names Sticky targets to make anew (a new CA key, a new password).
+	// Regenerate names Sticky targets to make anew (a new CA key, a new password);
+	// RegenerateAll names every one.
 	Regenerate []string
 	// Now is the clock, read once per build (injected in tests); time.Now when nil.
 	Now func() time.Time
+	// Wall is the real clock the racy-file rule (fileDigest) compares input files' change
+	// times with, read once per build; time.Now when nil. Never Now: a certificate's clock is
+	// not the file system's. Tests inject a later time to stand for a build that starts after
+	// cache.RacyWindow has passed.
+	Wall func() time.Time
 	// Stdout and Stderr receive the status line, failures and the plan; io.Discard when nil.
 	Stdout, Stderr io.Writer
 	// Terminal selects the one-line ninja-style status ([N/M] target, rewritten in place).
@@ -57,6 +63,10 @@ type Options struct {
 	// daily trim), or why this build's verdict may not be replayed (see cache.Stamp).
 	Stamp *cache.StampCollector
 }
+
+// RegenerateAll, as an Options.Regenerate name (`--regenerate all`), names every Sticky
+// target.
+const RegenerateAll = "all"
 
 // Source is where a build's targets and the values they read come from: package targets' Lab
 // (a lab.yaml, whose registered families declare the targets), or a test's. Values are read
@@ -145,6 +155,11 @@ func (e *BuildError) Error() string {
 }
 
 // UsageError is a bad request (unknown target, bad goal): the CLI exits with status 2.
-type UsageError struct{ Msg string }
+type UsageError struct {
+	Msg string
+	// Goal is the goal that names no target or family, when that is the mistake: the CLI adds
+	// the nearest names.
+	Goal string
+}
 
 func (e *UsageError) Error() string { return e.Msg }

@@ -103,7 +103,7 @@ func (p *Project) Select(goals []string) ([]int, error) {
 			}
 		}
 		if n == 0 {
-			return nil, &UsageError{Msg: fmt.Sprintf("unknown target or family %q%s (labbuild list shows them)", goal, p.suggest(goal))}
+			return nil, &UsageError{Msg: fmt.Sprintf("unknown target or family %q%s (labbuild list shows them)", goal, p.suggest(goal)), Goal: goal}
 		}
 	}
 	return ids, nil

@@ -15,8 +15,8 @@ import (
 // as ninja swaps in a dry-run command runner and terraform's plan is a walk of its own: no
 // other code asks whether this is a dry run.
 type runner interface {
-	// open locks the output directory and loads its state into b.
-	open(b *builder) error
+	// open locks the output directory (waiting until ctx is done) and loads its state into b.
+	open(ctx context.Context, b *builder) error
 	// act does what verdict v says for target n, which is not up to date (its deps are done).
 	act(ctx context.Context, b *builder, n *node, v *verdict, nodes []*node, runSem chan struct{})
 	// failed notes that n failed with msg: its state (failed; blocked in a plan, which could
@@ -39,15 +39,12 @@ func newRunner(o Options) runner {
 // buildRunner is a build's runner.
 type buildRunner struct{}
 
-func (buildRunner) open(b *builder) error {
+func (buildRunner) open(ctx context.Context, b *builder) error {
 	if err := os.MkdirAll(b.meta, 0o755); err != nil {
 		return fmt.Errorf("output directory: %w", err)
 	}
 	var err error
-	b.lock, err = cache.Acquire(filepath.Join(b.meta, lockFile), func(pid int) {
-		fmt.Fprintf(b.stderr, "labbuild: waiting for the lock on %s held by process %d\n", b.out, pid)
-		b.o.Stamp.Fail("waited for the lock") // the notice is this run's, never a replay's
-	})
+	b.lock, err = cache.Acquire(ctx, filepath.Join(b.meta, lockFile), b.waiting)
 	if err != nil {
 		return err
 	}
@@ -69,6 +66,13 @@ func (buildRunner) act(ctx context.Context, b *builder, n *node, v *verdict, nod
 	if v.entry != nil {
 		b.started(n, true)
 		if err := b.restore(n, v.entry, v.prev); err != nil {
+			if t.Sticky && !b.regen[t.Name] {
+				// Damaged since its verdict hashed it: still never made anew unasked.
+				if serr := b.checkSticky(n, v, err); serr != nil {
+					b.fail(n, serr)
+					return
+				}
+			}
 			v.reasons = append(v.reasons, Reason{Kind: StoreUnusable, Detail: err.Error()})
 		} else {
 			// External targets: the record is back; the real object may still differ.
@@ -142,10 +146,10 @@ func (buildRunner) close(b *builder) {
 // no lock file, no state, no log, no store entry.
 type planRunner struct{}
 
-func (planRunner) open(b *builder) error {
+func (planRunner) open(ctx context.Context, b *builder) error {
 	// A dry run reads: a shared lock where a build left a lock file, and no pid written.
 	if _, err := os.Stat(filepath.Join(b.meta, lockFile)); err == nil {
-		if b.lock, err = cache.AcquireShared(filepath.Join(b.meta, lockFile)); err != nil {
+		if b.lock, err = cache.AcquireShared(ctx, filepath.Join(b.meta, lockFile), b.waiting); err != nil {
 			return err
 		}
 	}
@@ -239,4 +243,19 @@ func (b *builder) probeStale(ctx context.Context, n *node, nodes []*node, v *ver
 		r.Action = Keep
 	}
 	return r, true
+}
+
+// waiting says, once, that the build waits for the output directory's lock and who holds it.
+func (b *builder) waiting(pid int) {
+	fmt.Fprintf(b.stderr, "labbuild: waiting for the lock on %s %s\n", b.out, LockHolder(pid))
+	b.o.Stamp.Fail("waited for the lock") // the notice is this run's, never a replay's
+}
+
+// LockHolder words who holds an output directory's lock, as a waiting build says it: "held by
+// process 1234" (the holder the kernel names, cache.Holders), or "held by another process".
+func LockHolder(pid int) string {
+	if pid <= 0 {
+		return "held by another process"
+	}
+	return fmt.Sprintf("held by process %d", pid)
 }

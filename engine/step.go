@@ -123,14 +123,20 @@ func (s *Step) FilePath(p string) (string, error) {
 	return resolveFile(s.values, s.baseDir, p)
 }
 
-// File returns the content of the file named by config field p (declared in Files). The error
-// names the field and the path, never the content.
+// MaxFileBytes caps what Step.File reads: the files a lab names for a target to read whole
+// are secrets and keys of a few KB (the pull secret, the SSH public key; lab.MaxFileBytes
+// checks them first). A larger file, or one that is not a regular file, is an error saying so
+// (cache.ReadRegular); a target that streams a large file takes FilePath.
+const MaxFileBytes = 1 << 20
+
+// File returns the content of the file named by config field p (declared in Files): a regular
+// file of at most MaxFileBytes. The error names the field and the path, never the content.
 func (s *Step) File(p string) ([]byte, error) {
 	name, err := s.FilePath(p)
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(name)
+	b, err := cache.ReadRegular(name, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.t.Name, &InputError{Field: p, Where: s.Where(p), Path: name, Err: err})
 	}

@@ -12,7 +12,8 @@
 // DAG) and cache/ (digests, store, state, lock), and its tests run on synthetic targets.
 // Files: target.go (Target, Family), step.go (a Run's view), options.go (Options, Result),
 // project.go (Load, Select), build.go (Build, the output directory), verdict.go (the one
-// verdict: is a target up to date, and why), reason.go (State, Reason), plan.go (Action,
+// verdict: is a target up to date, and why; verdict_sticky.go its part for sticky secrets,
+// which are never made anew unasked), reason.go (State, Reason), plan.go (Action,
 // PlanItem, PlanCount), key.go (the one key computation), fastpath.go (the null-build fast
 // path), sched.go (the scheduler), runner.go (a build's runner and a dry run's), exec.go
 // (running, restoring and recording a target), clean.go (Clean, Destroy). Its tests build

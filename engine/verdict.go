@@ -133,9 +133,16 @@ func (b *builder) verdict(ctx context.Context, n *node, nodes []*node) (*verdict
 		v.action = Keep
 		return v, nil
 	}
-	// Not up to date: restored from the store when this exact key was built before.
+	// Not up to date: restored from the store when this exact key was built before; a sticky
+	// secret that was and cannot be is an error, never made anew (verdict_sticky.go).
 	if !regen && (!b.o.Force || sticky) {
-		v.entry, _ = b.cache.GetAction(v.key)
+		var err error
+		v.entry, err = b.cache.GetAction(v.key)
+		if sticky {
+			if err := b.checkSticky(n, v, err); err != nil {
+				return nil, err
+			}
+		}
 	}
 	v.decideAction()
 	return v, nil

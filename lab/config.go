@@ -10,7 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"strconv"
 	"strings"
 
@@ -428,8 +428,12 @@ func LoadAndValidate(path, name string) (*Config, error) {
 	var err error
 	if path == "" {
 		c = DefaultConfig()
-	} else if data, rerr := os.ReadFile(path); rerr != nil {
-		return nil, &ConfigError{File: name, Msg: rerr.Error(), Fix: "run `labbuild init` to write one, or pass -f"}
+	} else if data, rerr := ReadFile(path, MaxFileBytes); rerr != nil {
+		fix := "run `labbuild init` to write one, or pass -f"
+		if !errors.Is(rerr, fs.ErrNotExist) {
+			fix = "name a regular file of at most " + sizeText(MaxFileBytes) + " with -f"
+		}
+		return nil, &ConfigError{File: name, Msg: rerr.Error(), Fix: fix}
 	} else {
 		c, err = ParseConfig(data, name)
 	}
@@ -474,7 +478,7 @@ func (e *ConfigError) Error() string {
 	if e.Fix != "" {
 		b.WriteString(" (fix: " + e.Fix + ")")
 	}
-	return b.String()
+	return Clip(b.String())
 }
 
 // NodesByRole returns the nodes of role in config order.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -118,12 +119,12 @@ func (c *Config) CheckFiles(file, baseDir string, fields []string) error {
 			continue
 		}
 		p := ExpandPath(f.path, baseDir)
-		data, err := readSmall(p, 1<<20)
+		data, err := ReadFile(p, MaxFileBytes)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			add(&ConfigError{Field: f.field, Msg: fmt.Sprintf("%s does not exist%s", p, dflt), Fix: f.get + ", and set " + f.field + " to its path"}, f.field)
 		case err != nil:
-			add(&ConfigError{Field: f.field, Msg: fmt.Sprintf("cannot read %s: %v%s", p, errors.Unwrap(err), dflt), Fix: "make it a readable file"}, f.field)
+			add(&ConfigError{Field: f.field, Msg: fmt.Sprintf("cannot read %s: %v%s", p, errors.Unwrap(err), dflt), Fix: "name a readable regular file of at most " + sizeText(MaxFileBytes)}, f.field)
 		default:
 			add(f.check(data, f.field), f.field)
 		}
@@ -140,7 +141,7 @@ func (c *Config) CheckFiles(file, baseDir string, fields []string) error {
 				continue
 			}
 			field := fmt.Sprintf("%s[%q]", ReleaseMirrors, k)
-			if _, err := os.Stat(filepath.Join(dir, "index.json")); err != nil {
+			if st, err := os.Stat(filepath.Join(dir, "index.json")); err != nil || !st.Mode().IsRegular() {
 				add(&ConfigError{Field: field, Msg: fmt.Sprintf("%s is not an OCI image layout (no index.json)", dir), Fix: "point it at a layout directory (oc mirror / skopeo copy oci:DIR write one)"}, field)
 			}
 		}
@@ -165,10 +166,19 @@ func ExpandPath(p, baseDir string) string {
 	return p
 }
 
-// readSmall reads at most max bytes of a regular file (a FIFO or a device would block or
-// never end).
-func readSmall(p string, max int64) ([]byte, error) {
-	f, err := os.Open(p)
+// MaxFileBytes caps every file a lab names and labbuild reads whole: the lab config, the pull
+// secret (a few KB from console.redhat.com), the SSH public key. A larger file is an error
+// stating the cap, read no further: /dev/zero named as lab.yaml read 1.1 GB in a second before
+// this cap (issue 39).
+const MaxFileBytes = 1 << 20
+
+// ReadFile reads the regular file at p whole if it holds at most max bytes. It never blocks
+// and never reads without end: the file is opened non-blocking (a FIFO with no writer would
+// block open(2) itself) and its kind is checked on the open descriptor, so a FIFO, a device, a
+// directory or a socket is an error naming what it is, and a larger file an error stating the
+// cap (cache.ReadRegular, in words the CLI shares; lab imports nothing of labbuild's).
+func ReadFile(p string, max int64) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +188,42 @@ func readSmall(p string, max int64) ([]byte, error) {
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: p, Err: errors.New("not a regular file")}
+		return nil, &fs.PathError{Op: "read", Path: p, Err: errors.New(fileKind(st.Mode()) + ", not a regular file")}
 	}
-	return io.ReadAll(io.LimitReader(f, max))
+	if st.Size() > max {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("%d bytes, over the %s cap", st.Size(), sizeText(max))}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err == nil && int64(len(b)) > max {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("over the %s cap", sizeText(max))}
+	}
+	return b, err
+}
+
+// fileKind names the kind of a file that is not regular.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	}
+	return "not a regular file"
+}
+
+// sizeText writes a cap for people: "1 MiB", "64 KiB", "512 bytes".
+func sizeText(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -539,6 +539,10 @@ type CertInfo struct {
 	NotAfter time.Time `json:"notAfter"`
 	// Left is the time to NotAfter from the report's clock, in seconds (negative once expired).
 	Left int64 `json:"leftSeconds"`
+	// RenewAt is the certificate's own renewal point: the stale time its target recorded
+	// (Step.SetStaleAt: NotAfter less pki.renewPercent of its life), after which the next build
+	// issues it again. Certs leaves it nil; the CLI fills it from the state (labbuild certs).
+	RenewAt *time.Time `json:"renewAt,omitempty"`
 }
 
 // Certs reads every built certificate under outDir (out/pki/{ca,cert}/<id>/tls.crt), sorted by

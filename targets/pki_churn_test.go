@@ -79,7 +79,7 @@ func testPKINoChurn(t *testing.T, alg string) {
 	same("state deleted, build", l.build(), true)
 
 	l.now = l.now.Add(time.Hour)
-	st, err := engine.TrimCache(opts(), 0, 1) // 1 byte: every unpinned entry goes
+	st, err := engine.TrimCache(context.Background(), opts(), 0, 1) // 1 byte: every unpinned entry goes
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/lab"
@@ -194,11 +195,16 @@ func rhcosOpen(ctx context.Context, u string) (io.ReadCloser, int64, error) {
 		return nil, 0, fmt.Errorf("%q: %w", u, err)
 	}
 	if pu.Scheme == "file" {
-		f, err := os.Open(pu.Path)
+		// Opened without blocking and refused unless a regular file: a FIFO named by the lab
+		// must not hang the build, nor a device feed it without end (issue 39).
+		f, err := os.OpenFile(pu.Path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 		if err != nil {
 			return nil, 0, fmt.Errorf("%w", err)
 		}
 		st, err := f.Stat()
+		if err == nil && !st.Mode().IsRegular() {
+			err = fmt.Errorf("%s: not a regular file (%v)", pu.Path, st.Mode().Type())
+		}
 		if err != nil {
 			f.Close()
 			return nil, 0, err

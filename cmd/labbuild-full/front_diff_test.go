@@ -37,9 +37,12 @@ import (
 // SSH key), release/resolve and release/image-references (the oci: mirror's index.json) —
 // with the lab config, a -f file, their outputs and the state.
 //
-//	root/a/lab/            lab.yaml, ps.json, pt.json, key.pub, out/; ptr → a/lab/inner or b/lab/inner
+//	root/a/lab/            lab.yaml, ps.json, pt.json, key.pub, out/; ptr and fptr → a/lab/inner
+//	                       or b/lab/inner
 //	root/a/lab.yaml        the config one level up (-f ../lab.yaml), absolute paths
-//	root/b/lab/            the same, another output directory (ptr retargeted: -C ptr/..)
+//	root/b/lab/            the same with another SSH key, another output directory (ptr
+//	                       retargeted: -C ptr/..; fptr retargeted: -f fptr/../lab.yaml is
+//	                       b/lab/lab.yaml, with b's key, building into a/lab/out)
 //	root/link → a/lab      a symlinked working directory ($PWD = root/link)
 //	root/lab.yaml          a decoy: what a lexical ../lab.yaml from root/link names
 var (
@@ -96,7 +99,8 @@ func (l *diffLab) variants() []variant {
 			}
 		}
 	}
-	vs = append(vs, variant{name: "-C ptr/..", pwd: "a/lab", args: []string{"-q", "-C", "ptr/.."}})
+	vs = append(vs, variant{name: "-C ptr/..", pwd: "a/lab", args: []string{"-q", "-C", "ptr/.."}},
+		variant{name: "-f fptr/../lab.yaml", pwd: "a/lab", args: []string{"-q", "-f", "fptr/../lab.yaml"}})
 	for i := range vs {
 		vs[i].args = append(vs[i].args, strings.Fields(goals)...)
 	}
@@ -131,11 +135,16 @@ func newDiffLab(t *testing.T, root string) *diffLab {
 		must(t, os.MkdirAll(filepath.Join(lab, "inner"), 0o755))
 		must(t, os.WriteFile(filepath.Join(lab, "ps.json"), ps, 0o600))
 		must(t, os.WriteFile(filepath.Join(lab, "pt.json"), otherAuth(t, ps), 0o600))
-		must(t, os.WriteFile(filepath.Join(lab, "key.pub"), l.keys[0], 0o644))
+		key := l.keys[0]
+		if d == "b" {
+			key = l.keys[1] // so that -f fptr/../lab.yaml, retargeted, reads another key
+		}
+		must(t, os.WriteFile(filepath.Join(lab, "key.pub"), key, 0o644))
 		must(t, os.WriteFile(filepath.Join(lab, "lab.yaml"), cfg("ps.json", "key.pub"), 0o644))
 		must(t, os.WriteFile(filepath.Join(root, d, "lab.yaml"), cfg(filepath.Join(lab, "ps.json"), filepath.Join(lab, "key.pub")), 0o644))
 	}
 	must(t, os.Symlink(filepath.Join(root, "a/lab/inner"), filepath.Join(root, "a/lab/ptr")))
+	must(t, os.Symlink(filepath.Join(root, "a/lab/inner"), filepath.Join(root, "a/lab/fptr")))
 	must(t, os.Symlink(filepath.Join(root, "a/lab"), filepath.Join(root, "link")))
 	must(t, os.WriteFile(filepath.Join(root, "lab.yaml"), cfg("/nonexistent/decoy-ps.json", "/nonexistent/decoy-key.pub"), 0o644))
 	l.good = map[string][]byte{"a/lab/ps.json": ps, "a/lab/key.pub": l.keys[0]}
@@ -356,19 +365,23 @@ func mutations() []mutation {
 			now := time.Now()
 			os.Chtimes(p, now, now)
 		}},
-		{"ptr retargeted (-C ptr/..)", func(l *diffLab, _ *rand.Rand) {
-			p := l.p("a/lab/ptr")
-			to, _ := os.Readlink(p)
-			next := l.p("b/lab/inner")
-			if to == next {
-				next = l.p("a/lab/inner")
-			}
-			os.Remove(p)
-			must(l.t, os.Symlink(next, p))
-		}},
+		{"ptr retargeted (-C ptr/..)", func(l *diffLab, _ *rand.Rand) { l.retarget("a/lab/ptr") }},
+		{"fptr retargeted (-f fptr/../lab.yaml)", func(l *diffLab, _ *rand.Rand) { l.retarget("a/lab/fptr") }},
 		{"a build holds the lock while the front starts", nil}, // concurrent: see step
 		{"another labbuild runs at the same time", nil},
 	}
+}
+
+// retarget points the link rel (to a/lab/inner or b/lab/inner) at the other one.
+func (l *diffLab) retarget(rel string) {
+	p := l.p(rel)
+	to, _ := os.Readlink(p)
+	next := l.p("b/lab/inner")
+	if to == next {
+		next = l.p("a/lab/inner")
+	}
+	os.Remove(p)
+	must(l.t, os.Symlink(next, p))
 }
 
 // indexJSON is the oci: mirror's index.json.
@@ -383,7 +396,7 @@ func (l *diffLab) indexJSON() string {
 // labbuild process builds the same output directory (-B manifests/cluster/ssh), then steps.
 func (l *diffLab) concurrent(v variant, lock bool) {
 	if lock {
-		lk, err := cache.Acquire(l.p("a/lab/out/.labbuild/lock"), nil)
+		lk, err := cache.Acquire(context.Background(), l.p("a/lab/out/.labbuild/lock"), nil)
 		if err != nil {
 			l.t.Fatal(err)
 		}
@@ -451,6 +464,17 @@ func TestFrontDifferential(t *testing.T) {
 				l.apply(m, v, nil)
 				for k := 0; k < 3; k++ {
 					l.step(v, fmt.Sprintf("%s (%d)", m.name, i))
+				}
+			}
+			// -f through a link retargeted after the stamp (issue 39): the link's other side is
+			// another lab config, with another SSH key; the full binary builds, so must the
+			// front's verdict. Retargeted, then back.
+			fv := vs[len(vs)-1]
+			for _, back := range []string{"", ", back"} {
+				l.secondReplays(fv)
+				l.retarget("a/lab/fptr")
+				for k := 0; k < 3; k++ {
+					l.step(fv, "fptr retargeted"+back)
 				}
 			}
 			t.Logf("%s: %d front runs replayed and compared with the full binary, %d ran the full binary", fs, l.compared, l.full)

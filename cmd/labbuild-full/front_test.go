@@ -190,7 +190,7 @@ func TestFrontReplayOrDefer(t *testing.T) {
 			}},
 		{name: "lock held", want: "no work to do", why: "holds the lock",
 			mutate: func(t *testing.T, w *frontWorld, dir string) {
-				l, err := cache.Acquire(filepath.Join(dir, "out/.labbuild/lock"), nil)
+				l, err := cache.Acquire(context.Background(), filepath.Join(dir, "out/.labbuild/lock"), nil)
 				if err != nil {
 					t.Fatal(err)
 				}

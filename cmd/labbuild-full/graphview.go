@@ -226,6 +226,13 @@ func runGraph(ctx context.Context, c *cli, args []string) error {
 	if (c.format == "png" || c.format == "svg") && out == "" && c.stdoutTTY {
 		out = "labbuild-graph." + c.format
 	}
+	if out != "" && c.dryRun {
+		fix := "drop -n or --output"
+		if c.output == "" {
+			fix = "drop -n, or redirect standard output, where the image then goes"
+		}
+		return usagef("graph: -n writes nothing, and this would write %s (fix: %s)", out, fix)
+	}
 	var buf bytes.Buffer
 	switch c.format {
 	case "tree":

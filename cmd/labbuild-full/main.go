@@ -21,6 +21,8 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -28,13 +30,15 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
+	"github.com/labbuild/labbuild/cache"
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets"
 )
 
-// version is set at link time (-ldflags "-X main.version=...") or read from build info.
-var version = ""
+// version and commit are set at link time (-ldflags "-X main.version=... -X main.commit=...",
+// the Makefile's), or read from the build info: front.VersionString.
+var version, commit = "", ""
 
 // cli holds the parsed command line.
 type cli struct {
@@ -116,16 +120,25 @@ func main() {
 	// garbage only past 1 GiB, which saves a fifth of a null build's time.
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(1 << 30)
+	os.Exit(process(os.Args[1:]))
+}
+
+// process is the labbuild process on args, as main runs it (and the tests' labbuild command):
+// SIGINT and SIGTERM cancel the context every wait and build runs under, so either ends any
+// wait at once and a build at its next step, with nothing half-written (outputs appear by
+// rename); then the exit status.
+func process(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	if len(os.Args) == 3 && os.Args[1] == bmcServeVerb {
-		os.Exit(bmcServe(ctx, os.Args[2])) // bmc/service's daemon (bmcserve.go), not a user verb
+	defer stop()
+	if len(args) == 2 && args[0] == bmcServeVerb {
+		return bmcServe(ctx, args[1]) // bmc/service's daemon (bmcserve.go), not a user verb
 	}
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, args, os.Stdout, os.Stderr)
 	stop()
 	for _, f := range atExit {
 		f()
 	}
-	os.Exit(code)
+	return code
 }
 
 func newFlags(c *cli) *pflag.FlagSet {
@@ -146,12 +159,12 @@ func newFlags(c *cli) *pflag.FlagSet {
 	fs.BoolVar(&c.allEdges, "all-edges", false, "graph: draw every edge, not the transitive reduction")
 	fs.StringVar(&c.by, "by", "target", "graph view: `view` target (a node per target) or family (a node per family)")
 	fs.BoolVar(&c.all, "all", false, "graph/list: include every target, not only the default goal")
-	fs.BoolVar(&c.cacheToo, "cache", false, "clean: also remove the content store (sticky keys are lost)")
+	fs.BoolVar(&c.cacheToo, "cache", false, "clean: also empty the content store, but for the sticky secrets (keys, passwords, IDs; --regenerate all: those too)")
 	fs.BoolVar(&c.mirror, "mirror", false, "destroy: also delete the release mirror's storage (mirror.storage, shared by every lab of the host)")
 	fs.BoolVar(&c.trim, "trim", false, "clean: only trim the content store (old entries; keys are kept)")
 	fs.BoolVar(&c.sno, "sno", false, "init: a single-node lab (one master, no bootstrap, bootstrapped in place)")
 	fs.BoolVar(&c.restart, "restart", false, "power-cycle running VMs whose size changed, draining each node through the Kubernetes API first when the cluster answers")
-	fs.StringSliceVar(&c.regenerate, "regenerate", nil, "make sticky `target`s anew (a new CA key, a new password)")
+	fs.StringSliceVar(&c.regenerate, "regenerate", nil, "make sticky `target`s anew (a new CA key, a new password); all: every one")
 	fs.BoolVarP(&c.verbose, "verbose", "v", false, "stream the logs of running targets (labbuild log TARGET shows one afterwards)")
 	fs.BoolVarP(&c.quiet, "quiet", "q", false, "no status lines; only failures and the summary")
 	fs.BoolVarP(&c.help, "help", "h", false, "show help")
@@ -174,6 +187,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stderr, "labbuild: %v\nRun 'labbuild --help' for usage.\n", err)
 		return exitUsage
+	}
+	if err := c.checkFlags(fs); err != nil {
+		return report(stderr, err)
 	}
 	for _, d := range c.debug {
 		switch d {
@@ -221,6 +237,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printHelp(stdout, verb, fs)
 		return exitOK
 	}
+	if v := verbs[verb]; verb != "" && v.noDryRun != "" && c.dryRun {
+		return report(stderr, usagef("-n: %s (fix: run labbuild %s without -n)", v.noDryRun, verb))
+	}
+	if v := verbs[verb]; verb != "" && v.noArgs && len(rest) > 0 {
+		return report(stderr, usagef("%s takes no words after it, not %q (fix: labbuild %s)", verb, lab.Clip(strings.Join(rest, " ")), verb))
+	}
 	if c.dir != "" {
 		if err := os.Chdir(c.dir); err != nil {
 			fmt.Fprintf(stderr, "labbuild: -C: %v\n", err)
@@ -251,10 +273,71 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	err := verbs[verb].run(ctx, c, rest)
+	err = c.nearestTargets(err)
 	if verb == "build" && len(rest) > 0 && len(fs.Args()) > 0 && fs.Args()[0] == rest[0] {
 		err = orVerb(err, rest[0])
 	}
 	return report(stderr, err)
+}
+
+// checkFlags refuses, before anything is read or written, flag values labbuild cannot mean:
+// -j below 1 (it used to be taken as the CPU count), and an empty -f, -o or -C (taken as no
+// flag, or the lab's own directory as the output directory).
+func (c *cli) checkFlags(fs *pflag.FlagSet) error {
+	if fs.Changed("jobs") && c.jobs < 1 {
+		return usagef("-j %d: want at least 1 target at a time (fix: -j N with N >= 1; without -j labbuild runs %d, one per CPU)", c.jobs, runtime.NumCPU())
+	}
+	for _, f := range []struct{ name, short, value, fix string }{
+		{"file", "f", c.file, "-f lab.yaml, or no -f for ./lab.yaml or the embedded default"},
+		{"out", "o", c.outDir, "-o DIR, or no -o for ./out"},
+		{"directory", "C", c.dir, "-C DIR, or no -C for the working directory"},
+	} {
+		if fs.Changed(f.name) && f.value == "" {
+			return usagef("-%s '': an empty name (fix: %s)", f.short, f.fix)
+		}
+	}
+	return nil
+}
+
+// nearestTargets adds to an unknown-goal error (engine.UsageError.Goal) the target and family
+// names nearest the goal (lab.Nearest), when the engine's own suggestion found none: a
+// mistyped target gets a "did you mean" as a mistyped verb does. Other errors pass through.
+func (c *cli) nearestTargets(err error) error {
+	var ue *engine.UsageError
+	if !errors.As(err, &ue) || ue.Goal == "" || strings.Contains(ue.Msg, "did you mean") {
+		return err
+	}
+	if c.cfg == nil {
+		return err
+	}
+	p, lerr := engine.Load(engine.Options{Config: targets.Lab{Config: c.cfg}})
+	if lerr != nil {
+		return err
+	}
+	var names []string
+	seen := map[string]bool{}
+	for _, t := range p.Targets {
+		for _, n := range []string{t.Name, t.Family()} {
+			if !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	}
+	sort.Strings(names)
+	var near []string
+	for len(near) < 3 {
+		n, ok := lab.Nearest(ue.Goal, names)
+		if !ok {
+			break
+		}
+		near = append(near, n)
+		names = slices.DeleteFunc(names, func(s string) bool { return s == n })
+	}
+	if len(near) == 0 {
+		return err
+	}
+	return &engine.UsageError{Msg: fmt.Sprintf("unknown target or family %q; did you mean %s? (labbuild list shows them)", lab.Clip(ue.Goal), strings.Join(near, ", ")), Goal: ue.Goal}
 }
 
 // report prints err once and maps it to an exit status.
@@ -281,10 +364,10 @@ func report(stderr io.Writer, err error) int {
 		fmt.Fprintf(stderr, "labbuild: bad lab config:\n%s\n", indent(ces.Error()))
 		return exitUsage
 	case errors.As(err, &ue), errors.As(err, &ce), errors.As(err, new(*usage)):
-		fmt.Fprintf(stderr, "labbuild: %v\n", err)
+		fmt.Fprintf(stderr, "labbuild: %s\n", lab.Clip(err.Error()))
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "labbuild: %v\n", err)
+	fmt.Fprintf(stderr, "labbuild: %s\n", lab.Clip(err.Error()))
 	return exitFailed
 }
 
@@ -334,6 +417,9 @@ func (c *cli) options(goals []string) (engine.Options, error) {
 		c.stamp.collector().Stat("lab.yaml") // its absence too: the embedded default is used
 	} else if path != "-" {
 		c.stamp.collector().Stat(path) // before it is read: a later edit shows as a change
+		if c.file != "" && c.stamp != nil {
+			c.stamp.config, _ = cache.Abs(c.file) // -f as resolved when read: the front resolves it again
+		}
 	}
 	name := path
 	if name == "" {
@@ -344,6 +430,9 @@ func (c *cli) options(goals []string) (engine.Options, error) {
 	c.cfgName, c.cfgBase = name, engine.BaseDir(path)
 	cfg, err := lab.LoadAndValidate(path, name)
 	if err != nil {
+		return o, err
+	}
+	if err := checkOutDir(c.outDir, cfg, path, c.cfgBase); err != nil {
 		return o, err
 	}
 	for _, w := range cfg.Warnings() {
@@ -395,4 +484,31 @@ func (c *cli) checkFiles(o *engine.Options) error {
 	}
 	o.Targets = p.Targets
 	return nil
+}
+
+// checkOutDir refuses an output directory (-o) that names something other than a directory,
+// before anything is written: an input of the lab above all (-o pull-secret.json used to fail
+// with exit 1 once the build tried to make it a directory). cfg is the lab config read from
+// path (relative paths in it are taken from base).
+func checkOutDir(out string, cfg *lab.Config, path, base string) error {
+	st, err := os.Stat(out)
+	if err != nil || st.IsDir() {
+		return nil // absent: made by the build; a directory: the output directory
+	}
+	what := "a file"
+	inputs := []struct{ name, path string }{
+		{"the lab config", path},
+		{"the lab's " + lab.AccessPullSecretFile, lab.ExpandPath(cfg.Access.PullSecretFile, base)},
+		{"the lab's " + lab.AccessSSHKeyFile, lab.ExpandPath(cfg.Access.SSHKeyFile, base)},
+	}
+	for _, in := range inputs {
+		if ist, err := os.Stat(in.path); in.path != "" && err == nil && os.SameFile(st, ist) {
+			what = in.name
+			break
+		}
+	}
+	if !st.Mode().IsRegular() && what == "a file" {
+		what = "something other than a directory"
+	}
+	return usagef("-o %s: that is %s, not a directory for labbuild's outputs (fix: -o a directory, such as out, the default)", out, what)
 }

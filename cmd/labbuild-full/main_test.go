@@ -1,11 +1,12 @@
 package main
 
 import (
-	"context"
+	"errors"
 	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ import (
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
-		"labbuild": func() { os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)) },
+		"labbuild": func() { os.Exit(process(os.Args[1:])) }, // as main, signals included
 		// The front (cmd/labbuild) over this binary's labbuild command: testdata/script/front.txtar.
 		"labbuild-front": func() {
 			full, _ := exec.LookPath("labbuild")
@@ -57,6 +58,20 @@ func TestScripts(t *testing.T) {
 			e.Setenv("HOME", e.WorkDir)
 			e.Setenv("SAMPLE_LAB", sample)
 			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// exit2 CMD ARGS... runs CMD and fails unless it exits with status 2 (bad usage or
+			// lab config), which `! exec` cannot tell from 1 (a target failed).
+			"exit2": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) == 0 {
+					ts.Fatalf("usage: exit2 command [args...]")
+				}
+				err := ts.Exec(args[0], args[1:]...)
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
+					ts.Fatalf("%s: %v; want exit status 2", strings.Join(args, " "), err)
+				}
+			},
 		},
 	})
 }

@@ -29,6 +29,8 @@ type stamper struct {
 	argv  []string
 	tty   uint8
 	out   io.Writer // the real stdout, for the summary line written around the capture
+	// config is the lab config -f names, absolute as resolved when it was read (Stamp.Config).
+	config string
 
 	mu     sync.Mutex
 	chunks []cache.StampChunk
@@ -157,6 +159,13 @@ func (c *cli) noWork(res *engine.Result) {
 		return
 	}
 	st := &cache.Stamp{Cwd: cwd, Argv: s.argv, Start: s.start.UnixNano(), TTY: s.tty, Env: cache.StampEnv(os.Environ()), Output: s.chunks}
+	if c.file != "" {
+		// -f as resolved when the run read it (options): the front resolves it again, and a
+		// retargeted link then names another file.
+		if st.Config = s.config; st.Config == "" {
+			return
+		}
+	}
 	why := c.stampable()
 	if why == "" {
 		why = s.rec.Fill(st)

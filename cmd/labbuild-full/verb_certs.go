@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/labbuild/labbuild/cache"
 	"github.com/labbuild/labbuild/targets"
 )
 
@@ -26,13 +28,25 @@ func runCerts(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	return writeCertReport(c.stdout, c.outDir, infos, c.json)
+	// Each certificate's renewal point is its target's recorded stale time (read-only: the
+	// state is opened and closed, never written).
+	if st, err := cache.LoadState(filepath.Join(c.outDir, ".labbuild", "state")); err == nil {
+		for i := range infos {
+			if ts := st.Target(infos[i].Target); ts != nil && ts.StaleAt != 0 {
+				at := time.Unix(0, ts.StaleAt).UTC()
+				infos[i].RenewAt = &at
+			}
+		}
+		st.Close()
+	}
+	return writeCertReport(c.stdout, c.outDir, infos, now, c.json)
 }
 
 // writeCertReport writes `labbuild certs`: the certificates built under outDir
-// (targets.Certs), as a table or, with jsonOut, as JSON. A certificate within a day of
-// expiry, or expired, is marked so the user sees it before a boot fails.
-func writeCertReport(w io.Writer, outDir string, infos []targets.CertInfo, jsonOut bool) error {
+// (targets.Certs), as a table or, with jsonOut, as JSON. A certificate past its own renewal
+// point (CertInfo.RenewAt: the next build issues it again) is marked "(renew)", an expired one
+// EXPIRED, so the user sees it before a boot fails.
+func writeCertReport(w io.Writer, outDir string, infos []targets.CertInfo, now time.Time, jsonOut bool) error {
 	if jsonOut {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -49,20 +63,27 @@ func writeCertReport(w io.Writer, outDir string, infos []targets.CertInfo, jsonO
 	fmt.Fprintln(tw, "TARGET\tSUBJECT\tISSUER\tUSAGES\tSANS\tNOT AFTER\tLEFT")
 	for _, in := range infos {
 		sans := append(append([]string(nil), in.DNSNames...), in.IPs...)
+		renew := in.RenewAt != nil && !now.Before(*in.RenewAt)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Target, in.Subject, in.Issuer, strings.Join(in.Usages, ","),
-			strings.Join(sans, ","), in.NotAfter.Format(time.RFC3339), certLeft(time.Duration(in.Left)*time.Second))
+			strings.Join(sans, ","), in.NotAfter.Format(time.RFC3339), certLeft(time.Duration(in.Left)*time.Second, renew))
 	}
 	return tw.Flush()
 }
 
-// certLeft is the LEFT column: whole days, hours and minutes with "(renew)" under a day, or
-// EXPIRED.
-func certLeft(d time.Duration) string {
+// certLeft is the LEFT column: whole days, or hours and minutes under a day, then "(renew)"
+// when the certificate is past its renewal point; EXPIRED once it is past NotAfter.
+func certLeft(d time.Duration, renew bool) string {
+	var s string
 	switch {
 	case d <= 0:
 		return "EXPIRED"
 	case d < 24*time.Hour:
-		return fmt.Sprintf("%dh%02dm (renew)", int(d.Hours()), int(d.Minutes())%60)
+		s = fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	default:
+		s = fmt.Sprintf("%dd", int(d.Hours()/24))
 	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
+	if renew {
+		s += " (renew)"
+	}
+	return s
 }

@@ -9,11 +9,22 @@ import (
 )
 
 // runInit writes the embedded default lab config to lab.yaml (or -f), never over a file; with
-// --sno the single-node lab (lab.DefaultSNOLabYAML).
+// --sno the single-node lab (lab.DefaultSNOLabYAML); with -n it says what it would write.
 func runInit(ctx context.Context, c *cli, args []string) error {
 	path := c.file
 	if path == "" {
 		path = "lab.yaml"
+	}
+	data, what := lab.DefaultLabYAML(), "the embedded default lab"
+	if c.sno {
+		data, what = lab.DefaultSNOLabYAML(), "the embedded single-node lab"
+	}
+	if c.dryRun {
+		if _, err := os.Lstat(path); err == nil {
+			return usagef("init: %s exists; remove it or pass -f other.yaml", path)
+		}
+		fmt.Fprintf(c.stdout, "labbuild: would write %s (%d bytes: %s, commented)\n", path, len(data), what)
+		return nil
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if os.IsExist(err) {
@@ -21,10 +32,6 @@ func runInit(ctx context.Context, c *cli, args []string) error {
 	}
 	if err != nil {
 		return err
-	}
-	data := lab.DefaultLabYAML()
-	if c.sno {
-		data = lab.DefaultSNOLabYAML()
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()

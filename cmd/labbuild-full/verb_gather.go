@@ -95,7 +95,7 @@ func nodeNames(ns []lab.Node) string {
 // would log in with.
 func (c *cli) labSecrets(cfg *lab.Config) [][]byte {
 	var out [][]byte
-	if b, err := os.ReadFile(lab.ExpandPath(cfg.Access.PullSecretFile, c.cfgBase)); err == nil {
+	if b, err := lab.ReadFile(lab.ExpandPath(cfg.Access.PullSecretFile, c.cfgBase), lab.MaxFileBytes); err == nil {
 		out = append(out, b)
 		var ps struct {
 			Auths map[string]struct {
@@ -118,7 +118,7 @@ func (c *cli) labSecrets(cfg *lab.Config) [][]byte {
 		out = append(out, b)
 	}
 	for _, p := range nodessh.KeyFiles(lab.ExpandPath(cfg.Access.SSHKeyFile, c.cfgBase)) {
-		if b, err := os.ReadFile(p); err == nil {
+		if b, err := lab.ReadFile(p, lab.MaxFileBytes); err == nil {
 			out = append(out, b)
 		}
 	}

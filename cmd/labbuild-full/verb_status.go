@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -140,6 +141,9 @@ func runStatus(ctx context.Context, c *cli, args []string) error {
 		return usagef("status: no lab config with --synthetic")
 	}
 	if !c.json {
+		if len(args) > 0 {
+			return usagef("status takes no words after it without --json, not %q (fix: labbuild status, or labbuild status --json %s for those targets)", strings.Join(args, " "), strings.Join(args, " "))
+		}
 		obs, err := targets.ObserveCluster(ctx, cfg, o.OutDir)
 		if err != nil {
 			return err

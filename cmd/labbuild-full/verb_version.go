@@ -19,4 +19,4 @@ func runVersion(ctx context.Context, c *cli, args []string) error {
 
 // versionString is what `labbuild version` prints; the front prints the same (one function, so
 // the two binaries cannot drift).
-func versionString() string { return front.VersionString(version) }
+func versionString() string { return front.VersionString(version, commit) }

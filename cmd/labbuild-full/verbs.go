@@ -18,7 +18,14 @@ type verb struct {
 	// json says the verb has a JSON output, so --json is honoured; with any other verb it is
 	// refused (run). build's is the plan's (-n --json); graph's is --format json.
 	json bool
-	run  func(ctx context.Context, c *cli, args []string) error
+	// noDryRun, when set, is why the verb cannot honour -n, which it then refuses (exit 2):
+	// -n changes nothing, on every verb (issue 39). Every other verb honours it: build, clean,
+	// destroy and init print what they would do and do nothing; the rest write nothing anyway
+	// (graph refuses -n only with a file to write: runGraph). TestDryRunEveryVerb runs each.
+	noDryRun string
+	// noArgs says the verb takes no words after it: `labbuild version extra` is refused.
+	noArgs bool
+	run    func(ctx context.Context, c *cli, args []string) error
 }
 
 // verbs is the table of verbs: `labbuild help` lists them sorted.
@@ -88,11 +95,14 @@ current digests, and its upstream targets. Changes nothing.`,
 			short: "remove built files (the store stays, so a rebuild restores them)",
 			long: `Removes the outputs and state of the selected targets (default: all). The content store
 stays, so the next build restores everything (keys included) without running anything. --cache
-removes the store too: sticky keys and passwords are then generated anew. --trim only trims the
-store (entries unused for 30 days, then the oldest past 10 GiB; keys are kept), as every build
-does once a day. libvirt objects are left alone: use labbuild destroy.`,
-			examples: []string{"labbuild clean", "labbuild clean ignition", "labbuild clean --trim", "labbuild clean --cache"},
-			flags:    []string{"cache", "trim"},
+removes the store too, but for the sticky secrets (private keys, passwords, the cluster's IDs),
+which the next build restores; --cache --regenerate all removes those as well, and the next
+build makes new ones (and so new certificates, kubeconfigs and Ignition configs). --trim only
+trims the store (entries unused for 30 days, then the oldest past 10 GiB; keys are kept), as
+every build does once a day. -n says what would be removed and removes nothing. libvirt
+objects are left alone: use labbuild destroy.`,
+			examples: []string{"labbuild clean", "labbuild clean ignition", "labbuild clean --trim", "labbuild clean -n --cache", "labbuild clean --cache --regenerate all"},
+			flags:    []string{"dry-run", "cache", "trim", "regenerate"},
 			run:      runClean,
 		},
 		"destroy": {
@@ -107,9 +117,10 @@ does once a day. libvirt objects are left alone: use labbuild destroy.`,
 		"init": {
 			usage:    "labbuild init [-f lab.yaml] [--sno]",
 			short:    "write a commented lab.yaml with every default",
-			long:     "Writes the embedded default lab config, commented, to lab.yaml (or -f). It refuses to overwrite. --sno writes a single-node lab instead: master-0 alone, with no bootstrap and no worker, at the single-node minimums (8 vCPUs, 16 GiB, a 120 GiB disk), bootstrapped in place (docs/sno.md).",
+			long:     "Writes the embedded default lab config, commented, to lab.yaml (or -f). It refuses to overwrite. -n says what it would write. --sno writes a single-node lab instead: master-0 alone, with no bootstrap and no worker, at the single-node minimums (8 vCPUs, 16 GiB, a 120 GiB disk), bootstrapped in place (docs/sno.md).",
 			examples: []string{"labbuild init && $EDITOR lab.yaml", "labbuild init --sno"},
-			flags:    []string{"sno"},
+			flags:    []string{"dry-run", "sno"},
+			noArgs:   true,
 			run:      runInit,
 		},
 		"config": {
@@ -118,6 +129,7 @@ does once a day. libvirt objects are left alone: use labbuild destroy.`,
 			long:     "Prints the effective config after defaults, as YAML, after validating it. The config holds paths to secrets, never their content.",
 			examples: []string{"labbuild config", "labbuild -f other.yaml config"},
 			json:     true,
+			noArgs:   true,
 			run:      runConfig,
 		},
 		"certs": {
@@ -126,6 +138,7 @@ does once a day. libvirt objects are left alone: use labbuild destroy.`,
 			long:     "Reads the built certificates under the output directory and prints one line each.",
 			examples: []string{"labbuild certs", "labbuild certs --json"},
 			json:     true,
+			noArgs:   true,
 			run:      runCerts,
 		},
 		"log": {
@@ -166,7 +179,8 @@ another key is refused with the line to remove (a reinstalled node has new keys)
 				"labbuild ssh bootstrap -- journalctl -b -f -u bootkube.service",
 				"labbuild ssh master-0 -- sudo crictl ps -a",
 			},
-			run: runSSH,
+			noDryRun: "ssh logs in to a node and runs commands there: it has no plan to show",
+			run:      runSSH,
 		},
 		"console": {
 			usage: "labbuild console NODE",
@@ -176,6 +190,7 @@ qemu+ssh:// URI works as well): the firmware, GRUB, kernel and Ignition messages
 prompt, and your keys to the guest. Ctrl-] leaves, as in virsh console. Only one client may hold a
 console: close another virsh console first.`,
 			examples: []string{"labbuild console bootstrap", "labbuild console master-1"},
+			noDryRun: "console attaches to a VM's serial console: it has no plan to show",
 			run:      runConsole,
 		},
 		"gather": {
@@ -194,13 +209,15 @@ password is withheld and listed in summary.txt. The bundle is 0600.`,
 				"labbuild gather master-1 worker-0",
 				"tar tzf out/gather/*.tar.gz | head",
 			},
-			run: runGather,
+			noDryRun: "gather logs in to the nodes and writes a bundle: it has no plan to show",
+			run:      runGather,
 		},
 		"version": {
 			usage:    "labbuild version",
 			short:    "print the version",
 			examples: []string{"labbuild version", "labbuild --version"},
 			json:     true,
+			noArgs:   true,
 			run:      runVersion,
 		},
 		"completion": {

@@ -14,8 +14,9 @@ import (
 	"github.com/labbuild/labbuild/internal/front"
 )
 
-// version is set at link time (-ldflags "-X main.version=..."), as cmd/labbuild-full's is.
-var version = ""
+// version and commit are set at link time (-ldflags "-X main.version=... -X main.commit=...",
+// the Makefile's), as cmd/labbuild-full's are: front.VersionString.
+var version, commit = "", ""
 
 func main() {
 	// The front allocates about its stamp's size once and exits: no collection is worth it.
@@ -26,6 +27,6 @@ func main() {
 	}
 	os.Exit(front.Main(front.Env{
 		Args: os.Args, Environ: os.Environ(), Stdout: os.Stdout, Stderr: os.Stderr,
-		Self: self, Version: version, Now: time.Now, Exec: syscall.Exec,
+		Self: self, Version: version, Commit: commit, Now: time.Now, Exec: syscall.Exec,
 	}))
 }

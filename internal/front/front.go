@@ -60,9 +60,10 @@ type Env struct {
 	// Self is the front's own executable (os.Executable); the full binary is Self+FullSuffix
 	// unless LABBUILD_FULL names it.
 	Self string
-	// Version is the version the full binary would print (ldflags -X main.version), or "".
-	Version string
-	Now     func() time.Time
+	// Version and Commit are what the full binary was linked with (ldflags -X main.version,
+	// -X main.commit: the Makefile's), or "" (VersionString).
+	Version, Commit string
+	Now             func() time.Time
 	// Exec replaces the process with the full binary (syscall.Exec); it returns only on error.
 	Exec func(path string, argv, env []string) error
 }
@@ -75,7 +76,7 @@ func Main(e Env) int {
 	why := "LABBUILD_FRONT=off"
 	mode := getenv(e.Environ, "LABBUILD_FRONT")
 	if mode != "off" {
-		if out, ok := versionOutput(args, e.Version); ok {
+		if out, ok := versionOutput(args, e.Version, e.Commit); ok {
 			io.WriteString(e.Stdout, out)
 			return 0
 		}
@@ -105,7 +106,7 @@ func Main(e Env) int {
 
 // versionOutput is what the full binary prints for `labbuild version` (or --version), with
 // --json too; ok is false for any other command line.
-func versionOutput(args []string, version string) (string, bool) {
+func versionOutput(args []string, version, commit string) (string, bool) {
 	isJSON, isVersion := false, false
 	for _, a := range args {
 		switch a {
@@ -120,7 +121,7 @@ func versionOutput(args []string, version string) (string, bool) {
 	if !isVersion {
 		return "", false
 	}
-	v := VersionString(version)
+	v := VersionString(version, commit)
 	if isJSON {
 		b, _ := json.MarshalIndent(map[string]string{"version": v}, "", "  ")
 		return string(b) + "\n", true
@@ -128,23 +129,46 @@ func versionOutput(args []string, version string) (string, bool) {
 	return "labbuild " + v + "\n", true
 }
 
-// VersionString is cmd/labbuild-full's versionString: the link-time version, or the module
-// version, VCS revision and Go version from the build info. Both binaries come from the same
-// module and commit, so they print the same.
-func VersionString(version string) string {
-	if version != "" {
-		return version
+// VersionString is what `labbuild version` prints after "labbuild ": the version, the commit
+// the binary was built from and the Go version, "devel (commit ab5f8d232c85, modified,
+// go1.26.8)". The commit and whether the tree had changes come from the build info Go stamps
+// in a binary built in a git checkout (vcs.revision, vcs.modified); where it has none (a git
+// worktree, whose .git is a file; -buildvcs=false), from what the Makefile links in (-X
+// main.commit: the full hash, "-modified" appended for a changed tree). The version is -X
+// main.version (git describe), else the module's, "devel" for an untagged build. Both binaries
+// are built from the same commit with the same flags, so they print the same bytes
+// (TestFrontVersion); one with neither says "commit unknown" and how to get one.
+func VersionString(version, commit string) string {
+	modified := false
+	if c, ok := strings.CutSuffix(commit, "-modified"); ok {
+		commit, modified = c, true
 	}
+	goVersion := runtime.Version()
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		v := bi.Main.Version
+		goVersion = bi.GoVersion
+		if version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			version = bi.Main.Version
+		}
 		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " " + s.Value[:12]
+			switch s.Key {
+			case "vcs.revision":
+				commit = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
 			}
 		}
-		return strings.TrimSpace(v + " " + bi.GoVersion)
 	}
-	return "devel"
+	if version == "" {
+		version = "devel"
+	}
+	if commit == "" {
+		return version + " (commit unknown, " + goVersion + "): built without VCS information; make build names the commit"
+	}
+	c := "commit " + commit[:min(12, len(commit))]
+	if modified {
+		c += ", modified"
+	}
+	return version + " (" + c + ", " + goVersion + ")"
 }
 
 func getenv(environ []string, name string) string {
@@ -157,7 +181,7 @@ func getenv(environ []string, name string) string {
 }
 
 // flagValue reports, for the flags of cmd/labbuild-full (newFlags) and its benchmark build, whether
-// each takes a value. The front reads only -C and -o; it must know the others to skip their
+// each takes a value. The front reads only -C, -f and -o; it must know the others to skip their
 // values, and gives up on a flag it does not know.
 var flagValue = map[string]bool{
 	"j": true, "jobs": true, "C": true, "directory": true, "f": true, "file": true, "o": true, "out": true,
@@ -169,14 +193,17 @@ var flagValue = map[string]bool{
 	"version": false,
 }
 
-// outDir finds, as pflag would parse args, the directory -C changes to and the output
-// directory (-o, default "out"); ok is false for a flag it does not know.
-func outDir(args []string) (dir, out string, ok bool) {
+// pathArgs finds, as pflag would parse args, the path arguments: the directory -C changes to,
+// the lab config -f names ("" without -f) and the output directory (-o, default "out"); ok is
+// false for a flag it does not know.
+func pathArgs(args []string) (dir, file, out string, ok bool) {
 	out = "out"
 	set := func(name, v string) {
 		switch name {
 		case "C", "directory":
 			dir = v
+		case "f", "file":
+			file = v
 		case "o", "out":
 			out = v
 		}
@@ -185,16 +212,16 @@ func outDir(args []string) (dir, out string, ok bool) {
 		a := args[i]
 		switch {
 		case a == "--":
-			return dir, out, true
+			return dir, file, out, true
 		case strings.HasPrefix(a, "--"):
 			name, v, hasV := strings.Cut(a[2:], "=")
 			val, known := flagValue[name]
 			if !known {
-				return "", "", false
+				return "", "", "", false
 			}
 			if val && !hasV {
 				if i++; i == len(args) {
-					return "", "", false
+					return "", "", "", false
 				}
 				v = args[i]
 			}
@@ -204,7 +231,7 @@ func outDir(args []string) (dir, out string, ok bool) {
 				name := a[k : k+1]
 				val, known := flagValue[name]
 				if !known {
-					return "", "", false
+					return "", "", "", false
 				}
 				if !val {
 					continue
@@ -212,7 +239,7 @@ func outDir(args []string) (dir, out string, ok bool) {
 				v := strings.TrimPrefix(a[k+1:], "=")
 				if k+1 == len(a) {
 					if i++; i == len(args) {
-						return "", "", false
+						return "", "", "", false
 					}
 					v = args[i]
 				}
@@ -221,7 +248,7 @@ func outDir(args []string) (dir, out string, ok bool) {
 			}
 		}
 	}
-	return dir, out, true
+	return dir, file, out, true
 }
 
 // replayable returns the stamp for this command line when every fact it records still holds,
@@ -239,7 +266,7 @@ func replayable(e Env, args []string, start time.Time) (*cache.Stamp, func(), st
 
 // check is replayable; it returns the lock's descriptor (held shared) or -1.
 func check(e Env, args []string, start time.Time) (*cache.Stamp, int, string) {
-	dir, out, ok := outDir(args)
+	dir, file, out, ok := pathArgs(args)
 	if !ok {
 		return nil, -1, "a flag the front does not parse"
 	}
@@ -270,6 +297,10 @@ func check(e Env, args []string, start time.Time) (*cache.Stamp, int, string) {
 		return nil, -1, "the stamp is another command line's"
 	case s.OutDir != out:
 		return nil, -1, "the stamp names another output directory"
+	case file != "" && s.Config != cache.AbsIn(cwd, file):
+		// -f resolved again, as the full binary takes it (each ".." after the links before
+		// it): a link retargeted since the stamp names another lab config (issue 39).
+		return nil, -1, "-f " + file + " names another file than when stamped (" + s.Config + ")"
 	case !slices.Equal(s.Env, cache.StampEnv(e.Environ)):
 		return nil, -1, "the environment changed (" + envDiff(s.Env, cache.StampEnv(e.Environ)) + ")"
 	case s.TTY != ttyBits(e.Stdout, e.Stderr):

@@ -48,27 +48,28 @@ func TestFrontImports(t *testing.T) {
 	}
 }
 
-func TestOutDir(t *testing.T) {
+func TestPathArgs(t *testing.T) {
 	for _, tc := range []struct {
-		args     []string
-		dir, out string
-		ok       bool
+		args           []string
+		dir, file, out string
+		ok             bool
 	}{
-		{nil, "", "out", true},
-		{[]string{"-o", "o2", "pki"}, "", "o2", true},
-		{[]string{"--out=o3", "-C", "d"}, "d", "o3", true},
-		{[]string{"-Cd", "-qko", "x"}, "d", "x", true},
-		{[]string{"-j4", "--out", "y", "--directory=z"}, "z", "y", true},
-		{[]string{"-f", "-o", "ignition"}, "", "out", true}, // -o is -f's value
-		{[]string{"--synthetic", "100", "-q"}, "", "out", true},
-		{[]string{"--", "-o", "x"}, "", "out", true},
-		{[]string{"--frobnicate"}, "", "", false},
-		{[]string{"-x"}, "", "", false},
-		{[]string{"-o"}, "", "", false},
+		{nil, "", "", "out", true},
+		{[]string{"-o", "o2", "pki"}, "", "", "o2", true},
+		{[]string{"--out=o3", "-C", "d"}, "d", "", "o3", true},
+		{[]string{"-Cd", "-qko", "x"}, "d", "", "x", true},
+		{[]string{"-j4", "--out", "y", "--directory=z"}, "z", "", "y", true},
+		{[]string{"-f", "-o", "ignition"}, "", "-o", "out", true}, // -o is -f's value
+		{[]string{"--file=l/../lab.yaml", "-qf", "x.yaml"}, "", "x.yaml", "out", true},
+		{[]string{"--synthetic", "100", "-q"}, "", "", "out", true},
+		{[]string{"--", "-o", "x"}, "", "", "out", true},
+		{[]string{"--frobnicate"}, "", "", "", false},
+		{[]string{"-x"}, "", "", "", false},
+		{[]string{"-o"}, "", "", "", false},
 	} {
-		dir, out, ok := outDir(tc.args)
-		if ok != tc.ok || ok && (dir != tc.dir || out != tc.out) {
-			t.Errorf("outDir(%q) = %q %q %v, want %q %q %v", tc.args, dir, out, ok, tc.dir, tc.out, tc.ok)
+		dir, file, out, ok := pathArgs(tc.args)
+		if ok != tc.ok || ok && (dir != tc.dir || file != tc.file || out != tc.out) {
+			t.Errorf("pathArgs(%q) = %q %q %q %v, want %q %q %q %v", tc.args, dir, file, out, ok, tc.dir, tc.file, tc.out, tc.ok)
 		}
 	}
 }

@@ -14,11 +14,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -161,7 +163,7 @@ func Dial(ctx context.Context, c Config) (*ssh.Client, error) {
 	}()
 	var tried []string
 	for _, p := range c.KeyFiles {
-		b, err := os.ReadFile(p)
+		b, err := readKey(p)
 		if err != nil {
 			continue
 		}
@@ -234,4 +236,26 @@ func Output(ctx context.Context, cl *ssh.Client, cmd string, stdin []byte) ([]by
 		return out.Bytes(), fmt.Errorf("%w: %s", err, e)
 	}
 	return out.Bytes(), nil
+}
+
+// maxKeyBytes caps a private key file: an RSA-16384 key in OpenSSH's format is under 13 KB.
+const maxKeyBytes = 64 << 10
+
+// readKey reads the private key file at p: a regular file of at most maxKeyBytes, opened
+// without blocking (a FIFO named as a key must not hang labbuild ssh; issue 39). Anything else
+// is an error, and Dial goes on to the next key.
+func readKey(p string) ([]byte, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > maxKeyBytes {
+		return nil, fmt.Errorf("%s: not a regular file of at most %d KiB", p, maxKeyBytes>>10)
+	}
+	return io.ReadAll(io.LimitReader(f, maxKeyBytes))
 }
