@@ -36,7 +36,7 @@ import (
 
 // TestClusterRealControlPlane drives every phase against a real etcd + kube-apiserver +
 // kube-controller-manager on loopback with stand-ins for the VMs (fakeMachines), kubelets,
-// the CVO and the cluster-etcd-operator, and proves:
+// the CVO, the cluster-etcd-operator and the masters' control-plane pods, and proves:
 //   - cluster/bootstrap applies the CRDs and manifests (Infrastructure status through its
 //     subresource) and waits for the CVO;
 //   - a timeout in cluster/masters fails only that phase, with what it waited for, the last
@@ -151,7 +151,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 		}(n)
 	}
 	go func() { kubelets.Wait(); close(joined) }()
-	converged.Add(2)
+	converged.Add(3)
 	go func() {
 		defer converged.Done()
 		if err := clusterCVOStandin(ctx, admin, func() bool { r, _ := machines.Running(ctx, "bootstrap"); return !r }); err != nil {
@@ -161,6 +161,12 @@ func TestClusterRealControlPlane(t *testing.T) {
 	go func() {
 		defer converged.Done()
 		if err := clusterEtcdStandin(ctx, admin, adminCS, []string{"master-0." + domain}); err != nil {
+			errs <- err
+		}
+	}()
+	go func() {
+		defer converged.Done()
+		if err := clusterControlPlaneStandin(ctx, admin, adminCS, []string{"master-0." + domain}); err != nil {
 			errs <- err
 		}
 	}()
