@@ -192,7 +192,9 @@ func TestClusterMetal3WorkerJoins(t *testing.T) {
 	on := make(chan struct{})
 	close(on)
 	joined := make(chan error, 1)
-	go func() { joined <- clusterKubelet(ctx, cp, cp.RESTConfig(bc, bk), on, on, "worker-0", "worker-0", "192.168.126.110") }()
+	go func() {
+		joined <- clusterKubelet(ctx, cp, cp.RESTConfig(bc, bk), on, on, "worker-0", "worker-0", "192.168.126.110")
+	}()
 	// The node link (machine-api nodelink controller): the Node becomes the Machine's nodeRef.
 	go func() {
 		clusterWaitReal(ctx, func() (bool, error) {
