@@ -163,8 +163,10 @@ const (
 // are all Ready: cluster/masters and cluster/workers. later maps the lab's nodes that join in a
 // later phase to that phase: their CSRs, when seen early (a rerun, a VM started by hand), are
 // left pending for it and logged so, not as a stranger's refused request. mode says whether
-// the phase powers the nodes on or only approves and waits.
-func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, nodeReads []string, role string, later map[string]string, mode joinMode) *engine.Target {
+// the phase powers the nodes on or only approves and waits. metal3 says which nodes (of nodes
+// and later) a Machine provisions: they register under their short name and are approved by
+// their Machine (clusterExpected).
+func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, nodeReads []string, role string, later map[string]string, mode joinMode, metal3 func(string) bool) *engine.Target {
 	start := mode == joinStart
 	return &engine.Target{
 		Name:     name,
@@ -186,11 +188,11 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 			if err != nil {
 				return err
 			}
-			expected, err := clusterExpected(s, nodes)
+			expected, err := clusterExpected(s, nodes, metal3)
 			if err != nil {
 				return err
 			}
-			laterFQDN, err := clusterLater(s, later)
+			laterFQDN, err := clusterLater(s, later, metal3)
 			if err != nil {
 				return err
 			}
@@ -259,7 +261,7 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 			if err != nil {
 				return engine.ProbeResult{}, err
 			}
-			expected, err := clusterExpected(s, nodes)
+			expected, err := clusterExpected(s, nodes, metal3)
 			if err != nil {
 				return engine.ProbeResult{}, err
 			}

@@ -195,7 +195,7 @@ func clusterSNOTargets(c *lab.Config, opt func(...string) []string) []*engine.Ta
 					func(st snoState) bool { return rebootDone(st, false) }, map[string]any{"rebooted": true})
 			}),
 		clusterJoin("cluster/post-reboot/approve", "the installed master's CSRs approved (as bootstrap-in-place-post-reboot.sh's approve_csr); its Node Ready",
-			[]string{adminKubeconfig, "cluster/reboot"}, lab.WaitMastersMinutes, []string{master}, masterReads, "master", nil, joinRunning),
+			[]string{adminKubeconfig, "cluster/reboot"}, lab.WaitMastersMinutes, []string{master}, masterReads, "master", nil, joinRunning, func(string) bool { return false }),
 		phase("cluster/post-reboot/complete", "kube-system/bootstrap complete; the bootstrap CVO's and cluster-policy-controller's leases released (bootstrap-in-place-post-reboot.sh)",
 			[]string{adminKubeconfig, "cluster/post-reboot/approve"}, lab.WaitEtcdMinutes, completeDone, snoComplete),
 		phase("cluster/post-reboot/cleanup", "the operators replaced the carried bootstrap pods and the node removed the bootstrap's leftovers (its post-reboot unit)",

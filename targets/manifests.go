@@ -106,7 +106,8 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 	domainReads := []string{lab.ClusterName, lab.ClusterBaseDomain}
 
 	ts := []*engine.Target{
-		mfStaticPod("manifests/static-pods/etcd", "bootstrap etcd static pod (etcd-bootstrap.yaml)", manifests.EtcdPodFile,
+		// Version 2: privileged, as the installer's (issue 38 #6).
+		mfVersion(2, mfStaticPod("manifests/static-pods/etcd", "bootstrap etcd static pod (etcd-bootstrap.yaml)", manifests.EtcdPodFile,
 			[]string{"release/image/etcd"}, []string{bootIP}, func(s *engine.Step) ([]byte, error) {
 				img, err := depPullspec(s, "release/image/etcd")
 				if err != nil {
@@ -117,7 +118,7 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 					return nil, err
 				}
 				return manifests.EtcdPod(img, ip)
-			}),
+			})),
 		// Version 2: the kubelet signer's client and kubelet CAs (issue 24).
 		mfVersion(2, mfStaticPod("manifests/static-pods/kube-apiserver", "bootstrap kube-apiserver static pod", manifests.KubeAPIServerPodFile,
 			[]string{"release/image/hyperkube"}, []string{lab.NetworkServiceNetwork}, func(s *engine.Step) ([]byte, error) {
@@ -165,7 +166,8 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 				}
 				return manifests.CVOPod(img, p)
 			}),
-		mfStaticPod("manifests/kube-proxy", "masters' kube-proxy static pod (kube-proxy.yaml) until OVN-Kubernetes runs", manifests.KubeProxyPodFile,
+		// Version 2: healthz off ovnkube-node's 10256 (issue 38 #8).
+		mfVersion(2, mfStaticPod("manifests/kube-proxy", "masters' kube-proxy static pod (kube-proxy.yaml) until OVN-Kubernetes runs", manifests.KubeProxyPodFile,
 			[]string{"release/image/kube-proxy"}, []string{lab.NetworkClusterNetwork}, func(s *engine.Step) ([]byte, error) {
 				img, err := depPullspec(s, "release/image/kube-proxy")
 				if err != nil {
@@ -176,7 +178,7 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 					return nil, err
 				}
 				return manifests.KubeProxyPod(img, cn)
-			}),
+			})),
 		mfStaticPod("manifests/crio-pause", "CRI-O drop-in naming the payload's pause image (bootstrap)", "00-pause.conf",
 			[]string{"release/image/pod"}, nil, func(s *engine.Step) ([]byte, error) {
 				img, err := depPullspec(s, "release/image/pod")

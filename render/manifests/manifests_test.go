@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"flag"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -493,6 +494,92 @@ func TestHandoverErrors(t *testing.T) {
 		}
 		if tt.err != nil && strings.Contains(tt.err.Error(), "PRIVATE KEY-----") {
 			t.Errorf("%s: error quotes key material", tt.name)
+		}
+	}
+}
+
+// TestStaticPodsWriteHostPathsPrivileged: a static pod container that writes a hostPath
+// volume is privileged. With SELinux enforcing (RHCOS), container-selinux labels no host
+// directory container_file_t, so a container_t process cannot write /var/lib/etcd; the
+// installer's bootstrap etcd runs both its containers privileged: true (spc_t)
+// (cluster-etcd-operator release-4.18 bindata/bootkube/bootstrap-manifests/etcd-member-pod.yaml;
+// issue 38 #6). Read-only mounts (the secrets, kubeconfigs) need nothing.
+func TestStaticPodsWriteHostPathsPrivileged(t *testing.T) {
+	pods := map[string]func() ([]byte, error){
+		EtcdPodFile:          func() ([]byte, error) { return EtcdPod(imgEtcd, "10.0.0.1") },
+		KubeAPIServerPodFile: func() ([]byte, error) { return KubeAPIServerPod(imgHyperkube, "172.30.0.0/16") },
+		KubeControllerManagerPodFile: func() ([]byte, error) {
+			return KubeControllerManagerPod(imgHyperkube, "10.128.0.0/14", 23, "172.30.0.0/16")
+		},
+		KubeSchedulerPodFile: func() ([]byte, error) { return KubeSchedulerPod(imgHyperkube) },
+		CVOPodFile:           func() ([]byte, error) { return CVOPod(imgRelease, "self-managed-high-availability") },
+		KubeProxyPodFile:     func() ([]byte, error) { return KubeProxyPod(imgKubeProxy, "10.128.0.0/14") },
+	}
+	writers := 0
+	for name, render := range pods {
+		b, err := render()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p corev1.Pod
+		if err := yaml.UnmarshalStrict(b, &p); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		hostPath := map[string]bool{}
+		for _, v := range p.Spec.Volumes {
+			hostPath[v.Name] = v.HostPath != nil
+		}
+		for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
+			priv := c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
+			for _, m := range c.VolumeMounts {
+				if hostPath[m.Name] && !m.ReadOnly {
+					writers++
+					if !priv {
+						t.Errorf("%s: container %s writes hostPath volume %s (%s) but is not privileged", name, c.Name, m.Name, m.MountPath)
+					}
+				}
+			}
+		}
+	}
+	if writers == 0 {
+		t.Error("no container writes a hostPath: the check is vacuous (etcd's data dir should)")
+	}
+}
+
+// TestKubeProxyOffOVNPorts: the masters' kube-proxy binds none of the host ports
+// ovnkube-node serves on every node once OVN-Kubernetes runs: its node healthz,
+// cluster-network-operator release-4.18 bindata/network/ovn-kubernetes/self-hosted/004-config.yaml
+// `healthz-bind-address="0.0.0.0:10256"`, which is kube-proxy's default --healthz-bind-address
+// too (issue 38 #8). Both on 10256 leave ovnkube-node's proxierHealthUpdater failing to listen
+// and emitting FailedToStartProxierHealthcheck events for the life of the cluster.
+func TestKubeProxyOffOVNPorts(t *testing.T) {
+	b, err := KubeProxyPod(imgKubeProxy, "10.128.0.0/14")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p corev1.Pod
+	if err := yaml.UnmarshalStrict(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	// kube-proxy's defaults (k8s.io/kubernetes pkg/proxy/apis/config/v1alpha1 defaults.go
+	// SetDefaults_KubeProxyConfiguration): healthz 0.0.0.0:10256, metrics 127.0.0.1:10249.
+	bind := map[string]string{"--healthz-bind-address": "0.0.0.0:10256", "--metrics-bind-address": "127.0.0.1:10249"}
+	for _, a := range append(p.Spec.Containers[0].Command, p.Spec.Containers[0].Args...) {
+		if k, v, ok := strings.Cut(a, "="); ok {
+			if _, known := bind[k]; known {
+				bind[k] = v
+			}
+		}
+	}
+	// ovnkube-node's node healthz port (004-config.yaml).
+	ovn := map[string]bool{"10256": true}
+	for flag, addr := range bind {
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatalf("%s=%s: %v", flag, addr, err)
+		}
+		if ovn[port] {
+			t.Errorf("kube-proxy %s=%s: ovnkube-node serves port %s on every node", flag, addr, port)
 		}
 	}
 }
