@@ -510,16 +510,20 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 		r.inClusterTools(t, true)
 	}
 	rehearsalLab(t, r.lab, pool, topo)
+	masters, workers := topo.names()
+	// Issue 38: a real pod on the first master with a real in-cluster client (client.go).
+	r.clientTools(t, masters[0])
 	h := startFlowHost(t, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
 	defer cancel()
 	fl := &flowLog{}
 	defer func() { t.Logf("stand-ins:\n%s", fl) }()
-	masters, workers := topo.names()
 	// Each node's kubelet gets a pod subnet of its own (the CNI stand-in's host-local range).
 	podSubnets := map[string]string{"master-0": "10.128.0.0/23", "master-1": "10.128.2.0/23", "master-2": "10.128.4.0/23", "worker-0": "10.128.6.0/23"}
 	bootRoot := filepath.Join(r.work, "nodes", "bootstrap", "root")
 	var teardownDone, bootstrapOff atomic.Bool
+	var bootstrapOffAt atomic.Int64 // unix nanoseconds of the bootstrap's stop
+	clientCreated := make(chan time.Time, 1)
 	var standinsUp atomic.Int32 // masters whose stand-ins run
 	// The cluster-etcd-operator adds one member at a time, each started and healthy before the
 	// next: with etcd's strict reconfiguration check an add that would leave the started
@@ -560,6 +564,9 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 				// A worker runs only its kubelet: its CSRs are cluster/workers' to approve.
 				return
 			}
+			if node == r.clientNode {
+				go startClient(wctx, r, node+"."+labDomain, fl, clientCreated)
+			}
 			k, err := ReadKeyfile(nd.Root)
 			if err != nil {
 				fl.fail("%s: %v", node, err)
@@ -594,6 +601,7 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 		Down: func(node string) {
 			fl.logf("domain %s stopped: node stops", node)
 			if node == "bootstrap" {
+				bootstrapOffAt.CompareAndSwap(0, time.Now().UnixNano())
 				bootstrapOff.Store(true)
 			}
 			r.stop(node)
@@ -763,6 +771,18 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 		default:
 			t.Errorf("no ServiceAccount token was issued before the pivot")
 		}
+		// Issue 38: a real pod started before the pivot reaches the API through api-int with
+		// its projected CA and token, before and after (client_test.go).
+		var created time.Time
+		select {
+		case created = <-clientCreated:
+		default:
+		}
+		var offAt time.Time
+		if ns := bootstrapOffAt.Load(); ns != 0 {
+			offAt = time.Unix(0, ns)
+		}
+		checkClient(ctx, t, r, created, offAt, 3*time.Minute)
 		if ok, why, err := canI(ctx, k, "system:kube-apiserver", "get", "nodes", "proxy"); err != nil || !ok {
 			t.Errorf("auth can-i get nodes/proxy --as system:kube-apiserver: %v %q %v", ok, why, err)
 		}

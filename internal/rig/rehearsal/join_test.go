@@ -166,6 +166,9 @@ type rig struct {
 	// images are stand-in images every kubelet node's containerd imports under their pull
 	// specs before its kubelet starts (in-cluster mode: OnPremImages).
 	images []ImageTar
+	// clientTar is the in-cluster client's image (ClientImageTarball), imported into node
+	// clientNode's containerd (client_test.go); "" without the client.
+	clientTar, clientNode string
 
 	mu    sync.Mutex
 	nodes map[string]*Node
@@ -452,6 +455,11 @@ func (r *rig) kubelet(ctx context.Context, nd *Node, podSubnet string) error {
 	}
 	if err := StartRuntime(ctx, nd, kl.Endpoint, podSubnet, r.pause); err != nil {
 		return err
+	}
+	if r.clientTar != "" && nd.Name == r.clientNode {
+		if err := ImportImages(ctx, nd, kl.Endpoint, []ImageTar{{File: r.clientTar, Ref: ClientImage}}); err != nil {
+			return err
+		}
 	}
 	if len(r.images) > 0 {
 		// The pods' hostPath volumes with mountPropagation HostToContainer need the node's
