@@ -80,7 +80,7 @@ func ClientImageTarball(file, busybox, kubectl string) error {
 
 // clientScript is the client container's command: kubectl proxy in the background (its log
 // lines prefixed "proxy-log: " by the shell, which writes each at once where sed would buffer
-// them), then one probe line every ClientProbeSeconds:
+// them), then (the API pretty-prints its JSON for wget's User-Agent: "username": "…") one probe line every ClientProbeSeconds:
 //
 //	probe <n> <unix seconds> fresh=[<username or kubectl's last line>] proxy=[<username or wget's last line>]
 const clientScript = `kubectl proxy --address=127.0.0.1 --port=%[1]d 2>&1 | while IFS= read -r l; do echo "proxy-log: $l"; done &
@@ -92,7 +92,7 @@ while :; do
   p=$(wget -q -O- --header='Content-Type: application/json' \
     --post-data='{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}' \
     http://127.0.0.1:%[1]d/apis/authentication.k8s.io/v1/selfsubjectreviews 2>&1)
-  u=$(echo "$p" | sed -n 's/.*"username":"\([^"]*\)".*/\1/p')
+  u=$(echo "$p" | sed -n 's/.*"username": *"\([^"]*\)".*/\1/p')
   [ -n "$u" ] || u=$(echo "$p" | tail -n1)
   echo "probe $n $ts fresh=[$f] proxy=[$u]"
   sleep %[2]d

@@ -249,7 +249,7 @@ func (h *flowHost) firewallRules(t *testing.T) []string {
 // resolves name through it from the host namespace: the host's resolver reaches the lab's DNS.
 func (h *flowHost) hostResolves(ctx context.Context, t *testing.T, dropIn, name string) ([]string, error) {
 	cmd := exec.Command("nsenter", "--net=/run/netns/"+h.r.lv.NetNS, "--", h.r.bins["dnsmasq"], "--keep-in-foreground", "--no-resolv", "--no-hosts",
-		"--listen-address=127.0.0.53", "--bind-interfaces", "--port=53", "--pid-file=", "--user=root", "--conf-file="+filepath.Join(h.etcUpper, dropIn))
+		"--listen-address=127.0.0.53", "--bind-interfaces", "--port=53", "--pid-file=", "--user=root", "--log-queries", "--log-facility=-", "--conf-file="+filepath.Join(h.etcUpper, dropIn))
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {
@@ -335,9 +335,15 @@ func rehearsalImage(t *testing.T, dir string) struct{ url, sum string } {
 type flowTopology struct {
 	masters, workers     int
 	inCluster, baremetal bool
+	// mirror sets mirror.enabled: the release mirror on the lab bridge, every node image
+	// pulled from it (mirror_flow_test.go).
+	mirror bool
 }
 
 func (f flowTopology) String() string {
+	if f.mirror {
+		return fmt.Sprintf("%d+%d mirror", f.masters, f.workers)
+	}
 	if f.baremetal {
 		return fmt.Sprintf("%d+%d baremetal", f.masters, f.workers)
 	}
@@ -510,6 +516,12 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 		r.inClusterTools(t, true)
 	}
 	rehearsalLab(t, r.lab, pool, topo)
+	var upstream *upstreamRegistry
+	if topo.mirror {
+		testenv.Require(t, "docker-registry")
+		upstream = r.startUpstream(t)
+		r.mirrorLog = r.mirrorFlowLab(t)
+	}
 	masters, workers := topo.names()
 	// Issue 38: a real pod on the first master with a real in-cluster client (client.go).
 	r.clientTools(t, masters[0])
@@ -521,7 +533,7 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	// Each node's kubelet gets a pod subnet of its own (the CNI stand-in's host-local range).
 	podSubnets := map[string]string{"master-0": "10.128.0.0/23", "master-1": "10.128.2.0/23", "master-2": "10.128.4.0/23", "worker-0": "10.128.6.0/23"}
 	bootRoot := filepath.Join(r.work, "nodes", "bootstrap", "root")
-	var teardownDone, bootstrapOff atomic.Bool
+	var teardownDone, bootstrapOff, upstreamStopped atomic.Bool
 	var bootstrapOffAt atomic.Int64 // unix nanoseconds of the bootstrap's stop
 	clientCreated := make(chan time.Time, 1)
 	var standinsUp atomic.Int32 // masters whose stand-ins run
@@ -538,6 +550,11 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	w := &Watch{URI: r.lv.URI("qemu:///system"), Cluster: "rehearsal", Nodes: append(append([]string{"bootstrap"}, masters...), workers...),
 		Up: func(node string) {
 			fl.logf("domain %s running: node starts", node)
+			if topo.mirror && node == "bootstrap" && upstreamStopped.CompareAndSwap(false, true) {
+				// mirror/release copied the release before any VM: the upstream goes away.
+				upstream.stop()
+				fl.logf("upstream stopped: the release's registry %s no longer serves", upstream.Host)
+			}
 			boot := r.boot
 			if topo.baremetal && slices.Contains(workers, node) {
 				// Started by the BMC: the Ignition is the user data on its virtual media.
@@ -582,8 +599,13 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 				if !masterReady(wctx, r, node+"."+labDomain) {
 					return
 				}
+				if topo.baremetal {
+					// The machine-config-server DaemonSet's pod on this master: Metal3's workers
+					// boot from the MCO's pointer config, which names it (mcs.go).
+					go serveMCS(wctx, r, nd, fl)
+				}
 				m := &MasterStandins{Node: nd, NodeName: node + "." + labDomain, IP: k.IP, BootstrapIP: bootstrapIP, BootstrapRoot: bootRoot,
-					Bins: r.bins, Clients: r.clients, Logf: fl.logf, EtcdJoin: &etcdJoin}
+					Bins: r.bins, Clients: r.clients, Logf: fl.logf, EtcdJoin: &etcdJoin, CVOPod: node == masters[0]}
 				if err := m.Run(wctx); err != nil {
 					fl.fail("%v", err)
 					return
@@ -608,20 +630,27 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 		},
 	}
 	go w.Run(wctx)
+	// The MCO's in-cluster part: rendered-<pool>-<hash> from the cluster's objects (issue 38).
+	mcoRendered := make(chan MCORendered, 1)
+	go runMCOStandin(wctx, r, fl, mcoRendered)
 	// The CVO stand-in: ClusterVersion status from the start (cluster/bootstrap waits for the
 	// CVO to report), the stand-in operators' ClusterOperators as their work is done on the
 	// masters, ClusterVersion Available once both are.
 	go func() {
 		last := ""
-		nsDone, bmDone := !topo.inCluster, !topo.baremetal
+		nsDone, bmDone := false, !topo.baremetal
 		for wctx.Err() == nil {
 			if !nsDone {
 				// The CVO applies the MCO's namespaces from the payload: openshift-kni-infra,
-				// where the masters' kubelets publish the on-prem pods' mirror pods.
+				// where the masters' kubelets publish the on-prem pods' mirror pods, and
+				// openshift-machine-config-operator with the MCO's images ConfigMaps, which the
+				// in-cluster MCO stand-in reads (firstboot_test.go).
 				if k, err := r.clients(); err == nil {
 					if err := applyMCONamespaces(wctx, k); err == nil {
-						nsDone = true
-						fl.logf("CVO stand-in: applied the MCO's namespaces (openshift-kni-infra)")
+						if err := applyMCOImages(wctx, r, k); err == nil {
+							nsDone = true
+							fl.logf("CVO stand-in: applied the MCO's namespaces (openshift-machine-config-operator, openshift-kni-infra) and its images ConfigMaps")
+						}
 					}
 				}
 			}
@@ -688,6 +717,20 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 		t.Errorf("host/dns: drop-ins under /etc/NetworkManager = %v, want %s", got, dropIn)
 	} else if addrs, err := h.hostResolves(ctx, t, dropIn, "api."+labDomain); err != nil || !slices.Equal(addrs, []string{apiVIP}) {
 		t.Errorf("host resolver with host/dns's drop-in: api.%s = %v (%v), want [%s]", labDomain, addrs, err, apiVIP)
+		// ZZ diagnosis of the flake (issue 38): what libvirt's dnsmasq says, over time.
+		dial := DialIn(h.r.lv.NetNS)
+		res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return dial(ctx, network, "198.18.0.1:53")
+		}}
+		for i := 0; i < 20; i++ {
+			a, e := res.LookupHost(ctx, "api."+labDomain)
+			a2, e2 := h.hostResolves(ctx, t, dropIn, "api."+labDomain)
+			t.Logf("ZZ %s: libvirt dnsmasq: %v %v; through the drop-in: %v %v", time.Now().Format("15:04:05.000"), a, e, a2, e2)
+			time.Sleep(time.Second)
+		}
+		uri := r.lv.URI("qemu:///system")
+		o, _ := r.lv.Exec("sh", "-c", "virsh -c "+uri+" net-dumpxml rehearsal; ps -o pid,lstart,args -p $(ip netns pids "+r.lv.NetNS+" | tr '\\n' ',')0")
+		t.Logf("ZZ network and processes:\n%s", o)
 	}
 	if b, _ := os.ReadFile(h.nmcliLog); !strings.Contains(string(b), "general reload conf dns-full") {
 		t.Errorf("host/dns did not ask NetworkManager to reload its DNS configuration (nmcli calls: %q)", b)
@@ -783,6 +826,24 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 			offAt = time.Unix(0, ns)
 		}
 		checkClient(ctx, t, r, created, offAt, 3*time.Minute)
+		if topo.mirror {
+			checkMirrorPulls(t, r, append(slices.Clone(masters), workers...))
+		}
+		// Issue 38: the machine-config daemon's first run on every kubelet node, against the
+		// MachineConfig its currentConfig names, read from the cluster (firstboot_test.go).
+		select {
+		case got := <-mcoRendered:
+			t.Logf("the in-cluster MCO stand-in rendered %v", got)
+		case <-time.After(3 * time.Minute):
+			t.Errorf("the in-cluster MCO stand-in rendered nothing within 3 min of cluster/done (its log lines are in the stand-ins' log)")
+		}
+		for n, err := range checkFirstBoot(ctx, r, append(slices.Clone(masters), workers...)) {
+			if err != nil {
+				t.Errorf("the machine-config daemon's first run on %s: %v", n, err)
+			} else {
+				t.Logf("the machine-config daemon's first run on %s: Validated on-disk state", n)
+			}
+		}
 		if ok, why, err := canI(ctx, k, "system:kube-apiserver", "get", "nodes", "proxy"); err != nil || !ok {
 			t.Errorf("auth can-i get nodes/proxy --as system:kube-apiserver: %v %q %v", ok, why, err)
 		}

@@ -45,6 +45,9 @@ type NodeNet struct {
 	Gateway string
 	LabNS   string
 	Bridge  string
+	// Hostname is the host name when the root has no /etc/hostname (a DHCP lease's); "" for
+	// the node's name.
+	Hostname string
 }
 
 // run runs a command and returns an error with its output.
@@ -86,6 +89,9 @@ func StartNode(name, netns, root, logDir string, n NodeNet) (*Node, error) {
 		}
 	}
 	hostname := name
+	if n.Hostname != "" {
+		hostname = n.Hostname
+	}
 	if b, err := os.ReadFile(filepath.Join(root, "etc", "hostname")); err == nil && len(bytes.TrimSpace(b)) > 0 {
 		hostname = string(bytes.TrimSpace(b))
 	}
