@@ -25,8 +25,9 @@ import (
 //     kubeconfig for the apply step, pull secret, SSH key, hostname and static network.
 //   - ignition/master-N, ignition/worker-N: render/ignition.Node over mco/base/<role> (the
 //     rendered pool config) plus what the Machine Config Server adds, the kubelet bootstrap
-//     kubeconfig, /etc/kubernetes/ca.crt, pull secret, SSH key, hostname, static network and,
-//     on masters, the kube-proxy static pod. Additions replace entries by path.
+//     kubeconfig, /etc/kubernetes/ca.crt, SSH key, hostname, static network and, on masters,
+//     the kube-proxy static pod. Additions replace entries by path; none replaces a file of
+//     the rendered config (the machine-config daemon checks those on first boot).
 //
 // Each target reads only its own node's fields, so a change to master-1's IP rebuilds
 // ignition/master-1 and (through the etcd and kube-apiserver certificates)
@@ -90,14 +91,22 @@ func ignAccess(s *engine.Step) (pull []byte, sshKey string, err error) {
 	if err = lab.CheckPullSecret(pull, lab.AccessPullSecretFile); err != nil {
 		return nil, "", err
 	}
+	if sshKey, err = ignSSHKey(s); err != nil {
+		return nil, "", err
+	}
+	return bytes.TrimSpace(pull), sshKey, nil
+}
+
+// ignSSHKey reads and checks the SSH key file.
+func ignSSHKey(s *engine.Step) (string, error) {
 	key, err := s.File(lab.AccessSSHKeyFile)
 	if err != nil {
-		return nil, "", err
+		return "", err
 	}
 	if err = lab.CheckSSHKey(key, lab.AccessSSHKeyFile); err != nil {
-		return nil, "", err
+		return "", err
 	}
-	return bytes.TrimSpace(pull), strings.TrimSpace(string(key)), nil
+	return strings.TrimSpace(string(key)), nil
 }
 
 // ignWrite writes <node>.ign (0600) and logs its size.
@@ -106,7 +115,13 @@ func ignWrite(s *engine.Step, node string, raw []byte, files, units int) error {
 	return s.WriteFile(node+".ign", raw, 0o600)
 }
 
-// ignNodeTarget declares ignition/<node> for a master or worker.
+// ignNodeTarget declares ignition/<node> for a master or worker. It does not read the pull
+// secret: /var/lib/kubelet/config.json is the rendered config's own file, as the real
+// machine-config-server serves it (MCO release-4.18 pkg/server/server.go getAppenders adds no
+// pull secret; templates/common/_base/files/pull-secret.yaml renders json.Compact of the
+// cluster's pull secret plus a newline, which mco/inputs gives the bootstrap render already
+// merged with the mirror's auth). Replacing it made every node Degraded on first boot
+// (issue 38 #1); render/ignition.Node refuses a config the daemon would refuse.
 func ignNodeTarget(c *lab.Config, n lab.Node) *engine.Target {
 	name, role := n.Name, n.Role
 	base := "mco/base/" + role
@@ -117,10 +132,10 @@ func ignNodeTarget(c *lab.Config, n lab.Node) *engine.Target {
 	return &engine.Target{
 		Name:    "ignition/" + name,
 		Doc:     "the " + role + " " + name + "'s Ignition: rendered " + role + " pool config + MCS files, network, hostname, SSH key" + map[bool]string{true: ", kube-proxy", false: ""}[role == lab.RoleMaster],
-		Deps:    append(deps, mirrorClusterDeps(c, "mirror/credentials")...),
-		Reads:   addReads(ignNodeReads(name), mirrorClusterReads(c)...),
-		Files:   []string{lab.AccessPullSecretFile, lab.AccessSSHKeyFile},
-		Version: 1,
+		Deps:    deps,
+		Reads:   ignNodeReads(name),
+		Files:   []string{lab.AccessSSHKeyFile},
+		Version: 2,
 		OutDir:  ignOutDir,
 		Run: func(ctx context.Context, s *engine.Step) error {
 			in := ignition.NodeInput{}
@@ -128,11 +143,8 @@ func ignNodeTarget(c *lab.Config, n lab.Node) *engine.Target {
 			if in.Hostname, in.Network, err = ignNodeNet(s, name); err != nil {
 				return err
 			}
-			if in.PullSecret, in.SSHKey, err = ignAccess(s); err != nil {
+			if in.SSHKey, err = ignSSHKey(s); err != nil {
 				return err
-			}
-			if in.PullSecret, err = mirrorPullSecret(c, s, in.PullSecret); err != nil { // targets/mirror.go
-				return fmt.Errorf("%s: %w", s.Target().Name, err)
 			}
 			if in.RenderedMachineConfig, err = s.DepFile(base, "machineconfig.yaml"); err != nil {
 				return err

@@ -52,7 +52,7 @@ func ignContents(t *testing.T, cfg types.Config, node, path string) []byte {
 
 // TestIgnitionMaster0 is `labbuild ignition/master-0`: it builds out/ignition/master-0.ign,
 // valid, with master-0's hostname and IP, every file the MCS would add, the kube-proxy pod,
-// the kubelet bootstrap kubeconfig and the pull secret (once, replacing the rendered entry);
+// the kubelet bootstrap kubeconfig and the rendered pull secret (not replaced: issue 38 #1);
 // it builds nothing master-0 does not need (no other node's config, not the bootstrap's
 // manifest tree); and the second run does nothing.
 func TestIgnitionMaster0(t *testing.T) {
@@ -94,8 +94,10 @@ func TestIgnitionMaster0(t *testing.T) {
 	if pod := ignContents(t, cfg, "master-0", ignition.PathKubeProxyPod); !bytes.Contains(pod, []byte("--kubeconfig="+manifests.KubeProxyKubeconfigPath)) {
 		t.Errorf("the kube-proxy pod does not use %s", manifests.KubeProxyKubeconfigPath)
 	}
-	if ps := ignContents(t, cfg, "master-0", ignition.PathPullSecret); string(ps) != mcoTestPullSecret {
-		t.Error("/var/lib/kubelet/config.json is not the pull secret")
+	// The rendered config's file, untouched (as the machine-config-server serves it): the
+	// MCO template's json.Compact of the pull secret plus a newline.
+	if ps := ignContents(t, cfg, "master-0", ignition.PathPullSecret); string(ps) != mcoTestPullSecret+"\n" {
+		t.Errorf("/var/lib/kubelet/config.json is %q, want the rendered pull secret", ps)
 	}
 	if len(cfg.Passwd.Users) != 1 || cfg.Passwd.Users[0].Name != "core" || len(cfg.Passwd.Users[0].SSHAuthorizedKeys) != 1 {
 		t.Errorf("users %+v, want core with one SSH key", cfg.Passwd.Users)
@@ -281,6 +283,58 @@ func BenchmarkIgnition(b *testing.B) {
 			syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
 			b.ReportMetric(float64(self.Maxrss)/1024, "peak-RSS-MiB")
 			b.ReportMetric(float64(kids.Maxrss)/1024, "child-peak-RSS-MiB")
+		})
+	}
+}
+
+// TestIgnitionFirstBoot is the first boot of every master and worker as the machine-config
+// daemon sees it (render/ignition.FirstBoot: MCO release-4.18 pkg/daemon/daemon.go
+// checkStateOnFirstRun → on_disk_validation.go validateOnDiskState): each node's
+// out/ignition/<node>.ign, laid as Ignition lays it, against its pool's rendered MachineConfig
+// out/mco/base/<pool>/machineconfig.yaml, for every topology (3+2, 3+0, 1+1), both
+// network.loadBalancer modes and platform baremetal. It reads only those two files, as the
+// daemon reads only the node's disk and the MachineConfig its currentConfig names.
+func TestIgnitionFirstBoot(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		masters, workers int
+		lb, platform     string
+	}{
+		{"3+2 host", 3, 2, lab.LoadBalancerHost, ""},
+		{"3+2 in-cluster", 3, 2, lab.LoadBalancerInCluster, ""},
+		{"3+0 host", 3, 0, lab.LoadBalancerHost, ""},
+		{"3+0 in-cluster", 3, 0, lab.LoadBalancerInCluster, ""},
+		{"1+1 host", 1, 1, lab.LoadBalancerHost, ""},
+		{"1+1 in-cluster", 1, 1, lab.LoadBalancerInCluster, ""},
+		{"3+2 baremetal", 3, 2, lab.LoadBalancerInCluster, lab.PlatformBaremetal},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newMCOLab(t)
+			l.cfg.Nodes = clusterConfig(tc.masters, tc.workers).Nodes
+			l.cfg.Network.LoadBalancer, l.cfg.Platform = tc.lb, tc.platform
+			var goals []string
+			for _, n := range l.cfg.Nodes {
+				if n.Role != lab.RoleBootstrap {
+					goals = append(goals, "ignition/"+n.Name)
+				}
+			}
+			l.build(goals...)
+			for _, n := range l.cfg.Nodes {
+				if n.Role == lab.RoleBootstrap {
+					continue // no machine-config daemon runs there
+				}
+				mc, err := ignition.ParseMachineConfig(l.file("mco/base/"+n.Role, "machineconfig.yaml"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				node, err := ignition.Parse(l.file("ignition", n.Name+".ign"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := ignition.FirstBoot(node, mc); err != nil {
+					t.Errorf("%s: the machine-config daemon goes Degraded on first boot: %v", n.Name, err)
+				}
+			}
 		})
 	}
 }

@@ -130,8 +130,9 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 				}
 				return manifests.KubeAPIServerPod(img, sn)
 			})),
-		// Version 2: signs kubelet CSRs with the kubelet signer (issue 24).
-		mfVersion(2, mfStaticPod("manifests/static-pods/kube-controller-manager", "bootstrap kube-controller-manager static pod", manifests.KubeControllerManagerPodFile,
+		// Version 2: signs kubelet CSRs with the kubelet signer (issue 24). Version 3: its
+		// --root-ca-file is the complete server CA bundle (issue 38 #2).
+		mfVersion(3, mfStaticPod("manifests/static-pods/kube-controller-manager", "bootstrap kube-controller-manager static pod", manifests.KubeControllerManagerPodFile,
 			[]string{"release/image/hyperkube"}, netReads, func(s *engine.Step) ([]byte, error) {
 				img, err := depPullspec(s, "release/image/hyperkube")
 				if err != nil {

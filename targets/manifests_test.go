@@ -33,6 +33,7 @@ import (
 	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/render/pki"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 )
@@ -547,4 +548,56 @@ func mfCreateCSR(ctx context.Context, cfg *rest.Config) error {
 		},
 	}, metav1.CreateOptions{})
 	return err
+}
+
+// TestBootstrapRootCATrustsTheMasters: the bootstrap kube-controller-manager's --root-ca-file
+// (what every kube-root-ca.crt ConfigMap and projected token ca.crt carries, and what an
+// in-cluster client loads once at start) trusts the serving certificates a pod meets through
+// the service IP before the pivot (the bootstrap kube-apiserver's) and after it (the masters'
+// kube-apiserver serves from the three kube-apiserver-operator serving signers: a leaf from
+// each, for kubernetes.default.svc and 172.30.0.1, as the operator mints them), as the
+// installer's kube-apiserver-complete-server-ca-bundle does (cluster-kube-controller-manager-
+// operator bindata/bootkube/config/bootstrap-config-overrides.yaml root-ca-file).
+func TestBootstrapRootCATrustsTheMasters(t *testing.T) {
+	l := newMFLab(t)
+	l.build("manifests/bootstrap", "pki")
+	var rootCA string
+	for _, a := range mfPodArgs(t, l, "manifests/bootstrap", "static-pods/"+manifests.KubeControllerManagerPodFile, "kube-controller-manager") {
+		if k, v, _ := strings.Cut(a, "="); k == "--root-ca-file" {
+			rootCA = v
+		}
+	}
+	b, err := os.ReadFile(rootCA)
+	if err != nil {
+		t.Fatalf("--root-ca-file: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		t.Fatalf("--root-ca-file %s holds no certificate", rootCA)
+	}
+	verify := func(what string, certPEM []byte) {
+		t.Helper()
+		c, err := pki.ParseCert(certPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Verify(x509.VerifyOptions{Roots: pool, DNSName: "kubernetes.default.svc", CurrentTime: pkiT0.Add(time.Hour),
+			KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			t.Errorf("%s does not verify against the bootstrap --root-ca-file: %v", what, err)
+		}
+	}
+	verify("the bootstrap kube-apiserver's serving certificate", l.file("pki/cert/kube-apiserver", "tls.crt"))
+	key, err := pki.GenerateKey(pki.ECDSAP256, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, signer := range pkiServingSigners {
+		leaf, _, err := pki.Issue(pki.Spec{CommonName: "172.30.0.1", DNSNames: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+			IPs: []string{"172.30.0.1"}, Server: true, Validity: 24 * time.Hour}, key,
+			&pki.Issuer{CertPEM: l.file("pki/ca/"+signer, "tls.crt"), KeyPEM: l.file("pki/key/"+signer, "tls.key")}, pkiT0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		verify("a serving certificate of "+signer+" (the masters' kube-apiserver after the pivot)", leaf)
+	}
 }

@@ -210,6 +210,15 @@ func (l *mcoLab) tryBuildForce(force bool, goals ...string) (*engine.Result, err
 	ts := append(append(append(append(append(pkiTargets(cfg), kubeconfigTargets(cfg)...), manifestsTargets(cfg)...),
 		mcoTargets(cfg)...), ignitionTargets(cfg)...), l.standinRelease()...)
 	ts = append(ts, mirrorCredentialsOnly(cfg)...) // with mirror.enabled (mirror_ignition_test.go)
+	// Baremetal: manifests/bootstrap carries the BMC's hosts and the install-config's platform.
+	if cfg.Baremetal() {
+		ts = append(ts, ipiTargets(cfg)...)
+		for _, bt := range bmcTargets(cfg) {
+			if bt.Name != "bmc/service" { // its libvirt network is not part of these tests
+				ts = append(ts, bt)
+			}
+		}
+	}
 	l.log.Reset()
 	return engine.Build(context.Background(), engine.Options{Config: Lab{Config: cfg}, OutDir: l.out, Goals: goals, Jobs: 2, Targets: ts, Force: force,
 		Now: func() time.Time { return pkiT0 }, Stdout: &l.log, Stderr: &l.log})

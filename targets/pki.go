@@ -97,6 +97,16 @@ var pkiBundles = []pkiBundle{
 	// pivot machine-config-operator pkg/operator/sync.go syncRenderConfig builds the same set
 	// from initial-kube-apiserver-server-ca and kube-apiserver-to-kubelet-client-ca.
 	{"kubelet-client-ca", "kubelets' client CA (MCO --kube-ca, kubelet-ca.crt): kubernetes CA + kube-apiserver-to-kubelet signer", []string{"kubernetes", "kube-apiserver-to-kubelet-signer"}},
+	// The bootstrap kube-controller-manager's --root-ca-file, the CA every kube-root-ca.crt
+	// ConfigMap and service-account token's ca.crt gets: the installer's
+	// kube-apiserver-complete-server-ca-bundle (the three serving signers the masters'
+	// kube-apiserver serves from after the pivot; cluster-kube-controller-manager-operator
+	// bindata/bootkube/config/bootstrap-config-overrides.yaml root-ca-file) plus the kubernetes
+	// CA, which signs the bootstrap kube-apiserver's serving certificate. An in-cluster client
+	// loads it once at start (client-go rest.InClusterConfig), so a pod started before the
+	// pivot must already trust the masters' serving certificates (issue 38 #2).
+	{"kube-apiserver-server-ca", "bootstrap kube-controller-manager --root-ca-file: kubernetes CA + the three kube-apiserver serving signers",
+		append([]string{"kubernetes"}, pkiServingSigners...)},
 }
 
 // pkiMirrorCA signs the release mirror's serving certificate (mirror/registry): the cluster

@@ -328,7 +328,6 @@ func testNode(t *testing.T, name, ip string) NodeInput {
 		RenderedMachineConfig: mc,
 		KubeletCA:             []byte("-----BEGIN CERTIFICATE-----\nTESTCA\n-----END CERTIFICATE-----\n"),
 		BootstrapKubeconfig:   []byte("apiVersion: v1\nkind: Config\nclusters: []\n"),
-		PullSecret:            []byte(`{"auths":{"example.test":{"auth":"bGFiOnB1bGw="}}}`),
 	}
 	if pool == "master" {
 		in.KubeProxyPod = []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: kube-proxy\n  namespace: kube-system\n")
@@ -362,8 +361,13 @@ func TestNode(t *testing.T) {
 			if kf := mustContents(t, cfg, PathKeyfile); !strings.Contains(kf, "address1="+n.ip+"/24\n") {
 				t.Errorf("keyfile does not carry %s:\n%s", n.ip, kf)
 			}
-			if got := mustContents(t, cfg, PathPullSecret); got != string(in.PullSecret) {
-				t.Errorf("config.json is not the replaced pull secret")
+			// The rendered config's pull secret, untouched, as the machine-config-server serves it.
+			mc, err := ParseMachineConfig(in.RenderedMachineConfig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := mustContents(t, cfg, PathPullSecret); got != mustContents(t, mc.Config, PathPullSecret) {
+				t.Errorf("config.json is not the rendered config's")
 			}
 			var anno map[string]string
 			if err := json.Unmarshal([]byte(mustContents(t, cfg, PathNodeAnnotations)), &anno); err != nil {
@@ -574,5 +578,27 @@ func TestBootkubeApplyShowsWhy(t *testing.T) {
 				t.Errorf("apply_all printed\n%q\nwant\n%q", out, want)
 			}
 		})
+	}
+}
+
+// TestNodeRefusesReplacingRendered: an addition that replaces a file of the rendered config
+// (here /etc/hostname, which a rendered config would then carry) is refused with the
+// machine-config daemon's first-boot verdict, naming the file.
+func TestNodeRefusesReplacingRendered(t *testing.T) {
+	in := testNode(t, "master-0", "192.168.126.101")
+	mc, err := ParseMachineConfig(in.RenderedMachineConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := mc.Config
+	cfg.Storage.Files = append(append([]types.File{}, cfg.Storage.Files...), IgnFile(File{Path: PathHostname, Mode: ModeFile, Contents: []byte("localhost\n")}))
+	obj := map[string]any{"apiVersion": "machineconfiguration.openshift.io/v1", "kind": "MachineConfig",
+		"metadata": map[string]any{"name": mc.Name}, "spec": map[string]any{"config": cfg}}
+	if in.RenderedMachineConfig, err = json.Marshal(obj); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Node(in)
+	if err == nil || !strings.Contains(err.Error(), `content mismatch for file "/etc/hostname"`) {
+		t.Fatalf("err = %v, want the daemon's content mismatch for /etc/hostname", err)
 	}
 }

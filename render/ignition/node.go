@@ -300,8 +300,6 @@ type NodeInput struct {
 	KubeletCA []byte
 	// BootstrapKubeconfig is the kubelet bootstrap kubeconfig (/etc/kubernetes/kubeconfig).
 	BootstrapKubeconfig []byte
-	// PullSecret, when set, replaces the rendered /var/lib/kubelet/config.json (0600).
-	PullSecret []byte
 	// KubeProxyPod, when set (masters), is the kube-proxy static pod manifest.
 	KubeProxyPod []byte
 	// Extra files, added last; each replaces a rendered file of the same path.
@@ -320,7 +318,8 @@ type NodeResult struct {
 
 // Node builds a master or worker config: the rendered pool config, plus the MCS additions,
 // plus hostname, static network, SSH key, and (masters) kube-proxy; each addition replaces a
-// rendered entry of the same path. The result is validated.
+// rendered entry of the same path. The result is validated by Ignition's parser and by
+// FirstBoot (an addition that changes a file or unit of the rendered config is an error).
 func Node(in NodeInput) (*NodeResult, error) {
 	mc, err := ParseMachineConfig(in.RenderedMachineConfig)
 	if err != nil {
@@ -335,9 +334,6 @@ func Node(in NodeInput) (*NodeResult, error) {
 		return nil, err
 	}
 	files = append(files, mcs...)
-	if len(in.PullSecret) > 0 {
-		files = append(files, File{Path: PathPullSecret, Mode: ModeSecret, Contents: in.PullSecret})
-	}
 	if len(in.KubeProxyPod) > 0 {
 		files = append(files, File{Path: PathKubeProxyPod, Mode: ModeFile, Contents: in.KubeProxyPod})
 	}
@@ -349,6 +345,12 @@ func Node(in NodeInput) (*NodeResult, error) {
 	cfg, err := Apply(mc.Config, add)
 	if err != nil {
 		return nil, err
+	}
+	// The machine-config daemon validates the node's disk against mc on its first run; a
+	// config it would refuse is refused here, before a node boots from it.
+	if err := FirstBoot(cfg, mc); err != nil {
+		return nil, fmt.Errorf("node %s: the machine-config daemon would go Degraded on first boot (MCO release-4.18 pkg/daemon/daemon.go checkStateOnFirstRun): %w; "+
+			"an addition must not replace a file or unit of the rendered config %s", in.Hostname, err, mc.Name)
 	}
 	raw, err := Encode(cfg)
 	if err != nil {

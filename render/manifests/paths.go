@@ -58,7 +58,7 @@ func secret(name, target, file string, mode fs.FileMode) NodeFile {
 // (OTHW ships some for parity only) and admin.{crt,key}.
 var BootstrapTLSPaths = []NodeFile{
 	secret("etcd-ca.crt", "pki/ca/etcd-signer", "tls.crt", 0o644),
-	secret("kubernetes-ca.crt", "pki/ca/kubernetes", "tls.crt", 0o644),
+	secret(KubeAPIServerServerCABundle, "pki/bundle/kube-apiserver-server-ca", "ca-bundle.crt", 0o644),
 	secret("kubelet-signer.crt", "pki/ca/kubelet-signer", "tls.crt", 0o644),
 	secret("kubelet-signer.key", "pki/key/kubelet-signer", "tls.key", 0o600),
 	secret("kube-apiserver-client-ca-bundle.crt", "pki/bundle/kube-apiserver-client-ca", "ca-bundle.crt", 0o644),
@@ -78,6 +78,12 @@ var BootstrapTLSPaths = []NodeFile{
 	secret("service-account.pub", "pki/sa", "sa.pub", 0o644),
 	secret("service-account.key", "pki/key/service-account", "tls.key", 0o600),
 }
+
+// KubeAPIServerServerCABundle is the bootstrap kube-controller-manager's --root-ca-file, named
+// as the installer's (/etc/kubernetes/secrets/kube-apiserver-complete-server-ca-bundle.crt in
+// cluster-kube-controller-manager-operator bindata/bootkube/config/bootstrap-config-overrides.yaml):
+// the kube-apiserver's serving signers and labbuild's bootstrap serving CA.
+const KubeAPIServerServerCABundle = "kube-apiserver-complete-server-ca-bundle.crt"
 
 // BootstrapKubeconfigPaths lists the kubeconfigs the bootstrap static pods read, by node path.
 var BootstrapKubeconfigPaths = []NodeFile{

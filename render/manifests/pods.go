@@ -239,6 +239,10 @@ var leaderElection = []string{"--leader-elect=true", "--leader-elect-retry-perio
 //
 // Fixed against OTHW: --node-cidr-mask-size is the install's hostPrefix (23 by default); OTHW
 // leaves the controller's default /24, so node podCIDRs disagree with OVN-Kubernetes' subnets.
+// --root-ca-file is the complete server CA bundle (KubeAPIServerServerCABundle), as the
+// installer's bootstrap has it, not the kubernetes CA alone: every kube-root-ca.crt and token
+// ca.crt carries it, and a pod that loaded only the kubernetes CA cannot trust the masters'
+// kube-apiserver after the pivot (issue 38 #2).
 func KubeControllerManagerPod(image, clusterNetwork string, hostPrefix int, serviceNetwork string) ([]byte, error) {
 	if err := checkImage("kube-controller-manager pod", image); err != nil {
 		return nil, err
@@ -258,7 +262,7 @@ func KubeControllerManagerPod(image, clusterNetwork string, hostPrefix int, serv
 		"--service-cluster-ip-range="+serviceNetwork,
 		"--allocate-node-cidrs=true",
 		"--service-account-private-key-file="+inPod("service-account.key"),
-		"--root-ca-file="+inPod("kubernetes-ca.crt"),
+		"--root-ca-file="+inPod(KubeAPIServerServerCABundle),
 		"--use-service-account-credentials=true",
 		"--cluster-signing-cert-file="+inPod("kubelet-signer.crt"),
 		"--cluster-signing-key-file="+inPod("kubelet-signer.key"),
