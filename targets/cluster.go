@@ -14,7 +14,8 @@ package targets
 //	                        with server-side apply; the CVO reports progress
 //	cluster/csr-approver    one approval pass over pending CSRs: lab nodes only (targets/csr)
 //	cluster/masters         masters on; their CSRs approved (client, then serving); all Ready
-//	cluster/etcd            etcd on every master; then kube-system/bootstrap status=complete
+//	cluster/etcd            the masters' control plane and the CVO running, etcd on every master;
+//	                        then kube-system/bootstrap status=complete
 //	cluster/pivot           HAProxy without the bootstrap; API through the VIP; bootstrap VM off
 //	cluster/workers         workers on; their CSRs approved; all Ready (none: compact cluster)
 //	cluster/converge        every ClusterOperator Available, none Degraded; ClusterVersion Available
@@ -323,10 +324,10 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 			lab.WaitMastersMinutes, masterNames, nodeReads(masters), "master", joinsIn(workerNames, "cluster/workers"), true),
 		&engine.Target{
 			Name:     "cluster/etcd",
-			Doc:      "etcd running on every master; then kube-system/bootstrap status=complete (bootstrap member removed)",
+			Doc:      "the masters' control plane and CVO running, etcd on every master; then kube-system/bootstrap status=complete (bootstrap member removed)",
 			Deps:     append([]string{adminKubeconfig, "cluster/masters"}, opt(etcdClientDeps...)...),
 			Reads:    append(append(append(slices.Clone(clusterReads), lab.WaitEtcdMinutes, lab.NodePath(bootstrap, lab.NodeIP)), nodeReads(masters)...), vipModeReads(c)...),
-			Version:  2,
+			Version:  3, // 3: cluster-bootstrap's required pods and HA pollers (issue 38 #3)
 			External: true,
 			Run: func(ctx context.Context, s *engine.Step) error {
 				return clusterEtcd(ctx, s, masterNames, bootstrap)

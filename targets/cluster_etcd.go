@@ -27,7 +27,8 @@ import (
 )
 
 // clusterEtcd is cluster/etcd's Run: wait until openshift-install would report bootstrap
-// complete (bootstrapCompleteGate) and, in the in-cluster mode, until every master's keepalived
+// complete (bootstrapCompleteGate: cluster-bootstrap's required pods and HA pollers, etcd,
+// wait_for_ha_api) and, in the in-cluster mode, until every master's keepalived
 // runs the API VRRP instance (vipMastersKeepalived), then mark it so the operator removes the
 // etcd-bootstrap member.
 func clusterEtcd(ctx context.Context, s *engine.Step, masters []string, bootstrap string) error {
@@ -45,25 +46,49 @@ func clusterEtcd(ctx context.Context, s *engine.Step, masters []string, bootstra
 	}
 	slices.Sort(want)
 	var gate string
+	var selfHostedSince time.Time // when cluster-bootstrap's conditions first held (zero: not yet)
 	if _, err := clusterWait(ctx, s, wait.Spec{
-		What:     fmt.Sprintf("etcd running on %d masters and the API served beside the bootstrap's (what openshift-install waits for before it reports bootstrap complete)", len(want)),
-		Inspect:  "oc get pods -n openshift-etcd -l app=etcd -o wide; oc get co etcd; oc get endpoints -n default kubernetes; oc get infrastructure cluster -o jsonpath='{.status.controlPlaneTopology}'",
+		What: fmt.Sprintf("the masters' control plane and the CVO running, etcd on %d masters and the API served beside the bootstrap's "+
+			"(what cluster-bootstrap and openshift-install wait for before bootstrap complete)", len(want)),
+		Inspect: "oc get pods -A -o wide | grep -E 'kube-apiserver|kube-scheduler|kube-controller-manager|cluster-version-operator'; " +
+			"oc get kubeapiserver,kubescheduler,kubecontrollermanager cluster -o jsonpath='{.items[*].status.nodeStatuses}'; " +
+			"oc get pods -n openshift-etcd -l app=etcd -o wide; oc get co etcd; oc get endpoints -n default kubernetes; oc get infrastructure cluster -o jsonpath='{.status.controlPlaneTopology}'",
 		Timeout:  timeout,
 		Interval: clusterPollNodes,
 	}, func(ctx context.Context) (bool, string, error) {
+		g := bootstrapGate{masters: len(want)}
+		var err error
+		if g.podsNotReady, err = kube.PodsNotReady(ctx, k.Dynamic, kube.RequiredPods, want); err != nil {
+			return false, "listing the required pods", err
+		}
+		if len(want) > 1 { // cluster-bootstrap's isSingleNodeControlPlane skips the HA pollers
+			for _, gvr := range kube.StaticPodOperators {
+				n, st, err := kube.NodesAtRevision(ctx, k.Dynamic, gvr)
+				if err != nil {
+					return false, "reading " + gvr.Resource + "/cluster", err
+				}
+				g.atRevision = append(g.atRevision, n)
+				g.revisionStatus = append(g.revisionStatus, st)
+			}
+		}
+		if g.selfHosted() {
+			if selfHostedSince.IsZero() {
+				selfHostedSince = clusterEnv.clock.Now()
+			}
+			g.selfHostedFor = clusterEnv.clock.Now().Sub(selfHostedSince)
+		}
 		on, err := kube.EtcdOn(ctx, k.Dynamic, want)
 		if err != nil {
 			return false, "listing etcd pods", err
 		}
-		topo, err := kube.ControlPlaneTopology(ctx, k.Dynamic)
-		if err != nil {
+		g.etcdOn = len(on)
+		if g.topology, err = kube.ControlPlaneTopology(ctx, k.Dynamic); err != nil {
 			return false, "reading the control-plane topology", err
 		}
-		addrs, err := kube.APIAddresses(ctx, k.Dynamic)
-		if err != nil {
+		if g.apiAddrs, err = kube.APIAddresses(ctx, k.Dynamic); err != nil {
 			return false, "reading the API endpoints", err
 		}
-		ok, st := bootstrapCompleteGate(len(on), len(want), topo, addrs)
+		ok, st := bootstrapCompleteGate(g)
 		gate = st
 		return ok, st, nil
 	}); err != nil {
@@ -121,33 +146,90 @@ func clusterEtcd(ctx context.Context, s *engine.Step, masters []string, bootstra
 	return clusterRecord(s, map[string]any{"etcdOn": want, "bootstrapComplete": true, "bootstrapMemberRemoved": true})
 }
 
+// bootstrapMinimumTeardownDelay is cluster-bootstrap's minimumTeardownDelay (release-4.18
+// pkg/start/start.go): with more than one master it waits at least this long after the
+// self-hosted control plane is available, "to give load-balancers time to observe" it.
+const bootstrapMinimumTeardownDelay = 30 * time.Second
+
+// bootstrapGate is what cluster/etcd observed in one poll: the required pods not Running and
+// Ready on a master, the static-pod operators' nodes at a revision (kube.StaticPodOperators
+// order; empty with one master), how long cluster-bootstrap's conditions have held, etcd's
+// Ready masters, the control-plane topology and the API's endpoint addresses.
+type bootstrapGate struct {
+	masters        int
+	podsNotReady   []string
+	atRevision     []int
+	revisionStatus []string
+	selfHostedFor  time.Duration
+	etcdOn         int
+	topology       string
+	apiAddrs       []string
+}
+
+// selfHosted reports whether cluster-bootstrap's own waits hold: every required pod Running
+// and Ready on a master and, with more than one master, each static-pod operator's revision on
+// at least two nodes.
+func (g bootstrapGate) selfHosted() bool {
+	if len(g.podsNotReady) > 0 {
+		return false
+	}
+	if g.masters > 1 {
+		if len(g.atRevision) != len(kube.StaticPodOperators) {
+			return false
+		}
+		for _, n := range g.atRevision {
+			if n < 2 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // bootstrapCompleteGate decides when cluster/etcd may create kube-system/bootstrap, the
 // signal after which the cluster-etcd-operator's BootstrapTeardownController removes the
 // bootstrap's etcd member and the bootstrap kube-apiserver (which uses only localhost:2379)
-// loses its storage. openshift-install's report-progress.sh creates it only after
+// loses its storage. openshift-install's bootstrap creates it only after, in this order:
 //
-//  1. /opt/openshift/.bootkube.done, which bootkube.sh writes after its wait-for-ceo stage:
+//  1. bootkube.sh's `cluster-bootstrap start --required-pods=$REQUIRED_PODS`
+//     (cluster-bootstrap release-4.18 pkg/start/start.go startBootkube): every required pod
+//     (kube.RequiredPods: the masters' kube-apiserver, kube-scheduler, kube-controller-manager
+//     and the CVO) Running and Ready (waitUntilPodsRunning); unless the control plane is a single
+//     node, kubeapiservers, kubeschedulers and kubecontrollermanagers "cluster" each with at
+//     least two nodeStatuses at currentRevision >= 1
+//     (waitForSelfHostedControlPlaneAvailabilityBeforeTearDown); then, with more than one
+//     master, bootstrapMinimumTeardownDelay;
+//  2. /opt/openshift/.bootkube.done, which bootkube.sh writes after its wait-for-ceo stage:
 //     in labbuild's flow cluster/bootstrap has applied the manifests (a dependency), and the
-//     cluster-etcd-operator's etcd is Ready on every master (etcdOn of masters);
-//  2. wait_for_ha_api (wait-for-ha-api.sh): when Infrastructure cluster's
+//     cluster-etcd-operator's etcd is Ready on every master;
+//  3. wait_for_ha_api (wait-for-ha-api.sh): when Infrastructure cluster's
 //     status.controlPlaneTopology is HighlyAvailable, at least two addresses in the
 //     default/kubernetes Endpoints, that is a kube-apiserver besides the bootstrap's; with any
 //     other non-empty topology (SingleReplica) it does not wait; an empty one is an error the
 //     script retries.
 //
-// It returns whether to mark, and a status line for the wait and the log.
-func bootstrapCompleteGate(etcdOn, masters int, topology string, apiAddrs []string) (bool, string) {
+// Without 1, labbuild marked bootstrap complete as soon as etcd ran on the masters, and the
+// bootstrap's API could go before any master ran a kube-apiserver, scheduler or controller
+// manager of its own (issue 38 #3). It returns whether to mark, and a status line for the wait
+// and the log.
+func bootstrapCompleteGate(g bootstrapGate) (bool, string) {
 	switch {
-	case etcdOn < masters:
-		return false, fmt.Sprintf("bootkube not done: etcd Ready on %d/%d masters (wait-for-ceo)", etcdOn, masters)
-	case topology == "":
+	case len(g.podsNotReady) > 0:
+		return false, fmt.Sprintf("cluster-bootstrap --required-pods: no pod Running and Ready on a master for %s", strings.Join(g.podsNotReady, ", "))
+	case !g.selfHosted():
+		return false, "cluster-bootstrap waits for the self-hosted control plane on at least two masters:" + strings.Join(g.revisionStatus, ";")
+	case g.masters > 1 && g.selfHostedFor < bootstrapMinimumTeardownDelay:
+		return false, fmt.Sprintf("self-hosted control plane available for %v; cluster-bootstrap waits %v for load balancers to observe it", g.selfHostedFor.Round(time.Second), bootstrapMinimumTeardownDelay)
+	case g.etcdOn < g.masters:
+		return false, fmt.Sprintf("bootkube not done: etcd Ready on %d/%d masters (wait-for-ceo)", g.etcdOn, g.masters)
+	case g.topology == "":
 		return false, "Infrastructure cluster has no status.controlPlaneTopology yet"
-	case topology == "HighlyAvailable" && len(apiAddrs) < 2:
-		return false, fmt.Sprintf("HighlyAvailable control plane: default/kubernetes has %d address(es) %v, want at least 2 (wait_for_ha_api)", len(apiAddrs), apiAddrs)
-	case topology == "HighlyAvailable":
-		return true, fmt.Sprintf("bootstrap complete as openshift-install reports it: etcd on %d/%d masters, API endpoints %v", etcdOn, masters, apiAddrs)
+	case g.topology == "HighlyAvailable" && len(g.apiAddrs) < 2:
+		return false, fmt.Sprintf("HighlyAvailable control plane: default/kubernetes has %d address(es) %v, want at least 2 (wait_for_ha_api)", len(g.apiAddrs), g.apiAddrs)
+	case g.topology == "HighlyAvailable":
+		return true, fmt.Sprintf("bootstrap complete as openshift-install reports it: control plane and CVO running on the masters, etcd on %d/%d masters, API endpoints %v", g.etcdOn, g.masters, g.apiAddrs)
 	}
-	return true, fmt.Sprintf("bootstrap complete as openshift-install reports it: etcd on %d/%d masters, %s control plane (no wait for a second API address)", etcdOn, masters, topology)
+	return true, fmt.Sprintf("bootstrap complete as openshift-install reports it: control plane and CVO running on the masters, etcd on %d/%d masters, %s control plane (no wait for a second API address)", g.etcdOn, g.masters, g.topology)
 }
 
 // etcdClientDeps are the PKI targets cluster/etcd reads to talk to etcd as its operator does

@@ -36,7 +36,7 @@ import (
 
 // TestClusterRealControlPlane drives every phase against a real etcd + kube-apiserver +
 // kube-controller-manager on loopback with stand-ins for the VMs (fakeMachines), kubelets,
-// the CVO and the cluster-etcd-operator, and proves:
+// the CVO, the cluster-etcd-operator and the masters' control-plane pods, and proves:
 //   - cluster/bootstrap applies the CRDs and manifests (Infrastructure status through its
 //     subresource) and waits for the CVO;
 //   - a timeout in cluster/masters fails only that phase, with what it waited for, the last
@@ -151,7 +151,7 @@ func TestClusterRealControlPlane(t *testing.T) {
 		}(n)
 	}
 	go func() { kubelets.Wait(); close(joined) }()
-	converged.Add(2)
+	converged.Add(3)
 	go func() {
 		defer converged.Done()
 		if err := clusterCVOStandin(ctx, admin, func() bool { r, _ := machines.Running(ctx, "bootstrap"); return !r }); err != nil {
@@ -161,6 +161,12 @@ func TestClusterRealControlPlane(t *testing.T) {
 	go func() {
 		defer converged.Done()
 		if err := clusterEtcdStandin(ctx, admin, adminCS, []string{"master-0." + domain}); err != nil {
+			errs <- err
+		}
+	}()
+	go func() {
+		defer converged.Done()
+		if err := clusterControlPlaneStandin(ctx, admin, adminCS, []string{"master-0." + domain}); err != nil {
 			errs <- err
 		}
 	}()
@@ -397,13 +403,34 @@ func TestClusterRealControlPlane(t *testing.T) {
 	}
 	machines.powerOff()
 	rebooted.Store(true)
+	// A kubelet posts Ready again some time after its VM runs; here master-0's does once
+	// cluster/masters waits for it. cluster/bootstrap starts master-0 (the API answers only
+	// then) and returns as soon as /readyz does, so a kubelet posting at once raced
+	// cluster/masters' Probe: under load the Probe saw master-0 Ready already and kept the
+	// phase (the flake "after the reboot executed [cluster/bootstrap cluster/workers]").
+	// worker-0's VM starts only in cluster/workers, after its Probe.
+	mastersWaiting := make(chan struct{})
+	var waitingOnce sync.Once
+	clusterEnv.onPoll = func(target string, p wait.Poll) {
+		if target == "cluster/masters" {
+			waitingOnce.Do(func() { close(mastersWaiting) })
+		}
+	}
 	for _, n := range []string{"master-0", "worker-0"} {
 		go func(node, name string) { // the kubelet posts Ready again once its VM runs
 			clusterWaitReal(ctx, func() (bool, error) { on, _ := machines.Running(ctx, node); return on, nil })
+			if node == "master-0" {
+				select {
+				case <-mastersWaiting:
+				case <-ctx.Done():
+					return
+				}
+			}
 			clusterSetReady(t, ctx, adminCS, name, corev1.ConditionTrue)
 		}(n, n+"."+domain)
 	}
 	r, err = build(ctx, "cluster")
+	clusterEnv.onPoll = nil
 	if err != nil {
 		t.Fatalf("rerun after reboot: %v\nbootstrap log:\n%s", err, clusterLog(t, out, "cluster/bootstrap"))
 	}

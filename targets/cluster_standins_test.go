@@ -15,7 +15,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/internal/rig/repo"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/csr"
@@ -250,6 +253,26 @@ func clusterEtcdStandin(ctx context.Context, k *kube.Clients, cs kubernetes.Inte
 	return nil
 }
 
+// clusterControlPlaneStandin plays the static-pod operators and the CVO's Deployment: once a
+// master is Ready, its kube-apiserver, kube-scheduler and kube-controller-manager pods and the
+// CVO's pod run there, Running and Ready (what cluster-bootstrap's --required-pods waits for).
+func clusterControlPlaneStandin(ctx context.Context, k *kube.Clients, cs kubernetes.Interface, masters []string) error {
+	for _, m := range masters {
+		if err := clusterWaitReal(ctx, func() (bool, error) {
+			ready, _, err := kube.NodesReady(ctx, k.Dynamic, []string{m})
+			return len(ready) == 1, err
+		}); err != nil {
+			return err
+		}
+		for _, clause := range kube.RequiredPods {
+			if err := clusterRequiredPod(ctx, cs, clause, m, "", true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // clusterStandins are the upstream targets the cluster family reads, written as their real
 // families write them: the admin kubeconfig, the CVO's ClusterOperator/ClusterVersion CRDs and
 // Infrastructure CRD from the 4.18 payload fixtures, the lab's namespaces, RBAC,
@@ -310,4 +333,108 @@ func clusterStandins(t *testing.T, adminKC []byte, domain string) []*engine.Targ
 		clusterStandinFile("pki/cert/etcd-client", "tls.crt", "stand-in"),
 		clusterStandinFile("pki/key/etcd-client", "tls.key", "stand-in"),
 	}
+}
+
+// clusterOperatorCRDs are the operator.openshift.io CRDs of the three static-pod operators'
+// resources (kube.StaticPodOperators), as openshift/api generates them (the payload's
+// 0000_20_kube-apiserver_01_… manifests), read from the module cache.
+func clusterOperatorCRDs(t *testing.T) map[string][]byte {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openshift/api")
+	cmd.Dir = repo.Root()
+	dir, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -m github.com/openshift/api: %v", err)
+	}
+	out := map[string][]byte{}
+	for _, f := range []string{"0000_20_kube-apiserver_01_kubeapiservers.crd.yaml", "0000_25_kube-scheduler_01_kubeschedulers.crd.yaml",
+		"0000_25_kube-controller-manager_01_kubecontrollermanagers.crd.yaml"} {
+		b, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(dir)), "operator/v1/zz_generated.crd-manifests", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[f] = b
+	}
+	return out
+}
+
+// clusterRequiredPod plays what runs a required pod (kube.RequiredPods) on node: the static
+// pod's mirror (kube-apiserver-<node>) or the CVO Deployment's pod, in phase (Running unless
+// given) and Ready=ready.
+func clusterRequiredPod(ctx context.Context, cs kubernetes.Interface, clause, node string, phase corev1.PodPhase, ready bool) error {
+	ns, prefix, _ := strings.Cut(clause, "/")
+	if err := clusterWaitReal(ctx, func() (bool, error) {
+		_, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			return true, nil
+		}
+		return err == nil, err
+	}); err != nil {
+		return err
+	}
+	name := prefix + "-" + strings.Split(node, ".")[0]
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		p, err = cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "quay.io/standin/" + prefix}}}}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("required pod stand-in %s on %s: %w", clause, node, err)
+	}
+	if phase == "" {
+		phase = corev1.PodRunning
+	}
+	st := corev1.ConditionFalse
+	if ready {
+		st = corev1.ConditionTrue
+	}
+	p.Status.Phase = phase
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: st}}
+	if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("required pod stand-in %s on %s: status: %w", clause, node, err)
+	}
+	return nil
+}
+
+// clusterNodeStatuses plays a static-pod operator (library-go staticpod NodeController and
+// installer controller): resource gvr "cluster" (created if absent) with status.nodeStatuses,
+// node → currentRevision (0: none installed yet).
+func clusterNodeStatuses(ctx context.Context, dyn kube.Interface, gvr kube.GroupVersionResource, revs map[string]int64) error {
+	kind := map[string]string{"kubeapiservers": "KubeAPIServer", "kubeschedulers": "KubeScheduler", "kubecontrollermanagers": "KubeControllerManager"}[gvr.Resource]
+	o := &kube.Unstructured{Object: map[string]any{"apiVersion": "operator.openshift.io/v1", "kind": kind,
+		"metadata": map[string]any{"name": "cluster"}, "spec": map[string]any{"managementState": "Managed"}}}
+	if _, err := dyn.Resource(gvr).Create(ctx, o, kube.CreateOptions{}); err != nil && !kube.IsAlreadyExists(err) {
+		return fmt.Errorf("%s/cluster: %w", gvr.Resource, err)
+	}
+	var nodes []string
+	for n := range revs {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	// The NodeController lists the nodes first, without revisions (the CRD refuses a
+	// nodeStatus created with one); the installer controller then sets currentRevision once a
+	// revision is installed (targetRevision only while it installs one: the CRD allows one).
+	var named, installed []any
+	for _, n := range nodes {
+		named = append(named, map[string]any{"nodeName": n})
+		st := map[string]any{"nodeName": n}
+		if revs[n] > 0 {
+			st["currentRevision"] = revs[n]
+		}
+		installed = append(installed, st)
+	}
+	cur, err := dyn.Resource(gvr).Get(ctx, "cluster", kube.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("%s/cluster: %w", gvr.Resource, err)
+	}
+	steps := [][]any{installed}
+	if have, _, _ := kube.NestedSlice(cur.Object, "status", "nodeStatuses"); len(have) != len(nodes) {
+		steps = [][]any{named, installed}
+	}
+	for _, ns := range steps {
+		if _, err := kube.PatchStatus(ctx, dyn.Resource(gvr), "operator.openshift.io/v1", kind, "cluster", map[string]any{"nodeStatuses": ns}); err != nil {
+			return fmt.Errorf("%s/cluster status: %w", gvr.Resource, err)
+		}
+	}
+	return nil
 }

@@ -19,6 +19,8 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/lab"
+	"github.com/labbuild/labbuild/targets/kube"
+	"github.com/labbuild/labbuild/targets/wait"
 )
 
 // TestVIPMastersReady: the pivot powers the bootstrap off only when every master's keepalived
@@ -150,7 +152,8 @@ func TestVIPKeepalivedState(t *testing.T) {
 
 // TestClusterEtcdWaitsForMastersKeepalived runs cluster/etcd in the in-cluster mode against an
 // API server stand-in (httptest) on which bootstrap-complete's own gate holds from the start
-// (etcd Ready on the three masters, HighlyAvailable, two API addresses): it creates
+// (the required pods and etcd Ready on the three masters, the static-pod operators at a
+// revision on all three, HighlyAvailable, two API addresses): it creates
 // kube-system/bootstrap only once the keepalived container of every master's mirror pod logs
 // its API instance in BACKUP or MASTER (master-2's keepalived-monitor writes keepalived.conf
 // at the 3rd log read), and never while one master's log shows none.
@@ -162,16 +165,29 @@ func TestClusterEtcdWaitsForMastersKeepalived(t *testing.T) {
 	var reads, readsAtMark atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
+		podPrefix := map[string]string{"openshift-etcd": "etcd"} // namespace → a pod name prefix running on every master
+		for _, clause := range kube.RequiredPods {
+			ns, prefix, _ := strings.Cut(clause, "/")
+			podPrefix[ns] = prefix
+		}
+		ns, isPods := strings.CutPrefix(r.URL.Path, "/api/v1/namespaces/")
+		ns, isPods = strings.CutSuffix(ns, "/pods")
 		switch p := r.URL.Path; {
-		case p == "/api/v1/namespaces/openshift-etcd/pods":
+		case isPods && podPrefix[ns] != "":
 			list := corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}}
 			for _, m := range masters {
-				pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "etcd-" + m, Namespace: "openshift-etcd"}, Spec: corev1.PodSpec{NodeName: m}}
+				pod := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: podPrefix[ns] + "-" + m, Namespace: ns}, Spec: corev1.PodSpec{NodeName: m}}
 				pod.Status.Phase = corev1.PodRunning
 				pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 				list.Items = append(list.Items, pod)
 			}
 			json.NewEncoder(w).Encode(list)
+		case strings.HasPrefix(p, "/apis/operator.openshift.io/v1/") && strings.HasSuffix(p, "/cluster"):
+			var st []string
+			for _, m := range masters {
+				st = append(st, `{"nodeName":"`+m+`","currentRevision":1}`)
+			}
+			io.WriteString(w, `{"apiVersion":"operator.openshift.io/v1","kind":"KubeAPIServer","metadata":{"name":"cluster"},"status":{"nodeStatuses":[`+strings.Join(st, ",")+`]}}`)
 		case p == "/apis/config.openshift.io/v1/infrastructures/cluster":
 			io.WriteString(w, `{"apiVersion":"config.openshift.io/v1","kind":"Infrastructure","metadata":{"name":"cluster"},"status":{"controlPlaneTopology":"HighlyAvailable"}}`)
 		case p == "/api/v1/namespaces/default/endpoints/kubernetes":
@@ -196,6 +212,7 @@ func TestClusterEtcdWaitsForMastersKeepalived(t *testing.T) {
 	}))
 	defer srv.Close()
 	clusterEnv = apiStandinWorld(t, srv.URL)
+	clusterEnv.clock = wait.NewFakeClock(time.Unix(1e9, 0)) // cluster-bootstrap's 30 s teardown delay, not slept
 	ts := []*engine.Target{clusterStandinFile(adminKubeconfig, "kubeconfig", "apiVersion: v1\nkind: Config\n"), clusterStandinFile("cluster/masters", "record.json", "{}")}
 	for _, x := range clusterTargets(c, func(n string) bool { return n == adminKubeconfig }) {
 		if x.Name == "cluster/etcd" {

@@ -277,3 +277,111 @@ func Converged(ctx context.Context, dyn Interface) (Convergence, error) {
 	}
 	return c, nil
 }
+
+// RequiredPods are the pods the installer's bootkube.sh passes to `cluster-bootstrap start
+// --required-pods` (data/data/bootstrap/files/usr/local/bin/bootkube.sh.template
+// REQUIRED_PODS), each "<namespace>/<pod name prefix>": the masters' kube-apiserver,
+// kube-scheduler and kube-controller-manager static pods (the operators' revision pods,
+// kube-apiserver-<node> …) and the cluster-version-operator's Deployment pod.
+var RequiredPods = []string{
+	"openshift-kube-apiserver/kube-apiserver",
+	"openshift-kube-scheduler/openshift-kube-scheduler",
+	"openshift-kube-controller-manager/kube-controller-manager",
+	"openshift-cluster-version/cluster-version-operator",
+}
+
+// PodsNotReady returns the clauses of required ("<namespace>/<prefix>") that no pod satisfies:
+// a pod of that namespace whose name has the prefix, on one of nodes (spec.nodeName), in phase
+// Running with condition Ready=True, as cluster-bootstrap release-4.18 pkg/start/status.go
+// statusController.AllRunningAndReady decides (it matches a pod key by prefix, and polls until
+// the matched pods are all Running and Ready; labbuild takes any matching pod, which is what
+// cluster-bootstrap's unordered match settles on). Pods elsewhere, the bootstrap's own above
+// all, do not count. A clause without a slash is an error.
+func PodsNotReady(ctx context.Context, dyn Interface, required, nodes []string) ([]string, error) {
+	var missing []string
+	byNS := map[string][]Pod{}
+	for _, clause := range required {
+		ns, prefix, ok := strings.Cut(clause, "/")
+		if !ok || ns == "" || prefix == "" {
+			return nil, fmt.Errorf("required pod %q: want <namespace>/<name prefix>", clause)
+		}
+		pods, seen := byNS[ns]
+		if !seen {
+			var err error
+			if pods, err = List[Pod](ctx, dyn, Pods, ns, ""); err != nil {
+				return nil, err
+			}
+			byNS[ns] = pods
+		}
+		ready := false
+		for _, p := range pods {
+			if strings.HasPrefix(p.Name, prefix) && slices.Contains(nodes, p.Spec.NodeName) && PodReady(&p) {
+				ready = true
+				break
+			}
+		}
+		if !ready {
+			missing = append(missing, clause)
+		}
+	}
+	return missing, nil
+}
+
+// PodReady reports whether p is in phase Running with condition Ready=True (cluster-bootstrap's
+// "Ready" pod status).
+func PodReady(p *Pod) bool {
+	if p.Status.Phase != "Running" {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == "Ready" {
+			return c.Status == "True"
+		}
+	}
+	return false
+}
+
+// The static-pod operators' resources whose status.nodeStatuses cluster-bootstrap reads before
+// it lets the bootstrap go (release-4.18 pkg/start/ha_checker.go: kubeapiservers,
+// kubeschedulers, kubecontrollermanagers, each named "cluster", operator.openshift.io/v1).
+var (
+	KubeAPIServers         = GroupVersionResource{Group: "operator.openshift.io", Version: "v1", Resource: "kubeapiservers"}
+	KubeSchedulers         = GroupVersionResource{Group: "operator.openshift.io", Version: "v1", Resource: "kubeschedulers"}
+	KubeControllerManagers = GroupVersionResource{Group: "operator.openshift.io", Version: "v1", Resource: "kubecontrollermanagers"}
+)
+
+// StaticPodOperators are the three resources of cluster-bootstrap's HA pollers, in its order.
+var StaticPodOperators = []GroupVersionResource{KubeAPIServers, KubeSchedulers, KubeControllerManagers}
+
+// NodesAtRevision returns how many entries of the operator resource gvr "cluster"'s
+// status.nodeStatuses have currentRevision >= 1 (a node where the operator installed a
+// revision of its static pod), and a status line naming each node's current and target
+// revision, as cluster-bootstrap's newAPIAvailabilityPoller (and the scheduler's and kcm's)
+// count them. A missing resource or an empty list is 0 with a status saying so (the poller
+// retries); other errors are returned.
+func NodesAtRevision(ctx context.Context, dyn Interface, gvr GroupVersionResource) (int, string, error) {
+	o, err := dyn.Resource(gvr).Get(ctx, "cluster", GetOptions{})
+	if IsNotFound(err) {
+		return 0, gvr.Resource + "/cluster does not exist", nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("get %s/cluster: %w", gvr.Resource, err)
+	}
+	statuses, _, _ := NestedSlice(o.Object, "status", "nodeStatuses")
+	if len(statuses) == 0 {
+		return 0, "NodeStatuses for " + gvr.Resource + "/cluster is empty", nil
+	}
+	n := 0
+	var b strings.Builder
+	for _, s := range statuses {
+		m, _ := s.(map[string]any)
+		node, _, _ := NestedString(m, "nodeName")
+		cur, _ := m["currentRevision"].(int64) // integers decode as int64 (decodeObject)
+		tgt, _ := m["targetRevision"].(int64)
+		fmt.Fprintf(&b, " [%s at Current: %d, Target: %d]", node, cur, tgt)
+		if cur >= 1 {
+			n++
+		}
+	}
+	return n, gvr.Resource + "/cluster NodeStatuses:" + b.String(), nil
+}
