@@ -717,7 +717,8 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 		t.Errorf("host/dns: drop-ins under /etc/NetworkManager = %v, want %s", got, dropIn)
 	} else if addrs, err := h.hostResolves(ctx, t, dropIn, "api."+labDomain); err != nil || !slices.Equal(addrs, []string{apiVIP}) {
 		t.Errorf("host resolver with host/dns's drop-in: api.%s = %v (%v), want [%s]", labDomain, addrs, err, apiVIP)
-		// ZZ diagnosis of the flake (issue 38): what libvirt's dnsmasq says, over time.
+		// What the lab's DNS itself says, and the drop-in's path, over the next 20 s: a
+		// transient failure (issue 38's flake) shows when it clears.
 		dial := DialIn(h.r.lv.NetNS)
 		res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			return dial(ctx, network, "198.18.0.1:53")
@@ -725,12 +726,12 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 		for i := 0; i < 20; i++ {
 			a, e := res.LookupHost(ctx, "api."+labDomain)
 			a2, e2 := h.hostResolves(ctx, t, dropIn, "api."+labDomain)
-			t.Logf("ZZ %s: libvirt dnsmasq: %v %v; through the drop-in: %v %v", time.Now().Format("15:04:05.000"), a, e, a2, e2)
+			t.Logf("host resolver %s: libvirt's dnsmasq: %v %v; through the drop-in: %v %v", time.Now().Format("15:04:05.000"), a, e, a2, e2)
 			time.Sleep(time.Second)
 		}
 		uri := r.lv.URI("qemu:///system")
 		o, _ := r.lv.Exec("sh", "-c", "virsh -c "+uri+" net-dumpxml rehearsal; ps -o pid,lstart,args -p $(ip netns pids "+r.lv.NetNS+" | tr '\\n' ',')0")
-		t.Logf("ZZ network and processes:\n%s", o)
+		t.Logf("host resolver: the lab network and the processes in its namespace:\n%s", o)
 	}
 	if b, _ := os.ReadFile(h.nmcliLog); !strings.Contains(string(b), "general reload conf dns-full") {
 		t.Errorf("host/dns did not ask NetworkManager to reload its DNS configuration (nmcli calls: %q)", b)
