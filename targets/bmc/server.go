@@ -45,8 +45,18 @@ type Config struct {
 	// Username and Password are the HTTP basic-auth credentials every request but the
 	// ServiceRoot needs (the Redfish spec leaves /redfish and /redfish/v1/ open).
 	Username, Password string
-	// Fetch downloads InsertMedia's images (http and https URLs); http.DefaultClient when nil.
+	// Fetch downloads InsertMedia's images (http and https URLs) for a VirtualMedia whose
+	// VerifyCertificate is true, verifying https servers against the system's roots;
+	// http.DefaultClient when nil.
 	Fetch *http.Client
+	// FetchUnverified downloads them otherwise, the default: it does not verify an https
+	// server's certificate, as real BMCs and sushy-tools do not (sushy-tools
+	// emulator/resources/vmedia.py insert_image, SUSHY_EMULATOR_VMEDIA_VERIFY_SSL False: "it's
+	// de facto standard for Redfish to default to no certificate validation"). Ironic serves
+	// virtual media over TLS with a CA of its own (cluster-baremetal-operator
+	// provisioning/baremetal_crypto.go, "metal3-ironic"; issue 38 #4). Nil: a client on a copy
+	// of http.DefaultTransport with InsecureSkipVerify.
+	FetchUnverified *http.Client
 	// MaxImageBytes bounds a download; 16 GiB when zero.
 	MaxImageBytes int64
 	// GracefulTimeout bounds GracefulRestart's wait for the guest to power off (5 minutes when
@@ -79,6 +89,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Fetch == nil {
 		cfg.Fetch = http.DefaultClient
+	}
+	if cfg.FetchUnverified == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} // a BMC's default: see FetchUnverified
+		cfg.FetchUnverified = &http.Client{Transport: tr}
 	}
 	if cfg.MaxImageBytes == 0 {
 		cfg.MaxImageBytes = 16 << 30
@@ -485,14 +500,17 @@ func (s *Server) managerRoute(w http.ResponseWriter, r *http.Request, id string,
 			return nil
 		})
 	case len(rest) == 2 && rest[0] == "VirtualMedia" && rest[1] == "Cd":
-		s.withSystem(w, r, id, func(sys *system) error {
-			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				methodNotAllowed(w, r, "GET")
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			s.withSystem(w, r, id, func(sys *system) error {
+				writeJSON(w, 200, s.mediaJSON(sys, vm+"/Cd"))
 				return nil
-			}
-			writeJSON(w, 200, s.mediaJSON(sys, vm+"/Cd"))
-			return nil
-		})
+			})
+		case http.MethodPatch:
+			s.patchMedia(w, r, id)
+		default:
+			methodNotAllowed(w, r, "GET, PATCH")
+		}
 	case len(rest) == 4 && rest[0] == "VirtualMedia" && rest[1] == "Cd" && rest[2] == "Actions":
 		if r.Method != http.MethodPost {
 			methodNotAllowed(w, r, "POST")
@@ -540,11 +558,47 @@ func (s *Server) mediaJSON(sys *system, p string) obj {
 		"Inserted":       inserted,
 		"WriteProtected": true,
 		"ConnectedVia":   map[bool]string{true: "URI", false: "NotConnected"}[inserted],
+		// VerifyCertificate: whether InsertMedia verifies an https image server (false unless
+		// PATCHed; sushy-tools' virtual_media.json has it).
+		"VerifyCertificate": sys.st.VerifyCertificate,
 		"Actions": obj{
 			"#VirtualMedia.InsertMedia": obj{"target": p + "/Actions/VirtualMedia.InsertMedia"},
 			"#VirtualMedia.EjectMedia":  obj{"target": p + "/Actions/VirtualMedia.EjectMedia"},
 		},
 	}
+}
+
+// patchMedia sets the virtual CD's VerifyCertificate, the one writable property, as
+// sushy-tools' controllers/virtual_media.py virtual_media_patch does (a boolean, or 400).
+func (s *Server) patchMedia(w http.ResponseWriter, r *http.Request, id string) {
+	var body map[string]json.RawMessage
+	if !readBody(w, r, &body) {
+		return
+	}
+	for k := range body {
+		if k != "VerifyCertificate" {
+			writeError(w, 400, "PropertyNotWritable", fmt.Sprintf("The property %s is a read only property and cannot be assigned a value.", k), "Remove the property from the request body and resubmit the request if the operation failed.", k)
+			return
+		}
+	}
+	raw, ok := body["VerifyCertificate"]
+	if !ok {
+		writeError(w, 400, "PropertyMissing", "The property VerifyCertificate is a required property and must be included in the request.", "Ensure that the property is in the request body and has a valid value and resubmit the request if the operation failed.", "VerifyCertificate")
+		return
+	}
+	var verify bool
+	if err := json.Unmarshal(raw, &verify); err != nil {
+		writeError(w, 400, "PropertyValueTypeError", fmt.Sprintf("The value %s for the property VerifyCertificate is of a different type than the property can accept: want a boolean.", raw), "Correct the value for the property in the request body and resubmit the request if the operation failed.", string(raw), "VerifyCertificate")
+		return
+	}
+	s.withSystem(w, r, id, func(sys *system) error {
+		sys.st.VerifyCertificate = verify
+		if err := s.save(sys, false); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
 }
 
 // insertMedia downloads the image (outside the system's lock: a large ISO must not stall
@@ -580,7 +634,12 @@ func (s *Server) insertMedia(w http.ResponseWriter, r *http.Request, id string) 
 	if !ok {
 		return
 	}
-	file, err := s.download(r, ref, u)
+	verify, loaded := false, false
+	s.withSystem(w, r, id, func(sys *system) error { verify, loaded = sys.st.VerifyCertificate, true; return nil })
+	if !loaded {
+		return // withSystem answered (404, 500)
+	}
+	file, err := s.download(r, ref, u, verify)
 	if err != nil {
 		writeError(w, 400, "ResourceAtUriUnauthorized", fmt.Sprintf("While accessing the resource at %s, the service received an authorization error or could not fetch it: %v.", u.Redacted(), err), "Ensure that the appropriate access is provided for the service in order for it to access the URI.", u.Redacted(), err.Error())
 		return
@@ -595,12 +654,18 @@ func (s *Server) insertMedia(w http.ResponseWriter, r *http.Request, id string) 
 	})
 }
 
-func (s *Server) download(r *http.Request, ref DomainRef, u *url.URL) (string, error) {
+// download fetches u into the media directory, verifying an https server's certificate only
+// when verify (the VirtualMedia's VerifyCertificate).
+func (s *Server) download(r *http.Request, ref DomainRef, u *url.URL, verify bool) (string, error) {
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, u.String(), nil)
 	if err != nil {
 		return "", err
 	}
-	resp, err := s.cfg.Fetch.Do(req)
+	fetch := s.cfg.FetchUnverified
+	if verify {
+		fetch = s.cfg.Fetch
+	}
+	resp, err := fetch.Do(req)
 	if err != nil {
 		return "", err
 	}

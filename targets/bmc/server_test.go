@@ -639,3 +639,44 @@ func TestPlainHTTPRefused(t *testing.T) {
 		t.Error("New without credentials: no error")
 	}
 }
+
+// TestInsertMediaTLS: Ironic serves virtual media over TLS with a CA of its own
+// (cluster-baremetal-operator provisioning/baremetal_crypto.go generateTlsCertificate,
+// "metal3-ironic"; VMEDIA_TLS_PORT in baremetal_pod.go), which nobody else trusts. A real BMC,
+// and sushy-tools (emulator/resources/vmedia.py insert_image: SUSHY_EMULATOR_VMEDIA_VERIFY_SSL
+// False, "it's de facto standard for Redfish to default to no certificate validation"), fetch it
+// without verifying; so does labbuild's BMC. VerifyCertificate: true on the VirtualMedia (PATCH,
+// as sushy-tools' virtual_media_patch takes it) turns verification on, and the same image is
+// refused; a non-boolean is refused.
+func TestInsertMediaTLS(t *testing.T) {
+	hv := newFakeHV()
+	hv.add(uuidW0, "lab-worker-0")
+	b := startBMC(t, hv, []string{"lab-worker-0"}, t.TempDir())
+	ironic := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ISO")) }))
+	t.Cleanup(ironic.Close)
+	vm := "/redfish/v1/Managers/" + uuidW0 + "/VirtualMedia/Cd"
+	insert := `{"Image":"` + ironic.URL + `/redfish/boot-` + uuidW0 + `.iso","Inserted":true,"WriteProtected":true}`
+
+	if status, body, _ := b.do(t, "POST", vm+"/Actions/VirtualMedia.InsertMedia", testUser, testPass, insert); status != 204 {
+		t.Fatalf("InsertMedia from a TLS server with an unknown CA: %d %v, want 204 (a BMC does not verify media by default)", status, body)
+	}
+	if _, body, _ := b.do(t, "GET", vm, testUser, testPass, ""); body["Inserted"] != true || body["VerifyCertificate"] != false {
+		t.Errorf("VirtualMedia after the insert: %v; want Inserted and VerifyCertificate false", body)
+	}
+	if status, body, _ := b.do(t, "PATCH", vm, testUser, testPass, `{"VerifyCertificate":"yes"}`); status != 400 {
+		t.Errorf("PATCH VerifyCertificate \"yes\": %d %v, want 400", status, body)
+	}
+	if status, body, _ := b.do(t, "PATCH", vm, testUser, testPass, `{"VerifyCertificate":true}`); status != 204 {
+		t.Fatalf("PATCH VerifyCertificate true: %d %v", status, body)
+	}
+	if _, body, _ := b.do(t, "GET", vm, testUser, testPass, ""); body["VerifyCertificate"] != true {
+		t.Errorf("VerifyCertificate after the PATCH: %v", body["VerifyCertificate"])
+	}
+	status, body, _ := b.do(t, "POST", vm+"/Actions/VirtualMedia.InsertMedia", testUser, testPass, insert)
+	if status != 400 {
+		t.Fatalf("InsertMedia with VerifyCertificate from a TLS server with an unknown CA: %d %v, want 400", status, body)
+	}
+	if code, msg, _ := errBody(t, body); code != "Base.1.8.ResourceAtUriUnauthorized" || !strings.Contains(msg, "certificate") {
+		t.Errorf("refusal %s %q, want ResourceAtUriUnauthorized naming the certificate", code, msg)
+	}
+}

@@ -56,6 +56,8 @@ type state struct {
 	// Image is the URL InsertMedia was given, File the local copy attached as the CD-ROM.
 	Image string `xml:"image,attr,omitempty"`
 	File  string `xml:"file,attr,omitempty"`
+	// VerifyCertificate is the virtual CD's VerifyCertificate (PATCHed; false by default).
+	VerifyCertificate bool `xml:"verifyCertificate,attr,omitempty"`
 }
 
 // system is one domain as the BMC sees it, read under the domain's lock.
