@@ -55,10 +55,14 @@ import (
 // worker host is provisioned for its Machine as the stand-in reports, the BMC answers for each
 // worker VM (gofish, HTTPS verified with the lab's BMC CA, the credentials from the host's
 // Secret: its System is the domain's UUID, powered on, the stand-in's media inserted), the
-// worker booted with the user-data Secret's bytes, and its Node is Ready. The user data is
-// labbuild's ignition/worker-0, written to worker-user-data-managed by the test in the MCO's
-// place (docs/baremetal.md: the machine-config-server that its pointer config names is not
-// stood in for).
+// worker booted with the user-data Secret's bytes, and its Node is Ready under its DHCP name.
+//
+// Issue 38: the media is served over HTTPS with Ironic's own metal3-ironic CA, which the BMC
+// must not verify (IronicMediaTLS, stall 4); the user data is the MCO's pointer config, which the
+// in-cluster MCO stand-in writes to worker-user-data-managed, and the worker's Ignition fetches
+// its config from the machine-config-server stand-in on the masters (mcs.go, ResolvePointer) and
+// takes its address and short name from the lab network's DHCP reservation (DHCPLease): its Node
+// is worker-0, which cluster/workers must approve as the machine approver does (stall 5).
 func TestBaremetalFlow(t *testing.T) {
 	rehearsalFlow(t, flowTopology{masters: 3, workers: 1, inCluster: true, baremetal: true})
 }
