@@ -246,6 +246,7 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 		}
 	}
 	allJoining := append(slices.Clone(masters), workers...)
+	metal3 := func(node string) bool { return clusterMetal3Node(c, c.Node(node)) }
 	bootstrap := c.Bootstrap().Name
 
 	ts = append(ts,
@@ -281,7 +282,7 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 			Name:     "cluster/csr-approver",
 			Doc:      "approve pending CSRs of the lab's nodes only (client, then serving); refuse the rest",
 			Deps:     []string{adminKubeconfig, "cluster/bootstrap"},
-			Reads:    append(slices.Clone(clusterReads), nodeReads(allJoining)...),
+			Reads:    append(append(slices.Clone(clusterReads), nodeReads(allJoining)...), platformReads(c)...),
 			Version:  1,
 			External: true,
 			Run: func(ctx context.Context, s *engine.Step) error {
@@ -289,7 +290,7 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 				if err != nil {
 					return err
 				}
-				expected, err := clusterExpected(s, names(allJoining))
+				expected, err := clusterExpected(s, names(allJoining), metal3)
 				if err != nil {
 					return err
 				}
@@ -305,7 +306,7 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 				if err != nil {
 					return engine.ProbeResult{}, err
 				}
-				expected, err := clusterExpected(s, names(allJoining))
+				expected, err := clusterExpected(s, names(allJoining), metal3)
 				if err != nil {
 					return engine.ProbeResult{}, err
 				}
@@ -321,7 +322,7 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 		},
 		clusterJoin("cluster/masters", "masters on; their CSRs approved; every master Ready",
 			append([]string{adminKubeconfig, "cluster/bootstrap"}, opt(install(lab.RoleMaster)...)...),
-			lab.WaitMastersMinutes, masterNames, nodeReads(masters), "master", joinsIn(workerNames, "cluster/workers"), true),
+			lab.WaitMastersMinutes, masterNames, nodeReads(masters), "master", joinsIn(workerNames, "cluster/workers"), true, metal3),
 		&engine.Target{
 			Name:     "cluster/etcd",
 			Doc:      "the masters' control plane and CVO running, etcd on every master; then kube-system/bootstrap status=complete (bootstrap member removed)",
@@ -409,6 +410,15 @@ func clusterTargets(c *lab.Config, have func(string) bool) []*engine.Target {
 	return ts
 }
 
+// platformReads is lab.Platform on platform baremetal, where it decides how the workers' CSRs
+// are approved (clusterExpected), and nothing elsewhere (a lab without it keeps its keys).
+func platformReads(c *lab.Config) []string {
+	if c.Baremetal() {
+		return []string{lab.Platform}
+	}
+	return nil
+}
+
 // clusterMetal3Node reports whether n is a host the cluster's Metal3 provisions: a worker on
 // platform baremetal (docs/baremetal.md: the workers are handed over empty as BareMetalHosts).
 // labbuild neither installs nor starts it; cluster/workers waits for its Node.
@@ -419,17 +429,20 @@ func clusterMetal3Node(c *lab.Config, n lab.Node) bool {
 // clusterWorkers is cluster/workers. On platform baremetal the workers are Metal3's: the
 // phase needs bmc/service and the workers' empty domains (Metal3 drives them through it once
 // cluster/pivot unpaused their BareMetalHosts, as the installer's master-bmh-update.sh lets
-// it; the caller passes them in deps), starts no VM, and
-// waits for the workers' Nodes, approving their CSRs as on the other platforms. The approval
-// stays labbuild's there too: OpenShift's cluster-machine-approver approves a Machine's
-// node only by the addresses the Machine's status carries, which the baremetal actuator copies
-// from the host's inspected hardware (not done in a lab whose BMC has no inspection), while
-// labbuild knows each lab node's name and address from lab.yaml and refuses anything else.
+// it; the caller passes them in deps), starts no VM, and waits for the workers' Nodes under
+// the short names DHCP gives them (clusterNodeNameOf: Metal3 boots them from the MCO's pointer
+// config, which writes no /etc/hostname), approving their CSRs as OpenShift's
+// cluster-machine-approver does: a client CSR from the node-bootstrapper service account for
+// a Machine whose InternalDNS is the node's name, a serving CSR within the addresses of the
+// Machine whose nodeRef is the node (targets/csr machine.go; issue 38 #5), narrowed to the
+// lab's workers.
 func clusterWorkers(c *lab.Config, deps []string, workers, reads []string) *engine.Target {
 	if !c.Baremetal() {
 		return clusterJoin("cluster/workers", "workers on; their CSRs approved; every worker Ready (none in a compact cluster)",
-			deps, lab.WaitWorkersMinutes, workers, reads, "worker", nil, true)
+			deps, lab.WaitWorkersMinutes, workers, reads, "worker", nil, true, func(string) bool { return false })
 	}
-	return clusterJoin("cluster/workers", "workers provisioned by Metal3 through the BMC (platform baremetal); their CSRs approved; every worker Ready",
-		deps, lab.WaitWorkersMinutes, workers, append(reads, lab.Platform), "worker", nil, false)
+	t := clusterJoin("cluster/workers", "workers provisioned by Metal3 through the BMC (platform baremetal), registered under their DHCP short names; their CSRs approved by their Machines; every worker Ready",
+		deps, lab.WaitWorkersMinutes, workers, append(reads, lab.Platform), "worker", nil, false, func(string) bool { return true })
+	t.Version = 2 // 2: short names, approved by the Machine (issue 38 #5)
+	return t
 }

@@ -68,8 +68,10 @@ func clusterClients(s *engine.Step) (*kube.Clients, error) {
 }
 
 // clusterExpected returns the CSR identities of nodes: FQDN node name, short name as DNS
-// alias, the node's IP as the only IP SAN.
-func clusterExpected(s *engine.Step, nodes []string) (map[string]csr.NodeIdentity, error) {
+// alias, the node's IP as the only IP SAN; a node metal3 says a Machine provisions
+// (clusterMetal3Node) registers under its short name and is approved by its Machine, as the
+// cluster-machine-approver does (csr.NodeIdentity ByMachine).
+func clusterExpected(s *engine.Step, nodes []string, metal3 func(string) bool) (map[string]csr.NodeIdentity, error) {
 	domain, err := clusterDomain(s)
 	if err != nil {
 		return nil, err
@@ -79,6 +81,10 @@ func clusterExpected(s *engine.Step, nodes []string) (map[string]csr.NodeIdentit
 		ip, err := s.String(lab.NodePath(n, lab.NodeIP))
 		if err != nil {
 			return nil, err
+		}
+		if metal3(n) {
+			out[n] = csr.NodeIdentity{Name: n, IPs: []string{ip}, ByMachine: true}
+			continue
 		}
 		name := clusterNodeName(n, domain)
 		out[name] = csr.NodeIdentity{Name: name, IPs: []string{ip}, DNSNames: []string{n}}
@@ -92,10 +98,14 @@ func clusterApprovable(ctx context.Context, k *kube.Clients, expected map[string
 	if err != nil {
 		return 0, err
 	}
+	m, err := csr.ReadMachines(ctx, k.Dynamic, expected)
+	if err != nil {
+		return 0, err
+	}
 	n := 0
 	for i := range list {
 		if csr.Pending(&list[i]) {
-			if ok, _ := csr.Decide(&list[i], expected); ok {
+			if ok, _ := csr.Decide(&list[i], expected, m); ok {
 				n++
 			}
 		}
@@ -113,8 +123,9 @@ func joinsIn(nodes []string, phase string) map[string]string {
 	return m
 }
 
-// clusterLater turns later's config names into the node names CSRs carry (clusterNodeName).
-func clusterLater(s *engine.Step, later map[string]string) (map[string]string, error) {
+// clusterLater turns later's config names into the node names CSRs carry (clusterNodeName;
+// the short name of a node metal3 says a Machine provisions).
+func clusterLater(s *engine.Step, later map[string]string, metal3 func(string) bool) (map[string]string, error) {
 	if len(later) == 0 {
 		return nil, nil
 	}
@@ -124,6 +135,10 @@ func clusterLater(s *engine.Step, later map[string]string) (map[string]string, e
 	}
 	out := make(map[string]string, len(later))
 	for n, phase := range later {
+		if metal3(n) {
+			out[n] = phase
+			continue
+		}
 		out[clusterNodeName(n, domain)] = phase
 	}
 	return out, nil

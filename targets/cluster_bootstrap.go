@@ -139,8 +139,10 @@ func clusterBootstrap(ctx context.Context, s *engine.Step, bootstrap string, mas
 // later phase to that phase: their CSRs, when seen early (a rerun, a VM started by hand), are
 // left pending for it and logged so, not as a stranger's refused request. start false: the
 // phase powers nothing on (platform baremetal's workers, which Metal3 starts through the BMC)
-// and only approves and waits.
-func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, nodeReads []string, role string, later map[string]string, start bool) *engine.Target {
+// and only approves and waits. metal3 says which nodes (of nodes and later) a Machine
+// provisions: they register under their short name and are approved by their Machine
+// (clusterExpected).
+func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, nodeReads []string, role string, later map[string]string, start bool, metal3 func(string) bool) *engine.Target {
 	return &engine.Target{
 		Name:     name,
 		Doc:      doc,
@@ -161,11 +163,11 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 			if err != nil {
 				return err
 			}
-			expected, err := clusterExpected(s, nodes)
+			expected, err := clusterExpected(s, nodes, metal3)
 			if err != nil {
 				return err
 			}
-			laterFQDN, err := clusterLater(s, later)
+			laterFQDN, err := clusterLater(s, later, metal3)
 			if err != nil {
 				return err
 			}
@@ -234,7 +236,7 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 			if err != nil {
 				return engine.ProbeResult{}, err
 			}
-			expected, err := clusterExpected(s, nodes)
+			expected, err := clusterExpected(s, nodes, metal3)
 			if err != nil {
 				return engine.ProbeResult{}, err
 			}

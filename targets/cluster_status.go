@@ -182,7 +182,7 @@ func ObserveCluster(ctx context.Context, c *lab.Config, outDir string) (*Cluster
 		}
 		var names []string
 		for _, n := range c.Nodes {
-			names = append(names, clusterNodeName(n.Name, domain))
+			names = append(names, clusterNodeNameOf(c, n, domain))
 		}
 		if r, nr, err := kube.NodesReady(ctx, k.Dynamic, names); err == nil {
 			for _, n := range r {
@@ -198,7 +198,7 @@ func ObserveCluster(ctx context.Context, c *lab.Config, outDir string) (*Cluster
 		if on, err := m.Running(ctx, n.Name); err == nil {
 			vm = map[bool]string{true: "running", false: "off"}[on]
 		}
-		fq := clusterNodeName(n.Name, domain)
+		fq := clusterNodeNameOf(c, n, domain)
 		st := ready[fq]
 		if n.Role == lab.RoleBootstrap {
 			st = ""

@@ -105,7 +105,8 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 	domainReads := []string{lab.ClusterName, lab.ClusterBaseDomain}
 
 	ts := []*engine.Target{
-		mfStaticPod("manifests/static-pods/etcd", "bootstrap etcd static pod (etcd-bootstrap.yaml)", manifests.EtcdPodFile,
+		// Version 2: privileged, as the installer's (issue 38 #6).
+		mfVersion(2, mfStaticPod("manifests/static-pods/etcd", "bootstrap etcd static pod (etcd-bootstrap.yaml)", manifests.EtcdPodFile,
 			[]string{"release/image/etcd"}, []string{bootIP}, func(s *engine.Step) ([]byte, error) {
 				img, err := depPullspec(s, "release/image/etcd")
 				if err != nil {
@@ -116,7 +117,7 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 					return nil, err
 				}
 				return manifests.EtcdPod(img, ip)
-			}),
+			})),
 		// Version 2: the kubelet signer's client and kubelet CAs (issue 24).
 		mfVersion(2, mfStaticPod("manifests/static-pods/kube-apiserver", "bootstrap kube-apiserver static pod", manifests.KubeAPIServerPodFile,
 			[]string{"release/image/hyperkube"}, []string{lab.NetworkServiceNetwork}, func(s *engine.Step) ([]byte, error) {

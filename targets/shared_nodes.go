@@ -76,6 +76,19 @@ func clusterEvacuate(ctx context.Context, logf func(string, ...any), dyn kube.In
 // /etc/hostname (render/ignition NodeBase), which the kubelet registers as.
 func clusterNodeName(node, domain string) string { return node + "." + domain }
 
+// clusterNodeNameOf is the Node name n of c registers as: clusterNodeName, but for a host
+// Metal3 provisions (clusterMetal3Node) the short name. Such a host boots the MCO's pointer
+// config (MCO release-4.18 pkg/controller/common/helpers.go PointerConfig: only the merge
+// source and its CA), which writes no /etc/hostname, so its kernel host name is what DHCP
+// gives it: the lab network's host entry, the node's short name (render/libvirt Network,
+// NetworkDHCPHost Name). Issue 38 #5.
+func clusterNodeNameOf(c *lab.Config, n lab.Node, domain string) string {
+	if clusterMetal3Node(c, n) {
+		return n.Name
+	}
+	return clusterNodeName(n.Name, domain)
+}
+
 // nodeMAC returns the node's configured MAC, or the one derived from cluster and node names.
 func nodeMAC(s *engine.Step, cluster, node string) (string, error) {
 	if p := lab.NodePath(node, lab.NodeMAC); slices.Contains(s.Target().Reads, p) {

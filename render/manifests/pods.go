@@ -115,7 +115,11 @@ func marshal(o any) ([]byte, error) {
 // mutual TLS on client (2379) and peer (2380) ports with the etcd-signer CA (spec §7.1).
 // image is the payload's `etcd` tag by digest; bootstrapIP the bootstrap node's IPv4 address,
 // advertised to clients and peers. The liveness probe is etcdctl presenting the server
-// certificate as a client (it has clientAuth).
+// certificate as a client (it has clientAuth). It runs privileged, as the installer's
+// bootstrap etcd (cluster-etcd-operator release-4.18
+// bindata/bootkube/bootstrap-manifests/etcd-member-pod.yaml: privileged: true): it writes the
+// hostPath /var/lib/etcd, which container-selinux does not label container_file_t, so with
+// SELinux enforcing a container_t etcd cannot (issue 38 #6).
 func EtcdPod(image, bootstrapIP string) ([]byte, error) {
 	if err := checkImage("etcd pod", image); err != nil {
 		return nil, err
@@ -123,9 +127,11 @@ func EtcdPod(image, bootstrapIP string) ([]byte, error) {
 	if err := checkIP("etcd pod: bootstrap IP", bootstrapIP); err != nil {
 		return nil, err
 	}
+	priv := true
 	c := container{
 		Name: "etcd", Image: image,
-		Command: []string{"/usr/bin/etcd"},
+		Command:         []string{"/usr/bin/etcd"},
+		SecurityContext: &securityContext{Privileged: &priv},
 		Args: []string{
 			"--name=etcd-bootstrap",
 			"--data-dir=/var/lib/etcd",

@@ -136,6 +136,12 @@ type NodeIdentity struct {
 	Role     string
 	IPs      []string
 	DNSNames []string
+	// ByMachine marks a node that a Machine provisions (platform baremetal's workers, which
+	// Metal3 boots from the MCO's pointer config): its CSRs are decided as OpenShift's
+	// cluster-machine-approver decides them, by the Machine (decideMachineClient,
+	// decideMachineServing), not by IPs and DNSNames. Its Name is the DHCP short name the
+	// node registers under: the pointer config writes no /etc/hostname.
+	ByMachine bool
 }
 
 // Decision is the verdict on one CSR.
@@ -149,10 +155,11 @@ type Decision struct {
 }
 
 // Decide says whether csr is one of the lab's expected node CSRs, with the reason either way.
-// expected maps node name → identity. It looks only at the object: requestor (spec.username,
-// spec.groups), signer, usages and the PEM request (subject, SANs, signature). A CSR that is
-// already approved, denied or failed is refused ("already ...").
-func Decide(csr *CertificateSigningRequest, expected map[string]NodeIdentity) (approve bool, reason string) {
+// expected maps node name → identity. It looks at the object: requestor (spec.username,
+// spec.groups), signer, usages and the PEM request (subject, SANs, signature), and for a node
+// ByMachine at what the machine approver reads besides (m: the Machines and Nodes; nil refuses
+// such a CSR). A CSR that is already approved, denied or failed is refused ("already ...").
+func Decide(csr *CertificateSigningRequest, expected map[string]NodeIdentity, m *MachineView) (approve bool, reason string) {
 	for _, c := range csr.Status.Conditions {
 		switch c.Type {
 		case CertificateApproved, CertificateDenied, CertificateFailed:
@@ -167,8 +174,14 @@ func Decide(csr *CertificateSigningRequest, expected map[string]NodeIdentity) (a
 	}
 	switch csr.Spec.SignerName {
 	case SignerClient:
+		if id, ok := expected[strings.TrimPrefix(req.Subject.CommonName, NodeUserPrefix)]; ok && id.ByMachine {
+			return decideMachineClient(csr, req, id, m)
+		}
 		return decideClient(csr, req, expected)
 	case SignerServing:
+		if id, ok := expected[strings.TrimPrefix(req.Subject.CommonName, NodeUserPrefix)]; ok && id.ByMachine {
+			return decideMachineServing(csr, req, id, m)
+		}
 		return decideServing(csr, req, expected)
 	default:
 		return false, fmt.Sprintf("signer %q is not a kubelet signer (%s, %s)", csr.Spec.SignerName, SignerClient, SignerServing)
@@ -356,13 +369,17 @@ func Approve(ctx context.Context, dyn kube.Interface, expected map[string]NodeId
 	if err != nil {
 		return nil, err
 	}
+	m, err := ReadMachines(ctx, dyn, expected)
+	if err != nil {
+		return nil, err
+	}
 	var out []Decision
 	for i := range list {
 		c := &list[i]
 		if !Pending(c) {
 			continue
 		}
-		ok, why := Decide(c, expected)
+		ok, why := Decide(c, expected, m)
 		d := Decision{CSR: c.Name, Signer: c.Spec.SignerName, Node: NodeOf(c), Approve: ok, Reason: why}
 		if ok {
 			err := approve(ctx, dyn, c, "labbuild: "+why)

@@ -185,7 +185,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ok, why := Decide(build(t, tc.r), expected)
+			ok, why := Decide(build(t, tc.r), expected, nil)
 			if ok != tc.approve || !strings.Contains(why, tc.reason) {
 				t.Errorf("Decide = %v, %q; want %v with %q", ok, why, tc.approve, tc.reason)
 			}

@@ -13,6 +13,9 @@ type ObjectMeta struct {
 	ResourceVersion string            `json:"resourceVersion,omitempty"`
 	Labels          map[string]string `json:"labels,omitempty"`
 	Annotations     map[string]string `json:"annotations,omitempty"`
+	// CreationTimestamp is the server's creation time, RFC 3339 in UTC with seconds
+	// (meta/v1 Time), "" when absent.
+	CreationTimestamp string `json:"creationTimestamp,omitempty"`
 }
 
 // StatusCondition is a status condition of a Node or Pod (type, "True"/"False"/"Unknown").
