@@ -183,7 +183,6 @@ func TestRenderRealTemplates(t *testing.T) {
 			RenderedMachineConfig: doc,
 			KubeletCA:             []byte("-----BEGIN CERTIFICATE-----\nS1VCRQ==\n-----END CERTIFICATE-----\n"),
 			BootstrapKubeconfig:   []byte("apiVersion: v1\nkind: Config\n"),
-			PullSecret:            []byte(testPull),
 		})
 		if err != nil {
 			t.Fatalf("node config on %s: %v", mc.Name, err)
