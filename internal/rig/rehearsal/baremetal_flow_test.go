@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -118,6 +120,7 @@ type baremetalFlow struct {
 	trust    *x509.CertPool
 	userData []byte
 	claims   map[string]string // Machine → host
+	hardware map[string]bool   // hosts whose inspection data the flow wrote (inspect)
 	noted    map[string]string // host → last state or error logged
 
 	bootMu sync.Mutex        // Watch's goroutine writes booted while a pass may run
@@ -148,7 +151,7 @@ const (
 func startBaremetalFlow(ctx context.Context, t *testing.T, r *rig, fl *flowLog, workers []string) *baremetalFlow {
 	t.Helper()
 	b := &baremetalFlow{r: r, fl: fl, workers: workers,
-		claims: map[string]string{}, booted: map[string][]byte{}, noted: map[string]string{}}
+		claims: map[string]string{}, hardware: map[string]bool{}, booted: map[string][]byte{}, noted: map[string]string{}}
 	t.Cleanup(func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -286,6 +289,62 @@ func (b *baremetalFlow) pass(ctx context.Context) {
 		}
 		b.claims[machine] = host
 	}
+	// CAPBM's Update (its addresses from the host's inspection data) and the node link: the
+	// Machine gets InternalDNS worker-0, by which the machine approver (cluster/workers) finds
+	// it for worker-0's client CSR, and status.nodeRef, by which it approves the serving CSR.
+	for _, machine := range slices.Sorted(maps.Keys(b.claims)) {
+		host := b.claims[machine]
+		if !b.hardware[host] {
+			if err := b.inspect(ctx, k, host); err != nil {
+				b.note(host, err.Error())
+				continue
+			}
+			b.hardware[host] = true
+		}
+		if err := b.m3.UpdateMachine(ctx, machine); err != nil {
+			b.note(machine, err.Error())
+		}
+	}
+	if _, err := (&NodeLinkStandin{Kube: k, Log: flowLogWriter{b.fl}}).Sync(ctx); err != nil {
+		b.note("node link", err.Error())
+	}
+}
+
+// inspect writes host's status.hardware as the IPA ramdisk's inspection reports it (the Metal3
+// stand-in skips inspection, metal3.go): the ramdisk boots on the lab network like the node
+// after it, so its one NIC, the host's spec.bootMACAddress, has the address and its host name
+// is the short name of the network's DHCP reservation for that MAC (DHCPLease). A field
+// manager of its own, so the stand-in's status writes keep it.
+func (b *baremetalFlow) inspect(ctx context.Context, k *kube.Clients, host string) error {
+	h, err := k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Get(ctx, host, kube.GetOptions{})
+	if err != nil {
+		return err
+	}
+	mac, _ := dig(h.Object, "spec", "bootMACAddress").(string)
+	c, err := virt.Connect(b.r.lv.URI("qemu:///system"))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	n, _, found, err := c.Network("rehearsal")
+	if err != nil || !found {
+		return fmt.Errorf("inspection of %s: the lab network: %v (found %v)", host, err, found)
+	}
+	lease, name, err := DHCPLease(n, mac)
+	if err != nil {
+		return fmt.Errorf("inspection of %s: %w", host, err)
+	}
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"hardware": map[string]any{
+		"hostname": name, "nics": []any{map[string]any{"name": "enp1s0", "mac": mac, "ip": lease.IP}}}}})
+	if err != nil {
+		return err
+	}
+	if _, err := k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Patch(ctx, host, kube.MergePatchType, body,
+		kube.PatchOptions{FieldManager: "inspection"}, "status"); err != nil {
+		return fmt.Errorf("inspection of %s: %w", host, err)
+	}
+	b.fl.logf("inspection stand-in: %s: NIC %s %s, host name %q (the lab network's DHCP reservation)", host, mac, lease.IP, name)
+	return nil
 }
 
 // bootFromMedia is Watch's Up for a worker the BMC started: the Ignition is config.ign on the
@@ -484,6 +543,13 @@ func (b *baremetalFlow) afterDone(ctx context.Context, t *testing.T, masters []s
 		// (issue 38, stall 5).
 		if ready, _, err := kube.NodesReady(ctx, k.Dynamic, []string{w}); err != nil || len(ready) != 1 {
 			t.Errorf("Node %s (its DHCP name) not Ready after cluster/done (%v)", w, err)
+		}
+		// What the machine approver matched it by: the Machine's InternalDNS (CAPBM, from the
+		// inspection data) and, for the serving certificate, its nodeRef (the node link).
+		if mo, err := k.Dynamic.Resource(machineGVR).Namespace(MachineAPINamespace).Get(ctx, machineOf[w], kube.GetOptions{}); err != nil {
+			t.Errorf("Machine %s: %v", machineOf[w], err)
+		} else if addrs, ref := fmt.Sprint(dig(mo.Object, "status", "addresses")), dig(mo.Object, "status", "nodeRef", "name"); !strings.Contains(addrs, "address:"+w+" type:InternalDNS") || ref != w {
+			t.Errorf("Machine %s: status.addresses %s, nodeRef %v; want InternalDNS %s and nodeRef %s", machineOf[w], addrs, ref, w, w)
 		}
 	}
 }
