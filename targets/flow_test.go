@@ -134,3 +134,61 @@ func TestFlowDryRunFresh(t *testing.T) {
 		}
 	}
 }
+
+// TestFlowDryRunMirror is `labbuild -n cluster` with `mirror: {enabled: true}` (issue 38 #11):
+// the nodes pull the release from network.gateway:mirror.port (the ImageDigestMirrorSet and
+// registries.conf name it), so the registry must serve and hold the payload before any node
+// boots. Every libvirt/vm/<node> — the bootstrap, the masters, the workers, and on platform
+// baremetal the workers Metal3 boots — has mirror/release and mirror/registry upstream, and
+// the plan lists both before the first VM.
+func TestFlowDryRunMirror(t *testing.T) {
+	for _, platform := range []string{"", lab.PlatformBaremetal} {
+		t.Run("platform="+platform, func(t *testing.T) {
+			c := clusterConfig(3, 2)
+			c.Platform = platform
+			dir := t.TempDir()
+			c.Access.PullSecretFile, c.Access.SSHKeyFile = filepath.Join(dir, "ps.json"), filepath.Join(dir, "id.pub")
+			os.WriteFile(c.Access.PullSecretFile, []byte(`{"auths":{}}`), 0o600)
+			os.WriteFile(c.Access.SSHKeyFile, []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl x\n"), 0o644)
+			c.Mirror = &lab.MirrorConfig{Enabled: true, Storage: filepath.Join(dir, "mirror"), Port: 5000}
+			all := flowGraph(t, c)
+			var vms []string
+			for _, n := range c.Nodes {
+				vm := "libvirt/vm/" + n.Name
+				if all[vm] == nil {
+					t.Fatalf("no %s", vm)
+				}
+				vms = append(vms, vm)
+				up := flowUpstream(all, vm)
+				for _, m := range []string{"mirror/registry", "mirror/release"} {
+					if !up[m] {
+						t.Errorf("%s does not depend on %s: the node would boot before the mirror serves the release it pulls", vm, m)
+					}
+				}
+			}
+			var log strings.Builder
+			res, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: t.TempDir(), Goals: []string{"cluster"}, DryRun: true, Stdout: &log, Stderr: &log,
+				Now: func() time.Time { return time.Unix(1e9, 0) }})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, log.String())
+			}
+			var order []string
+			for _, p := range res.Plan {
+				order = append(order, p.Target)
+			}
+			first := len(order)
+			for _, vm := range vms {
+				if i := slices.Index(order, vm); i < 0 {
+					t.Errorf("plan lacks %s", vm)
+				} else {
+					first = min(first, i)
+				}
+			}
+			for _, m := range []string{"mirror/registry", "mirror/release"} {
+				if i := slices.Index(order, m); i < 0 || i > first {
+					t.Errorf("plan %v: want %s before the first VM", order, m)
+				}
+			}
+		})
+	}
+}

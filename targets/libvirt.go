@@ -136,6 +136,14 @@ func libvirtTargets(c *lab.Config, restart bool) []*engine.Target {
 		if adminKC {
 			deps = append(deps, adminKubeconfig)
 		}
+		// With the mirror, every node pulls the release from network.gateway:mirror.port (the
+		// ImageDigestMirrorSet and registries.conf the nodes get, manifests/cluster/mirror):
+		// the registry must serve and hold the payload before a node boots, so every VM —
+		// Metal3's workers too, whose ironic-python-agent and RHCOS pull from it — waits for
+		// mirror/release (which waits for mirror/registry). Issue 38 #11.
+		if c.MirrorOn() {
+			deps = append(deps, "mirror/release")
+		}
 		ts = append(ts, &engine.Target{
 			Name: "libvirt/vm/" + node, Doc: "libvirt domain <cluster>-" + node + " (virtio disk and NIC, serial console, VNC; Ignition via fw_cfg)",
 			Deps: deps, Reads: vmReads, Version: 1, External: true,

@@ -165,7 +165,8 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 				}
 				return manifests.CVOPod(img, p)
 			}),
-		mfStaticPod("manifests/kube-proxy", "masters' kube-proxy static pod (kube-proxy.yaml) until OVN-Kubernetes runs", manifests.KubeProxyPodFile,
+		// Version 2: healthz off ovnkube-node's 10256 (issue 38 #8).
+		mfVersion(2, mfStaticPod("manifests/kube-proxy", "masters' kube-proxy static pod (kube-proxy.yaml) until OVN-Kubernetes runs", manifests.KubeProxyPodFile,
 			[]string{"release/image/kube-proxy"}, []string{lab.NetworkClusterNetwork}, func(s *engine.Step) ([]byte, error) {
 				img, err := depPullspec(s, "release/image/kube-proxy")
 				if err != nil {
@@ -176,7 +177,7 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 					return nil, err
 				}
 				return manifests.KubeProxyPod(img, cn)
-			}),
+			})),
 		mfStaticPod("manifests/crio-pause", "CRI-O drop-in naming the payload's pause image (bootstrap)", "00-pause.conf",
 			[]string{"release/image/pod"}, nil, func(s *engine.Step) ([]byte, error) {
 				img, err := depPullspec(s, "release/image/pod")

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -20,12 +21,14 @@ import (
 
 	types34 "github.com/coreos/ignition/v2/config/v3_4/types"
 	"golang.org/x/crypto/ssh"
+	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/repo"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/ignition"
+	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/render/mco"
 )
 
@@ -367,5 +370,215 @@ func TestMCORenderFailures(t *testing.T) {
 				t.Errorf("error does not mention %q:\n%s", tc.wantErr, msg)
 			}
 		})
+	}
+}
+
+// mcoClusterObjects indexes the objects cluster/bootstrap applies (manifests/bootstrap's
+// manifests/), by "<apiVersion> <kind> <namespace>/<name>" (config.openshift.io's Network
+// cluster and operator.openshift.io's are two objects), as their YAML documents.
+func mcoClusterObjects(t *testing.T, l *mcoLab) map[string][]byte {
+	t.Helper()
+	dir := filepath.Join(l.out, "manifests", "bootstrap", "manifests")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Metadata   struct{ Name, Namespace string }
+		}
+		if err := yaml.Unmarshal(b, &o); err != nil {
+			t.Fatalf("%s: %v", e.Name(), err)
+		}
+		out[o.APIVersion+" "+o.Kind+" "+o.Metadata.Namespace+"/"+o.Metadata.Name] = b
+	}
+	return out
+}
+
+// TestMCOInClusterRenderName: a node boots with currentConfig = the bootstrap render's
+// rendered-<pool>-<hash>, and the machine-config daemon needs that MachineConfig from the
+// cluster (MCO release-4.18 pkg/daemon/daemon.go getStateAndConfigs → mcLister.Get; sync.go
+// calls a mismatch a perma-wedge). The in-cluster MCO renders from the cluster objects
+// labbuild applies, read as syncRenderConfig reads them (kube-system/root-ca, the pull-secret
+// Secret, cluster-config-v1, Infrastructure, Network, DNS, Proxy, FeatureGate, user-ca-bundle,
+// the ImageDigestMirrorSet, the 99-<pool>-ssh MachineConfigs; the payload's image-references)
+// with the same template and render functions as the bootstrap (render_controller.go
+// generateRenderedMachineConfig, hash.go getMachineConfigHashedName). So this runs the MCO
+// stand-in's render over a work dir made only of what cluster/bootstrap applies, and requires
+// the same rendered name for each pool as mco/base/<pool>, in the host and in-cluster modes and
+// with a mirror (issue 38 #7). kubeAPIServerServingCAData is taken from the applied
+// initial-kube-apiserver-server-ca: it reaches no rendered file (the certificate writer owns
+// /etc/kubernetes/kubelet-ca.crt in 4.18).
+func TestMCOInClusterRenderName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mut  func(l *mcoLab)
+	}{
+		{"host", func(l *mcoLab) {}},
+		{"in-cluster", func(l *mcoLab) { l.cfg.Network.LoadBalancer = lab.LoadBalancerInCluster }},
+		{"mirror", func(l *mcoLab) { l.cfg.Mirror = &lab.MirrorConfig{Enabled: true, Storage: t.TempDir(), Port: 5000} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newMCOLab(t)
+			tc.mut(l)
+			l.build("mco/base/master", "mco/base/worker", "manifests/bootstrap")
+			objs := mcoClusterObjects(t, l)
+			get := func(key string) []byte {
+				t.Helper()
+				b, ok := objs[key]
+				if !ok {
+					t.Fatalf("cluster/bootstrap applies no %s", key)
+				}
+				return b
+			}
+			data := func(key, field string) []byte {
+				t.Helper()
+				var cm struct{ Data map[string]string }
+				if err := yaml.Unmarshal(get(key), &cm); err != nil || cm.Data[field] == "" {
+					t.Fatalf("%s has no data %s (%v)", key, field, err)
+				}
+				return []byte(cm.Data[field])
+			}
+			work := map[string][]byte{
+				mco.RootCAFile:          data("v1 ConfigMap kube-system/root-ca", "ca.crt"),
+				mco.KubeCAFile:          data("v1 ConfigMap openshift-config/initial-kube-apiserver-server-ca", "ca-bundle.crt"),
+				mco.ClusterConfigFile:   get("v1 ConfigMap kube-system/cluster-config-v1"),
+				mco.PullSecretFile:      get("v1 Secret openshift-config/pull-secret"),
+				mco.InfrastructureFile:  get("config.openshift.io/v1 Infrastructure /cluster"),
+				mco.NetworkFile:         get("config.openshift.io/v1 Network /cluster"),
+				mco.DNSFile:             get("config.openshift.io/v1 DNS /cluster"),
+				mco.ProxyFile:           get("config.openshift.io/v1 Proxy /cluster"),
+				mco.FeatureGateFile:     get("config.openshift.io/v1 FeatureGate /cluster"),
+				mco.ImageReferencesFile: l.file("release/image-references", "image-references"),
+			}
+			if b, ok := objs["v1 ConfigMap openshift-config/user-ca-bundle"]; ok {
+				work[mco.UserCABundleFile] = b
+			}
+			wd := t.TempDir()
+			for rel, b := range work {
+				p := filepath.Join(wd, filepath.FromSlash(rel))
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run := func(prog string, args []string) {
+				t.Helper()
+				if out, err := exec.Command(l.standin, append([]string{prog}, args...)...).CombinedOutput(); err != nil {
+					t.Fatalf("%s: %v\n%s", prog, err, out)
+				}
+			}
+			release := strings.TrimSpace(string(l.file("release/resolve", "pullspec")))
+			op, ctl, mdir := t.TempDir(), t.TempDir(), t.TempDir()
+			run("machine-config-operator", mco.OperatorArgs(wd, op, release, l.cfg.Release.Version))
+			// The controller's manifest dir: the operator's pools and ControllerConfig, the
+			// FeatureGate, and the MachineConfigs and ImageDigestMirrorSets the cluster has.
+			ents, err := os.ReadDir(filepath.Join(op, filepath.FromSlash(mco.OperatorManifestDir)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			extra := map[string][]byte{"featuregate.yaml": work[mco.FeatureGateFile]}
+			for _, e := range ents {
+				b, err := os.ReadFile(filepath.Join(op, filepath.FromSlash(mco.OperatorManifestDir), e.Name()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				extra[e.Name()] = b
+			}
+			mcs := 0
+			for key, b := range objs {
+				if kind := strings.Fields(key)[1]; kind == "MachineConfig" || kind == "ImageDigestMirrorSet" {
+					extra[strings.ReplaceAll(key, "/", "_")+".yaml"] = b
+					mcs++
+				}
+			}
+			if mcs < 2 {
+				t.Fatalf("cluster/bootstrap applies %d MachineConfigs, want the two 99-<pool>-ssh", mcs)
+			}
+			for n, b := range extra {
+				if err := os.WriteFile(filepath.Join(mdir, n), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run("machine-config-controller", mco.ControllerArgs(filepath.Join(l.out, "release", "mco", "templates"), mdir, ctl,
+				filepath.Join(op, filepath.FromSlash(mco.OperatorPullSecret)), l.cfg.Release.Version))
+			for _, pool := range mco.Pools {
+				pd, err := os.ReadFile(filepath.Join(ctl, filepath.FromSlash(mco.PoolFile(pool))))
+				if err != nil {
+					t.Fatal(err)
+				}
+				inCluster, err := mco.RenderedName(pd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				boot, err := ignition.ParseMachineConfig(l.file("mco/base/"+pool, "machineconfig.yaml"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if inCluster != boot.Name {
+					t.Errorf("%s pool: the render of what the cluster holds is %s, the nodes boot with %s: the daemon would find no MachineConfig %s",
+						pool, inCluster, boot.Name, boot.Name)
+				} else {
+					t.Logf("%s pool: %s from the cluster's objects and from the bootstrap's inputs", pool, inCluster)
+				}
+			}
+		})
+	}
+}
+
+// TestMCORealSourcesInCluster: every MachineConfig the real 4.18 bootstrap render merged into a
+// pool (../shared/fixtures/mco-real, machine-pools/<pool>.yaml spec.configuration.source) is one
+// the in-cluster MCO makes itself (00-/01- templates, 97/98-generated-kubelet,
+// 99-generated-registries) or one cluster/bootstrap applies (99-<pool>-ssh): no source exists
+// at bootstrap only, which would change the in-cluster render's name.
+func TestMCORealSourcesInCluster(t *testing.T) {
+	shared := testenv.RequireShared(t)
+	applied := map[string]bool{} // what manifests/cluster/ssh renders, by name
+	for _, role := range mco.Pools {
+		f, err := manifests.SSHMachineConfig(role, "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHd5s1S7jcY2O6jWvBb7oZ7A4DMpWD5Z2eG0m9lE1kZ7 user@host")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o struct{ Metadata struct{ Name string } }
+		if err := yaml.Unmarshal(f.Data, &o); err != nil {
+			t.Fatal(err)
+		}
+		applied[o.Metadata.Name] = true
+	}
+	for _, mode := range []string{"host", "in-cluster"} {
+		for _, pool := range mco.Pools {
+			b, err := os.ReadFile(filepath.Join(shared, "fixtures/mco-real/4.18", mode, "controller-bootstrap", filepath.FromSlash(mco.PoolFile(pool))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var p struct {
+				Spec struct {
+					Configuration struct {
+						Source []struct{ Name string }
+					}
+				}
+			}
+			if err := yaml.Unmarshal(b, &p); err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Spec.Configuration.Source) == 0 {
+				t.Fatalf("%s/%s: no sources", mode, pool)
+			}
+			for _, s := range p.Spec.Configuration.Source {
+				generated := regexp.MustCompile(`^(00-(master|worker)|01-(master|worker)-(container-runtime|kubelet)|9[78]-(master|worker)-generated-kubelet|99-(master|worker)-generated-registries)$`).MatchString(s.Name)
+				if !generated && !applied[s.Name] {
+					t.Errorf("%s/%s: source MachineConfig %s is neither generated in the cluster nor applied by cluster/bootstrap", mode, pool, s.Name)
+				}
+			}
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"flag"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -542,5 +543,43 @@ func TestStaticPodsWriteHostPathsPrivileged(t *testing.T) {
 	}
 	if writers == 0 {
 		t.Error("no container writes a hostPath: the check is vacuous (etcd's data dir should)")
+	}
+}
+
+// TestKubeProxyOffOVNPorts: the masters' kube-proxy binds none of the host ports
+// ovnkube-node serves on every node once OVN-Kubernetes runs: its node healthz,
+// cluster-network-operator release-4.18 bindata/network/ovn-kubernetes/self-hosted/004-config.yaml
+// `healthz-bind-address="0.0.0.0:10256"`, which is kube-proxy's default --healthz-bind-address
+// too (issue 38 #8). Both on 10256 leave ovnkube-node's proxierHealthUpdater failing to listen
+// and emitting FailedToStartProxierHealthcheck events for the life of the cluster.
+func TestKubeProxyOffOVNPorts(t *testing.T) {
+	b, err := KubeProxyPod(imgKubeProxy, "10.128.0.0/14")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p corev1.Pod
+	if err := yaml.UnmarshalStrict(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	// kube-proxy's defaults (k8s.io/kubernetes pkg/proxy/apis/config/v1alpha1 defaults.go
+	// SetDefaults_KubeProxyConfiguration): healthz 0.0.0.0:10256, metrics 127.0.0.1:10249.
+	bind := map[string]string{"--healthz-bind-address": "0.0.0.0:10256", "--metrics-bind-address": "127.0.0.1:10249"}
+	for _, a := range append(p.Spec.Containers[0].Command, p.Spec.Containers[0].Args...) {
+		if k, v, ok := strings.Cut(a, "="); ok {
+			if _, known := bind[k]; known {
+				bind[k] = v
+			}
+		}
+	}
+	// ovnkube-node's node healthz port (004-config.yaml).
+	ovn := map[string]bool{"10256": true}
+	for flag, addr := range bind {
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			t.Fatalf("%s=%s: %v", flag, addr, err)
+		}
+		if ovn[port] {
+			t.Errorf("kube-proxy %s=%s: ovnkube-node serves port %s on every node", flag, addr, port)
+		}
 	}
 }

@@ -342,6 +342,15 @@ func CVOPod(releaseImage, profile string) ([]byte, error) {
 	return marshal(p)
 }
 
+// KubeProxyHealthzAddress is the masters' kube-proxy's --healthz-bind-address: loopback, off
+// kube-proxy's default 0.0.0.0:10256, which ovnkube-node serves on every node once
+// OVN-Kubernetes runs (cluster-network-operator release-4.18
+// bindata/network/ovn-kubernetes/self-hosted/004-config.yaml healthz-bind-address). With both
+// on 10256 ovnkube-node's proxierHealthUpdater cannot listen and warns every 5 s for the life
+// of the cluster (issue 38 #8). 10266 lies outside the host ports OpenShift reserves
+// (9000-9999, 10250-10259); nothing probes kube-proxy's healthz.
+const KubeProxyHealthzAddress = "127.0.0.1:10266"
+
 // KubeProxyPod renders kube-proxy.yaml, the masters' static pod (spec §7.2) that programs the
 // `kubernetes` Service ClusterIP until OVN-Kubernetes takes over. image is the payload's
 // dedicated `kube-proxy` tag (hyperkube's entrypoint fails there). It is privileged
@@ -360,7 +369,7 @@ func KubeProxyPod(image, clusterNetwork string) ([]byte, error) {
 		Name: "kube-proxy", Image: image,
 		Command: []string{"/usr/bin/kube-proxy"},
 		Args: []string{"--kubeconfig=" + KubeProxyKubeconfigPath, "--cluster-cidr=" + clusterNetwork,
-			"--v=2"},
+			"--healthz-bind-address=" + KubeProxyHealthzAddress, "--v=2"},
 		SecurityContext: &securityContext{Privileged: &priv},
 		VolumeMounts:    []volumeMount{{Name: "kubeconfig", MountPath: KubeProxyKubeconfigPath, ReadOnly: true}},
 	}
