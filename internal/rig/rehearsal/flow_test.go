@@ -247,33 +247,66 @@ func (h *flowHost) firewallRules(t *testing.T) []string {
 // hostResolves starts a real dnsmasq in the host namespace with the drop-in host/dns wrote as
 // its only configuration — standing in for NetworkManager's dnsmasq, which would read it — and
 // resolves name through it from the host namespace: the host's resolver reaches the lab's DNS.
+//
+// It asks only once dnsmasq has logged "started": dnsmasq binds its listeners before it logs
+// that (dnsmasq.c main: create_bound_listeners, then "started, version"). Asking earlier was
+// issue 38's flake: Go's resolver sends A and AAAA in parallel, the A query reached no socket
+// yet (refused), the AAAA one reached dnsmasq a moment later and came back NODATA, and the
+// lookup as a whole said "no such host" with no address — the lab's DNS had the record all along
+// (its log: only "query[AAAA] … NODATA-IPv6").
 func (h *flowHost) hostResolves(ctx context.Context, t *testing.T, dropIn, name string) ([]string, error) {
 	cmd := exec.Command("nsenter", "--net=/run/netns/"+h.r.lv.NetNS, "--", h.r.bins["dnsmasq"], "--keep-in-foreground", "--no-resolv", "--no-hosts",
 		"--listen-address=127.0.0.53", "--bind-interfaces", "--port=53", "--pid-file=", "--user=root", "--log-queries", "--log-facility=-", "--conf-file="+filepath.Join(h.etcUpper, dropIn))
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
+	log := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+	}()
+	qctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for !strings.Contains(log.String(), "started, version") {
+		select {
+		case err := <-exited:
+			exited <- err
+			return nil, fmt.Errorf("dnsmasq exited before it started: %v (%s)", err, strings.TrimSpace(log.String()))
+		case <-qctx.Done():
+			return nil, fmt.Errorf("dnsmasq did not start in 20 s (%s)", strings.TrimSpace(log.String()))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	dial := DialIn(h.r.lv.NetNS)
 	res := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		return dial(ctx, network, "127.0.0.53:53")
 	}}
-	qctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	for {
-		addrs, err := res.LookupHost(qctx, name)
-		// Refused: dnsmasq has not bound its socket yet (it took over 500 ms at load 13).
-		if err != nil && strings.Contains(err.Error(), "connection refused") && qctx.Err() == nil {
-			time.Sleep(200 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w (dnsmasq: %s)", err, bytes.TrimSpace(log.Bytes()))
-		}
-		return addrs, nil
+	addrs, err := res.LookupHost(qctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("%w (dnsmasq: %s)", err, strings.TrimSpace(log.String()))
 	}
+	return addrs, nil
+}
+
+// lockedBuffer is a bytes.Buffer a process writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // flowLog collects what the stand-ins report, for the test's log and its failure.
