@@ -3,6 +3,7 @@ package targets
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/labbuild/labbuild/engine"
@@ -118,9 +119,16 @@ func handoverTargets() []*engine.Target {
 				}
 				return out, nil
 			}),
-		mfCluster("client-cas", "openshift-config/admin-kubeconfig-client-ca and openshift-config-managed/kubelet-bootstrap-kubeconfig (kubernetes CA): the post-pivot kube-apiserver keeps trusting the lab's client certificates",
-			[]string{"pki/ca/kubernetes"}, nil, func(s *engine.Step) ([]manifests.File, error) {
+		// kubelet-bootstrap-kubeconfig also holds the kubelet bootstrap signer, as the
+		// installer's (KubeletBootstrapCertSigner): the nodes' bootstrap credential keeps
+		// authenticating after the pivot, for a node added on day 2 (issue 38 #10).
+		mfCluster("client-cas", "openshift-config/admin-kubeconfig-client-ca (kubernetes CA) and openshift-config-managed/kubelet-bootstrap-kubeconfig (kubernetes CA + kubelet bootstrap signer): the post-pivot kube-apiserver keeps trusting the lab's client certificates",
+			[]string{"pki/ca/kubernetes", "pki/ca/kubelet-bootstrap-signer"}, nil, func(s *engine.Step) ([]manifests.File, error) {
 				ca, err := hoCA(s, "kubernetes")
+				if err != nil {
+					return nil, err
+				}
+				boot, err := hoCA(s, "kubelet-bootstrap-signer")
 				if err != nil {
 					return nil, err
 				}
@@ -128,7 +136,7 @@ func handoverTargets() []*engine.Target {
 				if err != nil {
 					return nil, err
 				}
-				b, err := manifests.CAConfigMap("openshift-config-managed", "kubelet-bootstrap-kubeconfig", "ca-bundle.crt", "kube-apiserver", ca)
+				b, err := manifests.CAConfigMap("openshift-config-managed", "kubelet-bootstrap-kubeconfig", "ca-bundle.crt", "kube-apiserver", append(slices.Clone(ca), boot...))
 				return []manifests.File{a, b}, err
 			}),
 		mfCluster("mco-cas", "kube-system/root-ca (root CA) and openshift-config/initial-kube-apiserver-server-ca (kubernetes CA), which the machine-config operator's sync requires",

@@ -27,6 +27,7 @@ import (
 	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/pki"
+	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 )
@@ -166,7 +167,10 @@ var hoNewTargets = []string{
 	"pki/ca/lb-signer", "pki/ca/localhost-signer", "pki/ca/service-network-signer",
 	"pki/key/machine-config-server", "pki/cert/machine-config-server", "pki/key/kube-proxy", "pki/cert/kube-proxy",
 	"kubeconfig/kube-proxy", "manifests/cluster/kube-apiserver-signers", "manifests/cluster/client-cas",
-	"manifests/cluster/mco-cas", "manifests/cluster/machine-config-server-tls", "manifests/cluster/ssh"}
+	"manifests/cluster/mco-cas", "manifests/cluster/machine-config-server-tls", "manifests/cluster/ssh",
+	// Issue 38: the bootstrap KCM's root CA bundle (#2); the nodes' bootstrap credential and its
+	// signer (#10: pki/cert/kubelet-bootstrap is a new certificate under its old name).
+	"pki/bundle/kube-apiserver-server-ca", "pki/key/kubelet-bootstrap-signer", "pki/ca/kubelet-bootstrap-signer", "pki/cert/kubelet-bootstrap"}
 
 // TestHandoverIncremental: the new targets exist, an edit that does not touch them rebuilds none
 // of them (set equality, as TestPKIRebuilds), and one that does rebuilds exactly those that read
@@ -461,7 +465,7 @@ func TestHandoverPivot(t *testing.T) {
 
 		// The node identities after the pivot: kube-proxy (long-lived) and the kubelet
 		// bootstrap kubeconfig, through api-int.
-		for _, kc := range []struct{ name, user string }{{"kube-proxy", "system:kube-proxy"}, {"kubelet-bootstrap", "system:bootstrapper"}, {"lb-int", "system:admin"}} {
+		for _, kc := range []struct{ name, user string }{{"kube-proxy", "system:kube-proxy"}, {"kubelet-bootstrap", csr.NodeBootstrapperSA}, {"lb-int", "system:admin"}} {
 			cfg, err := clientcmd.BuildConfigFromFlags("", l.path("kubeconfig/"+kc.name, "kubeconfig"))
 			if err != nil {
 				t.Fatal(err)

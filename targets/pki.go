@@ -16,6 +16,7 @@ import (
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/pki"
+	"github.com/labbuild/labbuild/targets/csr"
 )
 
 // The pki family: keys, CAs and leaf certificates (openshift-the-hard-way stage 05,
@@ -34,9 +35,10 @@ import (
 //     bootstrap etcd was started with instead of minting its own.
 //   - front-proxy-client's CN is system:openshift-aggregator, which the kube-apiserver's
 //     --requestheader-allowed-names accepts; OTHW's "front-proxy-client" is refused.
-//   - kubelet-bootstrap is short-lived (pki.bootstrapHours, 24 h like the installer's) and in
-//     group system:bootstrappers, and like every certificate it is renewed by the next build
-//     once less than pki.renewPercent of its life is left.
+//   - kubelet-bootstrap is the installer's node bootstrap credential (issue 38 #10): the MCO
+//     node-bootstrapper service account's identity as a client certificate, living pki.caDays
+//     (ten years by default, the installer's ValidityTenYears) from its own signer, so a node
+//     added on day 2 still joins and the cluster's machine approver accepts its CSRs.
 //   - The unused kubelet-ca and the etcd-peer-master-N certs (the cluster-etcd-operator issues
 //     those) are not made.
 
@@ -77,6 +79,12 @@ var pkiCAs = []pkiCA{
 	// as the installer's kube-apiserver-complete-client-ca-bundle holds it. The bootstrap's own
 	// kubelet client certificate stays with the kubernetes CA, so existing labs keep it.
 	{"kube-apiserver-to-kubelet-signer", "kube-apiserver-to-kubelet-signer", "kube-apiserver-to-kubelet client signer (operator Secret kube-apiserver-to-kubelet-signer): the post-pivot kube-apiserver's kubelet-client"},
+	// The signer of the nodes' bootstrap credential (installer pkg/asset/tls/kubelet.go
+	// KubeletBootstrapCertSigner, CN kubelet-bootstrap-kubeconfig-signer, ValidityTenYears):
+	// in the kube-apiserver's client CA bundle before the pivot (pki/bundle/
+	// kube-apiserver-client-ca) and after it (openshift-config-managed/kubelet-bootstrap-kubeconfig,
+	// manifests/cluster/client-cas). Issue 38 #10.
+	{"kubelet-bootstrap-signer", "kubelet-bootstrap-kubeconfig-signer", "kubelet bootstrap signer (openshift-config-managed/kubelet-bootstrap-kubeconfig): signs the nodes' node-bootstrapper client cert"},
 }
 
 // pkiBundle is a CA bundle file: the certificates of CAs, in order, as one PEM file.
@@ -90,7 +98,9 @@ var pkiBundles = []pkiBundle{
 	// The bootstrap kube-apiserver's --client-ca-file: the kubernetes CA (admin, kubelet
 	// bootstrap, control-plane clients) and the kubelet signer (kubelet client certificates),
 	// as the installer's kube-apiserver-complete-client-ca-bundle holds both.
-	{"kube-apiserver-client-ca", "bootstrap kube-apiserver --client-ca-file: kubernetes CA + kubelet signer", []string{"kubernetes", "kubelet-signer"}},
+	// And the kubelet bootstrap signer (the nodes' bootstrap credential), as the installer's
+	// bundle holds KubeletBootstrapCertSigner.
+	{"kube-apiserver-client-ca", "bootstrap kube-apiserver --client-ca-file: kubernetes CA + kubelet signer + kubelet bootstrap signer", []string{"kubernetes", "kubelet-signer", "kubelet-bootstrap-signer"}},
 	// The kubelets' client CA (kubelet-ca.crt, through the MCO render's --kube-ca): the
 	// kubernetes CA, which signs the bootstrap kube-apiserver's kubelet client certificate, and
 	// the handed-over kube-apiserver-to-kubelet signer, which signs the post-pivot one. After the
@@ -136,6 +146,7 @@ func pkiCAsOf(c *lab.Config) []pkiCA {
 type pkiLeaf struct {
 	id, issuer, doc string
 	short           bool // validity from pki.bootstrapHours instead of pki.certDays
+	caLife          bool // validity from pki.caDays (its signer's), instead of pki.certDays
 	reads           func(c *lab.Config) []string
 	spec            func(s *engine.Step) (pki.Spec, error)
 }
@@ -276,7 +287,14 @@ func pkiLeaves(c *lab.Config) []pkiLeaf {
 		// kubelet bootstrap certificate it lives pki.certDays, so the static pod keeps
 		// authenticating after the bootstrap is gone (docs/past-the-pivot.md).
 		{id: "kube-proxy", issuer: "kubernetes", doc: "masters' kube-proxy client cert (system:kube-proxy, long-lived)", reads: none, spec: client("system:kube-proxy")},
-		{id: "kubelet-bootstrap", issuer: "kubernetes", short: true, doc: "kubelet bootstrap client cert (short-lived; renewed while a boot is ahead)", reads: none, spec: client("system:bootstrapper", "system:bootstrappers")},
+		// The nodes' bootstrap credential, the installer's (pkg/asset/tls/kubelet.go
+		// KubeletClientCertKey): the MCO node-bootstrapper service account's user name and
+		// groups, which cluster-machine-approver requires of a kubelet's client CSR
+		// (isReqFromNodeBootstrapper), bound to system:node-bootstrapper by the
+		// system-bootstrap-node-bootstrapper ClusterRoleBinding; ten years (pki.caDays) from
+		// kubelet-bootstrap-signer. Issue 38 #10.
+		{id: "kubelet-bootstrap", issuer: "kubelet-bootstrap-signer", caLife: true, doc: "nodes' bootstrap client cert (the node-bootstrapper service account's identity, pki.caDays)", reads: none,
+			spec: client(csr.NodeBootstrapperSA, "system:serviceaccounts:openshift-machine-config-operator", "system:serviceaccounts")},
 	}
 	leaves = append(leaves, mirrorLeaves(c)...)
 	if c.Baremetal() {
@@ -445,9 +463,12 @@ func pkiTargets(c *lab.Config) []*engine.Target {
 	for _, l := range pkiLeaves(c) {
 		l := l
 		reads := append([]string{lab.PKIRenewPercent}, l.reads(c)...)
-		if l.short {
+		switch {
+		case l.short:
 			reads = append(reads, lab.PKIBootstrapHours)
-		} else {
+		case l.caLife:
+			reads = append(reads, lab.PKICADays)
+		default:
 			reads = append(reads, lab.PKICertDays)
 		}
 		ts = append(ts, &engine.Target{
@@ -462,13 +483,20 @@ func pkiTargets(c *lab.Config) []*engine.Target {
 					return err
 				}
 				var validity time.Duration
-				if l.short {
+				switch {
+				case l.short:
 					var h int
 					if err := s.Value(lab.PKIBootstrapHours, &h); err != nil {
 						return err
 					}
 					validity = time.Duration(h) * time.Hour
-				} else {
+				case l.caLife:
+					var d int
+					if err := s.Value(lab.PKICADays, &d); err != nil {
+						return err
+					}
+					validity = time.Duration(d) * 24 * time.Hour
+				default:
 					var d int
 					if err := s.Value(lab.PKICertDays, &d); err != nil {
 						return err

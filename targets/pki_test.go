@@ -3,8 +3,13 @@ package targets
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +23,7 @@ import (
 	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/pki"
+	"github.com/labbuild/labbuild/targets/csr"
 )
 
 // pkiLab builds pki and kubeconfig targets of a config into a temp dir with an injected clock.
@@ -117,7 +123,8 @@ func TestPKICertificates(t *testing.T) {
 		{"kube-scheduler", "kubernetes", "system:kube-scheduler", nil, []x509.ExtKeyUsage{client}, nil, nil, 365 * 24 * time.Hour},
 		{"front-proxy-client", "front-proxy", "system:openshift-aggregator", nil, []x509.ExtKeyUsage{client}, nil, nil, 365 * 24 * time.Hour},
 		{"admin", "kubernetes", "system:admin", []string{"system:masters"}, []x509.ExtKeyUsage{client}, nil, nil, 365 * 24 * time.Hour},
-		{"kubelet-bootstrap", "kubernetes", "system:bootstrapper", []string{"system:bootstrappers"}, []x509.ExtKeyUsage{client}, nil, nil, 24 * time.Hour},
+		{"kubelet-bootstrap", "kubelet-bootstrap-signer", "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper",
+			[]string{"system:serviceaccounts", "system:serviceaccounts:openshift-machine-config-operator"}, []x509.ExtKeyUsage{client}, nil, nil, 3650 * 24 * time.Hour},
 	}
 	for _, tt := range tests {
 		t.Run(tt.id, func(t *testing.T) {
@@ -259,7 +266,7 @@ func TestPKIOpenSSL(t *testing.T) {
 		{"etcd-client", "kubernetes", "sslclient", "", false},
 		{"admin", "kubernetes", "sslclient", "", true},
 		{"admin", "kubernetes", "sslserver", "", false},
-		{"kubelet-bootstrap", "kubernetes", "sslclient", "", true},
+		{"kubelet-bootstrap", "kubelet-bootstrap-signer", "sslclient", "", true},
 		{"front-proxy-client", "front-proxy", "sslclient", "", true},
 		{"front-proxy-client", "kubernetes", "sslclient", "", false},
 	}
@@ -298,9 +305,9 @@ func TestPKIRebuilds(t *testing.T) {
 			"kubeconfig/admin", "kubeconfig/kube-controller-manager", "kubeconfig/kube-proxy", "kubeconfig/kube-scheduler",
 			"kubeconfig/kubelet-bootstrap", "kubeconfig/lb-ext", "kubeconfig/lb-int",
 			"pki/cert/etcd-peer", "pki/cert/etcd-server", "pki/cert/kube-apiserver", "pki/cert/machine-config-server"}},
-		{"clock past the bootstrap margin", func(l *pkiLab) { l.now = l.now.Add(19 * time.Hour) }, []string{
-			"kubeconfig/kubelet-bootstrap", "pki/cert/kubelet-bootstrap"}},
-		{"clock inside the margin", func(l *pkiLab) { l.now = l.now.Add(17 * time.Hour) }, nil},
+		// No certificate is short-lived since the kubelet bootstrap credential lives ten years
+		// (issue 38 #10): a day later nothing renews.
+		{"clock a day later", func(l *pkiLab) { l.now = l.now.Add(25 * time.Hour) }, nil},
 		{"force (-B) reproduces the bytes", func(l *pkiLab) { l.force = true }, nil},
 	}
 	for _, tt := range tests {
@@ -349,9 +356,10 @@ func TestPKIKeyAlgorithms(t *testing.T) {
 			// 42 before the hand-over signers, machine-config-server and kube-proxy (11 targets),
 			// 53 before issue 24's kubelet signer (key, CA, and the client-CA bundle), 56 before
 			// its kube-apiserver-to-kubelet signer (key, CA, and the kubelets' client-CA bundle),
-			// 59 before issue 38's complete server CA bundle.
-			if len(l.lastExec) != 60 {
-				t.Errorf("changing the key algorithm rebuilt %d targets, want all 60", len(l.lastExec))
+			// 59 before issue 38's complete server CA bundle, 60 before its kubelet bootstrap
+			// signer (key and CA).
+			if len(l.lastExec) != 62 {
+				t.Errorf("changing the key algorithm rebuilt %d targets, want all 62", len(l.lastExec))
 			}
 			k, err := pki.ParseKey(l.file("pki/key/admin", "tls.key"))
 			if err != nil || bytes.Equal(old, l.file("pki/key/admin", "tls.key")) {
@@ -393,8 +401,8 @@ func TestCerts(t *testing.T) {
 		switch in.Target {
 		case "pki/cert/kubelet-bootstrap":
 			seen++
-			if left := time.Duration(in.Left) * time.Second; left <= 0 || left >= 24*time.Hour || !slices.Contains(in.Usages, "clientAuth") {
-				t.Errorf("kubelet-bootstrap: %s left, usages %v; want under a day (renew) and clientAuth", left, in.Usages)
+			if days := in.Left / (24 * 3600); days < 3649 || !slices.Contains(in.Usages, "clientAuth") {
+				t.Errorf("kubelet-bootstrap: %d days left, usages %v; want ten years (pki.caDays) and clientAuth", days, in.Usages)
 			}
 		case "pki/cert/kube-apiserver":
 			seen++
@@ -408,5 +416,59 @@ func TestCerts(t *testing.T) {
 	}
 	if seen != 2 {
 		t.Errorf("the report lacks kubelet-bootstrap or kube-apiserver (%d of 2)", seen)
+	}
+}
+
+// TestPKINodeBootstrapper: the nodes' bootstrap credential (/etc/kubernetes/kubeconfig) is the
+// installer's (pkg/asset/tls/kubelet.go KubeletClientCertKey: CN
+// system:serviceaccount:openshift-machine-config-operator:node-bootstrapper, O
+// system:serviceaccounts:openshift-machine-config-operator and system:serviceaccounts,
+// ValidityTenYears, signed by KubeletBootstrapCertSigner CN kubelet-bootstrap-kubeconfig-signer,
+// ten years), its signer is in the bootstrap kube-apiserver's --client-ca-file, and a kubelet
+// CSR made with it, as the kube-apiserver's x509 authenticator names the requestor (CN; O plus
+// system:authenticated), passes the approver's node-bootstrapper predicate
+// (cluster-machine-approver isReqFromNodeBootstrapper: that user name and exactly those
+// groups), which a CSR from a day-2 node must pass once labbuild's approver is gone
+// (issue 38 #10).
+func TestPKINodeBootstrapper(t *testing.T) {
+	l := newPKILab(t)
+	l.build()
+	c := l.cert("pki/cert/kubelet-bootstrap")
+	if c.Subject.CommonName != csr.NodeBootstrapperSA {
+		t.Errorf("kubelet-bootstrap CN %q, want %q", c.Subject.CommonName, csr.NodeBootstrapperSA)
+	}
+	if life := c.NotAfter.Sub(c.NotBefore) - pki.Backdate; life < 3650*24*time.Hour {
+		t.Errorf("kubelet-bootstrap lives %v, want ten years (the installer's ValidityTenYears)", life)
+	}
+	signer := l.cert("pki/ca/kubelet-bootstrap-signer")
+	if signer.Subject.CommonName != "kubelet-bootstrap-kubeconfig-signer" || signer.NotAfter.Sub(signer.NotBefore)-pki.Backdate < 3650*24*time.Hour {
+		t.Errorf("signer %q lives %v, want kubelet-bootstrap-kubeconfig-signer for ten years", signer.Subject.CommonName, signer.NotAfter.Sub(signer.NotBefore))
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(l.file("pki/bundle/kube-apiserver-client-ca", "ca-bundle.crt")) {
+		t.Fatal("pki/bundle/kube-apiserver-client-ca holds no certificate")
+	}
+	if _, err := c.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, CurrentTime: pkiT0.Add(time.Hour)}); err != nil {
+		t.Errorf("the bootstrap kube-apiserver's client CA does not verify kubelet-bootstrap: %v", err)
+	}
+	// A kubelet's client CSR, requested with this identity.
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:master-0.ocp4.example.com", Organization: []string{"system:nodes"}}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &csr.CertificateSigningRequest{Spec: csr.CertificateSigningRequestSpec{
+		Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+		SignerName: csr.SignerClient, Usages: []csr.KeyUsage{csr.UsageDigitalSignature, csr.UsageClientAuth},
+		Username: c.Subject.CommonName, Groups: append(slices.Clone(c.Subject.Organization), "system:authenticated"),
+	}}
+	expected := map[string]csr.NodeIdentity{"master-0.ocp4.example.com": {Name: "master-0.ocp4.example.com", Role: "master"}}
+	ok, why := csr.Decide(req, expected, nil)
+	if !ok || !strings.Contains(why, csr.NodeBootstrapperSA) {
+		t.Errorf("a client CSR requested with kubelet-bootstrap (user %q, groups %q): approve=%v (%s), want approved as requested by %s",
+			req.Spec.Username, req.Spec.Groups, ok, why, csr.NodeBootstrapperSA)
 	}
 }

@@ -28,7 +28,8 @@ import (
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
 )
 
-// Environment of TestRealOperators, set by scripts/real-operators.sh.
+// Environment of TestRealOperators. The user points it at operator binaries and source trees
+// built outside the repository, which holds no recipe that builds fetched code.
 const (
 	// realOpsEnv names the directory holding bin/cluster-kube-apiserver-operator,
 	// bin/cluster-kube-controller-manager-operator and their release-4.18 source trees (for
@@ -69,7 +70,7 @@ type realOp struct {
 func TestRealOperators(t *testing.T) {
 	dir := os.Getenv(realOpsEnv)
 	if dir == "" {
-		t.Skipf("%s is unset: scripts/real-operators.sh builds the real operators and runs this", realOpsEnv)
+		t.Skipf("%s is unset: point it at a directory holding bin/<operator> and the operators' release-4.18 source trees", realOpsEnv)
 	}
 	testenv.Require(t, "kube-apiserver")
 	testenv.Require(t, "etcd")
@@ -133,8 +134,7 @@ func TestRealOperators(t *testing.T) {
 			manifests: []string{"00_namespace", "01_operator.cr", "03_configmap", "04_clusterrolebinding", "05_serviceaccount", "07_clusteroperator"}},
 	}
 
-	// Only the operators built (scripts/real-operators.sh builds both; a partial set helps
-	// while one is still compiling).
+	// Only the operators present in bin/ (a partial set helps while one is still compiling).
 	var built []realOp
 	for _, op := range ops {
 		if _, err := os.Stat(filepath.Join(dir, "bin", op.name)); err == nil {

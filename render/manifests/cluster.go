@@ -75,7 +75,12 @@ func NamespaceFiles() ([]File, error) {
 
 // RBACFiles renders the ClusterRoleBindings of OTHW's 02-rbac.yaml: the kubelet bootstrap
 // identity (User system:bootstrapper) may create node CSRs (system:node-bootstrapper) and run
-// kube-proxy (system:node-proxier); system:admin gets system:node-admin.
+// kube-proxy (system:node-proxier); system:admin gets system:node-admin. And the installer's
+// system-bootstrap-node-bootstrapper (machine-config-operator release-4.18
+// manifests/machineconfigserver/csr-bootstrap-role-binding.yaml, which its bootstrap writes to
+// mco-bootstrap/manifests/ for cluster-bootstrap): the node-bootstrapper service account, the
+// identity of the nodes' bootstrap credential (pki/cert/kubelet-bootstrap), may create node
+// CSRs (issue 38 #10).
 func RBACFiles() ([]File, error) {
 	crb := func(name, role, user string) *clusterRoleBinding {
 		return &clusterRoleBinding{
@@ -90,6 +95,12 @@ func RBACFiles() ([]File, error) {
 		crb("system:bootstrapper", "system:node-bootstrapper", "system:bootstrapper"),
 		crb("system:bootstrapper-proxy", "system:node-proxier", "system:bootstrapper"),
 		crb("system:node-admin", "system:node-admin", "system:admin"),
+		{
+			typeMeta: typeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+			Metadata: meta("system-bootstrap-node-bootstrapper", ""),
+			RoleRef:  roleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:node-bootstrapper"},
+			Subjects: []subject{{Kind: "ServiceAccount", Name: "node-bootstrapper", Namespace: "openshift-machine-config-operator"}},
+		},
 	} {
 		f, err := newFile(OrderRBAC+"-clusterrolebinding-"+strings.ReplaceAll(b.Metadata.Name, ":", "-")+".yaml", b)
 		if err != nil {

@@ -112,9 +112,10 @@ type policyRule struct {
 
 // subject mirrors rbac/v1 Subject.
 type subject struct {
-	Kind     string `json:"kind"`
-	APIGroup string `json:"apiGroup,omitempty"`
-	Name     string `json:"name"`
+	Kind      string `json:"kind"`
+	APIGroup  string `json:"apiGroup,omitempty"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // roleRef mirrors rbac/v1 RoleRef.

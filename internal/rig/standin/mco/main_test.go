@@ -174,8 +174,9 @@ func TestRenderRealTemplates(t *testing.T) {
 		if n := len(mc.Config.Storage.Files); n < 40 {
 			t.Errorf("%s: only %d files (the real 4.18 render has ~45)", mc.Name, n)
 		}
-		// The rendered pool config plus the MCS and per-node additions still parses cleanly
-		// and has every path once (the real render already holds config.json).
+		// The rendered pool config plus the MCS and per-node additions still parses cleanly,
+		// has every path once and passes the machine-config daemon's first-boot validation
+		// (ignition.Node runs FirstBoot; the node keeps the rendered config.json, issue 38 #1).
 		node, err := ignition.Node(ignition.NodeInput{
 			Hostname:              pool + "-0.ocp4.example.com",
 			Network:               ignition.StaticNetwork{Address: "192.168.126.101", Prefix: 24, Gateway: "192.168.126.1", DNS: []string{"192.168.126.1"}},
