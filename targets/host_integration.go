@@ -38,23 +38,37 @@ var hostEnv = hostexec.Local()
 // ingress HTTP and HTTPS (haproxy/config's frontends).
 var hostVIPPorts = []string{"6443", "22623", "80", "443"}
 
-// hostFWPorts are the TCP ports host/firewall opens from the lab bridge: hostVIPPorts, and on
+// hostFWPorts are the TCP ports host/firewall opens from the lab bridge: hostVIPPorts; on
 // platform baremetal the BMC's (BMCPort), which the cluster's Metal3 reaches from the masters
-// (Ironic runs there, host-networked) as bmc/manifests' addresses say. platform is read only on
-// that platform (the target's Reads), so other labs' keys are unchanged.
+// (Ironic runs there, host-networked) as bmc/manifests' addresses say; with mirror.enabled the
+// mirror's (mirror.port), which every node's CRI-O pulls from at network.gateway (the
+// ImageDigestMirrorSet's registry; issue 38: a firewall that drops it leaves every pull to time
+// out). platform and the mirror's fields are read only where they matter (the target's Reads),
+// so other labs' keys are unchanged.
 func hostFWPorts(s *engine.Step) []string {
+	ports := slices.Clone(hostVIPPorts)
 	if slices.Contains(s.Target().Reads, lab.Platform) {
 		if p, _ := s.String(lab.Platform); p == lab.PlatformBaremetal {
-			return append(slices.Clone(hostVIPPorts), strconv.Itoa(BMCPort))
+			ports = append(ports, strconv.Itoa(BMCPort))
 		}
 	}
-	return hostVIPPorts
+	if slices.Contains(s.Target().Reads, lab.MirrorPort) {
+		var on bool
+		var port int
+		if s.Value(lab.MirrorEnabled, &on) == nil && on && s.Value(lab.MirrorPort, &port) == nil && port > 0 {
+			ports = append(ports, strconv.Itoa(port))
+		}
+	}
+	return ports
 }
 
 func hostIntegrationTargets(c *lab.Config) []*engine.Target {
 	fwReads := []string{lab.ClusterName, lab.LibvirtNetwork}
 	if c.Baremetal() {
 		fwReads = append(fwReads, lab.Platform) // the BMC's port (hostFWPorts)
+	}
+	if c.MirrorOn() {
+		fwReads = append(fwReads, lab.MirrorEnabled, lab.MirrorPort) // the mirror's port (hostFWPorts)
 	}
 	if lab.LibvirtRemoteHost(c.Libvirt.URI) != "" {
 		// The lab bridge and its dnsmasq are on the daemon's host: a drop-in or a firewall
@@ -71,7 +85,7 @@ func hostIntegrationTargets(c *lab.Config) []*engine.Target {
 		},
 		{
 			Name:  "host/firewall",
-			Doc:   "VIP ports 6443/22623/80/443 (and the BMC's 8000 on platform baremetal) open from the lab bridge: firewalld's libvirt zone, or rules in the nftables input chains, or nothing",
+			Doc:   "VIP ports 6443/22623/80/443 (and the BMC's 8000 on platform baremetal, the mirror's port with mirror.enabled) open from the lab bridge: firewalld's libvirt zone, or rules in the nftables input chains, or nothing",
 			Deps:  []string{hostPreflight},
 			Reads: fwReads, Version: 1, External: true,
 			Run: hostFWRun, Probe: hostFWProbe, Destroy: hostFWDestroy,

@@ -249,6 +249,21 @@ func TestHostFirewallNftables(t *testing.T) {
 		t.Errorf("platform baremetal: destroy left the ruleset changed:\n%s", after)
 	}
 
+	// With the mirror: its port too (every node pulls from it at network.gateway; issue 38).
+	mi := hostLab()
+	mi.Mirror = &lab.MirrorConfig{Enabled: true, Port: 5001, Storage: lab.DefaultMirrorStorage}
+	outMI := t.TempDir()
+	if _, err := hostBuild(t, mi, outMI, "host/firewall", false); err != nil {
+		t.Fatal(err)
+	}
+	if miRule := strings.Replace(rule, "443, 6443,", "443, 5001, 6443,", 1); !strings.Contains(ruleset(), miRule) {
+		t.Errorf("mirror.enabled: ruleset lacks %s:\n%s", miRule, ruleset())
+	}
+	hostDestroy(t, mi, outMI, "host/firewall", "destroyed")
+	if after := ruleset(); after != before {
+		t.Errorf("mirror.enabled: destroy left the ruleset changed:\n%s", after)
+	}
+
 	// Neither firewalld nor nftables: nothing.
 	var calls []string
 	setHostEnv(t, hostexec.Host{Root: t.TempDir(), Run: func(ctx context.Context, name string, args ...string) ([]byte, error) {

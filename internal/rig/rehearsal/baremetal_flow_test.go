@@ -2,11 +2,14 @@ package rehearsal
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -54,10 +57,14 @@ import (
 // worker host is provisioned for its Machine as the stand-in reports, the BMC answers for each
 // worker VM (gofish, HTTPS verified with the lab's BMC CA, the credentials from the host's
 // Secret: its System is the domain's UUID, powered on, the stand-in's media inserted), the
-// worker booted with the user-data Secret's bytes, and its Node is Ready. The user data is
-// labbuild's ignition/worker-0, written to worker-user-data-managed by the test in the MCO's
-// place (docs/baremetal.md: the machine-config-server that its pointer config names is not
-// stood in for).
+// worker booted with the user-data Secret's bytes, and its Node is Ready under its DHCP name.
+//
+// Issue 38: the media is served over HTTPS with Ironic's own metal3-ironic CA, which the BMC
+// must not verify (IronicMediaTLS, stall 4); the user data is the MCO's pointer config, which the
+// in-cluster MCO stand-in writes to worker-user-data-managed, and the worker's Ignition fetches
+// its config from the machine-config-server stand-in on the masters (mcs.go, ResolvePointer) and
+// takes its address and short name from the lab network's DHCP reservation (DHCPLease): its Node
+// is worker-0, which cluster/workers must approve as the machine approver does (stall 5).
 func TestBaremetalFlow(t *testing.T) {
 	rehearsalFlow(t, flowTopology{masters: 3, workers: 1, inCluster: true, baremetal: true})
 }
@@ -113,6 +120,7 @@ type baremetalFlow struct {
 	trust    *x509.CertPool
 	userData []byte
 	claims   map[string]string // Machine → host
+	hardware map[string]bool   // hosts whose inspection data the flow wrote (inspect)
 	noted    map[string]string // host → last state or error logged
 
 	bootMu sync.Mutex        // Watch's goroutine writes booted while a pass may run
@@ -127,13 +135,15 @@ func (w flowLogWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// ironicNode and ironicHTTP are where the Metal3 stand-in runs: on master-0, in its network
-// namespace, as the metal3 pod runs host-networked on a master, and its media served on
-// Ironic's httpd port there (the cluster-baremetal-operator's 6180). So it reaches the BMC on
-// the host's lab bridge address through the host's firewall, which host/firewall opens for it.
+// ironicNode and ironicMedia are where the Metal3 stand-in runs: on master-0, in its network
+// namespace, as the metal3 pod runs host-networked on a master, and its media served over HTTPS
+// on Ironic's virtual-media TLS port there (IronicVMediaTLSPort, with Ironic's own CA:
+// IronicMediaTLS). So it reaches the BMC on the host's lab bridge address through the host's
+// firewall, which host/firewall opens for it, and the BMC fetches the media as a real one does,
+// from a server whose CA it has never seen (issue 38, stall 4).
 const (
-	ironicNode = "master-0"
-	ironicHTTP = master0IP + ":6180"
+	ironicNode  = "master-0"
+	ironicMedia = master0IP + ":6183"
 )
 
 // startBaremetalFlow runs the Metal3 stand-in's passes every 5 s until ctx ends (the first
@@ -141,7 +151,7 @@ const (
 func startBaremetalFlow(ctx context.Context, t *testing.T, r *rig, fl *flowLog, workers []string) *baremetalFlow {
 	t.Helper()
 	b := &baremetalFlow{r: r, fl: fl, workers: workers,
-		claims: map[string]string{}, booted: map[string][]byte{}, noted: map[string]string{}}
+		claims: map[string]string{}, hardware: map[string]bool{}, booted: map[string][]byte{}, noted: map[string]string{}}
 	t.Cleanup(func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -190,16 +200,21 @@ func (b *baremetalFlow) pass(ctx context.Context) {
 		if nd == nil || err != nil {
 			return
 		}
-		ln, err := ListenIn(nd.NetNS, ironicHTTP)
+		tc, err := IronicMediaTLS("") // labbuild's Provisioning: provisioningNetwork Disabled, no provisioningIP
+		if err != nil {
+			b.note("httpd", err.Error())
+			return
+		}
+		ln, err := ListenIn(nd.NetNS, ironicMedia)
 		if err != nil {
 			b.note("httpd", err.Error())
 			return
 		}
 		b.media, b.trust = ln, x509.NewCertPool()
 		b.trust.AppendCertsFromPEM(ca)
-		b.m3 = &Metal3Standin{Kube: k, Dial: DialIn(nd.NetNS), Trust: b.trust, Media: ln,
-			MediaURL: "http://" + ironicHTTP, Log: flowLogWriter{b.fl}}
-		b.fl.logf("metal3 stand-in: runs on %s (Ironic's httpd on %s)", ironicNode, ironicHTTP)
+		b.m3 = &Metal3Standin{Kube: k, Dial: DialIn(nd.NetNS), Trust: b.trust, Media: tls.NewListener(ln, tc),
+			MediaURL: "https://" + ironicMedia, Log: flowLogWriter{b.fl}}
+		b.fl.logf("metal3 stand-in: runs on %s (Ironic's virtual media over HTTPS on %s, its own metal3-ironic CA)", ironicNode, ironicMedia)
 	}
 	// The network operator's part: cbo-trusted-ca filled from the Proxy's trustedCA (cno.go).
 	if changed, err := (&TrustedCAInjector{Kube: k}).Inject(ctx); err != nil {
@@ -231,21 +246,21 @@ func (b *baremetalFlow) pass(ctx context.Context) {
 		return
 	}
 	if b.userData == nil {
-		// The MCO's part: worker-user-data-managed (see TestBaremetalFlow's doc).
-		ign, err := os.ReadFile(filepath.Join(b.r.lab, "out", "ignition", b.workers[0]+".ign"))
+		// The MCO's part: worker-user-data-managed holds its pointer config, written by the
+		// in-cluster MCO stand-in (mcoincluster.go syncServer); Metal3 waits for it.
+		sec, err := k.Dynamic.Resource(secretGVR).Namespace(MachineAPINamespace).Get(ctx, manifests.WorkerUserDataSecret, kube.GetOptions{})
 		if err != nil {
-			b.fl.fail("MCO stand-in: %v", err)
-			return
-		}
-		o := &kube.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-			"metadata": map[string]any{"name": manifests.WorkerUserDataSecret, "namespace": MachineAPINamespace},
-			"data":     map[string]any{"userData": base64.StdEncoding.EncodeToString(ign)}}}
-		if _, err := k.Dynamic.Resource(secretGVR).Namespace(MachineAPINamespace).Create(ctx, o, kube.CreateOptions{}); err != nil && !kube.IsAlreadyExists(err) {
 			b.note("user data", err.Error())
 			return
 		}
-		b.userData = ign
-		b.fl.logf("MCO stand-in: Secret %s/%s written (%d bytes)", MachineAPINamespace, manifests.WorkerUserDataSecret, len(ign))
+		s, _, _ := kube.NestedString(sec.Object, "data", "userData")
+		ud, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || len(ud) == 0 {
+			b.note("user data", fmt.Sprintf("Secret %s has no userData (%v)", manifests.WorkerUserDataSecret, err))
+			return
+		}
+		b.userData = ud
+		b.fl.logf("MCO stand-in: Secret %s/%s holds the pointer config (%d bytes)", MachineAPINamespace, manifests.WorkerUserDataSecret, len(ud))
 	}
 	sets, err := k.Dynamic.Resource(machineSet).Namespace(MachineAPINamespace).List(ctx, kube.ListOptions{})
 	if err != nil {
@@ -274,6 +289,62 @@ func (b *baremetalFlow) pass(ctx context.Context) {
 		}
 		b.claims[machine] = host
 	}
+	// CAPBM's Update (its addresses from the host's inspection data) and the node link: the
+	// Machine gets InternalDNS worker-0, by which the machine approver (cluster/workers) finds
+	// it for worker-0's client CSR, and status.nodeRef, by which it approves the serving CSR.
+	for _, machine := range slices.Sorted(maps.Keys(b.claims)) {
+		host := b.claims[machine]
+		if !b.hardware[host] {
+			if err := b.inspect(ctx, k, host); err != nil {
+				b.note(host, err.Error())
+				continue
+			}
+			b.hardware[host] = true
+		}
+		if err := b.m3.UpdateMachine(ctx, machine); err != nil {
+			b.note(machine, err.Error())
+		}
+	}
+	if _, err := (&NodeLinkStandin{Kube: k, Log: flowLogWriter{b.fl}}).Sync(ctx); err != nil {
+		b.note("node link", err.Error())
+	}
+}
+
+// inspect writes host's status.hardware as the IPA ramdisk's inspection reports it (the Metal3
+// stand-in skips inspection, metal3.go): the ramdisk boots on the lab network like the node
+// after it, so its one NIC, the host's spec.bootMACAddress, has the address and its host name
+// is the short name of the network's DHCP reservation for that MAC (DHCPLease). A field
+// manager of its own, so the stand-in's status writes keep it.
+func (b *baremetalFlow) inspect(ctx context.Context, k *kube.Clients, host string) error {
+	h, err := k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Get(ctx, host, kube.GetOptions{})
+	if err != nil {
+		return err
+	}
+	mac, _ := dig(h.Object, "spec", "bootMACAddress").(string)
+	c, err := virt.Connect(b.r.lv.URI("qemu:///system"))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	n, _, found, err := c.Network("rehearsal")
+	if err != nil || !found {
+		return fmt.Errorf("inspection of %s: the lab network: %v (found %v)", host, err, found)
+	}
+	lease, name, err := DHCPLease(n, mac)
+	if err != nil {
+		return fmt.Errorf("inspection of %s: %w", host, err)
+	}
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"hardware": map[string]any{
+		"hostname": name, "nics": []any{map[string]any{"name": "enp1s0", "mac": mac, "ip": lease.IP}}}}})
+	if err != nil {
+		return err
+	}
+	if _, err := k.Dynamic.Resource(bmhGVR).Namespace(MachineAPINamespace).Patch(ctx, host, kube.MergePatchType, body,
+		kube.PatchOptions{FieldManager: "inspection"}, "status"); err != nil {
+		return fmt.Errorf("inspection of %s: %w", host, err)
+	}
+	b.fl.logf("inspection stand-in: %s: NIC %s %s, host name %q (the lab network's DHCP reservation)", host, mac, lease.IP, name)
+	return nil
 }
 
 // bootFromMedia is Watch's Up for a worker the BMC started: the Ignition is config.ign on the
@@ -301,7 +372,69 @@ func (b *baremetalFlow) bootFromMedia(node string) (*Node, error) {
 	b.booted[node] = ign
 	b.bootMu.Unlock()
 	b.fl.logf("%s: Ignition (%d bytes) from the virtual media %s", node, len(ign), iso)
-	return b.r.bootIgnition(node, ign)
+	// Ignition's fetch of the pointer config's merge source, the machine-config-server behind
+	// the API VIP, from the lab network (pointer.go).
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	full, merged, err := ResolvePointer(ctx, ign, DialIn(b.r.labNS))
+	if err != nil {
+		return nil, err
+	}
+	if !merged {
+		return b.r.bootIgnition(node, ign)
+	}
+	b.fl.logf("%s: Ignition merged the machine-config-server's config (%d bytes)", node, len(full))
+	// NetworkManager's DHCP: the network's reservation for the domain's MAC.
+	var mac string
+	if live.Devices != nil {
+		for _, i := range live.Devices.Interfaces {
+			if i.MAC != nil {
+				mac = i.MAC.Address
+			}
+		}
+	}
+	n, _, found, err := c.Network("rehearsal")
+	if err != nil || !found {
+		return nil, fmt.Errorf("%s: the lab network: %v (found %v)", node, err, found)
+	}
+	lease, name, err := DHCPLease(n, mac)
+	if err != nil {
+		return nil, err
+	}
+	b.fl.logf("%s: DHCP lease %s/%d, host name %q", node, lease.IP, lease.Prefix, name)
+	return b.r.bootIgnitionNet(node, full, lease, name)
+}
+
+// serveMCS runs the machine-config-server stand-in on master nd (host network, port 22623,
+// as the DaemonSet runs on every master) once the objects it serves from exist.
+func serveMCS(ctx context.Context, r *rig, nd *Node, fl *flowLog) {
+	for ctx.Err() == nil {
+		k, err := r.clients()
+		if err == nil {
+			var infra *kube.Unstructured
+			if infra, err = k.Dynamic.Resource(configGVR("infrastructures")).Get(ctx, "cluster", kube.GetOptions{}); err == nil {
+				u, _ := dig(infra.Object, "status", "apiServerInternalURI").(string)
+				m := &MCSStandin{Kube: k.Dynamic, APIServerURL: u, Logf: fl.logf}
+				var ln net.Listener
+				if _, err = objectData(ctx, k.Dynamic, secrets, MCONamespace, "machine-config-server-tls", mcsReader, "tls.crt"); err == nil {
+					if ln, err = ListenIn(nd.NetNS, ":22623"); err == nil {
+						fl.logf("MCS stand-in: serves on %s:22623", nd.Name)
+						context.AfterFunc(ctx, func() { ln.Close() })
+						err = m.Serve(ctx, ln)
+						if ctx.Err() != nil {
+							return
+						}
+						ln.Close()
+					}
+				}
+			}
+		}
+		fl.logf("MCS stand-in on %s: %v", nd.Name, err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+		}
+	}
 }
 
 // afterDone checks platform baremetal after cluster/done (TestBaremetalFlow's doc).
@@ -406,9 +539,17 @@ func (b *baremetalFlow) afterDone(ctx context.Context, t *testing.T, masters []s
 		if !slices.Equal(ign, b.userData) || b.userData == nil {
 			t.Errorf("%s booted with %d bytes of Ignition from its media, want the user-data Secret's %d", w, len(ign), len(b.userData))
 		}
-		name := w + "." + labDomain
-		if ready, _, err := kube.NodesReady(ctx, k.Dynamic, []string{name}); err != nil || len(ready) != 1 {
-			t.Errorf("Node %s not Ready after cluster/done (%v)", name, err)
+		// Booted from the MCO's pointer config, the worker is named by DHCP: the short name
+		// (issue 38, stall 5).
+		if ready, _, err := kube.NodesReady(ctx, k.Dynamic, []string{w}); err != nil || len(ready) != 1 {
+			t.Errorf("Node %s (its DHCP name) not Ready after cluster/done (%v)", w, err)
+		}
+		// What the machine approver matched it by: the Machine's InternalDNS (CAPBM, from the
+		// inspection data) and, for the serving certificate, its nodeRef (the node link).
+		if mo, err := k.Dynamic.Resource(machineGVR).Namespace(MachineAPINamespace).Get(ctx, machineOf[w], kube.GetOptions{}); err != nil {
+			t.Errorf("Machine %s: %v", machineOf[w], err)
+		} else if addrs, ref := fmt.Sprint(dig(mo.Object, "status", "addresses")), dig(mo.Object, "status", "nodeRef", "name"); !strings.Contains(addrs, "address:"+w+" type:InternalDNS") || ref != w {
+			t.Errorf("Machine %s: status.addresses %s, nodeRef %v; want InternalDNS %s and nodeRef %s", machineOf[w], addrs, ref, w, w)
 		}
 	}
 }

@@ -169,6 +169,15 @@ type rig struct {
 	// images are stand-in images every kubelet node's containerd imports under their pull
 	// specs before its kubelet starts (in-cluster mode: OnPremImages).
 	images []ImageTar
+	// clientTar is the in-cluster client's image (ClientImageTarball), imported into node
+	// clientNode's containerd (client_test.go); "" without the client.
+	clientTar, clientNode string
+	// mirrorLog, when set, is the release mirror's log (mirror_flow_test.go): every kubelet
+	// node pulls its images through the mirror before its kubelet starts; pulls has each
+	// node's pulled images and pullErr its first failure.
+	mirrorLog string
+	pulls     map[string][]string
+	pullErr   map[string]error
 
 	mu    sync.Mutex
 	nodes map[string]*Node
@@ -180,7 +189,8 @@ type rig struct {
 // labbuild) the nodes join, else the nodes join labNet's bridge.
 func newRig(t *testing.T, withLibvirt bool) *rig {
 	t.Helper()
-	r := &rig{bins: requireHost(t), work: t.TempDir(), seq: os.Getpid() % 10000, nodes: map[string]*Node{}, celDropped: map[string][]DroppedRule{}}
+	r := &rig{bins: requireHost(t), work: t.TempDir(), seq: os.Getpid() % 10000, nodes: map[string]*Node{}, celDropped: map[string][]DroppedRule{},
+		pulls: map[string][]string{}, pullErr: map[string]error{}}
 	testenv.RequireShared(t)
 	r.lb = buildLabbuild(t, r.work)
 	if withLibvirt {
@@ -271,11 +281,25 @@ func (r *rig) boot(node string) (*Node, error) {
 // bootIgnition is boot with the Ignition config raw (a node booted from virtual media: the
 // config on the media, not labbuild's file).
 func (r *rig) bootIgnition(node string, raw []byte) (*Node, error) {
+	return r.bootIgnitionNet(node, raw, nil, "")
+}
+
+// bootIgnitionNet is bootIgnition for a node whose config may carry no keyfile: then lease (its
+// DHCP lease, DHCPLease) addresses it and hostname, when the config writes no /etc/hostname,
+// names it, as NetworkManager does from DHCP.
+func (r *rig) bootIgnitionNet(node string, raw []byte, lease *KeyfileNet, hostname string) (*Node, error) {
 	root := filepath.Join(r.work, "nodes", node, "root")
 	os.RemoveAll(root)
 	os.RemoveAll(root + ".work")
 	if _, err := Place(raw, root); err != nil {
 		return nil, err
+	}
+	if node != "bootstrap" {
+		// The disk the machine-config daemon finds on its first run (firstboot.go): as Ignition
+		// left it, before the rehearsal's host overrides.
+		if err := SnapshotRoot(root); err != nil {
+			return nil, err
+		}
 	}
 	// Stand-in for OpenShift's 1.31 kube-apiserver: the CRDs' IP/CIDR CEL rules go (cel.go).
 	dropped, err := AdaptCRDsFor130(root)
@@ -283,6 +307,9 @@ func (r *rig) bootIgnition(node string, raw []byte) (*Node, error) {
 		return nil, err
 	}
 	k, err := ReadKeyfile(root)
+	if err != nil && lease != nil {
+		k, err = lease, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -313,7 +340,7 @@ func (r *rig) bootIgnition(node string, raw []byte) (*Node, error) {
 		labNS = other
 	}
 	nd, err := StartNode(node, ns, root, filepath.Join(r.work, "nodes", node, "logs"),
-		NodeNet{IP: k.IP, Prefix: k.Prefix, Gateway: k.Gateway, LabNS: labNS, Bridge: r.bridge, MTU: k.MTU})
+		NodeNet{IP: k.IP, Prefix: k.Prefix, Gateway: k.Gateway, LabNS: labNS, Bridge: r.bridge, MTU: k.MTU, Hostname: hostname})
 	if err != nil {
 		return nil, err
 	}
@@ -454,6 +481,33 @@ func (r *rig) kubelet(ctx context.Context, nd *Node, podSubnet string) error {
 	}
 	if err := StartRuntime(ctx, nd, kl.Endpoint, podSubnet, r.pause); err != nil {
 		return err
+	}
+	if r.clientTar != "" && nd.Name == r.clientNode {
+		if err := ImportImages(ctx, nd, kl.Endpoint, []ImageTar{{File: r.clientTar, Ref: ClientImage}}); err != nil {
+			return err
+		}
+	}
+	if r.mirrorLog != "" {
+		var imported []string
+		for _, it := range r.images {
+			imported = append(imported, it.Specs...)
+		}
+		images, err := nodeImages(nd, kl, imported)
+		if err == nil {
+			var k *KeyfileNet
+			if k, err = ReadKeyfile(nd.Root); err == nil {
+				var lines []string
+				lines, err = pullThroughMirror(ctx, nd, kl.Endpoint, k.IP, r.mirrorLog, images)
+				r.mu.Lock()
+				r.pulls[nd.Name] = lines
+				r.mu.Unlock()
+			}
+		}
+		if err != nil {
+			r.mu.Lock()
+			r.pullErr[nd.Name] = err
+			r.mu.Unlock()
+		}
 	}
 	if len(r.images) > 0 {
 		// The pods' hostPath volumes with mountPropagation HostToContainer need the node's

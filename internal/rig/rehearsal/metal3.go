@@ -3,6 +3,7 @@ package rehearsal
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -24,6 +25,7 @@ import (
 	"github.com/stmcginnis/gofish/redfish"
 
 	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/render/pki"
 	"github.com/labbuild/labbuild/targets/kube"
 )
 
@@ -776,6 +778,51 @@ func (m *Metal3Standin) publish(host string, media []byte) string {
 		}))
 	}
 	return strings.TrimSuffix(m.MediaURL, "/") + p
+}
+
+// IronicVMediaTLSPort is Ironic's virtual-media HTTPS port (cluster-baremetal-operator
+// release-4.18 provisioning/baremetal_config.go baremetalVmediaHttpsPort, the metal3-ironic
+// container's VMEDIA_TLS_PORT): with Provisioning spec.disableVirtualMediaTLS false, the
+// default, the image URLs Ironic gives the BMC are https://<ip>:6183/….
+const IronicVMediaTLSPort = 6183
+
+// IronicMediaTLS is the TLS configuration of Ironic's virtual-media server as the
+// cluster-baremetal-operator makes it (release-4.18 provisioning/baremetal_crypto.go
+// generateTlsCertificate): a CA of its own, "metal3-ironic" (library-go
+// crypto.MakeSelfSignedCAConfig, two years), and a server certificate from it for the
+// Provisioning's provisioningIP or, without one (provisioningNetwork Disabled, as labbuild's
+// Provisioning has it), for "localhost". Nothing but Ironic knows that CA, and the certificate
+// names neither the address the BMC dials nor its host name: a BMC that verified the media URL
+// would refuse it, and none does (sushy-tools defaults to no verification, "to match the
+// actual bare metal hardware").
+func IronicMediaTLS(provisioningIP string) (*tls.Config, error) {
+	const days = 365 * 2 // tlsExpirationDays
+	caKey, err := pki.GenerateKey(pki.RSA2048, rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	caCrt, _, err := pki.Issue(pki.Spec{CommonName: "metal3-ironic", CA: true, Validity: days * 24 * time.Hour}, caKey, nil, now)
+	if err != nil {
+		return nil, err
+	}
+	spec := pki.Spec{CommonName: "localhost", DNSNames: []string{"localhost"}, Server: true, Validity: days * 24 * time.Hour}
+	if provisioningIP != "" {
+		spec = pki.Spec{CommonName: provisioningIP, IPs: []string{provisioningIP}, Server: true, Validity: days * 24 * time.Hour}
+	}
+	key, err := pki.GenerateKey(pki.RSA2048, rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	crt, _, err := pki.Issue(spec, key, &pki.Issuer{CertPEM: caCrt, KeyPEM: caKey}, now)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(append(crt, caCrt...), key)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // unpublish stops serving host's boot image (Ironic's clean_up_instance removes it from httpd).

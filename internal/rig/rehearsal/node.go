@@ -49,6 +49,9 @@ type NodeNet struct {
 	// MTU, when not 0, is eth0's and its lab end's: what the node's keyfile says
 	// (NetworkManager sets it on the NIC) and libvirt gives the tap (the network's <mtu>).
 	MTU int
+	// Hostname is the host name when the root has no /etc/hostname (a DHCP lease's); "" for
+	// the node's name.
+	Hostname string
 }
 
 // run runs a command and returns an error with its output.
@@ -112,6 +115,9 @@ func StartNode(name, netns, root, logDir string, n NodeNet) (*Node, error) {
 		}
 	}
 	hostname := name
+	if n.Hostname != "" {
+		hostname = n.Hostname
+	}
 	if b, err := os.ReadFile(filepath.Join(root, "etc", "hostname")); err == nil && len(bytes.TrimSpace(b)) > 0 {
 		hostname = string(bytes.TrimSpace(b))
 	}

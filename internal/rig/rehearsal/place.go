@@ -161,6 +161,7 @@ func Place(raw []byte, root string) (*Placed, error) {
 		}
 	}
 	unitDir := filepath.Join(root, "etc", "systemd", "system")
+	var presets []string
 	for _, u := range cfg.Systemd.Units {
 		unit := Unit{Name: u.Name, Enabled: u.Enabled != nil && *u.Enabled}
 		if u.Contents != nil {
@@ -187,7 +188,37 @@ func Place(raw []byte, root string) (*Placed, error) {
 			}
 			unit.Dropins = append(unit.Dropins, *d.Contents)
 		}
+		// Ignition's createUnits (github.com/coreos/ignition/v2 internal/exec/stages/files
+		// units.go, util/unit.go): enabled: true becomes an "enable" line of its preset file,
+		// which systemd applies on the first boot (preset-all); enabled: false writes a
+		// "disable" line only for a unit the OS image already enabled (DisableUnit), which a
+		// unit Ignition writes is not; mask: true replaces the unit by a link to /dev/null
+		// (MaskUnit). The machine-config daemon's first-boot check reads both (firstboot.go).
+		if u.Enabled != nil && *u.Enabled {
+			presets = append(presets, "enable "+u.Name+"\n")
+		}
+		if u.Mask != nil && *u.Mask {
+			if err := os.MkdirAll(unitDir, 0o755); err != nil {
+				return nil, err
+			}
+			p := filepath.Join(unitDir, u.Name)
+			os.Remove(p)
+			if err := os.Symlink("/dev/null", p); err != nil {
+				return nil, err
+			}
+		}
 		out.Units[u.Name] = unit
+	}
+	if len(presets) > 0 {
+		// createSystemdPresetFiles: one line per unit, in the units' name order.
+		sort.Slice(presets, func(i, j int) bool { return strings.Fields(presets[i])[1] < strings.Fields(presets[j])[1] })
+		dir := filepath.Join(root, filepath.FromSlash(presetDir))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "20-ignition.preset"), []byte(strings.Join(presets, "")), 0o644); err != nil {
+			return nil, err
+		}
 	}
 	sort.Strings(out.Files)
 	return out, nil

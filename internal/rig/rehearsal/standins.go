@@ -20,6 +20,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -118,6 +119,9 @@ type MasterStandins struct {
 	// the control plane starts; an error stops Run there (the withholding flow,
 	// withhold_test.go, plays the old early bootstrap-complete signal at this point).
 	BeforeAPIServer func(ctx context.Context) error
+	// CVOPod, when set, also writes the cluster-version-operator's stand-in pod on this master
+	// (standin_pods.go).
+	CVOPod bool
 }
 
 // etcdCerts is the operator's etcdcertsigner for this master: once the API hands out the etcd
@@ -379,6 +383,24 @@ func (m *MasterStandins) startAPIServer(ctx context.Context) error {
 			return fmt.Errorf("%s stand-in: the bootstrap's static pods have no %s", prog, prog)
 		}
 	}
+	// The operands' mirror pods and revisions, as the operators leave them (standin_pods.go).
+	operands := standinPods
+	if m.CVOPod {
+		operands = append(slices.Clone(operands), cvoStandinPod)
+	}
+	if err := m.writeStandinPods(ctx, operands); err != nil {
+		return err
+	}
+	k, err := m.Clients()
+	if err != nil {
+		return err
+	}
+	for _, o := range staticPodOperators {
+		if err := ReportRevision(ctx, k.Dynamic, o.gvr, o.kind, m.NodeName); err != nil {
+			return err
+		}
+	}
+	m.Logf("stand-ins on %s: operand pods written, %s at revision 1 in kubeapiservers, kubeschedulers and kubecontrollermanagers", m.Node.Name, m.NodeName)
 	return nil
 }
 

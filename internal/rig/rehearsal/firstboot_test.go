@@ -1,0 +1,206 @@
+package rehearsal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coreos/ignition/v2/config/v3_4/types"
+
+	"github.com/labbuild/labbuild/render/ignition"
+	"github.com/labbuild/labbuild/targets/kube"
+)
+
+// The machine-config daemon's first boot in a flow (firstboot.go, mcoincluster.go): the CVO
+// stand-in applies the MCO's images ConfigMaps, the in-cluster MCO stand-in renders from the
+// cluster and creates rendered-<pool>-<hash>; after cluster/done each kubelet node's first-boot
+// disk is checked against the MachineConfig its node-annotations.json names, read from the
+// cluster.
+
+// mcoStandin is the in-cluster MCO stand-in of the rig's lab: the release's programs and
+// templates as labbuild's release/mco extracted them.
+func (r *rig) mcoStandin() *MCOInCluster {
+	rel := filepath.Join(r.lab, "out", "release", "mco")
+	return &MCOInCluster{Operator: filepath.Join(rel, "bin", "machine-config-operator"), Controller: filepath.Join(rel, "bin", "machine-config-controller"),
+		Templates: filepath.Join(rel, "templates"), Work: filepath.Join(r.work, "mco-incluster")}
+}
+
+// applyMCOImages is the CVO stand-in's apply of the MCO's images ConfigMaps (MCOImagesConfigMaps)
+// with the lab payload's pull specs; the namespace must exist (applyMCONamespaces).
+func applyMCOImages(ctx context.Context, r *rig, k *kube.Clients) error {
+	files, err := MCOImagesConfigMaps(r.payload.Version, r.payload.Pullspec)
+	if err != nil {
+		return err
+	}
+	ap, err := kube.NewApplier(k.Config, io.Discard)
+	if err != nil {
+		return err
+	}
+	_, err = ap.ApplyFiles(ctx, files)
+	return err
+}
+
+// runMCOStandin renders in the cluster every 10 s until a render succeeds (the inputs appear
+// as cluster/bootstrap and the CVO stand-in apply them), then sends the pools' names.
+func runMCOStandin(ctx context.Context, r *rig, fl *flowLog, done chan<- MCORendered) {
+	m := r.mcoStandin()
+	var last string
+	for ctx.Err() == nil {
+		if k, err := r.clients(); err == nil {
+			got, err := m.Render(ctx, k.Dynamic)
+			if err == nil {
+				fl.logf("MCO stand-in (in cluster): rendered %v from the cluster's objects", got)
+				done <- got
+				syncKubeconfigData(ctx, r, fl)
+				return
+			}
+			if s := err.Error(); s != last {
+				fl.logf("MCO stand-in (in cluster): %v", lastLine(s))
+				last = s
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+		}
+	}
+}
+
+// syncKubeconfigData keeps the machine-config-server's kubeconfig CA (SyncKubeconfigData) as the
+// operator's sync loop does, every 20 s until ctx ends.
+func syncKubeconfigData(ctx context.Context, r *rig, fl *flowLog) {
+	var last string
+	for ctx.Err() == nil {
+		if k, err := r.clients(); err == nil {
+			err := SyncKubeconfigData(ctx, k.Dynamic)
+			if s := fmt.Sprint(err); s != last {
+				fl.logf("MCO stand-in (in cluster): kubeconfig-data: %v", err)
+				last = s
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Second):
+		}
+	}
+}
+
+// checkFirstBoot is the daemon's first run on each kubelet node of nodes: the MachineConfig its
+// first-boot disk's node-annotations.json names, read from the cluster (as getStateAndConfigs
+// does), and render/ignition.FirstBoot over that disk. It returns one verdict per node.
+func checkFirstBoot(ctx context.Context, r *rig, nodes []string) map[string]error {
+	out := map[string]error{}
+	k, err := r.clients()
+	for _, n := range nodes {
+		if err != nil {
+			out[n] = err
+			continue
+		}
+		out[n] = firstBootOn(ctx, k.Dynamic, filepath.Join(r.work, "nodes", n, "root"+FirstBootSuffix))
+	}
+	return out
+}
+
+// firstBootOn is checkFirstBoot for one node's first-boot disk root.
+func firstBootOn(ctx context.Context, dyn kube.Interface, root string) error {
+	name, err := CurrentConfig(root)
+	if err != nil {
+		return err
+	}
+	o, err := dyn.Resource(machineConfigs).Get(ctx, name, kube.GetOptions{})
+	if err != nil {
+		// getStateAndConfigs → mcLister.Get: the daemon cannot start its first run.
+		return fmt.Errorf("getStateAndConfigs: machineconfig %s: %w (stall 7: the in-cluster render must give the bootstrap's name)", name, err)
+	}
+	b, err := json.Marshal(o.Object)
+	if err != nil {
+		return err
+	}
+	mc, err := ignition.ParseMachineConfig(b)
+	if err != nil {
+		return err
+	}
+	disk, err := DiskIgnition(root, mc.Config)
+	if err != nil {
+		return err
+	}
+	return ignition.FirstBoot(disk, mc)
+}
+
+// TestDiskIgnition: a config placed on a root (Place) and read back by DiskIgnition at the
+// paths a MachineConfig names gives each file's bytes and mode, the masked unit as a link to
+// /dev/null, the enabled unit enabled, and nothing for a path not on the disk; the daemon's
+// check (render/ignition FirstBoot) accepts the disk against the config that laid it and names
+// the file whose bytes changed on the disk afterwards.
+func TestDiskIgnition(t *testing.T) {
+	str := func(s string) *string { return &s }
+	on, mode := true, 0o600
+	cfg := ignition.New()
+	src, _ := ignition.Source([]byte(`{"auths":{}}` + "\n"))
+	anno, _ := ignition.Source([]byte(`{"machineconfiguration.openshift.io/currentConfig":"rendered-master-x"}`))
+	cfg.Storage.Files = []types.File{
+		{Node: types.Node{Path: "/var/lib/kubelet/config.json"}, FileEmbedded1: types.FileEmbedded1{Mode: &mode, Contents: types.Resource{Source: &src}}},
+		{Node: types.Node{Path: ignition.PathNodeAnnotations}, FileEmbedded1: types.FileEmbedded1{Contents: types.Resource{Source: &anno}}},
+	}
+	cfg.Systemd.Units = []types.Unit{
+		{Name: "kubelet.service", Enabled: &on, Contents: str("[Service]\nExecStart=/usr/bin/kubelet\n[Install]\nWantedBy=multi-user.target\n"),
+			Dropins: []types.Dropin{{Name: "10-x.conf", Contents: str("[Service]\nEnvironment=X=1\n")}}},
+		{Name: "masked.service", Mask: &on, Contents: str("[Service]\n")},
+	}
+	raw, err := ignition.Encode(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	if _, err := Place(raw, root); err != nil {
+		t.Fatal(err)
+	}
+	mc := cfg
+	mc.Storage.Files = append(mc.Storage.Files, types.File{Node: types.Node{Path: "/etc/absent"}})
+	disk, err := DiskIgnition(root, mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]types.File{}
+	for _, f := range disk.Storage.Files {
+		files[f.Path] = f
+	}
+	if f, ok := files["/var/lib/kubelet/config.json"]; !ok || *f.Mode != 0o600 {
+		t.Errorf("config.json: %+v", f)
+	} else if b, _ := ignition.DecodeSource(*f.Contents.Source, f.Contents.Compression); string(b) != `{"auths":{}}`+"\n" {
+		t.Errorf("config.json bytes %q", b)
+	}
+	if _, ok := files["/etc/absent"]; ok {
+		t.Errorf("a path not on the disk is in its description")
+	}
+	if f, ok := files["/etc/systemd/system/kubelet.service.d/10-x.conf"]; !ok || *f.Mode != 0o644 {
+		t.Errorf("drop-in: %+v", f)
+	}
+	if len(disk.Storage.Links) != 1 || disk.Storage.Links[0].Path != "/etc/systemd/system/masked.service" || *disk.Storage.Links[0].Target != "/dev/null" {
+		t.Errorf("links %+v, want the masked unit to /dev/null", disk.Storage.Links)
+	}
+	if len(disk.Systemd.Units) != 1 || disk.Systemd.Units[0].Name != "kubelet.service" || !*disk.Systemd.Units[0].Enabled {
+		t.Errorf("units %+v, want kubelet.service enabled (Ignition's preset)", disk.Systemd.Units)
+	}
+	rmc := &ignition.RenderedMachineConfig{Name: "rendered-master-x", Config: cfg}
+	if err := ignition.FirstBoot(disk, rmc); err != nil {
+		t.Errorf("the disk the config laid, against that config: %v", err)
+	}
+	// The disk changes by one byte: the daemon names the file.
+	if err := os.WriteFile(filepath.Join(root, "var/lib/kubelet/config.json"), []byte(`{"auths":{}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	disk, err = DiskIgnition(root, mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ignition.FirstBoot(disk, rmc); err == nil || !strings.Contains(err.Error(), `content mismatch for file "/var/lib/kubelet/config.json"`) {
+		t.Errorf("one byte less on the disk: %v, want the daemon's content mismatch", err)
+	}
+}
