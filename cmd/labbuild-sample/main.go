@@ -103,8 +103,7 @@ func run(ctx context.Context, out, shared, release string) error {
 # FeatureGates and MCO templates, stand-in programs): it builds every file artifact offline but
 # cannot boot a cluster.
 release:
-  image: %s
-  version: %s
+  image: %s                # the payload names the release (%s)
   mirrors:                   # every pull by digest goes to the OCI layout written beside this file
     %s: oci:%s
     %s: oci:%s
