@@ -34,6 +34,7 @@ func runInit(ctx context.Context, c *cli, args []string) error {
 	fmt.Fprintf(c.stdout, "labbuild: another release is another release.image (labbuild builds %s): e.g.\n"+
 		"  image: quay.io/openshift-release-dev/ocp-release:4.20.8-x86_64   # OpenShift 4.20\n"+
 		"  image: quay.io/okd/scos-release:4.22.0-okd-scos.1                # OKD 4.22: no pull secret needed\n"+
+		"for OKD, also remove access.pullSecretFile and set cluster.featureSet: OKD (this file sets both, so OKD's defaults do not apply)\n"+
 		"docs/releases.md says what differs between them\n", targets.SupportedReleases())
 	return nil
 }
