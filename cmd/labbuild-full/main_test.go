@@ -40,7 +40,7 @@ var update = flag.Bool("update", false, "rewrite the golden sections (cmp target
 func TestScripts(t *testing.T) {
 	sr := testenv.StartSampleRelease(t, true)
 	lab, err := yaml.Marshal(map[string]any{
-		"release": map[string]any{"image": sr.Image, "version": sr.Version, "mirrors": sr.Mirrors},
+		"release": map[string]any{"image": sr.Image, "mirrors": sr.Mirrors},
 		"access":  map[string]any{"pullSecretFile": sr.PullSecretFile, "sshKeyFile": sr.SSHKeyFile},
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets"
 )
 
@@ -13,6 +14,23 @@ import (
 func runBuild(ctx context.Context, c *cli, args []string) error {
 	o, err := c.options(args)
 	if err != nil {
+		return err
+	}
+	// The files the lab names are checked before the payload is read (bad input is exit 2
+	// before any network), but for a pull secret the lab does not name: an OKD payload needs
+	// none (the gate gives it OKD's fake one), so that check waits for the gate, and is the
+	// error when the payload cannot be read without it.
+	var noPullSecret error
+	if err := c.checkFiles(&o); err != nil {
+		if !onlyPullSecretMissing(err) || c.cfg.PullSecretGiven(c.cfgBase) {
+			return err
+		}
+		noPullSecret = err
+	}
+	if err := c.releaseGate(ctx, &o, c.dryRun); err != nil {
+		if noPullSecret != nil {
+			return noPullSecret
+		}
 		return err
 	}
 	if err := c.checkFiles(&o); err != nil {
@@ -63,4 +81,24 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 		c.stdout.Write(targets.ClusterSummary(o.OutDir, res))
 	}
 	return err
+}
+
+// onlyPullSecretMissing reports whether err (lab.CheckFiles') is about access.pullSecretFile
+// alone.
+func onlyPullSecretMissing(err error) bool {
+	var es lab.ConfigErrors
+	switch e := err.(type) {
+	case lab.ConfigErrors:
+		es = e
+	case *lab.ConfigError:
+		es = lab.ConfigErrors{e}
+	default:
+		return false
+	}
+	for _, e := range es {
+		if e.Field != lab.AccessPullSecretFile {
+			return false
+		}
+	}
+	return len(es) > 0
 }

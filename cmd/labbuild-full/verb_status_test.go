@@ -117,22 +117,25 @@ func TestRootCauseNamesLabFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "my-lab.yaml"), []byte(lab), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cli := func(args ...string) string {
+	// cli returns stdout and stderr: the release gate warns on stderr that it cannot read the
+	// payload (this machine does not reach quay.io), which is not part of status --json.
+	cli := func(args ...string) (string, string) {
 		t.Helper()
-		var out bytes.Buffer
-		code := run(context.Background(), append([]string{"-C", dir, "-f", "my-lab.yaml"}, args...), &out, &out)
+		var out, errb bytes.Buffer
+		code := run(context.Background(), append([]string{"-C", dir, "-f", "my-lab.yaml"}, args...), &out, &errb)
 		os.Chdir(wd)
 		if code != 0 {
-			t.Fatalf("%v: exit %d\n%s", args, code, out.String())
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out.String(), errb.String())
 		}
-		return out.String()
+		return out.String(), errb.String()
 	}
 	cause := "cannot read access.pullSecretFile (my-lab.yaml:3) names " + filepath.Join(dir, "gone.json") + ": no such file or directory"
-	if out := cli("explain", "manifests/cluster/pull-secret"); !strings.Contains(out, "error: "+cause) {
-		t.Errorf("explain does not name the cause with my-lab.yaml:3:\n%s", out)
+	if out, errs := cli("explain", "manifests/cluster/pull-secret"); !strings.Contains(out+errs, "error: "+cause) {
+		t.Errorf("explain does not name the cause with my-lab.yaml:3:\n%s%s", out, errs)
 	}
 	var rep statusReport
-	if err := json.Unmarshal([]byte(cli("status", "--json", "release", "manifests")), &rep); err != nil {
+	out, _ := cli("status", "--json", "release", "manifests")
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
 	blocked := 0

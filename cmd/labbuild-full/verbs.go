@@ -117,7 +117,7 @@ objects are left alone: use labbuild destroy.`,
 		"init": {
 			usage:    "labbuild init [-f lab.yaml] [--sno]",
 			short:    "write a commented lab.yaml with every default",
-			long:     "Writes the embedded default lab config, commented, to lab.yaml (or -f). It refuses to overwrite. -n says what it would write. --sno writes a single-node lab instead: master-0 alone, with no bootstrap and no worker, at the single-node minimums (8 vCPUs, 16 GiB, a 120 GiB disk), bootstrapped in place (docs/sno.md).",
+			long:     "Writes the embedded default lab config, commented, to lab.yaml (or -f): a lab of the newest release labbuild builds (OpenShift 4.22). Another release, OpenShift or OKD, is another release.image; init says how. It refuses to overwrite. -n says what it would write. --sno writes a single-node lab instead: master-0 alone, with no bootstrap and no worker, at the single-node minimums (8 vCPUs, 16 GiB, a 120 GiB disk), bootstrapped in place (docs/sno.md).",
 			examples: []string{"labbuild init && $EDITOR lab.yaml", "labbuild init --sno"},
 			flags:    []string{"dry-run", "sno"},
 			noArgs:   true,

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/labbuild/labbuild/render/releases"
 	"net"
 	"net/url"
 	"os"
@@ -514,7 +515,9 @@ func mcoImageReferences(images map[string]string, osurl map[string][]byte) ([]by
 	if err != nil {
 		return nil, err
 	}
-	if err := mco.CheckImageReferences(b); err != nil {
+	// The tags release-4.18's bootstrap requires: the images.json keys above are 4.18's.
+	r418, _ := releases.Named("4.18")
+	if err := mco.CheckImageReferences(b, r418.MCORequiredTags); err != nil {
 		return nil, fmt.Errorf("rehearsal: MCO stand-in: images.json: %w", err)
 	}
 	return b, nil

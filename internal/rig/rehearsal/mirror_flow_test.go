@@ -90,7 +90,7 @@ func (r *rig) startUpstream(t *testing.T) *upstreamRegistry {
 	})}
 	go u.srv.Serve(ln)
 	t.Cleanup(u.stop)
-	bin, err := payload.BuildStandin(context.Background(), repo.Root())
+	bin, err := payload.BuildStandin(context.Background(), repo.Root(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"github.com/labbuild/labbuild/render/releases"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -121,7 +122,8 @@ func TestMCOImagesRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := mco.CheckImageReferences(refs); err != nil {
+	r418, _ := releases.Named("4.18")
+	if err := mco.CheckImageReferences(refs, r418.MCORequiredTags); err != nil {
 		t.Error(err)
 	}
 	if images["releaseVersion"] != "4.18.0" || !strings.Contains(string(refs), spec("rhel-coreos")) {
