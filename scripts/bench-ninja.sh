@@ -78,10 +78,11 @@ for i in range(int(sys.argv[1])):
   fi
   "$labbuild" -C "$d" --synthetic "$n" -q | grep -q "no work to do" || { echo "bench-ninja: labbuild null build did work" >&2; exit 1; }
   ninja -C "$d" | grep -q "no work to do" || { echo "bench-ninja: ninja null build did work" >&2; exit 1; }
-  # The stamp: a null build by the full binary, then the front must replay it (a file newer
-  # than 20 ms before a run is racy and not stamped: wait, as a user between commands).
+  # The stamp: a null build by the full binary, then the front must replay it. A file changed
+  # within cache.RacyWindow (2 s) of a run is racy: its bytes are hashed until the front settles
+  # the stamp, so wait past the window, as a user between commands.
   for _ in 1 2 3; do
-    sleep 0.1
+    sleep 2.1
     why=$(LABBUILD_FRONT=explain "$labbuild" -C "$d" --synthetic "$n" -q 2>&1 >/dev/null | grep "front:" || true)
     [ -z "$why" ] && break
   done

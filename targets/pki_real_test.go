@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/labbuild/labbuild/targets/csr"
 	"io"
 	"net/http"
 	"strings"
@@ -133,7 +134,9 @@ func TestPKIKubeAPIServer(t *testing.T) {
 		"--etcd-cafile=" + l.path("pki/ca/etcd-signer", "tls.crt"),
 		"--etcd-certfile=" + l.path("pki/cert/etcd-client", "tls.crt"),
 		"--etcd-keyfile=" + l.path("pki/key/etcd-client", "tls.key"),
-		"--client-ca-file=" + l.path("pki/ca/kubernetes", "tls.crt"),
+		// The bootstrap pod's client CA bundle (render/manifests pods.go): the kubernetes CA,
+		// the kubelet signer and the kubelet bootstrap signer (issue 38 #10).
+		"--client-ca-file=" + l.path("pki/bundle/kube-apiserver-client-ca", "ca-bundle.crt"),
 		"--tls-cert-file=" + l.path("pki/cert/kube-apiserver", "tls.crt"),
 		"--tls-private-key-file=" + l.path("pki/key/kube-apiserver", "tls.key"),
 		"--kubelet-client-certificate=" + l.path("pki/cert/kube-apiserver-kubelet-client", "tls.crt"),
@@ -198,6 +201,10 @@ func pkiUser(user string) string {
 	switch user {
 	case "admin":
 		return "system:admin"
+	case "system:bootstrapper":
+		// The entry keeps its name; the certificate is the node-bootstrapper service account's
+		// since issue 38 #10, as the installer's bootstrap credential authenticates.
+		return csr.NodeBootstrapperSA
 	}
 	return user
 }
