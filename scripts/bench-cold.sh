@@ -20,9 +20,13 @@ labbuild=${LABBUILD:-$root/labbuild}
 if [ ! -x "$work/ref/labbuild" ]; then
   mkdir -p "$work/ref/src"
   git -C "$root" archive "$ref" | tar -x -C "$work/ref/src"
-  (cd "$work/ref/src" && CGO_ENABLED=0 go build -o "$work/ref/labbuild" ./cmd/labbuild-full)
+  # The whole CLI was cmd/labbuild before the binaries were named as their folders (issue 34).
+  full=./cmd/labbuild-full
+  [ -d "$work/ref/src/cmd/labbuild-full" ] || full=./cmd/labbuild
+  (cd "$work/ref/src" && CGO_ENABLED=0 go build -o "$work/ref/labbuild" "$full")
 fi
-[ -f "$work/sample/lab.yaml" ] || (cd "$root" && go run ./cmd/labbuild-sample -out "$work/sample")
+# The 4.18 sample: the reference commit builds only 4.18.
+[ -f "$work/sample/lab.yaml" ] || (cd "$root" && go run ./cmd/labbuild-sample -release 4.18 -out "$work/sample")
 one() { # name binary: one cold build, appends "name wall user sys maxrss_kb" to times
   rm -rf "$work/out-$1"
   /usr/bin/time -f "$1 %e %U %S %M" -a -o "$work/times" "$2" -f "$work/sample/lab.yaml" -o "$work/out-$1" -q >/dev/null 2>"$work/err-$1" ||
