@@ -166,22 +166,8 @@ func CoreOSBootImages(version string, img RHCOSImage) ([]byte, error) {
 		return nil, err
 	}
 	var b bytes.Buffer
-	b.WriteString(`apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: coreos-bootimages
-  namespace: openshift-machine-config-operator
-  annotations:
-    include.release.openshift.io/ibm-cloud-managed: "true"
-    include.release.openshift.io/self-managed-high-availability: "true"
-    include.release.openshift.io/single-node-developer: "true"
-data:
-  releaseVersion: ` + version + `
-  stream: |
-`)
-	for _, l := range strings.Split(string(js), "\n") {
-		b.WriteString("    " + l + "\n")
-	}
+	b.WriteString(bootimagesHead(version))
+	indent(&b, js)
 	return b.Bytes(), nil
 }
 

@@ -248,19 +248,7 @@ func CoreOSBootImagesOf(shared string, r Release, version string, img RHCOSImage
 		}
 	}
 	var buf bytes.Buffer
-	buf.WriteString(`apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: coreos-bootimages
-  namespace: openshift-machine-config-operator
-  annotations:
-    include.release.openshift.io/ibm-cloud-managed: "true"
-    include.release.openshift.io/self-managed-high-availability: "true"
-    include.release.openshift.io/single-node-developer: "true"
-data:
-  releaseVersion: ` + version + `
-  stream: |
-`)
+	buf.WriteString(bootimagesHead(version))
 	indent(&buf, first)
 	if r.Keys != nil {
 		all, err := json.MarshalIndent(streams, "", "  ")
@@ -273,6 +261,26 @@ data:
 	return buf.Bytes(), nil
 }
 
+// bootimagesHead is the release's openshift-machine-config-operator/coreos-bootimages
+// ConfigMap (what `openshift-install coreos print-stream-json` prints from) up to its
+// data.stream literal block, for version.
+func bootimagesHead(version string) string {
+	return `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: coreos-bootimages
+  namespace: openshift-machine-config-operator
+  annotations:
+    include.release.openshift.io/ibm-cloud-managed: "true"
+    include.release.openshift.io/self-managed-high-availability: "true"
+    include.release.openshift.io/single-node-developer: "true"
+data:
+  releaseVersion: ` + version + `
+  stream: |
+`
+}
+
+// indent writes js into b as the lines of a YAML literal block four spaces deep.
 func indent(b *bytes.Buffer, js []byte) {
 	for _, l := range strings.Split(string(js), "\n") {
 		b.WriteString("    " + l + "\n")

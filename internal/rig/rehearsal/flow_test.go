@@ -45,6 +45,24 @@ const killDelay = 2 * time.Second
 
 // labbuildKillAt runs labbuild args in the lab and, killDelay after kill matches a line of
 // its output, kills it with SIGKILL (as an OOM kill would: no cleanup runs).
+// nullRunThenDestroy runs `labbuild cluster` once more, which must have no work to do, then
+// `labbuild destroy`, which must succeed (t.Fatal otherwise); both are logged with their wall
+// time and peak RSS, and returned for the caller's own checks.
+func (h *flowHost) nullRunThenDestroy(t *testing.T) (third, destroy lbRun) {
+	t.Helper()
+	third = h.labbuildKillAt(nil, "cluster")
+	t.Logf("run 3: %v after %s, peak RSS %d KiB\n%s", third.err, third.wall, third.maxRSS, tail(third.out, 800))
+	if third.err != nil || !strings.Contains(third.out, "no work to do") {
+		t.Errorf("third run: want no work to do, got %v:\n%s", third.err, third.out)
+	}
+	destroy = h.labbuildKillAt(nil, "destroy")
+	t.Logf("destroy: %v after %s, peak RSS %d KiB\n%s", destroy.err, destroy.wall, destroy.maxRSS, tail(destroy.out, 2000))
+	if destroy.err != nil {
+		t.Fatalf("destroy: %v", destroy.err)
+	}
+	return third, destroy
+}
+
 func (h *flowHost) labbuildKillAt(kill *regexp.Regexp, args ...string) lbRun {
 	return h.labbuildUntil(context.Background(), kill, args...)
 }
@@ -921,17 +939,7 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	if hv2 != nil {
 		hv2.afterDone(t, r)
 	}
-	third := h.labbuildKillAt(nil, "cluster")
-	t.Logf("run 3: %v after %s, peak RSS %d KiB\n%s", third.err, third.wall, third.maxRSS, tail(third.out, 800))
-	if third.err != nil || !strings.Contains(third.out, "no work to do") {
-		t.Errorf("third run: want no work to do, got %v:\n%s", third.err, third.out)
-	}
-
-	d1 := h.labbuildKillAt(nil, "destroy")
-	t.Logf("destroy: %v after %s, peak RSS %d KiB\n%s", d1.err, d1.wall, d1.maxRSS, tail(d1.out, 2000))
-	if d1.err != nil {
-		t.Fatalf("destroy: %v", d1.err)
-	}
+	third, d1 := h.nullRunThenDestroy(t)
 	time.Sleep(time.Second) // the watch sees the domains gone and stops the nodes
 	wcancel()
 	uri := r.lv.URI("qemu:///system")

@@ -596,17 +596,7 @@ func TestSNOFlow(t *testing.T) {
 			t.Errorf("after cluster/done the node has no etcd data: %v", err)
 		}
 	}
-	third := h.labbuildKillAt(nil, "cluster")
-	t.Logf("run 3: %v after %s, peak RSS %d KiB\n%s", third.err, third.wall, third.maxRSS, tail(third.out, 800))
-	if third.err != nil || !strings.Contains(third.out, "no work to do") {
-		t.Errorf("third run: want no work to do, got %v:\n%s", third.err, third.out)
-	}
-
-	d1 := h.labbuildKillAt(nil, "destroy")
-	t.Logf("destroy: %v after %s, peak RSS %d KiB\n%s", d1.err, d1.wall, d1.maxRSS, tail(d1.out, 2000))
-	if d1.err != nil {
-		t.Fatalf("destroy: %v", d1.err)
-	}
+	third, d1 := h.nullRunThenDestroy(t)
 	time.Sleep(time.Second) // the watch sees the domain gone and stops the node
 	wcancel()
 	uri := r.lv.URI("qemu:///system")
