@@ -139,8 +139,11 @@ func TestFlowDryRunFresh(t *testing.T) {
 // the nodes pull the release from network.gateway:mirror.port (the ImageDigestMirrorSet and
 // registries.conf name it), so the registry must serve and hold the payload before any node
 // boots. Every libvirt/vm/<node> — the bootstrap, the masters, the workers, and on platform
-// baremetal the workers Metal3 boots — has mirror/release and mirror/registry upstream, and
-// the plan lists both before the first VM.
+// baremetal the workers Metal3 boots — has mirror/release, mirror/registry and
+// mirror/listener upstream, and the plan lists them before the first VM. mirror/listener, the
+// registry on network.gateway, comes after libvirt/network, which gives the host that address
+// (before it, the registry could bind 127.0.0.1 only and every node's pull was refused); and
+// mirror/release does not need the lab network (the mirror fills on a host with no lab).
 func TestFlowDryRunMirror(t *testing.T) {
 	for _, platform := range []string{"", lab.PlatformBaremetal} {
 		t.Run("platform="+platform, func(t *testing.T) {
@@ -160,7 +163,7 @@ func TestFlowDryRunMirror(t *testing.T) {
 				}
 				vms = append(vms, vm)
 				up := flowUpstream(all, vm)
-				for _, m := range []string{"mirror/registry", "mirror/release"} {
+				for _, m := range []string{"mirror/registry", "mirror/release", "mirror/listener"} {
 					if !up[m] {
 						t.Errorf("%s does not depend on %s: the node would boot before the mirror serves the release it pulls", vm, m)
 					}
@@ -184,10 +187,19 @@ func TestFlowDryRunMirror(t *testing.T) {
 					first = min(first, i)
 				}
 			}
-			for _, m := range []string{"mirror/registry", "mirror/release"} {
+			for _, m := range []string{"mirror/registry", "mirror/release", "mirror/listener"} {
 				if i := slices.Index(order, m); i < 0 || i > first {
 					t.Errorf("plan %v: want %s before the first VM", order, m)
 				}
+			}
+			if !flowUpstream(all, "mirror/listener")["libvirt/network"] {
+				t.Error("mirror/listener does not depend on libvirt/network: on a fresh host the registry would start before the bridge address exists and serve 127.0.0.1 only")
+			}
+			if i, j := slices.Index(order, "libvirt/network"), slices.Index(order, "mirror/listener"); i < 0 || j < i {
+				t.Errorf("plan %v: want mirror/listener after libvirt/network", order)
+			}
+			if flowUpstream(all, "mirror/release")["libvirt/network"] {
+				t.Error("mirror/release depends on libvirt/network: filling the mirror alone would need the lab network")
 			}
 		})
 	}

@@ -199,9 +199,10 @@ func libvirtTargets(c *lab.Config, restart bool) []*engine.Target {
 		// ImageDigestMirrorSet and registries.conf the nodes get, manifests/cluster/mirror):
 		// the registry must serve and hold the payload before a node boots, so every VM —
 		// Metal3's workers too, whose ironic-python-agent and RHCOS pull from it — waits for
-		// mirror/release (which waits for mirror/registry). Issue 38 #11.
+		// mirror/release (which waits for mirror/registry) and for mirror/listener, the
+		// registry on the bridge address where the nodes pull. Issue 38 #11.
 		if c.MirrorOn() {
-			deps = append(deps, "mirror/release")
+			deps = append(deps, "mirror/release", "mirror/listener")
 		}
 		ts = append(ts, &engine.Target{
 			Name: "libvirt/vm/" + node, Doc: vmDoc,

@@ -6,10 +6,12 @@ package targets
 //
 //	mirror/credentials  the registry's user and generated password (password, htpasswd; 0600,
 //	                    sticky, never printed)
-//	mirror/registry     the registry processes on 127.0.0.1 and the lab bridge address
-//	                    (network.gateway), TLS from pki/cert/mirror, htpasswd auth; its
-//	                    storage (mirror.storage) is shared by every lab of the host and outlives
-//	                    `labbuild destroy` (External)
+//	mirror/registry     the registry on 127.0.0.1 (where labbuild copies), TLS from
+//	                    pki/cert/mirror, htpasswd auth; its storage (mirror.storage) is shared by
+//	                    every lab of the host and outlives `labbuild destroy` (External)
+//	mirror/listener     the same registry on the lab bridge address (network.gateway), where the
+//	                    nodes pull: a second process on the same storage, started after
+//	                    libvirt/network gives the host that address (External)
 //	mirror/release      every image of release/image-references, and the release image, copied
 //	                    into the mirror by digest (External: its Probe tells the bytes left)
 //
@@ -43,6 +45,9 @@ import (
 // network.gateway:mirror.port, labbuild at 127.0.0.1:mirror.port.
 var mirrorReads = []string{lab.MirrorStorage, lab.MirrorPort, lab.NetworkGateway}
 
+// mirrorRegistryReads are mirror/registry's: its storage and port (it serves 127.0.0.1 only).
+var mirrorRegistryReads = []string{lab.MirrorStorage, lab.MirrorPort}
+
 // mirrorPKIDeps are the mirror's CA and serving certificate (pki/ca/mirror, pki/cert/mirror).
 var mirrorPKIDeps = []string{"pki/ca/mirror-ca", "pki/cert/mirror", "pki/key/mirror"}
 
@@ -67,14 +72,33 @@ func mirrorTargets(c *lab.Config, destroyStorage bool) []*engine.Target {
 		},
 		{
 			Name: "mirror/registry",
-			Doc:  "the CNCF distribution registry on 127.0.0.1 and network.gateway at mirror.port: TLS (mirror CA), htpasswd; storage outlives destroy (--mirror deletes it)",
+			Doc:  "the CNCF distribution registry on 127.0.0.1 at mirror.port (where labbuild copies): TLS (mirror CA), htpasswd; storage outlives destroy (--mirror deletes it)",
 			Deps: append([]string{"mirror/credentials"}, mirrorPKIDeps...),
-			// Reads "release.image" nowhere: the registry does not depend on the release.
-			Reads:   mirrorReads,
-			Version: 1, External: true,
+			// Reads "release.image" nowhere: the registry does not depend on the release. Nor
+			// does it need the lab network: building mirror/release alone (filling the mirror
+			// on a host with no lab yet) starts only this. Version 2: the bridge listener moved
+			// to mirror/listener; the rebuild stops a version-1 record's bridge process.
+			Reads:   mirrorRegistryReads,
+			Version: 2, External: true,
 			Run: mirrorRegistryRun, Probe: mirrorRegistryProbe,
 			Destroy: func(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) {
 				return mirrorRegistryDestroy(s, destroyStorage)
+			},
+		},
+		{
+			Name: "mirror/listener",
+			Doc:  "the mirror registry on the lab bridge (network.gateway:mirror.port), where the nodes pull: a second process on the same storage, started once libvirt/network gives the host that address",
+			// libvirt/network makes the bridge and its address (network.gateway): a registry
+			// process can bind it only after that, so the dependency orders it; a network made
+			// anew (another gateway, a re-created bridge with another record) restarts it.
+			// mirror/registry: the same storage, and destroy --mirror (mirror/registry's
+			// Destroy) deletes it only after this process stopped (reverse dependency order).
+			Deps:    append([]string{"mirror/registry", "mirror/credentials", "libvirt/network"}, mirrorPKIDeps...),
+			Reads:   mirrorReads,
+			Version: 1, External: true,
+			Run: mirrorListenerRun, Probe: mirrorListenerProbe,
+			Destroy: func(ctx context.Context, s *engine.Step) (engine.DestroyOutcome, error) {
+				return mirrorRegistryDestroy(s, false)
 			},
 		},
 		{
@@ -121,25 +145,23 @@ func mirrorCredentialsRun(ctx context.Context, s *engine.Step) error {
 	return s.WriteFile("htpasswd", []byte(MirrorUser+":"+string(hash)+"\n"), 0o600)
 }
 
-// mirrorRecord is what mirror/registry made: one registry process per address, all on the
-// same storage.
+// mirrorRecord is what mirror/registry (127.0.0.1) or mirror/listener (the bridge address)
+// made: its registry process, on the shared storage.
 type mirrorRecord struct {
 	Storage string `json:"storage"`
 	Port    int    `json:"port"`
-	// Serving maps each listen address ("127.0.0.1", the bridge address) to its process.
+	// Serving maps the listen address ("127.0.0.1", or the bridge address) to its process.
+	// A version-1 mirror/registry record may hold both; its rebuild stops them.
 	Serving map[string]daemon.Record `json:"serving"`
-	// Bridge is the bridge address the registry should also listen on; when it was not on
-	// the host at start, Serving lacks it and the Probe starts it once it appears.
-	Bridge string `json:"bridge"`
 }
 
 // mirrorSpec is the registry as the config and its upstream targets declare it.
 type mirrorSpec struct {
-	storage, bridge string
-	port            int
-	cert, key, ca   string // paths
-	htpasswd        string // path
-	password        []byte
+	storage       string
+	port          int
+	cert, key, ca string // paths
+	htpasswd      string // path
+	password      []byte
 }
 
 func mirrorSpecOf(s *engine.Step) (mirrorSpec, error) {
@@ -150,9 +172,6 @@ func mirrorSpecOf(s *engine.Step) (mirrorSpec, error) {
 	}
 	sp.storage = lab.ExpandPath(st, "/")
 	if err := s.Value(lab.MirrorPort, &sp.port); err != nil {
-		return sp, err
-	}
-	if sp.bridge, err = s.String(lab.NetworkGateway); err != nil {
 		return sp, err
 	}
 	for _, x := range []struct {
@@ -279,14 +298,60 @@ func hostHasAddr(ip string) bool {
 	return false
 }
 
-// mirrorAddrs are the addresses the registry should serve now: loopback, and the bridge
-// address when the host has it.
-func mirrorAddrs(bridge string) []string {
-	addrs := []string{"127.0.0.1"}
-	if bridge != "" && bridge != "127.0.0.1" && hostHasAddr(bridge) {
-		addrs = append(addrs, bridge)
+// mirrorServe stops what prev ran and starts the registry on addr:sp.port for target s,
+// returning its record. distribution reads its config and certificate only at start, and
+// takes one listen address per process.
+func mirrorServe(ctx context.Context, s *engine.Step, sp mirrorSpec, addr string) (mirrorRecord, error) {
+	name := s.Target().Name
+	prog, err := mirrorProgram()
+	if err != nil {
+		return mirrorRecord{}, fmt.Errorf("%s: %w", name, err)
 	}
-	return addrs
+	prev, hadPrev, err := readRecord[mirrorRecord](s, recordFile)
+	if err != nil {
+		return mirrorRecord{}, err
+	}
+	// What ran before (another port, certificate or storage) stops first: the port is the
+	// same.
+	if hadPrev {
+		for _, d := range prev.Serving {
+			if _, err := d.Stop(5 * time.Second); err != nil {
+				return mirrorRecord{}, fmt.Errorf("%s: %w", name, err)
+			}
+		}
+	}
+	if err := os.MkdirAll(sp.storage, 0o755); err != nil {
+		return mirrorRecord{}, fmt.Errorf("%s: mirror.storage: %w", name, err)
+	}
+	tc, err := mirrorTLS(sp.ca)
+	if err != nil {
+		return mirrorRecord{}, fmt.Errorf("%s: %w", name, err)
+	}
+	scratch, err := s.Scratch()
+	if err != nil {
+		return mirrorRecord{}, err
+	}
+	// distribution reads its config once, at start: the file need not outlive this run (the
+	// certificate, key and htpasswd it names are upstream outputs and stay).
+	cfg := filepath.Join(scratch, "config-"+addr+".yml")
+	if err := os.WriteFile(cfg, mirrorRegistryConfig(sp, addr), 0o644); err != nil {
+		return mirrorRecord{}, err
+	}
+	hostport := net.JoinHostPort(addr, strconv.Itoa(sp.port))
+	d, err := daemon.Start(ctx, daemon.Spec{
+		Argv: []string{prog, "serve", cfg},
+		// Its log (a pull shows there) lives in the storage, per address and port.
+		Log: mirrorLogPath(sp.storage, addr, sp.port),
+		// OTEL exporters of distribution v3 are off: no collector runs here.
+		Env:     []string{"OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none", "OTEL_LOGS_EXPORTER=none"},
+		Ready:   func(ctx context.Context) error { return mirrorPing(ctx, tc, hostport, sp.password) },
+		Timeout: 20 * time.Second,
+	})
+	if err != nil {
+		return mirrorRecord{}, fmt.Errorf("%s: registry on %s: %w", name, hostport, err)
+	}
+	s.Logf("registry %s pid %d serves https://%s (storage %s)", filepath.Base(prog), d.PID, hostport, sp.storage)
+	return mirrorRecord{Storage: sp.storage, Port: sp.port, Serving: map[string]daemon.Record{addr: d}}, nil
 }
 
 func mirrorRegistryRun(ctx context.Context, s *engine.Step) error {
@@ -294,68 +359,62 @@ func mirrorRegistryRun(ctx context.Context, s *engine.Step) error {
 	if err != nil {
 		return err
 	}
-	prog, err := mirrorProgram()
-	if err != nil {
-		return fmt.Errorf("%s: %w", s.Target().Name, err)
-	}
-	prev, hadPrev, err := readRecord[mirrorRecord](s, recordFile)
+	rec, err := mirrorServe(ctx, s, sp, "127.0.0.1")
 	if err != nil {
 		return err
 	}
-	// What ran before (another port, certificate or storage) stops first: the ports are the
-	// same, and distribution reads its config and certificate only at start.
-	if hadPrev {
-		for _, d := range prev.Serving {
-			if _, err := d.Stop(5 * time.Second); err != nil {
-				return fmt.Errorf("%s: %w", s.Target().Name, err)
-			}
-		}
-	}
-	if err := os.MkdirAll(sp.storage, 0o755); err != nil {
-		return fmt.Errorf("%s: mirror.storage: %w", s.Target().Name, err)
-	}
-	tc, err := mirrorTLS(sp.ca)
-	if err != nil {
-		return fmt.Errorf("%s: %w", s.Target().Name, err)
-	}
-	scratch, err := s.Scratch()
+	return writeRecord(s, recordFile, rec)
+}
+
+// mirrorBridgeWait is how long mirror/listener waits for network.gateway to show on the host
+// after libvirt/network started the bridge (libvirt assigns it as the network starts).
+const mirrorBridgeWait = 10 * time.Second
+
+func mirrorListenerRun(ctx context.Context, s *engine.Step) error {
+	sp, err := mirrorSpecOf(s)
 	if err != nil {
 		return err
 	}
-	rec := mirrorRecord{Storage: sp.storage, Port: sp.port, Bridge: sp.bridge, Serving: map[string]daemon.Record{}}
-	for _, addr := range mirrorAddrs(sp.bridge) {
-		// distribution reads its config once, at start: the file need not outlive this run
-		// (the certificate, key and htpasswd it names are upstream outputs and stay).
-		cfg := filepath.Join(scratch, "config-"+addr+".yml")
-		if err := os.WriteFile(cfg, mirrorRegistryConfig(sp, addr), 0o644); err != nil {
-			return err
-		}
-		hostport := net.JoinHostPort(addr, strconv.Itoa(sp.port))
-		d, err := daemon.Start(ctx, daemon.Spec{
-			Argv: []string{prog, "serve", cfg},
-			// Its log (a pull shows there) lives in the storage, per address and port.
-			Log: mirrorLogPath(sp.storage, addr, sp.port),
-			// OTEL exporters of distribution v3 are off: no collector runs here.
-			Env:     []string{"OTEL_TRACES_EXPORTER=none", "OTEL_METRICS_EXPORTER=none", "OTEL_LOGS_EXPORTER=none"},
-			Ready:   func(ctx context.Context) error { return mirrorPing(ctx, tc, hostport, sp.password) },
-			Timeout: 20 * time.Second,
-		})
-		if err != nil {
-			for _, r := range rec.Serving {
-				r.Stop(2 * time.Second)
-			}
-			return fmt.Errorf("%s: registry on %s: %w", s.Target().Name, hostport, err)
-		}
-		rec.Serving[addr] = d
-		s.Logf("registry %s pid %d serves https://%s (storage %s)", filepath.Base(prog), d.PID, hostport, sp.storage)
+	bridge, err := s.String(lab.NetworkGateway)
+	if err != nil {
+		return err
 	}
-	if _, ok := rec.Serving[sp.bridge]; !ok {
-		s.Logf("the bridge address %s is not on this host yet (libvirt/network): serving on 127.0.0.1 only; the next build starts the bridge listener", sp.bridge)
+	deadline := time.Now().Add(mirrorBridgeWait)
+	for !hostHasAddr(bridge) {
+		if time.Now().After(deadline) {
+			// The nodes could not reach a registry anywhere else: refuse rather than serve
+			// 127.0.0.1 only and let every node's pull fail.
+			return fmt.Errorf("%s: network.gateway %s is not an address of this host after libvirt/network: the nodes pull from the mirror there, so the registry must run on the host that carries the lab bridge (libvirt.uri); check `ip -br addr` for the bridge", s.Target().Name, bridge)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	rec, err := mirrorServe(ctx, s, sp, bridge)
+	if err != nil {
+		return err
 	}
 	return writeRecord(s, recordFile, rec)
 }
 
 func mirrorRegistryProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
+	return mirrorProcessProbe(s, "")
+}
+
+func mirrorListenerProbe(ctx context.Context, s *engine.Step) (engine.ProbeResult, error) {
+	bridge, err := s.String(lab.NetworkGateway)
+	if err != nil {
+		return engine.ProbeResult{}, err
+	}
+	return mirrorProcessProbe(s, bridge)
+}
+
+// mirrorProcessProbe: Keep while the recorded process runs on its storage (and, for the
+// bridge listener, while the host still carries the bridge address it serves), else Create or
+// Update with the reason.
+func mirrorProcessProbe(s *engine.Step, bridge string) (engine.ProbeResult, error) {
 	prev, ok, err := readRecord[mirrorRecord](s, recordFile)
 	if err != nil {
 		return engine.ProbeResult{}, err
@@ -368,8 +427,15 @@ func mirrorRegistryProbe(ctx context.Context, s *engine.Step) (engine.ProbeResul
 			return engine.ProbeResult{Action: engine.Update, Reason: fmt.Sprintf("the registry on %s:%d is not running (pid %d)", addr, prev.Port, d.PID)}, nil
 		}
 	}
-	if _, ok := prev.Serving[prev.Bridge]; !ok && prev.Bridge != "" && hostHasAddr(prev.Bridge) {
-		return engine.ProbeResult{Action: engine.Update, Reason: fmt.Sprintf("the bridge address %s is up: listen there too", prev.Bridge)}, nil
+	if bridge != "" {
+		if _, ok := prev.Serving[bridge]; !ok {
+			return engine.ProbeResult{Action: engine.Update, Reason: fmt.Sprintf("the registry does not serve the bridge address %s", bridge)}, nil
+		}
+		if !hostHasAddr(bridge) {
+			// A socket bound to an address the host lost may never see a connection again
+			// (a bridge made anew): start it afresh once libvirt/network is back.
+			return engine.ProbeResult{Action: engine.Update, Reason: fmt.Sprintf("the bridge address %s is not on this host", bridge)}, nil
+		}
 	}
 	if _, err := os.Stat(prev.Storage); err != nil {
 		return engine.ProbeResult{Action: engine.Update, Reason: fmt.Sprintf("its storage %s is gone", prev.Storage)}, nil
@@ -377,9 +443,9 @@ func mirrorRegistryProbe(ctx context.Context, s *engine.Step) (engine.ProbeResul
 	return engine.ProbeResult{Action: engine.Keep}, nil
 }
 
-// mirrorRegistryDestroy stops the registry and, with destroyStorage (Lab.DestroyMirror:
-// destroy --mirror), deletes its storage too; without it the storage, shared by every lab of
-// the host, is kept.
+// mirrorRegistryDestroy stops the registry process (mirror/registry's or mirror/listener's)
+// and, with destroyStorage (Lab.DestroyMirror: destroy --mirror, mirror/registry only),
+// deletes its storage too; without it the storage, shared by every lab of the host, is kept.
 func mirrorRegistryDestroy(s *engine.Step, destroyStorage bool) (engine.DestroyOutcome, error) {
 	prev, ok, err := readRecord[mirrorRecord](s, recordFile)
 	if err != nil {

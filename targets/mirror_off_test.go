@@ -93,9 +93,10 @@ func TestMirrorOffUnchanged(t *testing.T) {
 	}
 	// The masters' and workers' Ignition is not among them: their pull secret is the rendered
 	// config's (issue 38 #1), which mco/inputs merges with the mirror's auth.
-	// Every VM waits for the mirror to hold the release (issue 38 #11); host/firewall opens its port.
+	// Every VM waits for the mirror to hold the release and to serve on the bridge (issue 38 #11,
+	// mirror/listener); host/firewall opens its port.
 	wantNew := []string{"host/firewall", "ignition/bootstrap", "libvirt/vm/bootstrap", "libvirt/vm/master-0", "libvirt/vm/master-1", "libvirt/vm/master-2", "libvirt/vm/worker-0", "libvirt/vm/worker-1", "manifests/bootstrap", "manifests/cluster/cluster-config-v1", "manifests/cluster/mirror", "manifests/cluster/proxy", "manifests/cluster/pull-secret", "manifests/cluster/user-ca-bundle",
-		"mco/controller-bootstrap", "mco/inputs", "mirror/credentials", "mirror/registry", "mirror/release", "pki/ca/mirror-ca", "pki/cert/mirror", "pki/key/mirror", "pki/key/mirror-ca"}
+		"mco/controller-bootstrap", "mco/inputs", "mirror/credentials", "mirror/listener", "mirror/registry", "mirror/release", "pki/ca/mirror-ca", "pki/cert/mirror", "pki/key/mirror", "pki/key/mirror-ca"}
 	if !slices.Equal(mirrorTargets, wantNew) {
 		t.Errorf("targets new or changed with mirror.enabled: %v, want %v", mirrorTargets, wantNew)
 	}

@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,9 +19,10 @@ import (
 )
 
 // TestMirrorPullOnMaster is issue 29's "a real runtime pulls through the mirror": a lab with
-// mirror.enabled, built by labbuild from an empty directory in the lab's namespace, so the
-// real distribution registry (mirror/registry) serves on the lab bridge (198.18.0.1:5000) and
-// holds the sample payload (mirror/release). master-0 boots from master-0.ign, whose
+// mirror.enabled, built by labbuild from an empty directory in the lab's namespace with a real
+// libvirtd, so the real distribution registry holds the sample payload (mirror/release) and
+// serves on the lab bridge libvirt/network made (198.18.0.1:5000, mirror/listener), which
+// host/firewall opens to the nodes. master-0 boots from master-0.ign, whose
 // /etc/containers/registries.conf is the MCO render's 99-master-generated-registries (from the
 // ImageDigestMirrorSet), not the bootstrap's drop-in. Its real containerd (standing in for
 // CRI-O) then pulls the pod image — by its upstream name, by digest — from the mirror, once
@@ -39,23 +37,32 @@ func TestMirrorPullOnMaster(t *testing.T) {
 	testenv.Require(t, "docker-registry")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	r := newRig(t, false)
-	storage := filepath.Join(r.work, "mirror-storage")
-	f, err := os.OpenFile(filepath.Join(r.lab, "lab.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	// The bridge address is libvirt's (libvirt/network), as on a user's host: the registry on
+	// it (mirror/listener) is started after the network, as the VMs need it.
+	pool := flowPool(t) // before newRig: its cleanup runs after libvirtd's
+	r := newRig(t, true)
+	labYAMLPath := filepath.Join(r.lab, "lab.yaml")
+	b, err := os.ReadFile(labYAMLPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(f, "mirror:\n  enabled: true\n  storage: %s\n  port: 5000\n", storage)
-	f.Close()
+	storage := filepath.Join(r.work, "mirror-storage")
+	// As TestRehearsalFlow: the pool on flowPool's tmpfs, which host/preflight's disk check reads.
+	lab := regexp.MustCompile(`(?m)^  poolPath: .*$`).ReplaceAllString(string(b), "  poolPath: "+pool)
+	lab += fmt.Sprintf("mirror:\n  enabled: true\n  storage: %s\n  port: 5000\n", storage)
+	if err := os.WriteFile(labYAMLPath, []byte(lab), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// The registries run in the lab's namespace (labbuild started them there); they end with
-	// the test, by process id (registered after newRig: runs before its namespace goes).
-	t.Cleanup(func() { killNetNS(r.labNS) })
+	// the test, by process id.
+	t.Cleanup(func() { killIn(r.labNS, "docker-registry") })
 
 	start := time.Now()
-	if out, err := r.labbuild("mirror/release", "ignition/master-0"); err != nil {
+	goals := []string{"host/firewall", "mirror/listener", "mirror/release", "ignition/master-0"}
+	if out, err := r.labbuild(goals...); err != nil {
 		t.Fatalf("labbuild: %v\n%s", err, out)
 	}
-	t.Logf("labbuild mirror/release ignition/master-0: %s", time.Since(start).Round(time.Second))
+	t.Logf("labbuild %s: %s", strings.Join(goals, " "), time.Since(start).Round(time.Second))
 
 	nd, err := r.boot("master-0")
 	if err != nil {
@@ -242,15 +249,4 @@ func fileSize(p string) int64 {
 // redactAuth hides the Basic credentials of a hosts.toml for the test log.
 func redactAuth(b []byte) string {
 	return regexp.MustCompile(`Basic [A-Za-z0-9+/=]+`).ReplaceAllString(string(b), "Basic <redacted>")
-}
-
-// killNetNS ends every process in the network namespace ns (the test's own lab namespace:
-// the registries labbuild started there), by process id.
-func killNetNS(ns string) {
-	out, _ := exec.Command("ip", "netns", "pids", ns).Output()
-	for _, f := range strings.Fields(string(out)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
 }
