@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -60,6 +61,64 @@ func startClient(ctx context.Context, r *rig, node string, fl *flowLog, created 
 		select {
 		case <-ctx.Done():
 		case <-time.After(3 * time.Second):
+		}
+	}
+}
+
+// awaitClientAnswer waits up to limit for the in-cluster client's first probe answered as
+// its ServiceAccount (both clients), and says whether one came. The flow holds the bootstrap's
+// etcd teardown on it: a real bootstrap runs for many minutes, long past the kubelet's first
+// Service list, but in the rehearsal it could leave within seconds of the pod's creation,
+// while the kubelet still refused to start the container ("services have not yet been read
+// at least once, cannot construct envvars": its Service informer backs off while the node is
+// still anonymous; TestRehearsalMirrorFlow, whose kubelets start after the mirror pulls).
+func awaitClientAnswer(ctx context.Context, nd *Node, limit time.Duration) bool {
+	// The container's log as the kubelet writes it on the node (CRI format: time, stream,
+	// tag, line), read in the node's mount namespace: no API server needed before the pivot.
+	glob := fmt.Sprintf("/proc/%d/root/var/log/pods/%s_%s_*/client/*.log", nd.holder.Process.Pid, clientNS, clientPodName)
+	deadline := time.Now().Add(limit)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		files, _ := filepath.Glob(glob)
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			if probes, _ := ParseClientLog(criLogLines(b)); firstOK(probes) != nil {
+				return true
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+	return false
+}
+
+// criLogLines is the text of a CRI container log file (each line "<time> <stream> <P|F>
+// <text>", the kubelet's /var/log/pods format): the texts, one a line.
+func criLogLines(b []byte) string {
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if parts := strings.SplitN(l, " ", 4); len(parts) == 4 {
+			lines = append(lines, parts[3])
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestCRILogLines: a probe answered in the CRI file is found; the prefix is not part of it.
+func TestCRILogLines(t *testing.T) {
+	for _, c := range []struct {
+		log  string
+		want bool
+	}{
+		{"2026-11-29T09:30:33.1Z stdout F probe 1 1764408633 fresh=[system:serviceaccount:default:default] proxy=[system:serviceaccount:default:default]\n", true},
+		{"2026-11-29T09:30:33.1Z stdout F probe 1 1764408633 fresh=[Unable to connect] proxy=[system:serviceaccount:default:default]\n", false},
+		{"probe 1 1764408633 fresh=[system:serviceaccount:default:default] proxy=[system:serviceaccount:default:default]\n", false},
+		{"", false},
+	} {
+		probes, _ := ParseClientLog(criLogLines([]byte(c.log)))
+		if got := firstOK(probes) != nil; got != c.want {
+			t.Errorf("%q: answered %v, want %v", c.log, got, c.want)
 		}
 	}
 }

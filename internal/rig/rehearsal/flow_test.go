@@ -678,6 +678,14 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 			if node != masters[0] {
 				return
 			}
+			if node == r.clientNode {
+				// The in-cluster client must be seen before the pivot (client_test.go).
+				if awaitClientAnswer(wctx, nd, 3*time.Minute) {
+					fl.logf("etcd teardown stand-in: the in-cluster client answered before the pivot")
+				} else {
+					fl.logf("etcd teardown stand-in: the in-cluster client did not answer within 3 min; tearing down")
+				}
+			}
 			if err := EtcdTeardownStandin(wctx, nd, r.bins["etcdctl"], r.clients, fl.logf); err == nil {
 				teardownDone.Store(true)
 				fl.logf("etcd teardown stand-in: no etcd-bootstrap member")
