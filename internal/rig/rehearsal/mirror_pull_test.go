@@ -47,8 +47,11 @@ func TestMirrorPullOnMaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	storage := filepath.Join(r.work, "mirror-storage")
-	// As TestRehearsalFlow: the pool on flowPool's tmpfs, which host/preflight's disk check reads.
+	// As TestRehearsalFlow: the guests touch little of their memory and disk here (the pool on
+	// flowPool's tmpfs, which host/preflight's disk check reads; libvirt/network needs it).
 	lab := regexp.MustCompile(`(?m)^  poolPath: .*$`).ReplaceAllString(string(b), "  poolPath: "+pool)
+	lab = strings.Replace(lab, "  domainType: qemu\n", "  domainType: qemu\n  memoryOvercommit: true\n", 1)
+	lab += "sizes:\n  bootstrap: {diskGiB: 20}\n  master: {diskGiB: 20}\n"
 	lab += fmt.Sprintf("mirror:\n  enabled: true\n  storage: %s\n  port: 5000\n", storage)
 	if err := os.WriteFile(labYAMLPath, []byte(lab), 0o644); err != nil {
 		t.Fatal(err)
