@@ -614,8 +614,10 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 	}
 	up := func(node string) {
 		fl.logf("domain %s running: node starts", node)
-		if topo.mirror && node == "bootstrap" && upstreamStopped.CompareAndSwap(false, true) {
-			// mirror/release copied the release before any VM: the upstream goes away.
+		if topo.mirror && upstreamStopped.CompareAndSwap(false, true) {
+			// mirror/release copied the release before any VM: the upstream goes away as the
+			// first domain starts (not only the bootstrap's: under load the masters' can come
+			// first), so every node's pull happens without it.
 			upstream.stop()
 			fl.logf("upstream stopped: the release's registry %s no longer serves", upstream.Host)
 		}

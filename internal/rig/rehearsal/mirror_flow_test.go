@@ -238,10 +238,10 @@ func mirrorRequests(log string, offset int64, ip, digest string) (int, error) {
 
 // TestRehearsalMirrorFlow is TestRehearsalFlow for one master and one worker with
 // mirror.enabled (issue 38, stall 11): `labbuild cluster` starts the mirror and copies the
-// release into it before any VM; when the bootstrap's domain starts the upstream registry
-// stops; every image master-0's and worker-0's kubelets pull is pulled
-// from the mirror (the mirror's log shows each node's request), and the flow reaches
-// cluster/done as the others do.
+// release into it before any VM, and serves it on the lab bridge (mirror/listener, after
+// libvirt/network); when the first domain starts the upstream registry stops; every image
+// master-0's and worker-0's kubelets pull is pulled from the mirror (the mirror's log shows
+// each node's request), and the flow reaches cluster/done as the others do.
 func TestRehearsalMirrorFlow(t *testing.T) {
 	rehearsalFlow(t, flowTopology{masters: 1, workers: 1, mirror: true})
 }
