@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,28 +47,51 @@ func applyMCOImages(ctx context.Context, r *rig, k *kube.Clients) error {
 	return err
 }
 
+// mcoRender is one in-cluster render: the pools' rendered names, and when it began reading
+// the cluster.
+type mcoRender struct {
+	Names MCORendered
+	Began time.Time
+}
+
 // runMCOStandin renders in the cluster every 10 s until a render succeeds (the inputs appear
-// as cluster/bootstrap and the CVO stand-in apply them), then sends the pools' names.
-func runMCOStandin(ctx context.Context, r *rig, fl *flowLog, done chan<- MCORendered) {
+// as cluster/bootstrap and the CVO stand-in apply them), then every 20 s, as the real render
+// and container-runtime-config controllers re-render when their inputs change: a first render
+// that ran before an input was served (an ImageDigestMirrorSet whose CRD was not yet
+// established lists as none) named another rendered config than the bootstrap's, and nothing
+// corrected it (TestRehearsalMirrorFlow at load 45: "rendered-master-… not found"). Each render
+// replaces an unread one on latest.
+func runMCOStandin(ctx context.Context, r *rig, fl *flowLog, latest chan mcoRender) {
 	m := r.mcoStandin()
 	var last string
+	var prev MCORendered
 	for ctx.Err() == nil {
+		wait := 10 * time.Second
 		if k, err := r.clients(); err == nil {
+			began := time.Now()
 			got, err := m.Render(ctx, k.Dynamic)
 			if err == nil {
-				fl.logf("MCO stand-in (in cluster): rendered %v from the cluster's objects", got)
-				done <- got
-				syncKubeconfigData(ctx, r, fl)
-				return
-			}
-			if s := err.Error(); s != last {
+				if !maps.Equal(got, prev) {
+					fl.logf("MCO stand-in (in cluster): rendered %v from the cluster's objects", got)
+					if prev == nil {
+						go syncKubeconfigData(ctx, r, fl)
+					}
+					prev = got
+				}
+				select {
+				case <-latest:
+				default:
+				}
+				latest <- mcoRender{Names: got, Began: began}
+				wait = 20 * time.Second
+			} else if s := err.Error(); s != last {
 				fl.logf("MCO stand-in (in cluster): %v", lastLine(s))
 				last = s
 			}
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(10 * time.Second):
+		case <-time.After(wait):
 		}
 	}
 }
