@@ -230,6 +230,7 @@ type execAction struct {
 
 // httpGetAction mirrors core/v1 HTTPGetAction.
 type httpGetAction struct {
+	Host   string `json:"host,omitempty"`
 	Path   string `json:"path,omitempty"`
 	Port   int32  `json:"port"`
 	Scheme string `json:"scheme,omitempty"`

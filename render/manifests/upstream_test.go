@@ -133,8 +133,8 @@ func renderVariants(t *testing.T) []File {
 		return func(b []byte, err error) { add(File{Name: name, Data: b}, err) }
 	}
 	pod(EtcdPodFile)(EtcdPod(imgEtcd, "198.18.0.10"))
-	pod(KubeAPIServerPodFile)(KubeAPIServerPod(imgHyperkube, "172.30.0.0/16"))
-	pod(KubeControllerManagerPodFile)(KubeControllerManagerPod(imgHyperkube, "10.128.0.0/14", 23, "172.30.0.0/16"))
+	pod(KubeAPIServerPodFile)(KubeAPIServerPod(imgHyperkube))
+	pod(KubeControllerManagerPodFile)(KubeControllerManagerPod(imgHyperkube, imgCPC, "10.128.0.0/14", 23, "172.30.0.0/16"))
 	pod(KubeSchedulerPodFile)(KubeSchedulerPod(imgHyperkube))
 	pod(CVOPodFile)(CVOPodFromPayload(cvoTemplate(t, "4.18"), imgRelease, "self-managed-high-availability"))
 	pod(KubeProxyPodFile)(KubeProxyPod(imgKubeProxy, "10.128.0.0/14"))

@@ -1,0 +1,197 @@
+package manifests
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	kubecontrolplanev1 "github.com/openshift/api/kubecontrolplane/v1"
+	openshiftcontrolplanev1 "github.com/openshift/api/openshiftcontrolplane/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// strictDecode decodes YAML b into o, failing on a field o's type lacks.
+func strictDecode(t *testing.T, name string, b []byte, o any) {
+	t.Helper()
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(o); err != nil {
+		t.Fatalf("%s: does not strict-decode into %T: %v", name, o, err)
+	}
+}
+
+// TestBootstrapConfigsDecode holds the two config files to the upstream types their readers
+// decode: openshift/kubernetes openshift-kube-apiserver/enablement GetOpenshiftConfig
+// (kubecontrolplane/v1 KubeAPIServerConfig) and the cluster-policy-controller's --config
+// (openshiftcontrolplane/v1 OpenShiftControllerManagerConfig).
+func TestBootstrapConfigsDecode(t *testing.T) {
+	kas, err := KubeAPIServerConfig("172.30.0.0/16", "10.128.0.0/14")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not Kubernetes objects (no metadata), so not in TestGolden's table.
+	golden(t, KubeAPIServerConfigFile, kas)
+	var kc kubecontrolplanev1.KubeAPIServerConfig
+	strictDecode(t, KubeAPIServerConfigFile, kas, &kc)
+	if kc.Kind != "KubeAPIServerConfig" || kc.APIVersion != "kubecontrolplane.config.openshift.io/v1" {
+		t.Errorf("%s: %s %s", KubeAPIServerConfigFile, kc.APIVersion, kc.Kind)
+	}
+	if kc.ServicesSubnet != "172.30.0.0/16" || kc.ServingInfo.BindAddress != "0.0.0.0:6443" {
+		t.Errorf("%s: servicesSubnet %q, bindAddress %q", KubeAPIServerConfigFile, kc.ServicesSubnet, kc.ServingInfo.BindAddress)
+	}
+	var rea struct {
+		RestrictedCIDRs []string `json:"restrictedCIDRs"`
+	}
+	if err := json.Unmarshal(kc.AdmissionConfig.PluginConfig["network.openshift.io/RestrictedEndpointsAdmission"].Configuration.Raw, &rea); err != nil ||
+		!slices.Equal(rea.RestrictedCIDRs, []string{"172.30.0.0/16", "10.128.0.0/14"}) {
+		t.Errorf("RestrictedEndpointsAdmission restrictedCIDRs %v (%v), want the service and cluster networks", rea.RestrictedCIDRs, err)
+	}
+	cpc, err := ClusterPolicyControllerConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, ClusterPolicyControllerConfigFile, cpc)
+	var cc openshiftcontrolplanev1.OpenShiftControllerManagerConfig
+	strictDecode(t, ClusterPolicyControllerConfigFile, cpc, &cc)
+	if cc.ServingInfo.BindAddress != "127.0.0.1:10357" || cc.ServingInfo.CertFile == "" || cc.ServingInfo.ClientCA == "" {
+		t.Errorf("%s: servingInfo %+v", ClusterPolicyControllerConfigFile, cc.ServingInfo)
+	}
+	for _, f := range []string{cc.ServingInfo.CertFile, cc.ServingInfo.KeyFile, cc.ServingInfo.ClientCA} {
+		if _, ok := NodePathOf(f); !ok {
+			t.Errorf("%s: %s is no bootstrap secret", ClusterPolicyControllerConfigFile, f)
+		}
+	}
+}
+
+// TestOpenShiftBootstrapPodsShape compares the bootstrap kube-apiserver and
+// kube-controller-manager pods with the installer's (release-4.18):
+// cluster-kube-apiserver-operator bindata/bootkube/bootstrap-manifests/kube-apiserver-pod.yaml
+// (--openshift-config=/etc/kubernetes/config/<file>, the "config" hostPath volume at
+// /etc/kubernetes/config) and cluster-kube-controller-manager-operator
+// bindata/bootkube/bootstrap-manifests/kube-controller-manager-pod.yaml (its
+// cluster-policy-controller container: command, --config, --namespace, downward-API env,
+// port 10357, HTTPS healthz probes on localhost, the config mount).
+func TestOpenShiftBootstrapPodsShape(t *testing.T) {
+	kas, err := KubeAPIServerPod(imgHyperkube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcm, err := KubeControllerManagerPod(imgHyperkube, imgCPC, "10.128.0.0/14", 23, "172.30.0.0/16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode := func(b []byte) corev1.Pod {
+		var p corev1.Pod
+		if err := yaml.UnmarshalStrict(b, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	kasPod, kcmPod := decode(kas), decode(kcm)
+	ctr := func(p corev1.Pod, name string) corev1.Container {
+		for _, c := range p.Spec.Containers {
+			if c.Name == name {
+				return c
+			}
+		}
+		t.Fatalf("pod %s has no container %s", p.Name, name)
+		return corev1.Container{}
+	}
+	hasMount := func(p corev1.Pod, c corev1.Container) bool {
+		for _, m := range c.VolumeMounts {
+			if m.MountPath != ConfigMountPath || !m.ReadOnly {
+				continue
+			}
+			for _, v := range p.Spec.Volumes {
+				if v.Name == m.Name && v.HostPath != nil && v.HostPath.Path == BootstrapConfigsDir {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	cpc := ctr(kcmPod, "cluster-policy-controller")
+	env := map[string]string{}
+	for _, e := range cpc.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	probesOK := true
+	for _, p := range []*corev1.Probe{cpc.LivenessProbe, cpc.ReadinessProbe} {
+		probesOK = probesOK && p != nil && p.HTTPGet != nil && p.HTTPGet.Port.IntValue() == 10357 &&
+			p.HTTPGet.Scheme == corev1.URISchemeHTTPS && p.HTTPGet.Host == "localhost" && p.HTTPGet.Path == "healthz"
+	}
+	tests := []struct {
+		what string
+		ok   bool
+	}{
+		{"kube-apiserver: first flag --openshift-config", ctr(kasPod, "kube-apiserver").Args[0] == "--openshift-config=/etc/kubernetes/config/"+KubeAPIServerConfigFile},
+		{"kube-apiserver: config volume mounted read-only", hasMount(kasPod, ctr(kasPod, "kube-apiserver"))},
+		{"kcm: two containers, kube-controller-manager first", len(kcmPod.Spec.Containers) == 2 && kcmPod.Spec.Containers[0].Name == "kube-controller-manager"},
+		{"cpc: image", cpc.Image == imgCPC},
+		{"cpc: command", slices.Equal(cpc.Command, []string{"cluster-policy-controller", "start"})},
+		{"cpc: --config", slices.Contains(cpc.Args, "--config=/etc/kubernetes/config/"+ClusterPolicyControllerConfigFile)},
+		{"cpc: --namespace from the downward API", slices.Contains(cpc.Args, "--namespace=$(POD_NAMESPACE)") &&
+			env["POD_NAMESPACE"] == "metadata.namespace" && env["POD_NAME"] == "metadata.name"},
+		{"cpc: --kubeconfig", slices.Contains(cpc.Args, "--kubeconfig="+KubeconfigsDir+"/localhost.kubeconfig")},
+		{"cpc: port 10357", len(cpc.Ports) == 1 && cpc.Ports[0].ContainerPort == 10357},
+		{"cpc: HTTPS healthz probes on localhost:10357", probesOK},
+		{"cpc: config volume mounted read-only", hasMount(kcmPod, cpc)},
+	}
+	for _, tc := range tests {
+		if !tc.ok {
+			t.Errorf("%s: differs from the installer's bootstrap pod", tc.what)
+		}
+	}
+}
+
+// TestKubeAPIServerConfigSaidOnce checks that no setting is said both on the bootstrap
+// kube-apiserver's command line and in its --openshift-config file. openshift/kubernetes parses
+// the file's flags after the command line (cmd/kube-apiserver/app/server.go: ConfigToFlags,
+// then cmd.ParseFlags), so a flag in both is overridden (or, for a list, appended to) silently.
+// The file's flags are ConfigToFlags' (openshift-kube-apiserver/openshiftkubeapiserver/flags.go):
+// apiServerArguments, and always bind-address, secure-port and service-cluster-ip-range.
+func TestKubeAPIServerConfigSaidOnce(t *testing.T) {
+	b, err := KubeAPIServerConfig("172.30.0.0/16", "10.128.0.0/14")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kc kubecontrolplanev1.KubeAPIServerConfig
+	strictDecode(t, KubeAPIServerConfigFile, b, &kc)
+	fromFile := map[string]bool{"bind-address": true, "secure-port": true, "service-cluster-ip-range": true, "admission-control-config-file": true}
+	for k := range kc.APIServerArguments {
+		fromFile[k] = true
+	}
+	pb, err := KubeAPIServerPod(imgHyperkube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p corev1.Pod
+	if err := yaml.UnmarshalStrict(pb, &p); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, a := range p.Spec.Containers[0].Args {
+		k, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		n++
+		if fromFile[k] {
+			t.Errorf("--%s is on the command line and in %s", k, KubeAPIServerConfigFile)
+		}
+	}
+	if n < 20 || !fromFile["enable-admission-plugins"] || !fromFile["authorization-mode"] {
+		t.Errorf("%d flags on the command line, file flags %v", n, fromFile)
+	}
+	if !slices.Contains(kc.APIServerArguments["enable-admission-plugins"], "security.openshift.io/SecurityContextConstraint") ||
+		!slices.Contains(kc.APIServerArguments["enable-admission-plugins"], "NodeRestriction") ||
+		!slices.Contains(kc.APIServerArguments["authorization-mode"], "SystemMasters") {
+		t.Errorf("apiServerArguments %v", kc.APIServerArguments)
+	}
+}
