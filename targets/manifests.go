@@ -83,7 +83,7 @@ func mfStaticPod(name, doc, file string, deps, reads []string, render func(s *en
 // order (the file names order them).
 var mfClusterNames = []string{"namespaces", "rbac", "infrastructure", "network-config", "network-operator",
 	"dns", "ingress", "proxy", "scheduler", "featuregate", "clusterversion", "support", "cluster-config-v1",
-	"etcd-endpoints", "etcd-signer", "pull-secret"}
+	"etcd-endpoints", "etcd-signer", "pull-secret", "cluster-policy-controller-rbac"}
 
 func manifestsTargets(c *lab.Config) []*engine.Target {
 	// The bootstrap etcd's host (a single node's master, bootstrapping in place).
@@ -274,8 +274,11 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 				return writeManifests(s, f)
 			},
 		},
-		mfCluster("namespaces", "the 10 bootstrap namespaces (openshift-etcd at run-level 0)", nil, nil,
-			func(*engine.Step) ([]manifests.File, error) { return manifests.NamespaceFiles() }),
+		// Version 2: openshift-kube-apiserver and -controller-manager at run-level 0 (issue 38 #9).
+		mfVersion(2, mfCluster("namespaces", "the 10 bootstrap namespaces (etcd, kube-apiserver and kube-controller-manager at run-level 0)", nil, nil,
+			func(*engine.Step) ([]manifests.File, error) { return manifests.NamespaceFiles() })),
+		mfCluster("cluster-policy-controller-rbac", "ClusterRoles and bindings of the bootstrap cluster-policy-controller's controllers (service accounts in openshift-infra), as KCMO's render", nil, nil,
+			func(*engine.Step) ([]manifests.File, error) { return manifests.ClusterPolicyControllerRBACFiles() }),
 		mfCluster("rbac", "ClusterRoleBindings: system:bootstrapper → node-bootstrapper and node-proxier; system:admin → node-admin", nil, nil,
 			func(*engine.Step) ([]manifests.File, error) { return manifests.RBACFiles() }),
 		mfCluster("infrastructure", "Infrastructure cluster: platform None (BareMetal with the VIPs in-cluster), API URLs, topologies (spec and status)",

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/internal/rig/rehearsal"
 	"github.com/labbuild/labbuild/internal/rig/repo"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/lab"
@@ -474,8 +476,19 @@ func mfPodArgs(t *testing.T, l *mfLab, target, file, program string) []string {
 	if strings.Join(c.Command, " ") != "hyperkube "+program {
 		t.Fatalf("%s: command %v", file, c.Command)
 	}
+	// The kube-apiserver's --openshift-config as the rehearsal plays it for the upstream
+	// kube-apiserver (internal/rig/rehearsal OpenShiftConfigArgs), from the collector's configs/.
+	in, err := rehearsal.OpenShiftConfigArgs(c.Args, func(p string) ([]byte, error) {
+		if path.Dir(p) != manifests.ConfigMountPath {
+			return nil, fmt.Errorf("%s is not in %s", p, manifests.ConfigMountPath)
+		}
+		return l.file(target, "configs/"+path.Base(p)), nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
 	var args []string
-	for _, a := range c.Args {
+	for _, a := range in {
 		k, v, _ := strings.Cut(a, "=")
 		if f, ok := manifests.NodePathOf(v); ok {
 			v = l.path(f.Target, f.File)

@@ -188,3 +188,63 @@ func OpenShiftAdmissionPlugin(name string) bool { return strings.Contains(name, 
 
 // inConfig returns the path a pod sees for config file name (a base name in BootstrapConfigsDir).
 func inConfig(name string) string { return ConfigMountPath + "/" + name }
+
+// ClusterPolicyControllerRBACFiles renders the ClusterRoles and ClusterRoleBindings of the
+// cluster-policy-controller's controllers, which run as service accounts in openshift-infra, as
+// the installer's bootstrap applies them from cluster-kube-controller-manager-operator
+// release-4.18's render (bindata/bootkube/manifests/
+// 00_namespace-security-allocation-controller-clusterrole{,binding}.yaml,
+// 00_podsecurity-admission-label-syncer-controller-clusterrole{,binding}.yaml,
+// 00_podsecurity-admission-label-privileged-namespaces-syncer-controller-clusterrole{,binding}.yaml;
+// after the pivot the operator applies the same objects from bindata/assets/kube-controller-manager).
+// Without them the bootstrap's cluster-policy-controller is refused, and namespaces get no
+// openshift.io/sa.scc.* annotations before the pivot (issue 38 #9).
+func ClusterPolicyControllerRBACFiles() ([]File, error) {
+	const prefix = "system:openshift:controller:"
+	core := []string{""}
+	events := policyRule{APIGroups: core, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}}
+	nsRW := policyRule{APIGroups: core, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "update", "watch", "patch"}}
+	roles := []struct {
+		role, sa string
+		rules    []policyRule
+	}{
+		{"namespace-security-allocation-controller", "namespace-security-allocation-controller", []policyRule{
+			{APIGroups: []string{"security.openshift.io", "security.internal.openshift.io"}, Resources: []string{"rangeallocations"}, Verbs: []string{"create", "get", "update"}},
+			nsRW, events,
+		}},
+		{"podsecurity-admission-label-syncer-controller", "podsecurity-admission-label-syncer-controller", []policyRule{
+			nsRW, events,
+			{APIGroups: core, Resources: []string{"serviceaccounts"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"security.openshift.io"}, Resources: []string{"securitycontextconstraints"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"clusterroles", "clusterrolebindings", "roles", "rolebindings"}, Verbs: []string{"get", "list", "watch"}},
+		}},
+		{"privileged-namespaces-psa-label-syncer", "privileged-namespaces-psa-label-syncer", []policyRule{
+			{APIGroups: core, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: core, Resources: []string{"namespaces"}, ResourceNames: []string{"default", "kube-system", "kube-public"}, Verbs: []string{"patch"}},
+		}},
+	}
+	var out []File
+	for _, r := range roles {
+		name := prefix + r.role
+		file := OrderRBAC + "-cluster-policy-controller-" + r.role
+		a, err := newFile(file+"-clusterrole.yaml", &clusterRole{
+			typeMeta: typeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+			Metadata: meta(name, ""),
+			Rules:    r.rules,
+		})
+		if err != nil {
+			return nil, err
+		}
+		b, err := newFile(file+"-clusterrolebinding.yaml", &clusterRoleBinding{
+			typeMeta: typeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+			Metadata: meta(name, ""),
+			RoleRef:  roleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
+			Subjects: []subject{{Kind: "ServiceAccount", Name: r.sa, Namespace: "openshift-infra"}},
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a, b)
+	}
+	return out, nil
+}

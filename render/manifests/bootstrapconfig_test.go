@@ -10,6 +10,7 @@ import (
 	kubecontrolplanev1 "github.com/openshift/api/kubecontrolplane/v1"
 	openshiftcontrolplanev1 "github.com/openshift/api/openshiftcontrolplane/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -151,6 +152,31 @@ func TestOpenShiftBootstrapPodsShape(t *testing.T) {
 			t.Errorf("%s: differs from the installer's bootstrap pod", tc.what)
 		}
 	}
+	// Their namespaces are run-level 0, as the operators' renders write them
+	// (00_openshift-kube-apiserver-ns.yaml, 00_openshift-kube-controller-manager-ns.yaml): the
+	// SCC admission skips them (openshift/kubernetes SkipRunLevelOnePlugins).
+	nss, err := NamespaceFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []corev1.Pod{kasPod, kcmPod} {
+		found := false
+		for _, f := range nss {
+			var ns corev1.Namespace
+			if err := yaml.Unmarshal(f.Data, &ns); err != nil {
+				t.Fatal(err)
+			}
+			if ns.Name == p.Namespace {
+				found = true
+				if ns.Labels["openshift.io/run-level"] != "0" {
+					t.Errorf("namespace %s of pod %s: run-level %q, want \"0\"", ns.Name, p.Name, ns.Labels["openshift.io/run-level"])
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no bootstrap namespace %s for pod %s", p.Namespace, p.Name)
+		}
+	}
 }
 
 // TestKubeAPIServerConfigSaidOnce checks that no setting is said both on the bootstrap
@@ -193,5 +219,70 @@ func TestKubeAPIServerConfigSaidOnce(t *testing.T) {
 		!slices.Contains(kc.APIServerArguments["enable-admission-plugins"], "NodeRestriction") ||
 		!slices.Contains(kc.APIServerArguments["authorization-mode"], "SystemMasters") {
 		t.Errorf("apiServerArguments %v", kc.APIServerArguments)
+	}
+}
+
+// TestClusterPolicyControllerRBAC compares the cluster-policy-controller's RBAC with
+// cluster-kube-controller-manager-operator release-4.18 bindata/bootkube/manifests/
+// 00_*-clusterrole{,binding}.yaml: each ClusterRole is bound to its controller's service
+// account in openshift-infra and grants what the controller does.
+func TestClusterPolicyControllerRBAC(t *testing.T) {
+	fs, err := ClusterPolicyControllerRBACFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string][]rbacv1.PolicyRule{}
+	bound := map[string]string{}
+	for _, f := range fs {
+		if strings.HasSuffix(f.Name, "-clusterrole.yaml") {
+			var r rbacv1.ClusterRole
+			if err := yaml.UnmarshalStrict(f.Data, &r); err != nil {
+				t.Fatal(err)
+			}
+			roles[r.Name] = r.Rules
+			continue
+		}
+		var b rbacv1.ClusterRoleBinding
+		if err := yaml.UnmarshalStrict(f.Data, &b); err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Namespace != "openshift-infra" || b.RoleRef.Name != b.Name {
+			t.Errorf("%s: subjects %+v, roleRef %+v", f.Name, b.Subjects, b.RoleRef)
+			continue
+		}
+		bound[b.Name] = b.Subjects[0].Name
+	}
+	allows := func(rules []rbacv1.PolicyRule, group, resource, name, verb string) bool {
+		for _, r := range rules {
+			if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) &&
+				(len(r.ResourceNames) == 0 || slices.Contains(r.ResourceNames, name)) {
+				return true
+			}
+		}
+		return false
+	}
+	const p = "system:openshift:controller:"
+	tests := []struct {
+		role, sa                    string
+		group, resource, name, verb string
+		want                        bool
+	}{
+		{p + "namespace-security-allocation-controller", "namespace-security-allocation-controller", "security.openshift.io", "rangeallocations", "scc-uid", "create", true},
+		{p + "namespace-security-allocation-controller", "namespace-security-allocation-controller", "", "namespaces", "x", "update", true},
+		{p + "podsecurity-admission-label-syncer-controller", "podsecurity-admission-label-syncer-controller", "security.openshift.io", "securitycontextconstraints", "", "list", true},
+		{p + "podsecurity-admission-label-syncer-controller", "podsecurity-admission-label-syncer-controller", "", "namespaces", "x", "patch", true},
+		{p + "privileged-namespaces-psa-label-syncer", "privileged-namespaces-psa-label-syncer", "", "namespaces", "kube-system", "patch", true},
+		{p + "privileged-namespaces-psa-label-syncer", "privileged-namespaces-psa-label-syncer", "", "namespaces", "openshift-etcd", "patch", false},
+	}
+	for _, tc := range tests {
+		if bound[tc.role] != tc.sa {
+			t.Errorf("%s bound to %q, want openshift-infra/%s", tc.role, bound[tc.role], tc.sa)
+		}
+		if got := allows(roles[tc.role], tc.group, tc.resource, tc.name, tc.verb); got != tc.want {
+			t.Errorf("%s: %s %s/%s %s allowed %v, want %v", tc.role, tc.verb, tc.group, tc.resource, tc.name, got, tc.want)
+		}
+	}
+	if len(roles) != 3 || len(bound) != 3 {
+		t.Errorf("%d roles, %d bindings, want 3 each", len(roles), len(bound))
 	}
 }

@@ -221,6 +221,7 @@ func TestGolden(t *testing.T) {
 		{"service-account", func() ([]File, error) { return ServiceAccountFiles(key, testPub(t, key)) }},
 		{"kubelet-signer", func() ([]File, error) { return KubeletSignerFiles(crt, key) }},
 		{"kube-apiserver-rbac", KubeAPIServerRBACFiles},
+		{"cluster-policy-controller-rbac", ClusterPolicyControllerRBACFiles},
 		{"install-manifests", func() ([]File, error) { return one(InstallManifests("labbuild", "4.18.0")) }},
 		{"ssh", func() ([]File, error) {
 			m, err := SSHMachineConfig("master", testSSHKey)

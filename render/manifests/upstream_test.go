@@ -181,6 +181,7 @@ func renderVariants(t *testing.T) []File {
 	addAll(ServiceAccountFiles(key, testPub(t, key)))
 	addAll(KubeletSignerFiles(crt, key))
 	addAll(KubeAPIServerRBACFiles())
+	addAll(ClusterPolicyControllerRBACFiles())
 	add(InstallManifests("labbuild", "4.18.0"))
 	add(SSHMachineConfig("master", testSSHKey))
 	add(SSHMachineConfig("worker", testSSHKey))
