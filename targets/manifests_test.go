@@ -103,7 +103,7 @@ func mfStandinRelease(crds map[string][]byte) []*engine.Target {
 			return s.WriteFile("pullspec", []byte(spec+"\n"), 0o644)
 		}}
 	}
-	for i, tag := range []string{"etcd", "hyperkube", "kube-proxy", "pod", "keepalived-ipfailover", "baremetal-runtimecfg", "coredns"} {
+	for i, tag := range []string{"etcd", "hyperkube", "kube-proxy", "pod", "keepalived-ipfailover", "baremetal-runtimecfg", "coredns", "cluster-policy-controller"} {
 		ts = append(ts, pull("release/image/"+tag, "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"+strings.Repeat(string(rune('a'+i)), 64)))
 	}
 	ts = append(ts, pull("release/resolve", "quay.io/openshift-release-dev/ocp-release@sha256:"+strings.Repeat("f", 64)))
@@ -246,7 +246,9 @@ func TestManifestsClusterNetworkRebuild(t *testing.T) {
 	r := l.build("manifests")
 	got := append([]string(nil), r.Built...)
 	sort.Strings(got)
-	want := []string{"manifests/bootstrap", "manifests/cluster/cluster-config-v1", "manifests/cluster/network-config",
+	// manifests/bootstrap-configs: the kube-apiserver's RestrictedEndpointsAdmission config
+	// holds the cluster network (issue 38 #9).
+	want := []string{"manifests/bootstrap", "manifests/bootstrap-configs", "manifests/cluster/cluster-config-v1", "manifests/cluster/network-config",
 		"manifests/cluster/network-operator", "manifests/kube-proxy", "manifests/static-pods/kube-controller-manager"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("rebuilt %v\nwant    %v", got, want)
