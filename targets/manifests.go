@@ -153,7 +153,8 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 		{
 			Name: "manifests/bootstrap-configs",
 			Doc: "the bootstrap control plane's config files: the kube-apiserver's --openshift-config (" + manifests.KubeAPIServerConfigFile +
-				") and the cluster-policy-controller's --config (" + manifests.ClusterPolicyControllerConfigFile + ")",
+				") and the cluster-policy-controller's --config (" + manifests.ClusterPolicyControllerConfigFile + "), with the cluster's feature gates",
+			Deps:    []string{"manifests/cluster/featuregate"},
 			Reads:   []string{lab.NetworkServiceNetwork, lab.NetworkClusterNetwork},
 			Version: 1,
 			Run: func(ctx context.Context, s *engine.Step) error {
@@ -165,11 +166,21 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 				if err != nil {
 					return err
 				}
-				kas, err := manifests.KubeAPIServerConfig(sn, cn)
+				fg, err := depFiles(s, "manifests/cluster/featuregate", "")
+				if err != nil {
+					return err
+				}
+				var gates manifests.FeatureGateStatus
+				for name, b := range fg { // one file
+					if gates, err = manifests.ParseFeatureGateStatus(b); err != nil {
+						return fmt.Errorf("%s: manifests/cluster/featuregate %s: %w", s.Target().Name, name, err)
+					}
+				}
+				kas, err := manifests.KubeAPIServerConfig(sn, cn, gates)
 				if err != nil {
 					return fmt.Errorf("%s: %w", s.Target().Name, err)
 				}
-				cpc, err := manifests.ClusterPolicyControllerConfig()
+				cpc, err := manifests.ClusterPolicyControllerConfig(gates)
 				if err != nil {
 					return fmt.Errorf("%s: %w", s.Target().Name, err)
 				}

@@ -1,6 +1,12 @@
 package manifests
 
-import "strings"
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
 
 // Bootstrap config files: manifests/bootstrap-configs writes them, the collector places them
 // under configs/, and the bootstrap Ignition writes configs/<file> to BootstrapConfigsDir/<file>,
@@ -106,20 +112,32 @@ type bindInfo struct {
 //     servicesSubnet would override the command line with an empty range);
 //   - apiServerArguments enable-admission-plugins (KubeAPIServerAdmissionPlugins) and
 //     authorization-mode (KubeAPIServerAuthorizationModes);
+//   - apiServerArguments feature-gates: the cluster's gates, FeatureGateArgs of gates
+//     (bootstrap-config-overrides.yaml feature-gates, render.go setFeatureGatesFromAccessor);
 //   - admission.pluginConfig: network.openshift.io/RestrictedEndpointsAdmission with the
 //     service and cluster networks (bootstrap-config-overrides.yaml), ExternalIPRanger and
-//     PodSecurity as defaultconfig.yaml has them, PodSecurity enforcing "privileged" as the
-//     render sets it while the OpenShiftPodSecurityAdmission feature gate is off (4.18 Default:
-//     pkg/operator/configobservation/auth SetPodSecurityAdmissionToEnforcePrivileged).
+//     PodSecurity as defaultconfig.yaml has them, PodSecurity enforcing "restricted" when the
+//     OpenShiftPodSecurityAdmission gate is enabled (TechPreviewNoUpgrade in 4.18) and
+//     "privileged" otherwise (4.18 Default), as render.go bootstrapDefaultConfig sets it
+//     (pkg/operator/configobservation/auth SetPodSecurityAdmissionToEnforceRestricted,
+//     SetPodSecurityAdmissionToEnforcePrivileged).
 //
 // Left out of defaultconfig.yaml: audit, event TTL, request limits and the other tuning flags,
 // which the bootstrap does without.
-func KubeAPIServerConfig(serviceNetwork, clusterNetwork string) ([]byte, error) {
+func KubeAPIServerConfig(serviceNetwork, clusterNetwork string, gates FeatureGateStatus) ([]byte, error) {
 	if err := checkCIDR("kube-apiserver config: service network", serviceNetwork); err != nil {
 		return nil, err
 	}
 	if err := checkCIDR("kube-apiserver config: cluster network", clusterNetwork); err != nil {
 		return nil, err
+	}
+	fg, err := FeatureGateArgs(gates)
+	if err != nil {
+		return nil, fmt.Errorf("kube-apiserver config: %w", err)
+	}
+	enforce := "privileged"
+	if slices.Contains(gates.Enabled, "OpenShiftPodSecurityAdmission") {
+		enforce = "restricted"
 	}
 	c := kubeAPIServerConfig{
 		typeMeta: typeMeta{APIVersion: "kubecontrolplane.config.openshift.io/v1", Kind: "KubeAPIServerConfig"},
@@ -135,7 +153,7 @@ func KubeAPIServerConfig(serviceNetwork, clusterNetwork string) ([]byte, error) 
 			"PodSecurity": {Configuration: map[string]any{
 				"apiVersion": "pod-security.admission.config.k8s.io/v1", "kind": "PodSecurityConfiguration",
 				"defaults": map[string]string{
-					"enforce": "privileged", "enforce-version": "latest",
+					"enforce": enforce, "enforce-version": "latest",
 					"audit": "restricted", "audit-version": "latest",
 					"warn": "restricted", "warn-version": "latest",
 				},
@@ -145,6 +163,7 @@ func KubeAPIServerConfig(serviceNetwork, clusterNetwork string) ([]byte, error) 
 		APIServerArguments: map[string][]string{
 			"enable-admission-plugins": KubeAPIServerAdmissionPlugins,
 			"authorization-mode":       KubeAPIServerAuthorizationModes,
+			"feature-gates":            fg,
 		},
 		ServicesSubnet: serviceNetwork,
 		ServingInfo:    bindInfo{BindAddress: "0.0.0.0:6443", BindNetwork: "tcp4"},
@@ -156,7 +175,28 @@ func KubeAPIServerConfig(serviceNetwork, clusterNetwork string) ([]byte, error) 
 // openshiftcontrolplane/v1 OpenShiftControllerManagerConfig that labbuild writes.
 type clusterPolicyControllerConfig struct {
 	typeMeta
-	ServingInfo bindInfo `json:"servingInfo"`
+	FeatureGates []string `json:"featureGates"`
+	ServingInfo  bindInfo `json:"servingInfo"`
+}
+
+// FeatureGateArgs lists the cluster's feature gates as the operators' renders hand them to
+// their operands: "<name>=true" for each enabled gate and "<name>=false" for each disabled one,
+// sorted by name (library-go featuregates KnownFeatures; cluster-kube-apiserver-operator and
+// cluster-kube-controller-manager-operator release-4.18 pkg/cmd/render/render.go
+// setFeatureGatesFromAccessor). A status without gates is an error.
+func FeatureGateArgs(gates FeatureGateStatus) ([]string, error) {
+	if len(gates.Enabled)+len(gates.Disabled) == 0 {
+		return nil, errors.New("the FeatureGate status lists no gates")
+	}
+	var out []string
+	for _, g := range gates.Enabled {
+		out = append(out, g+"=true")
+	}
+	for _, g := range gates.Disabled {
+		out = append(out, g+"=false")
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // ClusterPolicyControllerConfig renders the bootstrap cluster-policy-controller's --config
@@ -167,11 +207,16 @@ type clusterPolicyControllerConfig struct {
 // on). The installer serves it with the kube-control-plane signer's controller-manager client
 // pair and that signer's bundle as client CA; labbuild's bootstrap has no such signer, so the
 // controller serves the bootstrap kube-apiserver's pair (its SANs include localhost, which the
-// probes ask) and takes the kube-apiserver's client CA bundle. The installer's featureGates list
-// is not written: labbuild's bootstrap reads no feature gates for its controllers.
-func ClusterPolicyControllerConfig() ([]byte, error) {
+// probes ask) and takes the kube-apiserver's client CA bundle. featureGates are the cluster's
+// (FeatureGateArgs), as the overrides write them.
+func ClusterPolicyControllerConfig(gates FeatureGateStatus) ([]byte, error) {
+	fg, err := FeatureGateArgs(gates)
+	if err != nil {
+		return nil, fmt.Errorf("cluster-policy-controller config: %w", err)
+	}
 	c := clusterPolicyControllerConfig{
-		typeMeta: typeMeta{APIVersion: "openshiftcontrolplane.config.openshift.io/v1", Kind: "OpenShiftControllerManagerConfig"},
+		typeMeta:     typeMeta{APIVersion: "openshiftcontrolplane.config.openshift.io/v1", Kind: "OpenShiftControllerManagerConfig"},
+		FeatureGates: fg,
 		ServingInfo: bindInfo{
 			BindAddress: "127.0.0.1:10357", BindNetwork: "tcp",
 			CertFile: inPod("kube-apiserver.crt"), KeyFile: inPod("kube-apiserver.key"),

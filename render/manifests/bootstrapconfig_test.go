@@ -14,6 +14,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// testGates is a cluster's FeatureGate status with OpenShift's pod security admission off (4.18
+// Default) and one gate on.
+var testGates = FeatureGateStatus{Version: "4.18.0", Enabled: []string{"KMSv1", "AdminNetworkPolicy"}, Disabled: []string{"OpenShiftPodSecurityAdmission"}}
+
 // strictDecode decodes YAML b into o, failing on a field o's type lacks.
 func strictDecode(t *testing.T, name string, b []byte, o any) {
 	t.Helper()
@@ -33,7 +37,7 @@ func strictDecode(t *testing.T, name string, b []byte, o any) {
 // (kubecontrolplane/v1 KubeAPIServerConfig) and the cluster-policy-controller's --config
 // (openshiftcontrolplane/v1 OpenShiftControllerManagerConfig).
 func TestBootstrapConfigsDecode(t *testing.T) {
-	kas, err := KubeAPIServerConfig("172.30.0.0/16", "10.128.0.0/14")
+	kas, err := KubeAPIServerConfig("172.30.0.0/16", "10.128.0.0/14", testGates)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,13 +58,42 @@ func TestBootstrapConfigsDecode(t *testing.T) {
 		!slices.Equal(rea.RestrictedCIDRs, []string{"172.30.0.0/16", "10.128.0.0/14"}) {
 		t.Errorf("RestrictedEndpointsAdmission restrictedCIDRs %v (%v), want the service and cluster networks", rea.RestrictedCIDRs, err)
 	}
-	cpc, err := ClusterPolicyControllerConfig()
+	wantGates := []string{"AdminNetworkPolicy=true", "KMSv1=true", "OpenShiftPodSecurityAdmission=false"}
+	if got := []string(kc.APIServerArguments["feature-gates"]); !slices.Equal(got, wantGates) {
+		t.Errorf("feature-gates %v, want %v", got, wantGates)
+	}
+	// PodSecurity enforces by the OpenShiftPodSecurityAdmission gate (KAO render.go
+	// bootstrapDefaultConfig).
+	for _, tc := range []struct {
+		gates FeatureGateStatus
+		want  string
+	}{
+		{testGates, "privileged"},
+		{FeatureGateStatus{Version: "4.18.0", Enabled: []string{"OpenShiftPodSecurityAdmission"}}, "restricted"},
+	} {
+		b, err := KubeAPIServerConfig("172.30.0.0/16", "10.128.0.0/14", tc.gates)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c kubecontrolplanev1.KubeAPIServerConfig
+		strictDecode(t, KubeAPIServerConfigFile, b, &c)
+		var psa struct {
+			Defaults map[string]string `json:"defaults"`
+		}
+		if err := json.Unmarshal(c.AdmissionConfig.PluginConfig["PodSecurity"].Configuration.Raw, &psa); err != nil || psa.Defaults["enforce"] != tc.want {
+			t.Errorf("gates %v: PodSecurity enforce %q (%v), want %q", tc.gates.Enabled, psa.Defaults["enforce"], err, tc.want)
+		}
+	}
+	cpc, err := ClusterPolicyControllerConfig(testGates)
 	if err != nil {
 		t.Fatal(err)
 	}
 	golden(t, ClusterPolicyControllerConfigFile, cpc)
 	var cc openshiftcontrolplanev1.OpenShiftControllerManagerConfig
 	strictDecode(t, ClusterPolicyControllerConfigFile, cpc, &cc)
+	if !slices.Equal(cc.FeatureGates, wantGates) {
+		t.Errorf("%s: featureGates %v, want %v", ClusterPolicyControllerConfigFile, cc.FeatureGates, wantGates)
+	}
 	if cc.ServingInfo.BindAddress != "127.0.0.1:10357" || cc.ServingInfo.CertFile == "" || cc.ServingInfo.ClientCA == "" {
 		t.Errorf("%s: servingInfo %+v", ClusterPolicyControllerConfigFile, cc.ServingInfo)
 	}
@@ -186,7 +219,7 @@ func TestOpenShiftBootstrapPodsShape(t *testing.T) {
 // The file's flags are ConfigToFlags' (openshift-kube-apiserver/openshiftkubeapiserver/flags.go):
 // apiServerArguments, and always bind-address, secure-port and service-cluster-ip-range.
 func TestKubeAPIServerConfigSaidOnce(t *testing.T) {
-	b, err := KubeAPIServerConfig("172.30.0.0/16", "10.128.0.0/14")
+	b, err := KubeAPIServerConfig("172.30.0.0/16", "10.128.0.0/14", testGates)
 	if err != nil {
 		t.Fatal(err)
 	}

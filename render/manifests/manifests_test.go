@@ -306,8 +306,12 @@ func TestErrors(t *testing.T) {
 		{"tag image", "not a digest", func() error { _, err := EtcdPod("quay.io/x/etcd:4.18", "10.0.0.1"); return err }},
 		{"empty image", "empty image", func() error { _, err := KubeSchedulerPod(""); return err }},
 		{"bad bootstrap ip", "bootstrap IP", func() error { _, err := EtcdPod(imgEtcd, "bootstrap"); return err }},
-		{"bad cidr", "service network", func() error { _, err := KubeAPIServerConfig("172.30.0.1/16", "10.128.0.0/14"); return err }},
-		{"bad cluster cidr", "cluster network", func() error { _, err := KubeAPIServerConfig("172.30.0.0/16", "10.128.0.0"); return err }},
+		{"bad cidr", "service network", func() error { _, err := KubeAPIServerConfig("172.30.0.1/16", "10.128.0.0/14", testGates); return err }},
+		{"bad cluster cidr", "cluster network", func() error { _, err := KubeAPIServerConfig("172.30.0.0/16", "10.128.0.0", testGates); return err }},
+		{"no gates", "lists no gates", func() error {
+			_, err := ClusterPolicyControllerConfig(FeatureGateStatus{Version: "4.18.0"})
+			return err
+		}},
 		{"tag cpc image", "cluster-policy-controller", func() error {
 			_, err := KubeControllerManagerPod(imgHyperkube, "quay.io/x/cpc:4.18", "10.128.0.0/14", 23, "172.30.0.0/16")
 			return err

@@ -20,9 +20,10 @@ const OpenShiftConfigFlag = "--openshift-config"
 // OpenShiftConfigDropped lists, by flag, what the rehearsal's upstream kube-apiserver cannot do
 // of what OpenShift's does with --openshift-config; docs/rehearsal.md's table repeats it.
 var OpenShiftConfigDropped = map[string]string{
-	"admission-control-config-file": "ConfigToFlags writes admission.pluginConfig to a temporary file; of its plugins upstream knows only PodSecurity, whose config enforces privileged, upstream's default (its audit and warn levels, restricted, are not played)",
+	"admission-control-config-file": "ConfigToFlags writes admission.pluginConfig to a temporary file; of its plugins upstream knows only PodSecurity, whose config enforces privileged with the Default feature set, upstream's default (its restricted audit and warn levels, and restricted enforcement under TechPreviewNoUpgrade, are not played)",
 	"enable-admission-plugins":      "OpenShift's group-qualified plugins (the SCC admission among them) are registered only by openshift/kubernetes; the upstream ones stay",
 	"authorization-mode":            "Scope and SystemMasters are OpenShift's authorizers; upstream authorizes system:masters implicitly, and no scoped OAuth token exists before the OAuth server",
+	"feature-gates":                 "the cluster's OpenShift gates: openshift/kubernetes sets the ones it knows and warns on the rest (library-go features.SetFeatureGates); upstream refuses an unknown gate, so none is passed",
 }
 
 // OpenShiftConfigArgs plays what openshift/kubernetes's kube-apiserver does with
@@ -99,6 +100,7 @@ func OpenShiftConfigArgs(args []string, read func(path string) ([]byte, error)) 
 	}
 	setIfUnset("tls-sni-cert-key", sni...)
 	// What upstream cannot do (OpenShiftConfigDropped).
+	delete(fileArgs, "feature-gates")
 	fileArgs["enable-admission-plugins"] = slices.DeleteFunc(fileArgs["enable-admission-plugins"], manifests.OpenShiftAdmissionPlugin)
 	fileArgs["authorization-mode"] = slices.DeleteFunc(fileArgs["authorization-mode"], func(m string) bool { return m == "Scope" || m == "SystemMasters" })
 	for _, k := range []string{"enable-admission-plugins", "authorization-mode"} {

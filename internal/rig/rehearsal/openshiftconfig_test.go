@@ -13,7 +13,8 @@ import (
 // KubeAPIServerConfig (render/manifests) as ConfigToFlags does, and refuses what OpenShift's
 // kube-apiserver would do silently or what upstream's cannot read.
 func TestOpenShiftConfigArgs(t *testing.T) {
-	cfg, err := manifests.KubeAPIServerConfig("172.30.0.0/16", "10.128.0.0/14")
+	cfg, err := manifests.KubeAPIServerConfig("172.30.0.0/16", "10.128.0.0/14",
+		manifests.FeatureGateStatus{Version: "4.18.0", Enabled: []string{"KMSv1"}, Disabled: []string{"OpenShiftPodSecurityAdmission"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestOpenShiftConfigArgs(t *testing.T) {
 			want: []string{"--etcd-servers=https://localhost:2379", "--service-cluster-ip-range=172.30.0.0/16",
 				"--bind-address=0.0.0.0", "--secure-port=6443", "--authorization-mode=RBAC,Node",
 				"--enable-admission-plugins=" + strings.Join(slices.DeleteFunc(slices.Clone(manifests.KubeAPIServerAdmissionPlugins), manifests.OpenShiftAdmissionPlugin), ",")},
-			notWant: []string{"--openshift-config", "--admission-control-config-file", "--tls-sni-cert-key", "--cors-allowed-origins"}},
+			notWant: []string{"--openshift-config", "--admission-control-config-file", "--tls-sni-cert-key", "--cors-allowed-origins", "--feature-gates"}},
 		{name: "no flag", args: []string{"--v=2"}, want: []string{"--v=2"}},
 		{name: "same setting twice", args: []string{flag, "--secure-port=6443"}, file: cfg, want: []string{"--secure-port=6443"}},
 		{name: "conflict", args: []string{flag, "--service-cluster-ip-range=10.96.0.0/12"}, file: cfg, err: "--service-cluster-ip-range is on the command line"},
