@@ -259,6 +259,8 @@ func ignBootstrapInput(c *lab.Config, s *engine.Step, boot string) (ignition.Boo
 			in.Files = append(in.Files, ignition.File{Path: ignition.BootstrapStaticPodResources + "/" + strings.TrimPrefix(rel, "resources/"), Mode: ignition.ModeFile, Contents: b})
 		case rel == "crio/00-pause.conf":
 			in.CRIOPause = b
+		case dir == "configs/":
+			in.Files = append(in.Files, ignition.File{Path: manifests.BootstrapConfigsDir + "/" + file, Mode: ignition.ModeFile, Contents: b})
 		case dir == "manifests/":
 			mode, err := ignDepMode(s, "manifests/bootstrap", rel)
 			if err != nil {
@@ -266,7 +268,7 @@ func ignBootstrapInput(c *lab.Config, s *engine.Step, boot string) (ignition.Boo
 			}
 			in.Files = append(in.Files, ignition.File{Path: manifests.ManifestsDir + "/" + file, Mode: mode, Contents: b})
 		default:
-			return in, fmt.Errorf("%s: manifests/bootstrap output %q has no place on the bootstrap node (want static-pods/, manifests/, resources/ or crio/00-pause.conf)", s.Target().Name, rel)
+			return in, fmt.Errorf("%s: manifests/bootstrap output %q has no place on the bootstrap node (want static-pods/, manifests/, resources/, configs/ or crio/00-pause.conf)", s.Target().Name, rel)
 		}
 	}
 	nodeFiles := append(append([]manifests.NodeFile{}, manifests.BootstrapTLSPaths...), manifests.BootstrapKubeconfigPaths...)

@@ -28,6 +28,8 @@ import (
 //	                       release/crds (0000_...), then 01 namespaces, 02 config singletons,
 //	                       03 RBAC, 04 ConfigMaps and Secrets
 //	crio/00-pause.conf   → /etc/crio/crio.conf.d/00-pause.conf
+//	configs/<file>       → /etc/kubernetes/bootstrap-configs/<file> (the kube-apiserver's and
+//	                       the cluster-policy-controller's config files)
 //	resources/<dir>/<f>  → /etc/kubernetes/static-pod-resources/<dir>/<f> (in-cluster VIPs:
 //	                       the keepalived and coredns templates of the MCO bootstrap render)
 //
@@ -81,7 +83,7 @@ func mfStaticPod(name, doc, file string, deps, reads []string, render func(s *en
 // order (the file names order them).
 var mfClusterNames = []string{"namespaces", "rbac", "infrastructure", "network-config", "network-operator",
 	"dns", "ingress", "proxy", "scheduler", "featuregate", "clusterversion", "support", "cluster-config-v1",
-	"etcd-endpoints", "etcd-signer", "pull-secret"}
+	"etcd-endpoints", "etcd-signer", "pull-secret", "cluster-policy-controller-rbac"}
 
 func manifestsTargets(c *lab.Config) []*engine.Target {
 	// The bootstrap etcd's host (a single node's master, bootstrapping in place).
@@ -119,24 +121,26 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 				}
 				return manifests.EtcdPod(img, ip)
 			})),
-		// Version 2: the kubelet signer's client and kubelet CAs (issue 24).
-		mfVersion(2, mfStaticPod("manifests/static-pods/kube-apiserver", "bootstrap kube-apiserver static pod", manifests.KubeAPIServerPodFile,
-			[]string{"release/image/hyperkube"}, []string{lab.NetworkServiceNetwork}, func(s *engine.Step) ([]byte, error) {
+		// Version 2: the kubelet signer's client and kubelet CAs (issue 24). Version 3:
+		// --openshift-config (issue 38 #9); the service network is in the config.
+		mfVersion(3, mfStaticPod("manifests/static-pods/kube-apiserver", "bootstrap kube-apiserver static pod", manifests.KubeAPIServerPodFile,
+			[]string{"release/image/hyperkube"}, nil, func(s *engine.Step) ([]byte, error) {
 				img, err := depPullspec(s, "release/image/hyperkube")
 				if err != nil {
 					return nil, err
 				}
-				sn, err := s.String(lab.NetworkServiceNetwork)
-				if err != nil {
-					return nil, err
-				}
-				return manifests.KubeAPIServerPod(img, sn)
+				return manifests.KubeAPIServerPod(img)
 			})),
 		// Version 2: signs kubelet CSRs with the kubelet signer (issue 24). Version 3: its
-		// --root-ca-file is the complete server CA bundle (issue 38 #2).
-		mfVersion(3, mfStaticPod("manifests/static-pods/kube-controller-manager", "bootstrap kube-controller-manager static pod", manifests.KubeControllerManagerPodFile,
-			[]string{"release/image/hyperkube"}, netReads, func(s *engine.Step) ([]byte, error) {
+		// --root-ca-file is the complete server CA bundle (issue 38 #2). Version 4: the
+		// cluster-policy-controller container (issue 38 #9).
+		mfVersion(4, mfStaticPod("manifests/static-pods/kube-controller-manager", "bootstrap kube-controller-manager static pod (with the cluster-policy-controller)", manifests.KubeControllerManagerPodFile,
+			[]string{"release/image/hyperkube", "release/image/cluster-policy-controller"}, netReads, func(s *engine.Step) ([]byte, error) {
 				img, err := depPullspec(s, "release/image/hyperkube")
+				if err != nil {
+					return nil, err
+				}
+				cpc, err := depPullspec(s, "release/image/cluster-policy-controller")
 				if err != nil {
 					return nil, err
 				}
@@ -144,8 +148,48 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 				if err != nil {
 					return nil, err
 				}
-				return manifests.KubeControllerManagerPod(img, cn, hp, sn)
+				return manifests.KubeControllerManagerPod(img, cpc, cn, hp, sn)
 			})),
+		{
+			Name: "manifests/bootstrap-configs",
+			Doc: "the bootstrap control plane's config files: the kube-apiserver's --openshift-config (" + manifests.KubeAPIServerConfigFile +
+				") and the cluster-policy-controller's --config (" + manifests.ClusterPolicyControllerConfigFile + "), with the cluster's feature gates",
+			Deps:    []string{"manifests/cluster/featuregate"},
+			Reads:   []string{lab.NetworkServiceNetwork, lab.NetworkClusterNetwork},
+			Version: 1,
+			Run: func(ctx context.Context, s *engine.Step) error {
+				sn, err := s.String(lab.NetworkServiceNetwork)
+				if err != nil {
+					return err
+				}
+				cn, err := s.String(lab.NetworkClusterNetwork)
+				if err != nil {
+					return err
+				}
+				fg, err := depFiles(s, "manifests/cluster/featuregate", "")
+				if err != nil {
+					return err
+				}
+				var gates manifests.FeatureGateStatus
+				for name, b := range fg { // one file
+					if gates, err = manifests.ParseFeatureGateStatus(b); err != nil {
+						return fmt.Errorf("%s: manifests/cluster/featuregate %s: %w", s.Target().Name, name, err)
+					}
+				}
+				kas, err := manifests.KubeAPIServerConfig(sn, cn, gates)
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Target().Name, err)
+				}
+				cpc, err := manifests.ClusterPolicyControllerConfig(gates)
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Target().Name, err)
+				}
+				if err := s.WriteFile(manifests.KubeAPIServerConfigFile, kas, 0o644); err != nil {
+					return err
+				}
+				return s.WriteFile(manifests.ClusterPolicyControllerConfigFile, cpc, 0o644)
+			},
+		},
 		mfStaticPod("manifests/static-pods/kube-scheduler", "bootstrap kube-scheduler static pod", manifests.KubeSchedulerPodFile,
 			[]string{"release/image/hyperkube"}, nil, func(s *engine.Step) ([]byte, error) {
 				img, err := depPullspec(s, "release/image/hyperkube")
@@ -241,8 +285,11 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 				return writeManifests(s, f)
 			},
 		},
-		mfCluster("namespaces", "the 10 bootstrap namespaces (openshift-etcd at run-level 0)", nil, nil,
-			func(*engine.Step) ([]manifests.File, error) { return manifests.NamespaceFiles() }),
+		// Version 2: openshift-kube-apiserver and -controller-manager at run-level 0 (issue 38 #9).
+		mfVersion(2, mfCluster("namespaces", "the 10 bootstrap namespaces (etcd, kube-apiserver and kube-controller-manager at run-level 0)", nil, nil,
+			func(*engine.Step) ([]manifests.File, error) { return manifests.NamespaceFiles() })),
+		mfCluster("cluster-policy-controller-rbac", "ClusterRoles and bindings of the bootstrap cluster-policy-controller's controllers (service accounts in openshift-infra), as KCMO's render", nil, nil,
+			func(*engine.Step) ([]manifests.File, error) { return manifests.ClusterPolicyControllerRBACFiles() }),
 		mfCluster("rbac", "ClusterRoleBindings: system:bootstrapper → node-bootstrapper and node-proxier; system:admin → node-admin", nil, nil,
 			func(*engine.Step) ([]manifests.File, error) { return manifests.RBACFiles() }),
 		mfCluster("infrastructure", "Infrastructure cluster: platform None (BareMetal with the VIPs in-cluster), API URLs, topologies (spec and status)",
@@ -458,7 +505,7 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 
 	collectorDeps := []string{"manifests/static-pods/etcd", "manifests/static-pods/kube-apiserver",
 		"manifests/static-pods/kube-controller-manager", "manifests/static-pods/kube-scheduler",
-		"manifests/static-pods/cvo", "manifests/crio-pause", "release/crds", "manifests/kubeadmin"}
+		"manifests/static-pods/cvo", "manifests/crio-pause", "release/crds", "manifests/kubeadmin", "manifests/bootstrap-configs"}
 	for _, n := range append(mfClusterNames[:len(mfClusterNames):len(mfClusterNames)], hoClusterNames...) {
 		collectorDeps = append(collectorDeps, "manifests/cluster/"+n)
 	}
@@ -486,7 +533,7 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 	}
 	ts = append(ts, &engine.Target{
 		Name:    "manifests/bootstrap",
-		Doc:     "the bootstrap's manifest tree: static-pods/, manifests/ (CRDs first, in apply order), crio/",
+		Doc:     "the bootstrap's manifest tree: static-pods/, manifests/ (CRDs first, in apply order), crio/, configs/",
 		Deps:    collectorDeps,
 		Version: 1,
 		Run: func(ctx context.Context, s *engine.Step) error {
@@ -507,6 +554,8 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 						}
 					case dep == "manifests/crio-pause":
 						dst = "crio/" + rel
+					case dep == "manifests/bootstrap-configs":
+						dst = "configs/" + rel
 					case dep == "release/crds":
 						if !strings.HasPrefix(rel, "crds/") {
 							continue

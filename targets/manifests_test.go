@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/internal/rig/rehearsal"
 	"github.com/labbuild/labbuild/internal/rig/repo"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/lab"
@@ -101,7 +103,7 @@ func mfStandinRelease(crds map[string][]byte) []*engine.Target {
 			return s.WriteFile("pullspec", []byte(spec+"\n"), 0o644)
 		}}
 	}
-	for i, tag := range []string{"etcd", "hyperkube", "kube-proxy", "pod", "keepalived-ipfailover", "baremetal-runtimecfg", "coredns"} {
+	for i, tag := range []string{"etcd", "hyperkube", "kube-proxy", "pod", "keepalived-ipfailover", "baremetal-runtimecfg", "coredns", "cluster-policy-controller"} {
 		ts = append(ts, pull("release/image/"+tag, "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:"+strings.Repeat(string(rune('a'+i)), 64)))
 	}
 	ts = append(ts, pull("release/resolve", "quay.io/openshift-release-dev/ocp-release@sha256:"+strings.Repeat("f", 64)))
@@ -244,7 +246,9 @@ func TestManifestsClusterNetworkRebuild(t *testing.T) {
 	r := l.build("manifests")
 	got := append([]string(nil), r.Built...)
 	sort.Strings(got)
-	want := []string{"manifests/bootstrap", "manifests/cluster/cluster-config-v1", "manifests/cluster/network-config",
+	// manifests/bootstrap-configs: the kube-apiserver's RestrictedEndpointsAdmission config
+	// holds the cluster network (issue 38 #9).
+	want := []string{"manifests/bootstrap", "manifests/bootstrap-configs", "manifests/cluster/cluster-config-v1", "manifests/cluster/network-config",
 		"manifests/cluster/network-operator", "manifests/kube-proxy", "manifests/static-pods/kube-controller-manager"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("rebuilt %v\nwant    %v", got, want)
@@ -474,8 +478,19 @@ func mfPodArgs(t *testing.T, l *mfLab, target, file, program string) []string {
 	if strings.Join(c.Command, " ") != "hyperkube "+program {
 		t.Fatalf("%s: command %v", file, c.Command)
 	}
+	// The kube-apiserver's --openshift-config as the rehearsal plays it for the upstream
+	// kube-apiserver (internal/rig/rehearsal OpenShiftConfigArgs), from the collector's configs/.
+	in, err := rehearsal.OpenShiftConfigArgs(c.Args, func(p string) ([]byte, error) {
+		if path.Dir(p) != manifests.ConfigMountPath {
+			return nil, fmt.Errorf("%s is not in %s", p, manifests.ConfigMountPath)
+		}
+		return l.file(target, "configs/"+path.Base(p)), nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
 	var args []string
-	for _, a := range c.Args {
+	for _, a := range in {
 		k, v, _ := strings.Cut(a, "=")
 		if f, ok := manifests.NodePathOf(v); ok {
 			v = l.path(f.Target, f.File)

@@ -48,7 +48,7 @@ import (
 var ReleaseImageTags = []string{
 	"etcd", "hyperkube", "kube-proxy", "pod", "machine-config-operator", "cluster-config-api",
 	"cluster-version-operator", "cluster-etcd-operator", "keepalived-ipfailover", "haproxy-router",
-	"coredns", "baremetal-runtimecfg", "kube-rbac-proxy", "oauth-proxy",
+	"coredns", "baremetal-runtimecfg", "kube-rbac-proxy", "oauth-proxy", "cluster-policy-controller",
 }
 
 // releaseResolveTTL is how long a tag's resolution holds: after it, the next build asks the

@@ -83,8 +83,8 @@ type BootstrapInPlaceInput struct {
 }
 
 // Carried trees and files of the master update, as master-update.fcc lists its own: the
-// bootstrap's secrets and kubeconfigs (the carried pods mount them) and the etcd data.
-var bipTrees = []string{BootstrapSecretDir, BootstrapKubeconfigs, PathEtcdData}
+// bootstrap's secrets, kubeconfigs and configs (the carried pods mount them) and the etcd data.
+var bipTrees = []string{BootstrapSecretDir, BootstrapKubeconfigs, BootstrapConfigs, PathEtcdData}
 
 // bipPathRE is what the generated script writes into JSON without escaping.
 var bipPathRE = regexp.MustCompile(`^/[A-Za-z0-9._/@+=:-]+$`)
@@ -222,6 +222,7 @@ func bootstrapInPlaceScript(in BootstrapInPlaceInput) (string, error) {
 		{"path": PathEtcdData + "/member", "mode": ModePrivDir},
 		{"path": BootstrapSecretDir, "mode": ModePrivDir},
 		{"path": BootstrapKubeconfigs, "mode": ModePrivDir},
+		{"path": BootstrapConfigs, "mode": ModeDir},
 		{"path": PathBootstrapManifests, "mode": ModeDir},
 	})
 	if err != nil {

@@ -9,11 +9,14 @@ import (
 // Bootstrap node paths (openshift-the-hard-way stage 08 §8.2; the installer uses /opt/openshift
 // for the same purpose, installer-reference/ignition.md §3.1).
 const (
-	BootstrapDir          = "/opt/openshift"
-	BootstrapCRDDir       = "/opt/openshift/crds"
-	BootstrapManifestDir  = "/opt/openshift/manifests"
-	BootstrapSecretDir    = "/etc/kubernetes/bootstrap-secrets"
-	BootstrapKubeconfigs  = "/etc/kubernetes/kubeconfigs"
+	BootstrapDir         = "/opt/openshift"
+	BootstrapCRDDir      = "/opt/openshift/crds"
+	BootstrapManifestDir = "/opt/openshift/manifests"
+	BootstrapSecretDir   = "/etc/kubernetes/bootstrap-secrets"
+	BootstrapKubeconfigs = "/etc/kubernetes/kubeconfigs"
+	// BootstrapConfigs holds the control plane's config files (the kube-apiserver's
+	// --openshift-config; render/manifests BootstrapConfigsDir).
+	BootstrapConfigs      = "/etc/kubernetes/bootstrap-configs"
 	PathCRIOPause         = "/etc/crio/crio.conf.d/00-pause.conf"
 	PathBootkube          = "/usr/local/bin/bootkube.sh"
 	PathBootkubeDone      = "/opt/openshift/.bootkube.done"

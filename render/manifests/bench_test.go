@@ -33,9 +33,9 @@ func BenchmarkRenderAll(b *testing.B) {
 	for b.Loop() {
 		for _, f := range []func() ([]byte, error){
 			func() ([]byte, error) { return EtcdPod(imgEtcd, "192.168.126.100") },
-			func() ([]byte, error) { return KubeAPIServerPod(imgHyperkube, "172.30.0.0/16") },
+			func() ([]byte, error) { return KubeAPIServerPod(imgHyperkube) },
 			func() ([]byte, error) {
-				return KubeControllerManagerPod(imgHyperkube, "10.128.0.0/14", 23, "172.30.0.0/16")
+				return KubeControllerManagerPod(imgHyperkube, imgCPC, "10.128.0.0/14", 23, "172.30.0.0/16")
 			},
 			func() ([]byte, error) { return KubeSchedulerPod(imgHyperkube) },
 			func() ([]byte, error) { return CVOPodFromPayload(cvo, imgRelease, "self-managed-high-availability") },

@@ -55,14 +55,34 @@ var Namespaces = []string{
 
 // NamespaceFiles renders one file per namespace in Namespaces. openshift-etcd carries
 // run-level "0" and an empty node selector, as the cluster-etcd-operator's own namespace
-// manifest: its pods must start before the SCC admission exists and on any node.
+// manifest: its pods must start before the SCC admission exists and on any node. So do
+// openshift-kube-apiserver and openshift-kube-controller-manager, as the installer's bootstrap
+// applies them from the operators' renders (cluster-kube-apiserver-operator release-4.18
+// bindata/bootkube/manifests/00_openshift-kube-apiserver-ns.yaml, with PodSecurity privileged;
+// cluster-kube-controller-manager-operator bindata/bootkube/manifests/
+// 00_openshift-kube-controller-manager-ns.yaml): with --openshift-config the bootstrap
+// kube-apiserver runs the SCC admission, which skips run-level 0 and 1 namespaces
+// (openshift/kubernetes admissionenablement SkipRunLevelOnePlugins), so their mirror pods are
+// admitted before the CVO applies the SCCs (issue 38 #9). openshift-infra is privileged for
+// PodSecurity (KCMO bindata/bootkube/manifests/0000_00_namespace-openshift-infra.yaml).
 func NamespaceFiles() ([]File, error) {
+	privileged := map[string]string{"pod-security.kubernetes.io/enforce": "privileged",
+		"pod-security.kubernetes.io/audit": "privileged", "pod-security.kubernetes.io/warn": "privileged"}
 	var out []File
 	for _, ns := range Namespaces {
 		o := newNamespace(ns)
-		if ns == "openshift-etcd" {
+		switch ns {
+		case "openshift-etcd", "openshift-kube-controller-manager":
 			o.Metadata.Labels = map[string]string{"openshift.io/run-level": "0"}
 			o.Metadata.Annotations = map[string]string{"openshift.io/node-selector": ""}
+		case "openshift-kube-apiserver":
+			o.Metadata.Labels = map[string]string{"openshift.io/run-level": "0"}
+			for k, v := range privileged {
+				o.Metadata.Labels[k] = v
+			}
+			o.Metadata.Annotations = map[string]string{"openshift.io/node-selector": ""}
+		case "openshift-infra":
+			o.Metadata.Labels = privileged
 		}
 		f, err := newFile(OrderNamespaces+"-namespace-"+ns+".yaml", o)
 		if err != nil {

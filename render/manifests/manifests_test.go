@@ -32,6 +32,7 @@ const (
 	imgKubeProxy = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:3333333333333333333333333333333333333333333333333333333333333333"
 	imgPod       = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:4444444444444444444444444444444444444444444444444444444444444444"
 	imgRelease   = "quay.io/openshift-release-dev/ocp-release@sha256:5555555555555555555555555555555555555555555555555555555555555555"
+	imgCPC       = "quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:6666666666666666666666666666666666666666666666666666666666666666"
 	// A bcrypt hash of "test" (cost 10), a fixed value so the golden file is stable.
 	testHash = "$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy"
 )
@@ -135,11 +136,11 @@ func TestGolden(t *testing.T) {
 	}{
 		{"etcd", func() ([]File, error) { b, err := EtcdPod(imgEtcd, "192.168.126.100"); return pod(EtcdPodFile, b, err) }},
 		{"kube-apiserver", func() ([]File, error) {
-			b, err := KubeAPIServerPod(imgHyperkube, "172.30.0.0/16")
+			b, err := KubeAPIServerPod(imgHyperkube)
 			return pod(KubeAPIServerPodFile, b, err)
 		}},
 		{"kube-controller-manager", func() ([]File, error) {
-			b, err := KubeControllerManagerPod(imgHyperkube, "10.128.0.0/14", 23, "172.30.0.0/16")
+			b, err := KubeControllerManagerPod(imgHyperkube, imgCPC, "10.128.0.0/14", 23, "172.30.0.0/16")
 			return pod(KubeControllerManagerPodFile, b, err)
 		}},
 		{"kube-scheduler", func() ([]File, error) {
@@ -220,6 +221,7 @@ func TestGolden(t *testing.T) {
 		{"service-account", func() ([]File, error) { return ServiceAccountFiles(key, testPub(t, key)) }},
 		{"kubelet-signer", func() ([]File, error) { return KubeletSignerFiles(crt, key) }},
 		{"kube-apiserver-rbac", KubeAPIServerRBACFiles},
+		{"cluster-policy-controller-rbac", ClusterPolicyControllerRBACFiles},
 		{"install-manifests", func() ([]File, error) { return one(InstallManifests("labbuild", "4.18.0")) }},
 		{"ssh", func() ([]File, error) {
 			m, err := SSHMachineConfig("master", testSSHKey)
@@ -304,9 +306,18 @@ func TestErrors(t *testing.T) {
 		{"tag image", "not a digest", func() error { _, err := EtcdPod("quay.io/x/etcd:4.18", "10.0.0.1"); return err }},
 		{"empty image", "empty image", func() error { _, err := KubeSchedulerPod(""); return err }},
 		{"bad bootstrap ip", "bootstrap IP", func() error { _, err := EtcdPod(imgEtcd, "bootstrap"); return err }},
-		{"bad cidr", "service network", func() error { _, err := KubeAPIServerPod(imgHyperkube, "172.30.0.1/16"); return err }},
+		{"bad cidr", "service network", func() error { _, err := KubeAPIServerConfig("172.30.0.1/16", "10.128.0.0/14", testGates); return err }},
+		{"bad cluster cidr", "cluster network", func() error { _, err := KubeAPIServerConfig("172.30.0.0/16", "10.128.0.0", testGates); return err }},
+		{"no gates", "lists no gates", func() error {
+			_, err := ClusterPolicyControllerConfig(FeatureGateStatus{Version: "4.18.0"})
+			return err
+		}},
+		{"tag cpc image", "cluster-policy-controller", func() error {
+			_, err := KubeControllerManagerPod(imgHyperkube, "quay.io/x/cpc:4.18", "10.128.0.0/14", 23, "172.30.0.0/16")
+			return err
+		}},
 		{"host prefix", "host prefix 12", func() error {
-			_, err := KubeControllerManagerPod(imgHyperkube, "10.128.0.0/14", 12, "172.30.0.0/16")
+			_, err := KubeControllerManagerPod(imgHyperkube, imgCPC, "10.128.0.0/14", 12, "172.30.0.0/16")
 			return err
 		}},
 		{"no profile", "cluster.profile", func() error { _, err := CVOPodFromPayload(cvoTemplate(t, "4.18"), imgRelease, ""); return err }},
@@ -355,9 +366,9 @@ func TestRandomIDs(t *testing.T) {
 func TestPodPaths(t *testing.T) {
 	pods := map[string]func() ([]byte, error){
 		"etcd":           func() ([]byte, error) { return EtcdPod(imgEtcd, "10.0.0.1") },
-		"kube-apiserver": func() ([]byte, error) { return KubeAPIServerPod(imgHyperkube, "172.30.0.0/16") },
+		"kube-apiserver": func() ([]byte, error) { return KubeAPIServerPod(imgHyperkube) },
 		"kcm": func() ([]byte, error) {
-			return KubeControllerManagerPod(imgHyperkube, "10.128.0.0/14", 23, "172.30.0.0/16")
+			return KubeControllerManagerPod(imgHyperkube, imgCPC, "10.128.0.0/14", 23, "172.30.0.0/16")
 		},
 		"scheduler": func() ([]byte, error) { return KubeSchedulerPod(imgHyperkube) },
 		"cvo": func() ([]byte, error) {
@@ -473,9 +484,9 @@ func TestHandoverErrors(t *testing.T) {
 func TestStaticPodsWriteHostPathsPrivileged(t *testing.T) {
 	pods := map[string]func() ([]byte, error){
 		EtcdPodFile:          func() ([]byte, error) { return EtcdPod(imgEtcd, "10.0.0.1") },
-		KubeAPIServerPodFile: func() ([]byte, error) { return KubeAPIServerPod(imgHyperkube, "172.30.0.0/16") },
+		KubeAPIServerPodFile: func() ([]byte, error) { return KubeAPIServerPod(imgHyperkube) },
 		KubeControllerManagerPodFile: func() ([]byte, error) {
-			return KubeControllerManagerPod(imgHyperkube, "10.128.0.0/14", 23, "172.30.0.0/16")
+			return KubeControllerManagerPod(imgHyperkube, imgCPC, "10.128.0.0/14", 23, "172.30.0.0/16")
 		},
 		KubeSchedulerPodFile: func() ([]byte, error) { return KubeSchedulerPod(imgHyperkube) },
 		KubeProxyPodFile:     func() ([]byte, error) { return KubeProxyPod(imgKubeProxy, "10.128.0.0/14") },

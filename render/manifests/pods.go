@@ -174,7 +174,16 @@ func EtcdPod(image, bootstrapIP string) ([]byte, error) {
 }
 
 // KubeAPIServerPod renders kube-apiserver-bootstrap.yaml (spec §7.1) for the payload's
-// `hyperkube` image and the service network CIDR. It serves on 6443 on every address.
+// `hyperkube` image. It serves on 6443 on every address.
+//
+// Its first flag is --openshift-config=ConfigMountPath/KubeAPIServerConfigFile, as the
+// installer's bootstrap pod has it (cluster-kube-apiserver-operator release-4.18
+// bindata/bootkube/bootstrap-manifests/kube-apiserver-pod.yaml): OpenShift's kube-apiserver
+// then registers and enables its admission plugins (the SCC admission among them) and reads the
+// settings KubeAPIServerConfig writes; the service network, the admission plugins and the
+// authorization modes are said there, not here (issue 38 #9). The other flags are labbuild's:
+// where the installer's bootstrap-config-overrides.yaml carries the same setting in
+// apiServerArguments, labbuild keeps it on the command line, once.
 //
 // Fixed against OTHW: --requestheader-allowed-names lists the front-proxy client's CN
 // system:openshift-aggregator together with the kube-apiserver-proxy names openshift's
@@ -183,17 +192,15 @@ func EtcdPod(image, bootstrapIP string) ([]byte, error) {
 // is the bundle of the kubernetes CA and the kubelet signer, and the kubelet CA is the kubelet
 // signer, as the kube-apiserver-operator's bootstrap-config-overrides.yaml
 // (kube-apiserver-complete-client-ca-bundle.crt, kubelet-client-ca-bundle.crt) has them.
-func KubeAPIServerPod(image, serviceNetwork string) ([]byte, error) {
+func KubeAPIServerPod(image string) ([]byte, error) {
 	if err := checkImage("kube-apiserver pod", image); err != nil {
-		return nil, err
-	}
-	if err := checkCIDR("kube-apiserver pod: service network", serviceNetwork); err != nil {
 		return nil, err
 	}
 	c := container{
 		Name: "kube-apiserver", Image: image,
 		Command: []string{"hyperkube", "kube-apiserver"},
 		Args: []string{
+			"--openshift-config=" + inConfig(KubeAPIServerConfigFile),
 			"--etcd-servers=https://localhost:2379",
 			"--etcd-cafile=" + inPod("etcd-ca.crt"),
 			"--etcd-certfile=" + inPod("etcd-client.crt"),
@@ -205,9 +212,6 @@ func KubeAPIServerPod(image, serviceNetwork string) ([]byte, error) {
 			"--service-account-signing-key-file=" + inPod("service-account.key"),
 			"--service-account-issuer=https://kubernetes.default.svc",
 			"--api-audiences=https://kubernetes.default.svc",
-			"--service-cluster-ip-range=" + serviceNetwork,
-			"--authorization-mode=Node,RBAC",
-			"--enable-admission-plugins=NodeRestriction",
 			"--requestheader-client-ca-file=" + inPod("front-proxy-ca.crt"),
 			"--requestheader-allowed-names=kube-apiserver-proxy,system:kube-apiserver-proxy,system:openshift-aggregator",
 			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
@@ -226,9 +230,9 @@ func KubeAPIServerPod(image, serviceNetwork string) ([]byte, error) {
 		LivenessProbe:  httpsProbe("/healthz", 6443, 45, 10),
 		ReadinessProbe: httpsProbe("/readyz", 6443, 10, 10),
 		Resources:      requests("1Gi", "500m"),
-		VolumeMounts:   []volumeMount{secretsMount},
+		VolumeMounts:   []volumeMount{secretsMount, configMount},
 	}
-	return marshal(staticPod("kube-apiserver", "openshift-kube-apiserver", map[string]string{"app": "openshift-kube-apiserver"}, c, secretsVolume))
+	return marshal(staticPod("kube-apiserver", "openshift-kube-apiserver", map[string]string{"app": "openshift-kube-apiserver"}, c, secretsVolume, configVolume))
 }
 
 // kubeconfigFlags are the three kubeconfig flags of the controller manager and the scheduler.
@@ -251,8 +255,19 @@ var leaderElection = []string{"--leader-elect=true", "--leader-elect-retry-perio
 // installer's bootstrap has it, not the kubernetes CA alone: every kube-root-ca.crt and token
 // ca.crt carries it, and a pod that loaded only the kubernetes CA cannot trust the masters'
 // kube-apiserver after the pivot (issue 38 #2).
-func KubeControllerManagerPod(image, clusterNetwork string, hostPrefix int, serviceNetwork string) ([]byte, error) {
+//
+// Its second container is the cluster-policy-controller (cpcImage, the payload's
+// `cluster-policy-controller`), as the installer's bootstrap pod has it
+// (cluster-kube-controller-manager-operator release-4.18
+// bindata/bootkube/bootstrap-manifests/kube-controller-manager-pod.yaml): `cluster-policy-controller
+// start` with --config ClusterPolicyControllerConfigFile, its kubeconfig (the installer's admin
+// kubeconfig; labbuild's localhost one), --namespace from the downward API, healthz on 10357. It
+// gives namespaces their openshift.io/sa.scc.* annotations before the pivot (issue 38 #9).
+func KubeControllerManagerPod(image, cpcImage, clusterNetwork string, hostPrefix int, serviceNetwork string) ([]byte, error) {
 	if err := checkImage("kube-controller-manager pod", image); err != nil {
+		return nil, err
+	}
+	if err := checkImage("kube-controller-manager pod: cluster-policy-controller", cpcImage); err != nil {
 		return nil, err
 	}
 	if err := checkCIDR("kube-controller-manager pod: cluster network", clusterNetwork); err != nil {
@@ -285,7 +300,41 @@ func KubeControllerManagerPod(image, clusterNetwork string, hostPrefix int, serv
 		Resources:     requests("256Mi", "200m"),
 		VolumeMounts:  []volumeMount{secretsMount, kubeconfigsMount},
 	}
-	return marshal(staticPod("kube-controller-manager", "openshift-kube-controller-manager", map[string]string{"app": "kube-controller-manager"}, c, secretsVolume, kubeconfigsVolume))
+	p := staticPod("kube-controller-manager", "openshift-kube-controller-manager", map[string]string{"app": "kube-controller-manager"}, c,
+		secretsVolume, kubeconfigsVolume, configVolume)
+	p.Spec.Containers = append(p.Spec.Containers, clusterPolicyControllerContainer(cpcImage))
+	return marshal(p)
+}
+
+// ClusterPolicyControllerPort is the cluster-policy-controller's healthz port (servingInfo
+// bindAddress 127.0.0.1:10357).
+const ClusterPolicyControllerPort = 10357
+
+// clusterPolicyControllerContainer is the bootstrap kube-controller-manager pod's second
+// container (KubeControllerManagerPod).
+func clusterPolicyControllerContainer(image string) container {
+	hz := func(delay int32) *probe {
+		p := httpsProbe("healthz", ClusterPolicyControllerPort, delay, 0)
+		p.HTTPGet.Host, p.TimeoutSeconds = "localhost", 10
+		return p
+	}
+	return container{
+		Name: "cluster-policy-controller", Image: image,
+		Command: []string{"cluster-policy-controller", "start"},
+		Args: []string{
+			"--config=" + inConfig(ClusterPolicyControllerConfigFile),
+			"--kubeconfig=" + KubeconfigsDir + "/localhost.kubeconfig",
+			"--namespace=$(POD_NAMESPACE)",
+			"--v=2",
+		},
+		Env:                      []envVar{fieldRefEnv("POD_NAME", "metadata.name"), fieldRefEnv("POD_NAMESPACE", "metadata.namespace")},
+		Ports:                    []containerPort{{ContainerPort: ClusterPolicyControllerPort}},
+		Resources:                requests("200Mi", "10m"),
+		VolumeMounts:             []volumeMount{secretsMount, kubeconfigsMount, configMount},
+		LivenessProbe:            hz(45),
+		ReadinessProbe:           hz(10),
+		TerminationMessagePolicy: "FallbackToLogsOnError",
+	}
 }
 
 // KubeSchedulerPod renders kube-scheduler-bootstrap.yaml (spec §7.1) for the `hyperkube` image.

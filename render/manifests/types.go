@@ -106,9 +106,10 @@ type clusterRole struct {
 
 // policyRule mirrors rbac/v1 PolicyRule (the fields labbuild sets).
 type policyRule struct {
-	Verbs     []string `json:"verbs"`
-	APIGroups []string `json:"apiGroups,omitempty"`
-	Resources []string `json:"resources,omitempty"`
+	Verbs         []string `json:"verbs"`
+	APIGroups     []string `json:"apiGroups,omitempty"`
+	Resources     []string `json:"resources,omitempty"`
+	ResourceNames []string `json:"resourceNames,omitempty"`
 }
 
 // subject mirrors rbac/v1 Subject.
@@ -230,6 +231,7 @@ type execAction struct {
 
 // httpGetAction mirrors core/v1 HTTPGetAction.
 type httpGetAction struct {
+	Host   string `json:"host,omitempty"`
 	Path   string `json:"path,omitempty"`
 	Port   int32  `json:"port"`
 	Scheme string `json:"scheme,omitempty"`

@@ -133,8 +133,8 @@ func renderVariants(t *testing.T) []File {
 		return func(b []byte, err error) { add(File{Name: name, Data: b}, err) }
 	}
 	pod(EtcdPodFile)(EtcdPod(imgEtcd, "198.18.0.10"))
-	pod(KubeAPIServerPodFile)(KubeAPIServerPod(imgHyperkube, "172.30.0.0/16"))
-	pod(KubeControllerManagerPodFile)(KubeControllerManagerPod(imgHyperkube, "10.128.0.0/14", 23, "172.30.0.0/16"))
+	pod(KubeAPIServerPodFile)(KubeAPIServerPod(imgHyperkube))
+	pod(KubeControllerManagerPodFile)(KubeControllerManagerPod(imgHyperkube, imgCPC, "10.128.0.0/14", 23, "172.30.0.0/16"))
 	pod(KubeSchedulerPodFile)(KubeSchedulerPod(imgHyperkube))
 	pod(CVOPodFile)(CVOPodFromPayload(cvoTemplate(t, "4.18"), imgRelease, "self-managed-high-availability"))
 	pod(KubeProxyPodFile)(KubeProxyPod(imgKubeProxy, "10.128.0.0/14"))
@@ -181,6 +181,7 @@ func renderVariants(t *testing.T) []File {
 	addAll(ServiceAccountFiles(key, testPub(t, key)))
 	addAll(KubeletSignerFiles(crt, key))
 	addAll(KubeAPIServerRBACFiles())
+	addAll(ClusterPolicyControllerRBACFiles())
 	add(InstallManifests("labbuild", "4.18.0"))
 	add(SSHMachineConfig("master", testSSHKey))
 	add(SSHMachineConfig("worker", testSSHKey))

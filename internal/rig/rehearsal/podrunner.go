@@ -144,6 +144,8 @@ func (p *PodRunner) Sync() error {
 			if k != nil {
 				rp.kept = append(rp.kept, k)
 				rp.containers = append(rp.containers, c.Name)
+			} else if why, ok := NotRun[c.Program]; ok {
+				p.Logf("pod runner on %s: %s container %s not run: %s", p.Node.Name, f, c.Name, why)
 			}
 		}
 		p.pods[f] = rp

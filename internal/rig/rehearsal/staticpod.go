@@ -88,6 +88,15 @@ func StaticPods(root string) ([]Container, error) {
 			if prog == "hyperkube" && len(args) > 0 {
 				prog, args = args[0], args[1:]
 			}
+			if prog == "kube-apiserver" {
+				// OpenShift's kube-apiserver reads --openshift-config; the rehearsal's upstream
+				// one gets its flags (openshiftconfig.go).
+				if args, err = OpenShiftConfigArgs(args, func(p string) ([]byte, error) {
+					return os.ReadFile(filepath.Join(root, nodePathOf(p, c.VolumeMounts, vols)))
+				}); err != nil {
+					return nil, fmt.Errorf("rehearsal: %s/%s: container %s: %w", PodManifestDir, n, c.Name, err)
+				}
+			}
 			ct := Container{File: n, Pod: pod.Name, Name: c.Name, Program: prog, Args: args, Image: c.Image}
 			for _, e := range c.Env {
 				v := e.Value
@@ -113,6 +122,17 @@ func StaticPods(root string) ([]Container, error) {
 	return out, nil
 }
 
+// nodePathOf maps path p as a container with mounts sees it to the node path (vols: volume
+// name → node path); a path under no mount is the node's own.
+func nodePathOf(p string, mounts []corev1.VolumeMount, vols map[string]string) string {
+	for _, m := range mounts {
+		if rel, ok := strings.CutPrefix(p, strings.TrimSuffix(m.MountPath, "/")+"/"); ok && vols[m.Name] != "" {
+			return path.Join(vols[m.Name], rel)
+		}
+	}
+	return p
+}
+
 // EmptyDirPath is the node path of emptyDir volume vol of pod, where the kubelet keeps it
 // (/var/lib/kubelet/pods/<pod>/volumes/kubernetes.io~empty-dir/<vol>; the pod's name stands
 // for its UID): the containers of one pod that mount it share it.
@@ -123,3 +143,14 @@ func EmptyDirPath(pod, vol string) string {
 // EntrypointProgram is the Program of a container without a command: its image's entrypoint,
 // which the rehearsal does not know.
 const EntrypointProgram = "(entrypoint)"
+
+// NotRun gives, by program, why the rehearsal runs no host program for a static pod container
+// whose program it knows of (PodRunner logs it when the pod starts); docs/rehearsal.md lists
+// them. The cluster-policy-controller is OpenShift's (openshift/cluster-policy-controller; its
+// modules are not served to this machine): a stand-in would have to play its controllers
+// (namespace SCC allocation, pod-security label sync, quota), reading the cluster, and nothing
+// in the rehearsal reads what they write before the pivot, since its upstream kube-apiserver
+// has no SCC admission (OpenShiftConfigDropped). Skipping it is the smaller, honest choice.
+var NotRun = map[string]string{
+	"cluster-policy-controller": "OpenShift's cluster-policy-controller has no binary here (its modules are not served) and the rehearsal's upstream kube-apiserver has no SCC admission to use what it writes",
+}
