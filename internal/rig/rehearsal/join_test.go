@@ -447,7 +447,11 @@ func (r *rig) kubelet(ctx context.Context, nd *Node, podSubnet string) error {
 	if err != nil {
 		return err
 	}
-	if err := OverrideKubeletConf(nd.Root, kl.Config); err != nil {
+	known, err := KubeletGates(r.bins["kubelet"])
+	if err != nil {
+		return err
+	}
+	if _, err := OverrideKubeletConf(nd.Root, kl.Config, known); err != nil {
 		return err
 	}
 	if err := StartRuntime(ctx, nd, kl.Endpoint, podSubnet, r.pause); err != nil {
