@@ -347,7 +347,7 @@ func TestReleaseAuthRefused(t *testing.T) {
 func TestReleaseCorruptBlob(t *testing.T) {
 	l := newReleaseLab(t)
 	l.cfg.Release.Image = l.p.ReleaseRef()
-	layers, err := l.p.Release.Layers()
+	layers, err := l.p.ReleaseImage.Layers()
 	if err != nil {
 		t.Fatal(err)
 	}

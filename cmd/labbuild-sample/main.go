@@ -1,14 +1,17 @@
 // Command labbuild-sample writes a sample lab that builds offline: an OCI image layout holding a
-// small OpenShift 4.18 release payload (internal/rig/payload: real CRDs and templates, stand-in
-// programs), a pull secret and SSH key made for the sample, and a lab.yaml whose release.image
-// is pinned by digest and whose release.mirrors send every pull to the layout.
+// small OpenShift release payload of one release (internal/rig/payload: real CRDs, FeatureGates,
+// templates and CoreOS streams, stand-in programs), a pull secret (none for OKD, which pulls
+// without one) and SSH key made for the sample, and a lab.yaml whose release.image is pinned by
+// digest and whose release.mirrors send every pull to the layout.
 //
-//	labbuild-sample -out out/sample && labbuild -f out/sample/lab.yaml
+//	labbuild-sample -out out/sample [-release 4.22|4.20|4.18|okd-4.22] && labbuild -f out/sample/lab.yaml
 //
-// It is what `make run` calls. It must run from the labbuild repository (it builds
-// ./internal/rig/standin/mco, the MCO stand-in, into the payload's machine-config-operator image). The
-// real CRDs come from ../shared/fixtures when present, else from the github.com/openshift/api
-// module (fetched through the Go module proxy).
+// It is what `make run` calls, with the newest release (payload.Newest) by default, as `labbuild
+// init` writes a lab for the newest. It must run from the labbuild repository (it builds
+// ./internal/rig/standin/mco, the MCO stand-in, for the release into the payload's
+// machine-config-operator image). The real data comes from ../shared/fixtures
+// (fixtures/versions/<release> for every release but 4.18); without it only 4.18 builds, from
+// the github.com/openshift/api module (fetched through the Go module proxy).
 package main
 
 import (
@@ -30,15 +33,20 @@ import (
 
 func main() {
 	out := flag.String("out", "out/sample", "directory to write the sample lab into")
-	shared := flag.String("shared", repo.Shared(), "the ../shared reference tree with fixtures (\"\" uses the openshift/api module's CRDs and stand-in templates)")
+	shared := flag.String("shared", repo.Shared(), "the ../shared reference tree with fixtures (\"\" uses the openshift/api module's CRDs and stand-in templates: 4.18 only)")
+	release := flag.String("release", payload.Newest, "the release to build: "+strings.Join(payload.ReleaseNames(), ", "))
 	flag.Parse()
-	if err := run(context.Background(), *out, *shared); err != nil {
+	if err := run(context.Background(), *out, *shared, *release); err != nil {
 		fmt.Fprintln(os.Stderr, "labbuild-sample:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, out, shared string) error {
+func run(ctx context.Context, out, shared, release string) error {
+	rel, err := payload.ReleaseNamed(release)
+	if err != nil {
+		return err
+	}
 	abs, err := filepath.Abs(out)
 	if err != nil {
 		return err
@@ -50,11 +58,11 @@ func run(ctx context.Context, out, shared string) error {
 	if root == "" {
 		return fmt.Errorf("run me inside the labbuild repository (I build ./internal/rig/standin/mco)")
 	}
-	bin, err := payload.BuildStandin(ctx, root)
+	bin, err := payload.BuildStandin(ctx, root, rel.Name)
 	if err != nil {
 		return err
 	}
-	p, err := payload.Build(payload.Options{Shared: shared, MCOBinary: bin})
+	p, err := payload.Build(payload.Options{Release: rel.Name, Shared: shared, MCOBinary: bin})
 	if err != nil {
 		return err
 	}
@@ -63,11 +71,21 @@ func run(ctx context.Context, out, shared string) error {
 		return err
 	}
 	// The sample's pull secret only has to be well formed: the mirrors are on disk. It is a
-	// fixed, public sample value, not a credential.
-	ps := fmt.Sprintf(`{"auths":{"registry.labbuild.invalid":{"auth":%q,"email":"sample@labbuild.invalid"}}}`+"\n",
-		base64.StdEncoding.EncodeToString([]byte("sample:not-a-secret")))
-	if err := os.WriteFile(filepath.Join(abs, "pull-secret.json"), []byte(ps), 0o600); err != nil {
-		return err
+	// fixed, public sample value, not a credential. An OKD lab has none: labbuild uses the fake
+	// one OKD documents.
+	access := "access:\n"
+	psPath := filepath.Join(abs, "pull-secret.json")
+	if rel.OKD {
+		if err := os.Remove(psPath); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	} else {
+		ps := fmt.Sprintf(`{"auths":{"registry.labbuild.invalid":{"auth":%q,"email":"sample@labbuild.invalid"}}}`+"\n",
+			base64.StdEncoding.EncodeToString([]byte("sample:not-a-secret")))
+		if err := os.WriteFile(psPath, []byte(ps), 0o600); err != nil {
+			return err
+		}
+		access += "  pullSecretFile: pull-secret.json   # a sample value, not a credential\n"
 	}
 	// A deterministic sample key: the private half is never written and cannot log in anywhere
 	// it was not installed by this sample.
@@ -80,26 +98,25 @@ func run(ctx context.Context, out, shared string) error {
 	if err := os.WriteFile(filepath.Join(abs, "id_ed25519.pub"), []byte(authorized), 0o644); err != nil {
 		return err
 	}
-	lab := fmt.Sprintf(`# Written by labbuild-sample. Fields not set here take labbuild's defaults (labbuild init
-# shows them all). The release payload is labbuild's SAMPLE (real CRDs and MCO templates,
-# stand-in programs): it builds every file artifact offline but cannot boot a cluster.
+	lab := fmt.Sprintf(`# Written by labbuild-sample -release %s. Fields not set here take labbuild's defaults
+# (labbuild init shows them all). The release payload is labbuild's SAMPLE of %s (real CRDs,
+# FeatureGates and MCO templates, stand-in programs): it builds every file artifact offline but
+# cannot boot a cluster.
 release:
   image: %s
   version: %s
   mirrors:                   # every pull by digest goes to the OCI layout written beside this file
     %s: oci:%s
     %s: oci:%s
-access:
-  pullSecretFile: pull-secret.json   # a sample value, not a credential
-  sshKeyFile: id_ed25519.pub
-`, p.ReleaseRef(), p.Version, p.ReleaseRepo, layoutDir, p.ComponentRepo, layoutDir)
+%s  sshKeyFile: id_ed25519.pub
+`, rel.Name, p.Version, p.ReleaseRef(), p.Version, p.ReleaseRepo, layoutDir, p.ComponentRepo, layoutDir, access)
 	if err := os.WriteFile(filepath.Join(abs, "lab.yaml"), []byte(lab), 0o644); err != nil {
 		return err
 	}
 	src := "the openshift/api module"
 	if shared != "" {
-		src = shared + "/fixtures"
+		src = filepath.Join(shared, rel.Dir)
 	}
-	fmt.Printf("wrote %s/lab.yaml and the payload %s (%d CRD files from %s)\n", out, p.ReleaseRef(), len(p.CRDFiles), src)
+	fmt.Printf("wrote %s/lab.yaml and the %s payload %s (%d CRD files from %s)\n", out, p.Version, p.ReleaseRef(), len(p.CRDFiles), src)
 	return nil
 }

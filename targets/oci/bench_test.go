@@ -42,7 +42,7 @@ func BenchmarkExtract(b *testing.B) {
 	}
 	var wanted int64
 	// The wanted files are in the top layer of each image.
-	for _, i := range []v1.Image{p.Release, p.Images["cluster-config-api"]} {
+	for _, i := range []v1.Image{p.ReleaseImage, p.Images["cluster-config-api"]} {
 		ls, err := i.Layers()
 		if err != nil {
 			b.Fatal(err)

@@ -1,18 +1,22 @@
-// Package payload builds a small OpenShift 4.18 release payload for tests and for the README's
-// sample lab, from real data where real data exists:
+// Package payload builds a small OpenShift release payload for tests and for the README's
+// sample lab, for each release of Releases (4.18, 4.20, 4.22 and OKD 4.22), from real data
+// where real data exists:
 //
-//   - REAL: the 94 CRD files of the cluster-config-api image (../shared/fixtures or, without it,
-//     the github.com/openshift/api module's payload-manifests/crds/), the cluster-version-operator
-//     manifests and CRDs (../shared/fixtures/release/cvo, or the module's
-//     config/v1/zz_generated.crd-manifests/0000_00_cluster-version-operator_*), the MCO
-//     templates tree (../shared/fixtures/mco/templates), and the payload's file layout
+//   - REAL: the cluster-config-api image's /manifests (CRDs, FeatureGates, empty resources:
+//     ../shared/fixtures/[versions/<release>/]release/cluster-config-api/manifests or, for 4.18
+//     without ../shared, the github.com/openshift/api module's payload-manifests/), the
+//     cluster-version-operator's /manifests and /bootstrap (release/cvo), the MCO image's
+//     /etc/mcc/templates (mco/templates) and /manifests (release/machine-config-operator/
+//     manifests, with its image-references fragment), the CoreOS stream metadata
+//     (installer/coreos, in the installer's coreos-bootimages ConfigMap), the tag names
+//     (release/payload-components-<v>.tsv), and the payload's file layout
 //     (/release-manifests/image-references as an ImageStream, /release-manifests/release-metadata
-//     as cincinnati-metadata-v0, /manifests in the cluster-config-api image, /usr/bin and
-//     /etc/mcc/templates in the machine-config-operator image).
+//     as cincinnati-metadata-v0).
 //   - STAND-IN: the machine-config-operator/-controller programs (the caller passes a build of
-//     ./internal/rig/standin/mco; there is no real MCO binary outside a real release), the templates tree
-//     when ../shared is absent (standin-templates/), every other component image (one small
-//     file naming its tag), and a filler base layer standing in for the RHEL base layers (so
+//     ./internal/rig/standin/mco for the release, BuildStandin; there is no real MCO binary
+//     outside a real release), the templates tree when ../shared is absent (standin-templates/),
+//     every other component image (one small file naming its tag), the boot image's location
+//     (Options.RHCOS), and a filler base layer standing in for the RHEL base layers (so
 //     that tests see a pull skip layers that cannot hold the wanted files).
 //
 // Images are deterministic: the same inputs give the same digests.
@@ -32,6 +36,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -49,10 +54,10 @@ import (
 //go:embed all:standin-templates
 var standinTemplates embed.FS
 
-// Tags are the payload tags the sample carries: the 16 labbuild's targets read plus every tag
-// ../shared/fixtures/release/payload-components-4.18.tsv marks as used by the installer's
-// bootkube.sh or by `machine-config-operator bootstrap --image-references` (ocp-build-data
-// openshift-4.18). Sorted.
+// Tags are the payload tags the 4.18 sample carries: TagsOf's rule applied to
+// ../shared/fixtures/release/payload-components-4.18.tsv (ocp-build-data openshift-4.18),
+// fixed here so that the sample builds from the openshift/api module without ../shared.
+// Sorted.
 var Tags = []string{
 	"baremetal-runtimecfg", "cloud-credential-operator", "cluster-bootstrap", "cluster-config-api",
 	"cluster-config-operator", "cluster-etcd-operator", "cluster-ingress-operator",
@@ -72,8 +77,11 @@ const (
 
 // Options shapes a payload. Zero fields take the defaults.
 type Options struct {
+	// Release names the row of Releases to build ("" is 4.18); every release but 4.18 needs
+	// Shared.
+	Release string
 	// Version is the release version: release-metadata "version" and image-references
-	// metadata.name (DefaultVersion).
+	// metadata.name (the release's Version).
 	Version string
 	// ReleaseRepo and ComponentRepo are where the release image and the component images live
 	// (quay.io/openshift-release-dev/ocp-release and .../ocp-v4.0-art-dev in a real release).
@@ -85,8 +93,9 @@ type Options struct {
 	// OpenShiftAPIDir when Shared is "".
 	APIDir string
 	// MCOBinary is the program installed as /usr/bin/machine-config-operator and
-	// /usr/bin/machine-config-controller (a build of ./internal/rig/standin/mco, see BuildStandin); nil
-	// installs a placeholder shell script that only says it is one.
+	// /usr/bin/machine-config-controller (a build of ./internal/rig/standin/mco for the
+	// release, see BuildStandin); nil installs a placeholder shell script that only says it is
+	// one.
 	MCOBinary []byte
 	// BaseLayerBytes sizes the filler base layer (incompressible); 0 means 1 MiB, <0 none.
 	BaseLayerBytes int
@@ -94,9 +103,10 @@ type Options struct {
 	// other tag keeps its own (tests of a release tag that moves).
 	Revision map[string]string
 	// RHCOS is the x86_64 QEMU boot image the payload's CoreOS stream metadata names
-	// (/release-manifests/0000_50_installer_coreos-bootimages.yaml). Zero uses DefaultRHCOS,
-	// which names a host that does not resolve: tests serve a real image on loopback
-	// (testenv.ServeRHCOSImage) and pass its URL and sha256 here.
+	// (/release-manifests/0000_50_installer_coreos-bootimages.yaml). Zero uses DefaultRHCOS
+	// for 4.18 and the release's real image at a reserved .invalid host for the others, which
+	// does not resolve: tests serve a real image on loopback (testenv.ServeRHCOSImage) and pass
+	// its URL and sha256 here.
 	RHCOS RHCOSImage
 	// NoCoreOSStream leaves the CoreOS stream metadata (CoreOSBootImagesPath) out of the
 	// payload, as in a payload built without the installer's coreos-bootimages manifest: a lab
@@ -177,16 +187,20 @@ data:
 
 // Payload is a built release: the release image and one image per tag.
 type Payload struct {
+	// Release is the row it was built for; Tags the tags it carries, sorted.
+	Release         Release
+	Tags            []string
 	Version         string
 	ReleaseRepo     string
 	ComponentRepo   string
-	Release         v1.Image
+	ReleaseImage    v1.Image
 	Images          map[string]v1.Image // by tag
 	ImageReferences []byte
 	ReleaseMetadata []byte
 	// CoreOSBootImages is the coreos-bootimages ConfigMap at CoreOSBootImagesPath (nil with
-	// Options.NoCoreOSStream).
+	// Options.NoCoreOSStream); RHCOS the QEMU disk its default stream names.
 	CoreOSBootImages []byte
+	RHCOS            RHCOSImage
 	// CRDFiles are the names of the *.crd.yaml files of the cluster-config-api image's
 	// /manifests; CVOCRDFiles those of the release image's /manifests.
 	CRDFiles, CVOCRDFiles []string
@@ -197,7 +211,7 @@ type Payload struct {
 func (p *Payload) ReleaseTag() string { return p.Version + "-x86_64" }
 
 // ReleaseRef returns the release image's digest pull spec.
-func (p *Payload) ReleaseRef() string { return ref(p.ReleaseRepo, p.Release) }
+func (p *Payload) ReleaseRef() string { return ref(p.ReleaseRepo, p.ReleaseImage) }
 
 // Pullspec returns the digest pull spec of tag's image.
 func (p *Payload) Pullspec(tag string) string { return ref(p.ComponentRepo, p.Images[tag]) }
@@ -317,88 +331,162 @@ func OpenShiftAPIDir() (string, error) {
 	return m.Dir, nil
 }
 
-// BuildStandin compiles ./internal/rig/standin/mco of the module at repoRoot and returns the binary
-// (linux/amd64, static), the MCO stand-in the sample payload ships as the MCO programs.
-func BuildStandin(ctx context.Context, repoRoot string) ([]byte, error) {
+// StandinReleaseVar is the stand-in's variable BuildStandin sets with -ldflags -X to the
+// release it plays (a Releases name), as the real MCO learns its release from its build
+// (machine-config-operator pkg/version: Raw and ReleaseVersion set by -ldflags, and the scos
+// build tag for OKD, pkg/version/version_scos.go).
+const StandinReleaseVar = "main.payloadRelease"
+
+// BuildStandin compiles ./internal/rig/standin/mco of the module at repoRoot for release (a
+// Releases name; "" is 4.18) and returns the binary (linux/amd64, static), the MCO stand-in
+// the sample payload ships as the MCO programs: -ldflags -X StandinReleaseVar=<release>, and
+// -tags scos for OKD, as the real MCO image is built with TAGS=scos (machine-config-operator
+// release-4.22 Dockerfile).
+func BuildStandin(ctx context.Context, repoRoot, release string) ([]byte, error) {
+	r, err := ReleaseNamed(release)
+	if err != nil {
+		return nil, err
+	}
 	tmp, err := os.MkdirTemp("", "labbuild-mco-standin-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 	out := filepath.Join(tmp, "machine-config-operator")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, "./internal/rig/standin/mco")
+	args := []string{"build", "-trimpath", "-ldflags=-X " + StandinReleaseVar + "=" + r.Name}
+	if r.OKD {
+		args = append(args, "-tags", "scos")
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, "-o", out, "./internal/rig/standin/mco")...)
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./internal/rig/standin/mco: %v\n%s", err, b)
+		return nil, fmt.Errorf("go build ./internal/rig/standin/mco (release %s): %v\n%s", r.Name, err, b)
 	}
 	return os.ReadFile(out)
 }
 
-// Build assembles the payload in memory.
-func Build(o Options) (*Payload, error) {
-	if o.Version == "" {
-		o.Version = DefaultVersion
-	}
-	if o.ReleaseRepo == "" {
-		o.ReleaseRepo = DefaultReleaseRepo
-	}
-	if o.ComponentRepo == "" {
-		o.ComponentRepo = DefaultComponentRepo
-	}
-	if o.BaseLayerBytes == 0 {
-		o.BaseLayerBytes = 1 << 20
-	}
-	p := &Payload{Version: o.Version, ReleaseRepo: o.ReleaseRepo, ComponentRepo: o.ComponentRepo, Images: map[string]v1.Image{}}
+// sources are the real files of a payload, as image entries.
+type sources struct {
+	cfgAPI, cvo, cvoBootstrap, templates, mcoManifests []entry
+}
 
-	// Sources of real data: ../shared/fixtures, else the openshift/api module.
-	var cfgAPI, cvo, templates []entry
+// fixtureSources reads r's fixtures in shared: each folder of the release's root, with the
+// overlay's files replacing those of the same name (OKD).
+func fixtureSources(shared string, r Release) (sources, error) {
+	var src sources
+	for _, d := range []struct {
+		into   *[]entry
+		dir    string
+		prefix string
+	}{
+		{&src.cfgAPI, "release/cluster-config-api/manifests", "manifests"},
+		{&src.cvo, "release/cvo/manifests", "manifests"},
+		{&src.cvoBootstrap, "release/cvo/bootstrap", "bootstrap"},
+		{&src.templates, "mco/templates", "etc/mcc/templates"},
+		{&src.mcoManifests, "release/machine-config-operator/manifests", "manifests"},
+	} {
+		es, err := readDir(os.DirFS(filepath.Join(shared, r.Dir)), d.dir, d.prefix, nil)
+		if err != nil {
+			return src, err
+		}
+		if over := filepath.Join(shared, r.Overlay, d.dir); r.Overlay != "" && exists(over) {
+			ov, err := readDir(os.DirFS(filepath.Join(shared, r.Overlay)), d.dir, d.prefix, nil)
+			if err != nil {
+				return src, err
+			}
+			for _, o := range ov {
+				i := slices.IndexFunc(es, func(e entry) bool { return e.name == o.name })
+				if i < 0 {
+					es = append(es, o)
+				} else {
+					es[i] = o
+				}
+			}
+		}
+		*d.into = es
+	}
+	return src, nil
+}
+
+// moduleSources reads the 4.18 payload's real files from the github.com/openshift/api module
+// (CRDs, FeatureGates, the CVO's CRDs) and the embedded stand-in templates.
+func moduleSources(apiDir string) (sources, error) {
+	var src sources
 	var err error
 	isCRD := func(n string) bool { return strings.HasSuffix(n, ".crd.yaml") }
 	cvoCRD := func(n string) bool {
 		return strings.HasPrefix(n, "0000_00_cluster-version-operator_") && strings.HasSuffix(n, ".crd.yaml")
 	}
-	if o.Shared != "" {
-		fx := os.DirFS(filepath.Join(o.Shared, "fixtures"))
-		if cfgAPI, err = readDir(fx, "release/cluster-config-api/manifests", "manifests", nil); err != nil {
+	api := os.DirFS(apiDir)
+	if src.cfgAPI, err = readDir(api, "payload-manifests/crds", "manifests", isCRD); err != nil {
+		return src, err
+	}
+	fg, err := readDir(api, "payload-manifests/featuregates", "manifests", nil)
+	if err != nil {
+		return src, err
+	}
+	src.cfgAPI = append(src.cfgAPI, fg...)
+	if src.cvo, err = readDir(api, "config/v1/zz_generated.crd-manifests", "manifests", cvoCRD); err != nil {
+		return src, err
+	}
+	if src.templates, err = readDir(standinTemplates, "standin-templates", "etc/mcc/templates", nil); err != nil {
+		return src, err
+	}
+	return src, nil
+}
+
+// Build assembles the payload in memory.
+func Build(o Options) (*Payload, error) {
+	rel, err := ReleaseNamed(o.Release)
+	if err != nil {
+		return nil, err
+	}
+	if o.Version == "" {
+		o.Version = rel.Version
+	}
+	if o.ReleaseRepo == "" {
+		o.ReleaseRepo = rel.ReleaseRepo
+	}
+	if o.ComponentRepo == "" {
+		o.ComponentRepo = rel.ComponentRepo
+	}
+	if o.BaseLayerBytes == 0 {
+		o.BaseLayerBytes = 1 << 20
+	}
+	p := &Payload{Release: rel, Version: o.Version, ReleaseRepo: o.ReleaseRepo, ComponentRepo: o.ComponentRepo, Images: map[string]v1.Image{}}
+
+	// Sources of real data: ../shared/fixtures, else (4.18 only) the openshift/api module.
+	var src sources
+	switch {
+	case o.Shared != "":
+		if src, err = fixtureSources(o.Shared, rel); err != nil {
 			return nil, err
 		}
-		if cvo, err = readDir(fx, "release/cvo/manifests", "manifests", nil); err != nil {
+		if p.Tags, err = TagsOf(o.Shared, rel); err != nil {
 			return nil, err
 		}
-		if templates, err = readDir(fx, "mco/templates", "etc/mcc/templates", nil); err != nil {
-			return nil, err
-		}
-	} else {
+	case rel.Name != "4.18":
+		return nil, fmt.Errorf("the sample release %s is built from ../shared/fixtures/versions (Options.Shared); only 4.18 builds from the openshift/api module", rel.Name)
+	default:
 		if o.APIDir == "" {
 			if o.APIDir, err = OpenShiftAPIDir(); err != nil {
 				return nil, err
 			}
 		}
-		api := os.DirFS(o.APIDir)
-		if cfgAPI, err = readDir(api, "payload-manifests/crds", "manifests", isCRD); err != nil {
+		if src, err = moduleSources(o.APIDir); err != nil {
 			return nil, err
 		}
-		fg, err := readDir(api, "payload-manifests/featuregates", "manifests", nil)
-		if err != nil {
-			return nil, err
-		}
-		cfgAPI = append(cfgAPI, fg...)
-		if cvo, err = readDir(api, "config/v1/zz_generated.crd-manifests", "manifests", cvoCRD); err != nil {
-			return nil, err
-		}
-		if templates, err = readDir(standinTemplates, "standin-templates", "etc/mcc/templates", nil); err != nil {
-			return nil, err
-		}
+		p.Tags = Tags
 	}
-	for _, e := range cfgAPI {
-		if isCRD(e.name) {
+	for _, e := range src.cfgAPI {
+		if strings.HasSuffix(e.name, ".crd.yaml") {
 			p.CRDFiles = append(p.CRDFiles, path.Base(e.name))
 		}
 	}
-	for _, e := range cvo {
-		if cvoCRD(path.Base(e.name)) {
-			p.CVOCRDFiles = append(p.CVOCRDFiles, path.Base(e.name))
+	for _, e := range src.cvo {
+		if n := path.Base(e.name); strings.HasPrefix(n, "0000_00_cluster-version-operator_") && strings.HasSuffix(n, ".crd.yaml") {
+			p.CVOCRDFiles = append(p.CVOCRDFiles, n)
 		}
 	}
 
@@ -416,11 +504,11 @@ func Build(o Options) (*Payload, error) {
 	label := func(tag string) map[string]string {
 		return map[string]string{"io.openshift.release.operator": "true", "labbuild.sample.tag": tag}
 	}
-	for _, tag := range Tags {
+	for _, tag := range p.Tags {
 		var img v1.Image
 		switch tag {
 		case "cluster-config-api":
-			l, err := layer(cfgAPI)
+			l, err := layer(src.cfgAPI)
 			if err != nil {
 				return nil, err
 			}
@@ -436,7 +524,8 @@ func Build(o Options) (*Payload, error) {
 			es := append([]entry{
 				{name: "usr/bin/machine-config-operator", mode: 0o755, data: bin},
 				{name: "usr/bin/machine-config-controller", mode: 0o755, data: bin},
-			}, templates...)
+			}, src.templates...)
+			es = append(es, src.mcoManifests...) // COPY install /manifests (MCO Dockerfile)
 			l, err := layer(es)
 			if err != nil {
 				return nil, err
@@ -446,7 +535,7 @@ func Build(o Options) (*Payload, error) {
 			}
 		default:
 			l, err := layer([]entry{{name: "labbuild-sample/" + tag, mode: 0o644,
-				data: []byte("STAND-IN image for payload tag " + tag + " of labbuild's sample release; it holds no program.\n" + o.Revision[tag])}})
+				data: []byte("STAND-IN image for payload tag " + tag + " of labbuild's sample release " + rel.Name + "; it holds no program.\n" + o.Revision[tag])}})
 			if err != nil {
 				return nil, err
 			}
@@ -479,7 +568,7 @@ func Build(o Options) (*Payload, error) {
 	}{Kind: "ImageStream", APIVersion: "image.openshift.io/v1"}
 	is.Metadata.Name = o.Version
 	is.Metadata.Annotations = map[string]string{"release.openshift.io/from-image-stream": "labbuild/sample"}
-	for _, tag := range Tags {
+	for _, tag := range p.Tags {
 		var t tagRef
 		t.Name = tag
 		t.From.Kind = "DockerImage"
@@ -498,19 +587,16 @@ func Build(o Options) (*Payload, error) {
   }
 }
 `)
-	cvoLayer, err := layer(cvo)
+	cvoLayer, err := layer(append(append([]entry{}, src.cvo...), src.cvoBootstrap...))
 	if err != nil {
 		return nil, err
-	}
-	if o.RHCOS.URL == "" {
-		o.RHCOS = DefaultRHCOS
 	}
 	manifests := []entry{
 		{name: "release-manifests/image-references", mode: 0o644, data: p.ImageReferences},
 		{name: "release-manifests/release-metadata", mode: 0o644, data: p.ReleaseMetadata},
 	}
 	if !o.NoCoreOSStream {
-		if p.CoreOSBootImages, err = CoreOSBootImages(o.Version, o.RHCOS); err != nil {
+		if p.CoreOSBootImages, p.RHCOS, err = coreOSBootImages(o, rel); err != nil {
 			return nil, err
 		}
 		manifests = append([]entry{{name: CoreOSBootImagesPath, mode: 0o644, data: p.CoreOSBootImages}}, manifests...)
@@ -519,10 +605,34 @@ func Build(o Options) (*Payload, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.Release, err = image(map[string]string{"io.openshift.release": o.Version}, base, cvoLayer, rm); err != nil {
+	if p.ReleaseImage, err = image(map[string]string{"io.openshift.release": o.Version}, base, cvoLayer, rm); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+// coreOSBootImages is the payload's coreos-bootimages ConfigMap: 4.18's synthetic stream, or
+// the release's real streams with the QEMU disk at o.RHCOS (or the release's own image at an
+// .invalid host).
+func coreOSBootImages(o Options, r Release) ([]byte, RHCOSImage, error) {
+	if r.Streams == nil {
+		img := o.RHCOS
+		if img.URL == "" {
+			img = DefaultRHCOS
+		}
+		cm, err := CoreOSBootImages(o.Version, img)
+		return cm, img, err
+	}
+	b, err := os.ReadFile(r.file(o.Shared, r.Streams[0]))
+	if err != nil {
+		return nil, RHCOSImage{}, err
+	}
+	img, err := rhcosFor(r, b, o.RHCOS)
+	if err != nil {
+		return nil, img, err
+	}
+	cm, err := CoreOSBootImagesOf(o.Shared, r, o.Version, img)
+	return cm, img, err
 }
 
 // all returns every image with its repository, release first, then tags in order.
@@ -533,8 +643,8 @@ func (p *Payload) all() []struct {
 	out := []struct {
 		repo, tag string
 		img       v1.Image
-	}{{p.ReleaseRepo, p.ReleaseTag(), p.Release}}
-	for _, t := range Tags {
+	}{{p.ReleaseRepo, p.ReleaseTag(), p.ReleaseImage}}
+	for _, t := range p.Tags {
 		out = append(out, struct {
 			repo, tag string
 			img       v1.Image

@@ -102,7 +102,7 @@ func buildLabbuild(t *testing.T, dir string) string {
 func newLab(t *testing.T, uri, poolPath string) (string, *payload.Payload) {
 	t.Helper()
 	dir := t.TempDir()
-	bin, err := payload.BuildStandin(context.Background(), repo.Root())
+	bin, err := payload.BuildStandin(context.Background(), repo.Root(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

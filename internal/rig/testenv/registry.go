@@ -222,13 +222,15 @@ func (r *Registry) Repo(path string) string { return r.Host + "/" + strings.Trim
 // config values that pull it offline. Tests of families downstream of release/* set these on
 // their Config instead of reaching quay.io.
 type SampleRelease struct {
+	Release        string            // the payload.Releases name it was built for
 	Image          string            // release.image, by digest
 	Version        string            // release.version
 	Mirrors        map[string]string // release.mirrors: both payload repositories → oci:<layout>
-	PullSecretFile string            // access.pullSecretFile: a well-formed sample pull secret
+	PullSecretFile string            // access.pullSecretFile: a well-formed sample pull secret ("" for OKD)
 	SSHKeyFile     string            // access.sshKeyFile: a sample public key (no private half kept)
 	// RHCOS is the boot image the payload's CoreOS stream names: a small real qcow2 served on
-	// loopback (ServeRHCOSImage) when qemu-img is installed, else payload.DefaultRHCOS.
+	// loopback (ServeRHCOSImage) when qemu-img is installed, else the release's stand-in at an
+	// .invalid host (payload.DefaultRHCOS for 4.18).
 	RHCOS payload.RHCOSImage
 }
 
@@ -282,43 +284,71 @@ func makeTestImage(qemuImg string) (gz []byte, sum, raw string, err error) {
 	return buf.Bytes(), hex.EncodeToString(h[:]), hex.EncodeToString(hr[:]), nil
 }
 
-var standin struct {
-	once sync.Once
-	bin  []byte
-	err  error
+var standins struct {
+	mu   sync.Mutex
+	bins map[string][]byte // by release name
 }
 
-// StartSampleRelease writes the sample payload into t.TempDir() and points the blob cache
-// ($LABBUILD_BLOB_CACHE) at another temporary directory. With mco true the MCO image carries a
-// build of ./internal/rig/standin/mco (compiled once per test process, ~30 s cold), so mco/* targets run;
-// otherwise a placeholder script that fails when run.
+// Standin returns the MCO stand-in built for release (a payload.Releases name; "" is 4.18),
+// compiled once per release per test process (~30 s cold).
+func Standin(t testing.TB, release string) []byte {
+	t.Helper()
+	standins.mu.Lock()
+	defer standins.mu.Unlock()
+	if b, ok := standins.bins[release]; ok {
+		return b
+	}
+	bin, err := payload.BuildStandin(context.Background(), repo.Root(), release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if standins.bins == nil {
+		standins.bins = map[string][]byte{}
+	}
+	standins.bins[release] = bin
+	return bin
+}
+
+// StartSampleRelease is StartSampleReleaseOf the 4.18 sample.
 func StartSampleRelease(t testing.TB, mco bool) SampleRelease {
+	t.Helper()
+	return StartSampleReleaseOf(t, "", mco)
+}
+
+// StartSampleReleaseOf writes the sample payload of release (a payload.Releases name; "" is
+// 4.18) into t.TempDir() and points the blob cache ($LABBUILD_BLOB_CACHE) at another
+// temporary directory. With mco true the MCO image carries the stand-in built for the
+// release (Standin), so mco/* targets run; otherwise a placeholder script that fails when
+// run. An OKD sample has no pull secret (PullSecretFile ""): OKD pulls with none.
+func StartSampleReleaseOf(t testing.TB, release string, mco bool) SampleRelease {
 	t.Helper()
 	var bin []byte
 	if mco {
-		standin.once.Do(func() { standin.bin, standin.err = payload.BuildStandin(context.Background(), repo.Root()) })
-		if standin.err != nil {
-			t.Fatal(standin.err)
-		}
-		bin = standin.bin
+		bin = Standin(t, release)
 	}
-	rhcos := payload.DefaultRHCOS
+	var rhcos payload.RHCOSImage
 	if _, err := exec.LookPath("qemu-img"); err == nil {
 		rhcos = ServeRHCOSImage(t)
 	}
-	p, err := payload.Build(payload.Options{Shared: repo.Shared(), MCOBinary: bin, BaseLayerBytes: 4 << 10, RHCOS: rhcos})
+	p, err := payload.Build(payload.Options{Release: release, Shared: repo.Shared(), MCOBinary: bin, BaseLayerBytes: 4 << 10, RHCOS: rhcos})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rhcos.URL == "" {
+		rhcos = p.RHCOS
 	}
 	dir := t.TempDir()
 	lay := filepath.Join(dir, "payload")
 	if err := p.WriteLayout(lay); err != nil {
 		t.Fatal(err)
 	}
-	ps := filepath.Join(dir, "pull-secret.json")
-	auth := base64.StdEncoding.EncodeToString([]byte("sample:not-a-secret"))
-	if err := os.WriteFile(ps, []byte(fmt.Sprintf(`{"auths":{"registry.labbuild.invalid":{"auth":%q}}}`, auth)), 0o600); err != nil {
-		t.Fatal(err)
+	ps := ""
+	if !p.Release.OKD {
+		ps = filepath.Join(dir, "pull-secret.json")
+		auth := base64.StdEncoding.EncodeToString([]byte("sample:not-a-secret"))
+		if err := os.WriteFile(ps, []byte(fmt.Sprintf(`{"auths":{"registry.labbuild.invalid":{"auth":%q}}}`, auth)), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	_, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -334,6 +364,6 @@ func StartSampleRelease(t testing.TB, mco bool) SampleRelease {
 	}
 	t.Setenv("LABBUILD_BLOB_CACHE", t.TempDir())
 	t.Setenv("LABBUILD_IMAGE_CACHE", t.TempDir()) // targets.RHCOSCacheEnv
-	return SampleRelease{Image: p.ReleaseRef(), Version: p.Version, PullSecretFile: ps, SSHKeyFile: key, RHCOS: rhcos,
+	return SampleRelease{Release: p.Release.Name, Image: p.ReleaseRef(), Version: p.Version, PullSecretFile: ps, SSHKeyFile: key, RHCOS: rhcos,
 		Mirrors: map[string]string{p.ReleaseRepo: "oci:" + lay, p.ComponentRepo: "oci:" + lay}}
 }
