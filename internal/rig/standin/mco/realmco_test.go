@@ -67,13 +67,16 @@ func TestMatchesRealMCO(t *testing.T) {
 	}
 }
 
-// playRelease makes this test binary's stand-in play rel (the build's -X main.release and
+// playRelease makes this test binary's stand-in play rel (the build's -X main.payloadRelease and
 // -tags scos, as the sample payload builds it) until the test ends.
 func playRelease(t *testing.T, rel string, okd bool) {
 	t.Helper()
-	oldRel, oldSCOS := release, scos
-	release, scos = rel, okd
-	t.Cleanup(func() { release, scos = oldRel, oldSCOS })
+	oldRel, oldSCOS := payloadRelease, scos
+	payloadRelease, scos = rel, okd
+	if okd {
+		payloadRelease = "okd-" + rel
+	}
+	t.Cleanup(func() { payloadRelease, scos = oldRel, oldSCOS })
 }
 
 func sortedReleases() []string {

@@ -6,15 +6,17 @@ import (
 	"strings"
 )
 
-// The release the stand-in plays is fixed when it is built, as the real MCO is one binary per
-// release: its build knows its branch (pkg/version, set by the Makefile's -ldflags) and whether
-// it is the OKD build (pkg/version/version_scos.go, `go build -tags scos`, MCO Dockerfile
-// TAGS=scos). The sample payload builds the stand-in with
+// payloadRelease is the release the stand-in plays, fixed when it is built, as the real MCO is
+// one binary per release: its build knows its branch (pkg/version, set by the Makefile's
+// -ldflags) and whether it is the OKD build (pkg/version/version_scos.go, `go build -tags scos`,
+// MCO Dockerfile TAGS=scos). The sample payload (internal/rig/payload BuildStandin) builds it
+// with
 //
-//	go build -ldflags "-X main.release=4.22" [-tags scos] ./internal/rig/standin/mco
+//	go build -ldflags "-X main.payloadRelease=<4.18|4.20|4.22|okd-4.22>" [-tags scos] ./internal/rig/standin/mco
 //
-// A build without -X plays 4.18 (the oldest supported release).
-var release = "4.18"
+// A build without -X plays 4.18 (the oldest supported release). An okd- name needs the scos
+// tag, which is what makes the OKD build (scos).
+var payloadRelease = "4.18"
 
 // scos is set by release_scos.go under the scos build tag: the OKD build, whose base OS tag is
 // stream-coreos (cmd/machine-config-operator/bootstrap.go baseOSContainerImageTag).
@@ -121,17 +123,22 @@ var releases = map[string]behaviour{
 	},
 }
 
-// current returns the row of the release this build plays, or an error naming the ones the
-// stand-in knows when the build set an unknown one.
+// current returns the row of the release this build plays (payloadRelease, its okd- prefix
+// naming the OKD build of that release), or an error naming the ones the stand-in knows when
+// the build set an unknown one.
 func current() (behaviour, error) {
-	b, ok := releases[release]
+	line, okd := strings.CutPrefix(payloadRelease, "okd-")
+	b, ok := releases[line]
 	if !ok {
 		var known []string
 		for k := range releases {
 			known = append(known, k)
 		}
 		sort.Strings(known)
-		return behaviour{}, fmt.Errorf("stand-in built for release %q; it plays %s (go build -ldflags \"-X main.release=<release>\")", release, strings.Join(known, ", "))
+		return behaviour{}, fmt.Errorf("stand-in built for release %q; it plays %s (go build -ldflags \"-X main.payloadRelease=<release>\")", payloadRelease, strings.Join(known, ", "))
+	}
+	if okd && !scos {
+		return behaviour{}, fmt.Errorf("stand-in built for %s without -tags scos: the OKD build is the scos one (MCO Dockerfile TAGS=scos)", payloadRelease)
 	}
 	return b, nil
 }

@@ -215,6 +215,14 @@ func TestReleaseFailsLikeTheRealOne(t *testing.T) {
 			t.Errorf("exit %d, want the template's parse error: %s", code, log)
 		}
 	})
+	t.Run("OKD name without the scos build", func(t *testing.T) {
+		playRelease(t, "4.22", false)
+		payloadRelease = "okd-4.22"
+		code, log := run(t, "machine-config-operator", labFor(t, t.TempDir(), "4.22", nil))
+		if code == 0 || !strings.Contains(log, "without -tags scos") {
+			t.Errorf("exit %d: %s", code, log)
+		}
+	})
 	t.Run("unknown release", func(t *testing.T) {
 		playRelease(t, "4.16", false)
 		code, log := run(t, "machine-config-operator", lab(t, t.TempDir(), nil))
