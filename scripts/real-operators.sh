@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 24's evidence beyond the stand-ins: build the real release-4.18
 # cluster-kube-apiserver-operator and cluster-kube-controller-manager-operator from their
-# sources and run them as processes against a real kube-apiserver v1.30.14 (with Debian's etcd)
+# sources and run them as processes against a real kube-apiserver v1.31.13 (with Debian's etcd)
 # holding labbuild's handover, then report their status conditions (targets/realops_test.go
 # TestRealOperators does the lab build, the apply and the watching). Not run by CI: CI cannot
 # fetch the operators' sources. docs/past-the-pivot.md "Checked against the real 4.18
@@ -21,13 +21,13 @@
 #                    directory is missing, and its commit written to $REALOPS/<repo>.commit
 #   BRANCH           default release-4.18
 #   SECONDS_PER_RUN  how long the operators run each time (default 180)
-#   LABBUILD_TOOLS   the kube-apiserver v1.30.14 (default ~/.cache/labbuild/tools/v1.30.14)
+#   LABBUILD_TOOLS   the kube-apiserver v1.31.13 (default ~/.cache/labbuild/tools/v1.31.13)
 set -euo pipefail
 
 REALOPS=${REALOPS:-/tmp/realops}
 BRANCH=${BRANCH:-release-4.18}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-180}
-export LABBUILD_TOOLS=${LABBUILD_TOOLS:-$HOME/.cache/labbuild/tools/v1.30.14}
+export LABBUILD_TOOLS=${LABBUILD_TOOLS:-$HOME/.cache/labbuild/tools/v1.31.13}
 root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$REALOPS/bin" "$REALOPS/reports"
 
