@@ -161,12 +161,12 @@ type rig struct {
 	release string
 	tc      testenv.Toolchain
 	bins    map[string]string
-	work  string
-	lab   string
-	lb    string
-	lv    *testenv.Libvirtd
-	seq   int
-	pause string
+	work    string
+	lab     string
+	lb      string
+	lv      *testenv.Libvirtd
+	seq     int
+	pause   string
 	// payload is the lab's release payload (newLab).
 	payload *payload.Payload
 	// images are stand-in images every kubelet node's containerd imports under their pull
