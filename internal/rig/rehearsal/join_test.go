@@ -515,14 +515,15 @@ func (r *rig) allNodes() []*Node {
 }
 
 // bootstrapUp is the first half of the rehearsal's first slice: labbuild, from an empty
-// directory, builds bootstrap.ign, master-0.ign and the admin kubeconfig; the bootstrap node
+// directory, builds bootstrap.ign and the admin kubeconfig (kubeletJoins builds master-0.ign
+// after); the bootstrap node
 // joins a bridge in a namespace of the test (stand-in for libvirt's network, which needs
 // host/preflight: see TestRehearsalFlow) and its control plane runs from bootstrap.ign's own
 // static pods — real etcd, kube-apiserver, kube-controller-manager, kube-scheduler; the CVO
 // is a stand-in that is not started — until /readyz answers with labbuild's admin kubeconfig.
 func bootstrapUp(ctx context.Context, t *testing.T, release string) (*rig, *kube.Clients) {
 	r := newRigOf(t, release, false)
-	if out, err := r.labbuild("ignition/bootstrap", "ignition/master-0", "kubeconfig/admin"); err != nil {
+	if out, err := r.labbuild("ignition/bootstrap", "kubeconfig/admin"); err != nil {
 		t.Fatalf("labbuild: %v\n%s", err, out)
 	}
 	r.bootBootstrap(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -686,6 +687,9 @@ func kubeletJoins(t *testing.T, release string) {
 	// bootkube.sh marks success as its unit's ConditionPathExists=! names (no rerun at boot).
 	if _, err := os.Stat(filepath.Join(bNode.Root, "opt", "openshift", ".bootkube.done")); err != nil {
 		t.Errorf("bootkube.service exited 0 but left no /opt/openshift/.bootkube.done: %v", err)
+	}
+	if out, err := r.labbuild("ignition/master-0"); err != nil {
+		t.Fatalf("labbuild: %v\n%s", err, out)
 	}
 	mNode, err := r.boot("master-0")
 	if err != nil {
