@@ -56,11 +56,19 @@ libvirt:
   poolPath: %s
   domainType: qemu
 access:
-  pullSecretFile: pull-secret.json
-  sshKeyFile: id.pub
+%s  sshKeyFile: id.pub
 pki:
   keyAlgorithm: ECDSA-P256
-`, p.ReleaseRef(), p.Version, p.ReleaseRepo, layout, p.ComponentRepo, layout, testenv.LabNetworkYAML, uri, poolPath)
+`, p.ReleaseRef(), p.Version, p.ReleaseRepo, layout, p.ComponentRepo, layout, testenv.LabNetworkYAML, uri, poolPath, pullSecretLine(p))
+}
+
+// pullSecretLine is labYAML's access.pullSecretFile line: none for an OKD payload, which pulls
+// without a Red Hat pull secret (newLab writes no file then).
+func pullSecretLine(p *payload.Payload) string {
+	if p.Release.OKD {
+		return ""
+	}
+	return "  pullSecretFile: pull-secret.json\n"
 }
 
 // requireHost skips (fails in CI) unless the rehearsal's programs and root are here: etcd and
@@ -121,7 +129,9 @@ func newLab(t *testing.T, release, uri, poolPath string) (string, *payload.Paylo
 			t.Fatal(err)
 		}
 	}
-	write("pull-secret.json", `{"auths":{"registry.labbuild.invalid":{"auth":"c2FtcGxlOm5vdC1hLXNlY3JldA=="}}}`+"\n", 0o600)
+	if !p.Release.OKD {
+		write("pull-secret.json", `{"auths":{"registry.labbuild.invalid":{"auth":"c2FtcGxlOm5vdC1hLXNlY3JldA=="}}}`+"\n", 0o600)
+	}
 	// The user's key pair: id.pub goes into every node's Ignition (core's authorized keys),
 	// id is what labbuild ssh and gather log in with (access.sshKeyFile's private half).
 	write("id.pub", testenv.SSHKeyPair(t, filepath.Join(dir, "id"))+" rehearsal\n", 0o644)
