@@ -196,6 +196,9 @@ func KubeletFromUnit(root, bin string) (*Kubelet, error) {
 //   - protectKernelDefaults: false — it makes the kubelet refuse to start unless kernel
 //     sysctls (kernel.panic, vm.overcommit_memory …) have RHCOS's values, which the MCO's
 //     sysctl files set; they are not namespaced, so the rehearsal does not set them on the host;
+//   - failCgroupV1: false — this host's cgroup hierarchy is v1, which the kubelet shares;
+//     from 1.35 the kubelet refuses to start on v1 unless told not to (RHCOS 9.6+ and SCOS 10
+//     are v2 only; the field exists from 1.31, older kubelets ignore it);
 //   - featureGates.NodeLogQuery: true — kubelet.conf sets enableSystemLogQuery, which the
 //     upstream kubelet accepts only with that gate (on by default in OpenShift's); where the
 //     gate is GA it is not a known option and goes with the others below.
@@ -213,6 +216,7 @@ var HostOverrides = map[string]any{
 	"enforceNodeAllocatable": []string{},
 	"systemCgroups":          "",
 	"protectKernelDefaults":  false,
+	"failCgroupV1":           false,
 	"featureGates":           map[string]any{"NodeLogQuery": true},
 }
 
