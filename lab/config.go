@@ -48,6 +48,8 @@ type Config struct {
 
 	pos  map[string]int // field path → line in the file it was read from (messages)
 	name string         // the file as the user named it (-f bad.yaml), for messages (Where)
+
+	payloadOKD bool // SetPayload: the payload is OKD (derived.release)
 }
 
 // ClusterConfig names the cluster. The cluster domain is <name>.<baseDomain>.
@@ -69,7 +71,8 @@ func (c ClusterConfig) Domain() string { return c.Name + "." + c.BaseDomain }
 type ReleaseConfig struct {
 	// Image is the release payload pull spec, by tag or by digest.
 	Image string `json:"image"`
-	// Version is the expected payload version (release-metadata "version").
+	// Version is the payload's release-metadata "version". labbuild reads it from the payload
+	// (SetPayload); a lab that sets it asserts it.
 	Version string `json:"version"`
 	// Mirrors maps a source repository ("quay.io/openshift-release-dev/ocp-release") to a
 	// mirror: another repository, or an OCI image layout on disk ("oci:/path").

@@ -87,6 +87,7 @@ const (
 // targets read instead of every node's role when their output depends only on a count class.
 // Appending worker-2 to a lab with two workers so changes neither, and reruns none of the
 // bootstrap manifests (Infrastructure, Scheduler, cluster-config-v1, the MCO inputs).
+// DerivedRelease comes from the release payload (SetPayload), as release.version does.
 const (
 	// DerivedMasters is the number of master nodes: install-config controlPlane.replicas and
 	// the control-plane topology (render/manifests Topologies).
@@ -95,6 +96,12 @@ const (
 	// more"): all that infrastructureTopology and Scheduler mastersSchedulable depend on
 	// (openshift-install pkg/asset/manifests/topologies.go).
 	DerivedWorkers = "derived.workersUpTo2"
+	// DerivedRelease is the release line of the payload: "<major>.<minor>" of release.version,
+	// "okd-" before it for an OKD payload (its image-references carries stream-coreos), as
+	// render/releases names its rows (RowName). A target whose recipe follows the release
+	// reads it rather than the version, so a z-stream update reruns only what reads the
+	// version itself.
+	DerivedRelease = "derived.release"
 )
 
 // NodeField is a field of one node (nodes.<name>.<field>) or of one role's size
@@ -208,6 +215,7 @@ var fields = [...]field{
 
 	{path: DerivedMasters, get: func(c *Config) any { return len(c.NodesByRole(RoleMaster)) }},
 	{path: DerivedWorkers, get: func(c *Config) any { return min(len(c.NodesByRole(RoleWorker)), 2) }},
+	{path: DerivedRelease, get: func(c *Config) any { return c.ReleaseRow() }},
 }
 
 // nodeFields are the accessors of one node's fields (NodePath); the size fields also answer

@@ -72,9 +72,9 @@ func (c *Config) Validate(file string) error {
 		}
 	}
 	switch c.Cluster.FeatureSet {
-	case "", "Default", "TechPreviewNoUpgrade", "DevPreviewNoUpgrade", "CustomNoUpgrade":
+	case "", "Default", "TechPreviewNoUpgrade", "DevPreviewNoUpgrade", "CustomNoUpgrade", "OKD":
 	default:
-		bad(ClusterFeatureSet, fmt.Sprintf("unknown feature set %q", c.Cluster.FeatureSet), "Default, TechPreviewNoUpgrade, DevPreviewNoUpgrade or CustomNoUpgrade")
+		bad(ClusterFeatureSet, fmt.Sprintf("unknown feature set %q", c.Cluster.FeatureSet), "Default, TechPreviewNoUpgrade, DevPreviewNoUpgrade, CustomNoUpgrade, or OKD (OKD payloads only)")
 	}
 	switch c.Cluster.Profile {
 	case "", "self-managed-high-availability", "single-node-developer", "ibm-cloud-managed", "hypershift":
@@ -392,17 +392,17 @@ func (c *Config) validateRelease(bad func(field, msg, fix string)) {
 	r := c.Release
 	switch {
 	case r.Image == "":
-		bad(ReleaseImage, "is empty", "set the release payload pull spec, e.g. quay.io/openshift-release-dev/ocp-release:4.18.0-x86_64")
+		bad(ReleaseImage, "is empty", "set the release payload pull spec, e.g. quay.io/openshift-release-dev/ocp-release:4.22.0-x86_64")
 	case strings.Contains(r.Image, "://"):
 		bad(ReleaseImage, fmt.Sprintf("%q is a URL, not an image reference", r.Image), "drop the scheme: registry/repository:tag or registry/repository@sha256:<digest>")
 	default:
 		if _, err := name.ParseReference(r.Image, name.StrictValidation); err != nil {
 			bad(ReleaseImage, fmt.Sprintf("%q is not an image reference (%v)", r.Image, err),
-				"registry/repository:tag or registry/repository@sha256:<64 hex digits>, e.g. quay.io/openshift-release-dev/ocp-release:4.18.0-x86_64")
+				"registry/repository:tag or registry/repository@sha256:<64 hex digits>, e.g. quay.io/openshift-release-dev/ocp-release:4.22.0-x86_64")
 		}
 	}
-	if !versionRE.MatchString(r.Version) {
-		bad(ReleaseVersion, fmt.Sprintf("%q is not a version x.y.z", r.Version), "the payload's version, e.g. 4.18.0 (release-metadata \"version\")")
+	if r.Version != "" && !versionRE.MatchString(r.Version) {
+		bad(ReleaseVersion, fmt.Sprintf("%q is not a version x.y.z", r.Version), "remove it (labbuild reads the version from the payload), or write the payload's, e.g. 4.22.0 (release-metadata \"version\")")
 	}
 	keys := make([]string, 0, len(r.Mirrors))
 	for k := range r.Mirrors {

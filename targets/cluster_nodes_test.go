@@ -16,7 +16,6 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
-	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/csr"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
@@ -100,7 +99,7 @@ func cnWorkload(t *testing.T, ctx context.Context, dyn dynamic.Interface, fqdn s
 // order that works: the Node, then the VM, then its disk; the Node's orphan reads the admin
 // kubeconfig.
 func TestClusterRemoveNodeReal(t *testing.T) {
-	c := lab.DefaultConfig()
+	c := testLabConfig()
 	got := Lab{Config: c}.Orphans([]string{"cluster/install/worker-2", "haproxy/x", "libvirt/volume/worker-2", "libvirt/vm/worker-2"})
 	var names []string
 	for _, o := range got {

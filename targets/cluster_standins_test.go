@@ -277,7 +277,7 @@ func clusterStandins(t *testing.T, adminKC []byte, domain string) []*engine.Targ
 			return []manifests.File{f}, err
 		},
 		func() ([]manifests.File, error) {
-			f, err := manifests.ClusterVersion("4.18.0", "00000000-0000-4000-8000-000000000000")
+			f, err := manifests.ClusterVersion("", "stable-4.18", "00000000-0000-4000-8000-000000000000")
 			return []manifests.File{f}, err
 		}} {
 		fs, err := f()

@@ -19,7 +19,7 @@ import (
 
 // clusterConfig returns the default lab with the given numbers of masters and workers.
 func clusterConfig(masters, workers int) *lab.Config {
-	c := lab.DefaultConfig()
+	c := testLabConfig()
 	nodes := []lab.Node{c.Bootstrap()}
 	for i := 0; i < masters; i++ {
 		nodes = append(nodes, lab.Node{Name: fmt.Sprintf("master-%d", i), Role: lab.RoleMaster, IP: fmt.Sprintf("192.168.126.%d", 101+i)})
@@ -126,7 +126,7 @@ func TestClusterDeclarations(t *testing.T) {
 // being written are left out rather than named), and cluster/pivot depends on the post-pivot
 // HAProxy config exactly when the haproxy family declares it.
 func TestClusterRegisteredGraph(t *testing.T) {
-	for _, c := range []*lab.Config{lab.DefaultConfig(), clusterConfig(3, 0), clusterConfig(1, 1)} {
+	for _, c := range []*lab.Config{testLabConfig(), clusterConfig(3, 0), clusterConfig(1, 1)} {
 		names := map[string]bool{}
 		var cluster []*engine.Target
 		for _, f := range families {

@@ -16,7 +16,7 @@ import (
 // afresh by the next build (Lookup reads the typed field; nothing outlives a build), so the
 // reader rebuilds.
 func TestConfigEditedBetweenBuilds(t *testing.T) {
-	cfg := lab.DefaultConfig()
+	cfg := testLabConfig()
 	var seen []string
 	ts := []*engine.Target{{Name: "x/vip", Reads: []string{"network.apiVIP"}, Run: func(ctx context.Context, s *engine.Step) error {
 		v, err := s.String("network.apiVIP")

@@ -13,7 +13,6 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
-	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/hostexec"
 )
 
@@ -24,7 +23,7 @@ import (
 func TestHAProxyConfigTarget(t *testing.T) {
 	ctx := context.Background()
 	out := t.TempDir()
-	c := lab.DefaultConfig()
+	c := testLabConfig()
 	goals := []string{"haproxy/config", "haproxy/config-post-pivot"}
 	r, err := engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: goals})
 	if err != nil {
@@ -48,7 +47,7 @@ func TestHAProxyConfigTarget(t *testing.T) {
 			}
 		}
 	}
-	c = lab.DefaultConfig() // a fresh config: a Config caches its lookups
+	c = testLabConfig() // a fresh config: a Config caches its lookups
 	c.Nodes[5].IP = "192.168.126.112"
 	r, err = engine.Build(ctx, engine.Options{Config: Lab{Config: c}, OutDir: out, Goals: goals})
 	if err != nil || !slices.Equal(r.Built, goals) {

@@ -29,7 +29,7 @@ func setHostEnv(t *testing.T, h hostexec.Host) {
 // hostLab is a lab whose host targets the tests build alone (their upstream preflight is
 // replaced by a stand-in).
 func hostLab() *lab.Config {
-	c := lab.DefaultConfig()
+	c := testLabConfig()
 	c.Cluster.Name, c.Cluster.BaseDomain = "lbt", "example.test"
 	c.Network.DNS = "198.18.0.1"
 	c.Libvirt.Network = "lbt"

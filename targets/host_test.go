@@ -159,7 +159,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func preflightLab(t *testing.T) (newLab func() *lab.Config, needMiB, needGiB int) {
 	sr := testenv.StartSampleRelease(t, false)
 	newLab = func() *lab.Config {
-		c := lab.DefaultConfig()
+		c := testLabConfig()
 		c.Release.Image, c.Release.Version, c.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
 		c.Access.PullSecretFile, c.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
 		c.Libvirt.URI, c.Libvirt.DomainType, c.Libvirt.PoolPath = "qemu:///system", "kvm", "/srv/labbuild/pool"

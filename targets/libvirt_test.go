@@ -20,7 +20,7 @@ import (
 // records and one pool, a volume and a VM per node, all External with Probe and Destroy; and that a node's
 // size override is read only by that node's VM.
 func TestLibvirtTargetsDeclared(t *testing.T) {
-	c := lab.DefaultConfig()
+	c := testLabConfig()
 	ts := libvirtTargets(c, false)
 	if len(ts) != 3+2*len(c.Nodes) {
 		t.Fatalf("%d targets, want %d", len(ts), 3+2*len(c.Nodes))
@@ -46,7 +46,7 @@ func TestLibvirtTargetsDeclared(t *testing.T) {
 // test's network namespace, with VMs of 128 MiB and 1 GiB disks in software emulation. The
 // VMs boot from ignition/<node>, so the release payload is the offline sample sr.
 func lvLab(d *testenv.Libvirtd, sr testenv.SampleRelease) *lab.Config {
-	c := lab.DefaultConfig()
+	c := testLabConfig()
 	c.Release.Image, c.Release.Version, c.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
 	c.Access.PullSecretFile, c.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
 	c.Cluster.Name, c.Cluster.BaseDomain = "lbt", "example.test"

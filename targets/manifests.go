@@ -80,7 +80,7 @@ func mfStaticPod(name, doc, file string, deps, reads []string, render func(s *en
 // mfClusterNames are the cluster manifest targets the collector gathers, in no particular
 // order (the file names order them).
 var mfClusterNames = []string{"namespaces", "rbac", "infrastructure", "network-config", "network-operator",
-	"dns", "ingress", "proxy", "scheduler", "featuregate", "clusterversion", "cluster-config-v1",
+	"dns", "ingress", "proxy", "scheduler", "featuregate", "clusterversion", "support", "cluster-config-v1",
 	"etcd-endpoints", "etcd-signer", "pull-secret"}
 
 func manifestsTargets(c *lab.Config) []*engine.Target {
@@ -151,8 +151,9 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 				}
 				return manifests.KubeSchedulerPod(img)
 			}),
-		mfStaticPod("manifests/static-pods/cvo", "bootstrap cluster-version operator static pod (the release image, CLUSTER_PROFILE, --listen=)", manifests.CVOPodFile,
-			[]string{"release/resolve"}, []string{lab.ClusterProfile}, func(s *engine.Step) ([]byte, error) {
+		// Version 2: the release's own bootstrap-pod.yaml (issue 37).
+		mfVersion(2, mfStaticPod("manifests/static-pods/cvo", "bootstrap cluster-version operator static pod: the release's /bootstrap/bootstrap-pod.yaml (the release image, CLUSTER_PROFILE)", manifests.CVOPodFile,
+			[]string{"release/resolve", "release/cvo-bootstrap"}, []string{lab.ClusterProfile}, func(s *engine.Step) ([]byte, error) {
 				img, err := depPullspec(s, "release/resolve")
 				if err != nil {
 					return nil, err
@@ -161,8 +162,12 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 				if err != nil {
 					return nil, err
 				}
-				return manifests.CVOPod(img, p)
-			}),
+				tmpl, err := s.DepFile("release/cvo-bootstrap", "bootstrap-pod.yaml")
+				if err != nil {
+					return nil, err
+				}
+				return manifests.CVOPodFromPayload(tmpl, img, p)
+			})),
 		mfStaticPod("manifests/kube-proxy", "masters' kube-proxy static pod (kube-proxy.yaml) until OVN-Kubernetes runs", manifests.KubeProxyPodFile,
 			[]string{"release/image/kube-proxy"}, []string{lab.NetworkClusterNetwork}, func(s *engine.Step) ([]byte, error) {
 				img, err := depPullspec(s, "release/image/kube-proxy")
@@ -301,25 +306,29 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 			}
 			return mfOne(manifests.Scheduler(w))
 		}),
-		mfCluster("featuregate", "FeatureGate cluster with status for the payload version", nil,
+		// Version 2: the status read from the payload's FeatureGate manifests (release/featuregates),
+		// with the profile annotation the render adds (issue 37).
+		mfVersion(2, mfCluster("featuregate", "FeatureGate cluster with the status the payload's cluster-config-api render computes for the payload version", []string{"release/featuregates"},
 			[]string{lab.ClusterFeatureSet, lab.ClusterProfile, lab.ReleaseVersion}, func(s *engine.Step) ([]manifests.File, error) {
-				fs, err := s.String(lab.ClusterFeatureSet)
-				if err != nil {
+				in := manifests.FeatureGateInput{}
+				var err error
+				for _, v := range []struct {
+					p    string
+					into *string
+				}{{lab.ClusterFeatureSet, &in.FeatureSet}, {lab.ClusterProfile, &in.Profile}, {lab.ReleaseVersion, &in.Version}} {
+					if *v.into, err = s.String(v.p); err != nil {
+						return nil, err
+					}
+				}
+				if in.Manifests, err = depFiles(s, "release/featuregates", "featuregates/"); err != nil {
 					return nil, err
 				}
-				p, err := s.String(lab.ClusterProfile)
-				if err != nil {
-					return nil, err
-				}
-				v, err := s.String(lab.ReleaseVersion)
-				if err != nil {
-					return nil, err
-				}
-				return mfOne(manifests.FeatureGate(fs, p, v))
-			}),
-		mfCluster("clusterversion", "ClusterVersion version (channel, clusterID; no desiredUpdate)", []string{"manifests/ids"},
-			[]string{lab.ReleaseVersion}, func(s *engine.Step) ([]manifests.File, error) {
-				v, err := s.String(lab.ReleaseVersion)
+				return mfOne(manifests.FeatureGateFromPayload(in))
+			})),
+		// Version 2: the release's channel and upstream (issue 37).
+		mfVersion(2, mfCluster("clusterversion", "ClusterVersion version (the release's channel and upstream, clusterID; no desiredUpdate)", []string{"manifests/ids"},
+			releaseRowReads, func(s *engine.Step) ([]manifests.File, error) {
+				row, err := releaseRow(s)
 				if err != nil {
 					return nil, err
 				}
@@ -327,7 +336,15 @@ func manifestsTargets(c *lab.Config) []*engine.Target {
 				if err != nil {
 					return nil, err
 				}
-				return mfOne(manifests.ClusterVersion(v, strings.TrimSpace(string(id))))
+				return mfOne(manifests.ClusterVersion(row.CVOUpstream, row.CVOChannel, strings.TrimSpace(string(id))))
+			})),
+		mfCluster("support", "OKD: Secret openshift-config/support (scaPullDisabled), as an OKD installer writes; nothing for OpenShift",
+			nil, releaseRowReads, func(s *engine.Step) ([]manifests.File, error) {
+				row, err := releaseRow(s)
+				if err != nil || !row.SupportSecret {
+					return nil, err
+				}
+				return mfOne(manifests.SupportSecret())
 			}),
 		mfCluster("cluster-config-v1", "ConfigMap kube-system/cluster-config-v1 (the install-config, no pull secret)", append(mirrorClusterDeps(c, mirrorSourceDeps...), trustDeps(c)...),
 			addReads(append(append(append(domainReads[:2:2], netReads...), lab.NetworkMachineNetwork), roleReads...), append(vipPlatformReads(c), mirrorClusterReads(c)...)...), func(s *engine.Step) ([]manifests.File, error) {

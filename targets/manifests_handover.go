@@ -24,7 +24,11 @@ import (
 //	                           node client certificates
 //	mco-cas                    kube-system/root-ca (root CA) and
 //	                           openshift-config/initial-kube-apiserver-server-ca (kubernetes CA)
-//	machine-config-server-tls  openshift-machine-config-operator/machine-config-server-tls
+//	machine-config-server-tls  openshift-machine-config-operator/machine-config-server-tls (from
+//	                           4.19 kubernetes.io/tls with certrotation's annotations)
+//	machine-config-server-ca   from 4.19: Secret and ConfigMap
+//	                           openshift-machine-config-operator/machine-config-server-ca (the
+//	                           root CA and its key), which the MCO owns; nothing before 4.19
 //	ssh                        MachineConfigs 99-master-ssh and 99-worker-ssh
 //	service-account            openshift-config-managed/sa-token-signing-certs,
 //	                           openshift-config/initial-service-account-private-key and
@@ -44,7 +48,7 @@ import (
 
 // hoClusterNames are the manifests/cluster/<name> targets of this file (the collector's list
 // takes them).
-var hoClusterNames = []string{"kube-apiserver-signers", "client-cas", "mco-cas", "machine-config-server-tls", "ssh",
+var hoClusterNames = []string{"kube-apiserver-signers", "client-cas", "mco-cas", "machine-config-server-tls", "machine-config-server-ca", "ssh",
 	"service-account", "kubelet-signer", "kube-apiserver-rbac", "install-manifests", "kube-apiserver-client-signers"}
 
 // hoInvoker is the invoker labbuild writes into openshift-install-manifests (the installer's
@@ -148,8 +152,13 @@ func handoverTargets() []*engine.Target {
 				b, err := manifests.CAConfigMap("openshift-config", "initial-kube-apiserver-server-ca", "ca-bundle.crt", "", kube)
 				return []manifests.File{a, b}, err
 			}),
-		mfCluster("machine-config-server-tls", "Secret openshift-machine-config-operator/machine-config-server-tls (the MCS serving cert for api-int, root CA)",
-			[]string{"pki/cert/machine-config-server", "pki/key/machine-config-server"}, nil, func(s *engine.Step) ([]manifests.File, error) {
+		// Version 2: the release decides the shape (issue 37).
+		mfVersion(2, mfCluster("machine-config-server-tls", "Secret openshift-machine-config-operator/machine-config-server-tls (the MCS serving cert for api-int, root CA; from 4.19 kubernetes.io/tls)",
+			[]string{"pki/cert/machine-config-server", "pki/key/machine-config-server"}, releaseRowReads, func(s *engine.Step) ([]manifests.File, error) {
+				row, err := releaseRow(s)
+				if err != nil {
+					return nil, err
+				}
 				crt, err := s.DepFile("pki/cert/machine-config-server", "tls.crt")
 				if err != nil {
 					return nil, err
@@ -158,7 +167,26 @@ func handoverTargets() []*engine.Target {
 				if err != nil {
 					return nil, err
 				}
+				if row.MCSTLSSecretTLS {
+					return mfOne(manifests.MCSTLSSecretTLS(crt, key))
+				}
 				return mfOne(manifests.MCSTLSSecret(crt, key))
+			})),
+		mfCluster("machine-config-server-ca", "from 4.19, Secret and ConfigMap openshift-machine-config-operator/machine-config-server-ca: the root CA (and key) the MCO then owns; nothing before",
+			[]string{"pki/ca/root", "pki/key/root"}, releaseRowReads, func(s *engine.Step) ([]manifests.File, error) {
+				row, err := releaseRow(s)
+				if err != nil || !row.MCSCA {
+					return nil, err
+				}
+				crt, err := hoCA(s, "root")
+				if err != nil {
+					return nil, err
+				}
+				key, err := s.DepFile("pki/key/root", "tls.key")
+				if err != nil {
+					return nil, err
+				}
+				return manifests.MCSCA(crt, key)
 			}),
 		mfCluster("service-account", "the sticky service-account key as the operators read it: sa-token-signing-certs, initial-service-account-private-key, next-bound-service-account-signing-key",
 			[]string{"pki/key/service-account", "pki/sa"}, nil, func(s *engine.Step) ([]manifests.File, error) {

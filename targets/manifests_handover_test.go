@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/internal/rig/testenv"
-	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/pki"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/kube/kubedyn"
@@ -176,7 +175,7 @@ func TestHandoverIncremental(t *testing.T) {
 	// An existing lab: every key and certificate the previous labbuild made (the pki targets
 	// that are not new), built alone first.
 	var old []string
-	for _, tg := range pkiTargets(lab.DefaultConfig()) {
+	for _, tg := range pkiTargets(testLabConfig()) {
 		if !slices.Contains(hoNewTargets, tg.Name) {
 			old = append(old, tg.Name)
 		}

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/internal/rig/repo"
 	"github.com/labbuild/labbuild/internal/rig/testenv"
 	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/render/manifests"
@@ -63,7 +64,7 @@ func newMFLab(t *testing.T) *mfLab {
 	if err := os.WriteFile(key, []byte(mfTestSSHKey+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := lab.DefaultConfig()
+	cfg := testLabConfig()
 	cfg.Access.PullSecretFile = ps
 	cfg.Access.SSHKeyFile = key
 	cfg.PKI.KeyAlgorithm = "ECDSA-P256" // fast keys; the algorithm is not under test here
@@ -71,8 +72,27 @@ func newMFLab(t *testing.T) *mfLab {
 		crds: map[string][]byte{"0000_10_config-operator_01_dnses.crd.yaml": []byte("kind: CustomResourceDefinition\n")}}
 }
 
+// testLabConfig is the embedded default lab with the version the sample payload and the
+// stand-in release targets have (4.18.0): the CLI reads it from the payload before a build
+// (lab.Config.SetPayload), these tests build without the CLI.
+func testLabConfig() *lab.Config {
+	c := lab.DefaultConfig()
+	c.Release.Version = "4.18.0"
+	return c
+}
+
+// mfFixture reads a file of ../shared/fixtures/release (4.18) for the stand-in release targets.
+func mfFixture(s *engine.Step, rel string) ([]byte, error) {
+	shared := repo.Shared()
+	if shared == "" {
+		return nil, fmt.Errorf("%s: stand-in: no ../shared/fixtures (LABBUILD_SHARED)", s.Target().Name)
+	}
+	return os.ReadFile(filepath.Join(shared, "fixtures/release", rel))
+}
+
 // mfStandinRelease returns stand-in release targets: release/image/<tag> and release/resolve
-// write fake digest pull specs, release/crds writes crds.
+// write fake digest pull specs, release/crds writes crds, release/featuregates and
+// release/cvo-bootstrap the 4.18 fixture's FeatureGate manifests and CVO bootstrap pod.
 func mfStandinRelease(crds map[string][]byte) []*engine.Target {
 	var ts []*engine.Target
 	pull := func(name, spec string) *engine.Target {
@@ -91,6 +111,26 @@ func mfStandinRelease(crds map[string][]byte) []*engine.Target {
 			}
 		}
 		return nil
+	}})
+	ts = append(ts, &engine.Target{Name: "release/featuregates", Doc: "stand-in: the 4.18 fixture's", Version: 1, Run: func(ctx context.Context, s *engine.Step) error {
+		for _, n := range []string{"featureGate-SelfManagedHA-Default.yaml", "featureGate-SelfManagedHA-TechPreviewNoUpgrade.yaml",
+			"featureGate-SelfManagedHA-DevPreviewNoUpgrade.yaml", "featureGate-Hypershift-Default.yaml"} {
+			b, err := mfFixture(s, "cluster-config-api/manifests/"+n)
+			if err != nil {
+				return err
+			}
+			if err := s.WriteFile("featuregates/"+n, b, 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	}})
+	ts = append(ts, &engine.Target{Name: "release/cvo-bootstrap", Doc: "stand-in: the 4.18 fixture's", Version: 1, Run: func(ctx context.Context, s *engine.Step) error {
+		b, err := mfFixture(s, "cvo/bootstrap/bootstrap-pod.yaml")
+		if err != nil {
+			return err
+		}
+		return s.WriteFile("bootstrap-pod.yaml", b, 0o644)
 	}})
 	return ts
 }

@@ -117,8 +117,8 @@ func mcoDepDir(s *engine.Step, dep, prefix string) (string, error) {
 }
 
 func mcoTargets(c *lab.Config) []*engine.Target {
-	reads := append([]string{lab.ClusterName, lab.ClusterBaseDomain, lab.NetworkClusterNetwork, lab.NetworkHostPrefix,
-		lab.NetworkServiceNetwork, lab.NetworkMachineNetwork, lab.ClusterFeatureSet, lab.ClusterProfile, lab.ReleaseVersion},
+	reads := append(append([]string{lab.ClusterName, lab.ClusterBaseDomain, lab.NetworkClusterNetwork, lab.NetworkHostPrefix,
+		lab.NetworkServiceNetwork, lab.NetworkMachineNetwork}, releaseRowReads...),
 		mcoRoleReads(c)...)
 	reads = addReads(reads, vipPlatformReads(c)...) // in-cluster: platform BareMetal, on-prem templates
 	var nodeNames []string
@@ -127,12 +127,14 @@ func mcoTargets(c *lab.Config) []*engine.Target {
 	}
 	ts := []*engine.Target{
 		{
-			Name:    "mco/inputs",
-			Doc:     "the MCO bootstrap work dir: root and kube-apiserver CAs, cluster-config-v1, pull-secret Secret, Infrastructure, Network, DNS, Proxy, FeatureGate, image-references",
-			Deps:    append([]string{"pki/ca/root", "pki/bundle/kubelet-client-ca", "manifests/ids", "release/image-references"}, append(mirrorClusterDeps(c, append(mirrorSourceDeps, "mirror/credentials")...), trustDeps(c)...)...),
-			Reads:   addReads(reads, mirrorClusterReads(c)...),
-			Files:   []string{lab.AccessPullSecretFile},
-			Version: 1,
+			Name:  "mco/inputs",
+			Doc:   "the MCO bootstrap work dir: root and kube-apiserver CAs, cluster-config-v1, pull-secret Secret, Infrastructure, Network, DNS, Proxy, FeatureGate, image-references",
+			Deps:  append([]string{"pki/ca/root", "pki/bundle/kubelet-client-ca", "manifests/ids", "release/image-references", "manifests/cluster/featuregate"}, append(mirrorClusterDeps(c, append(mirrorSourceDeps, "mirror/credentials")...), trustDeps(c)...)...),
+			Reads: addReads(reads, mirrorClusterReads(c)...),
+			Files: []string{lab.AccessPullSecretFile},
+			// Version 2: the cluster's FeatureGate (manifests/cluster/featuregate) and the
+			// release's required tags (issue 37).
+			Version: 2,
 			Run: func(ctx context.Context, s *engine.Step) error {
 				in := mco.Inputs{}
 				var err error
@@ -146,11 +148,20 @@ func mcoTargets(c *lab.Config) []*engine.Target {
 				str(lab.NetworkClusterNetwork, &in.ClusterNetwork)
 				str(lab.NetworkServiceNetwork, &in.ServiceNetwork)
 				str(lab.NetworkMachineNetwork, &in.MachineNetwork)
-				str(lab.ClusterFeatureSet, &in.FeatureSet)
-				str(lab.ClusterProfile, &in.Profile)
-				str(lab.ReleaseVersion, &in.PayloadVersion)
 				if err != nil {
 					return err
+				}
+				row, err := releaseRow(s)
+				if err != nil {
+					return err
+				}
+				in.RequiredTags = row.MCORequiredTags
+				fg, err := depFiles(s, "manifests/cluster/featuregate", "")
+				if err != nil {
+					return err
+				}
+				for _, b := range fg { // one file
+					in.FeatureGate = b
 				}
 				if in.HostPrefix, err = intValue(s, lab.NetworkHostPrefix); err != nil {
 					return err
@@ -239,13 +250,19 @@ func mcoTargets(c *lab.Config) []*engine.Target {
 			},
 		},
 		{
-			Name:    "mco/controller-bootstrap",
-			Doc:     "runs the release's `machine-config-controller bootstrap` over the templates: rendered-<pool>-<hash> MachineConfigs, pools, ControllerConfig",
-			Deps:    append([]string{"mco/operator-bootstrap", "mco/inputs", "release/mco", "manifests/cluster/ssh"}, mirrorClusterDeps(c, "manifests/cluster/mirror")...),
-			Reads:   []string{lab.ReleaseVersion},
-			Version: 1,
+			Name:  "mco/controller-bootstrap",
+			Doc:   "runs the release's `machine-config-controller bootstrap` over the templates: rendered-<pool>-<hash> MachineConfigs, pools, ControllerConfig",
+			Deps:  append([]string{"mco/operator-bootstrap", "mco/inputs", "release/mco", "manifests/cluster/ssh"}, mirrorClusterDeps(c, "manifests/cluster/mirror")...),
+			Reads: append([]string{lab.ReleaseVersion}, releaseRowReads...),
+			// Version 2: image-references in the manifest dir where the release's bootkube.sh
+			// puts it (issue 37).
+			Version: 2,
 			Run: func(ctx context.Context, s *engine.Step) error {
 				version, err := s.String(lab.ReleaseVersion)
+				if err != nil {
+					return err
+				}
+				row, err := releaseRow(s)
 				if err != nil {
 					return err
 				}
@@ -287,6 +304,13 @@ func mcoTargets(c *lab.Config) []*engine.Target {
 				}
 				if err := copyIn("mco/inputs", mco.FeatureGateFile); err != nil {
 					return err
+				}
+				// From 4.22 bootkube.sh also copies image-references there (render/releases
+				// MCCImageReferences): the controller decodes its ImageStream.
+				if row.MCCImageReferences {
+					if err := copyIn("mco/inputs", mco.ImageReferencesFile); err != nil {
+						return err
+					}
 				}
 				// The 99-<pool>-ssh MachineConfigs, as bootkube.sh's `cp openshift/*
 				// /etc/mcc/bootstrap/` (../shared/spec/mco-bootstrap.md): the bootstrap render

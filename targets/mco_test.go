@@ -111,7 +111,7 @@ func newMCOLab(t testing.TB) *mcoLab {
 	if err := os.WriteFile(key, ssh.MarshalAuthorizedKey(sp), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := lab.DefaultConfig()
+	cfg := testLabConfig()
 	cfg.Access.PullSecretFile = ps
 	cfg.Access.SSHKeyFile = key
 	cfg.PKI.KeyAlgorithm = "ECDSA-P256" // fast keys; the algorithm is not under test here

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/lab"
 )
 
 // BenchmarkPKICold measures a cold `labbuild pki kubeconfig` (53 targets: 22 RSA-2048 keys,
@@ -20,7 +19,7 @@ func BenchmarkPKICold(b *testing.B) {
 			b.ReportAllocs()
 			for i := 0; i < b.N; i++ {
 				out := b.TempDir()
-				r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: lab.DefaultConfig()}, OutDir: out,
+				r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: testLabConfig()}, OutDir: out,
 					Goals: []string{"pki", "kubeconfig"}, Jobs: j, Now: func() time.Time { return pkiT0 },
 					Stdout: io.Discard, Stderr: io.Discard})
 				if err != nil || len(r.Built) != 53 {

@@ -35,7 +35,7 @@ type pkiLab struct {
 var pkiT0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 
 func newPKILab(t *testing.T) *pkiLab {
-	return &pkiLab{t: t, cfg: lab.DefaultConfig(), out: t.TempDir(), now: pkiT0, goals: []string{"pki", "kubeconfig"}}
+	return &pkiLab{t: t, cfg: testLabConfig(), out: t.TempDir(), now: pkiT0, goals: []string{"pki", "kubeconfig"}}
 }
 
 // reparsed returns a fresh copy of c as ParseConfig reads a lab file named name: a Config

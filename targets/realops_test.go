@@ -91,7 +91,7 @@ func TestRealOperators(t *testing.T) {
 	l := newMFLab(t)
 	// The lab's default key algorithm (newMFLab's fast ECDSA keys are not what a lab hands
 	// over by default; library-go crypto's certificate templates sign with SHA256WithRSA).
-	l.cfg.PKI.KeyAlgorithm = lab.DefaultConfig().PKI.KeyAlgorithm
+	l.cfg.PKI.KeyAlgorithm = testLabConfig().PKI.KeyAlgorithm
 	if a := os.Getenv(realOpsKeyAlgEnv); a != "" {
 		l.cfg.PKI.KeyAlgorithm = a
 	}

@@ -8,8 +8,11 @@ package targets
 //	release/image-references   /release-manifests/image-references of the payload's last layer
 //	release/metadata           /release-manifests/release-metadata, checked against the above
 //	release/image/<tag>        pullspec of one payload tag (one target per tag: early cutoff)
+//	release/featuregates       featuregates/<file>: the FeatureGate manifests of the cluster-config-api
+//	                           image's /manifests (the status the release's render computes)
 //	release/crds               crds/<file>: the cluster-config-api CRDs the cluster's feature set
 //	                           and profile select, plus ClusterVersion and ClusterOperator
+//	release/cvo-bootstrap      bootstrap-pod.yaml: the CVO's /bootstrap/bootstrap-pod.yaml template
 //	release/mco                bin/machine-config-{operator,controller}, templates/ (/etc/mcc/templates)
 //	release/coreos-stream      the CoreOS stream metadata (coreos-bootimages): the RHCOS QEMU image
 //
@@ -19,7 +22,6 @@ package targets
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path"
@@ -32,18 +34,21 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/lab"
+	"github.com/labbuild/labbuild/render/manifests"
+	"github.com/labbuild/labbuild/render/releases"
 	"github.com/labbuild/labbuild/targets/oci"
 )
 
 // ReleaseImageTags are the payload tags labbuild's targets read, one release/image/<tag> target
-// each: the tags of ../shared/fixtures/release/payload-components-4.18.tsv that the installer's
-// bootkube.sh and the MCO bootstrap resolve, and which labbuild's manifests, MCO and Ignition
-// targets use.
+// each: the tags the installer's bootkube.sh and the MCO bootstrap resolve in every supported
+// release (../shared/fixtures/[versions/<release>/]release/payload-components-<v>.tsv), and which
+// labbuild's manifests, MCO and Ignition targets use. The node OS image's tag is not among them:
+// it is the release's (rhel-coreos, stream-coreos for OKD: render/releases BaseOSTag), and the
+// MCO bootstrap reads it from image-references itself.
 var ReleaseImageTags = []string{
 	"etcd", "hyperkube", "kube-proxy", "pod", "machine-config-operator", "cluster-config-api",
 	"cluster-version-operator", "cluster-etcd-operator", "keepalived-ipfailover", "haproxy-router",
-	"coredns", "baremetal-runtimecfg", "rhel-coreos", "rhel-coreos-extensions", "kube-rbac-proxy",
-	"oauth-proxy",
+	"coredns", "baremetal-runtimecfg", "kube-rbac-proxy", "oauth-proxy",
 }
 
 // releaseResolveTTL is how long a tag's resolution holds: after it, the next build asks the
@@ -66,6 +71,10 @@ const (
 	releaseMCOOperatorPath     = "/usr/bin/machine-config-operator"
 	releaseMCOControllerPath   = "/usr/bin/machine-config-controller"
 	releaseMCOTemplatesDir     = "/etc/mcc/templates/"
+	// releaseCVOBootstrapPod is the CVO's bootstrap pod template in the release image
+	// (cluster-version-operator bootstrap/bootstrap-pod.yaml, rendered by its `render` into
+	// /assets/cvo-bootstrap/bootstrap; Dockerfile.rhel COPY bootstrap /bootstrap).
+	releaseCVOBootstrapPod = "/bootstrap/bootstrap-pod.yaml"
 )
 
 // releaseImage opens the image whose digest pull spec upstream dep wrote.
@@ -259,11 +268,11 @@ func releaseTargets(c *lab.Config) []*engine.Target {
 		},
 		{
 			Name:    "release/metadata",
-			Doc:     "the payload's /release-manifests/release-metadata; its version must match image-references and release.version",
+			Doc:     "the payload's /release-manifests/release-metadata; its version must match image-references and the version labbuild read before the build (release.version)",
 			Deps:    []string{"release/resolve", "release/image-references"},
-			Reads:   withMirrors(lab.ReleaseVersion),
+			Reads:   withMirrors(append([]string{lab.ReleaseVersion}, releaseRowReads...)...),
 			Files:   pullFiles,
-			Version: 1,
+			Version: 2,
 			Run: func(ctx context.Context, s *engine.Step) error {
 				want, err := s.String(lab.ReleaseVersion)
 				if err != nil {
@@ -281,29 +290,69 @@ func releaseTargets(c *lab.Config) []*engine.Target {
 				if err != nil {
 					return err
 				}
-				var md releaseMetadata
-				if err := json.Unmarshal(b, &md); err != nil || md.Version == "" {
-					return fmt.Errorf("%s: %s: release-metadata has no version (want cincinnati-metadata-v0 JSON)", s.Target().Name, img.Ref)
+				version, err := releaseParseMetadata(b)
+				if err != nil {
+					return fmt.Errorf("%s: %s: %w", s.Target().Name, img.Ref, err)
 				}
-				if md.Version != is.Metadata.Name {
+				if version != is.Metadata.Name {
 					return fmt.Errorf("%s: %s is inconsistent: release-metadata says version %s but image-references is named %s; the payload is broken, use another release.image",
-						s.Target().Name, img.Ref, md.Version, is.Metadata.Name)
+						s.Target().Name, img.Ref, version, is.Metadata.Name)
 				}
-				if md.Version != want {
-					return fmt.Errorf("%s: release.version is %s but release.image %s is version %s; set release.version: %s (%s) or pick the image of %s",
-						s.Target().Name, want, img.Ref, md.Version, md.Version, s.Where(lab.ReleaseVersion), want)
+				if version != want {
+					return fmt.Errorf("%s: release.image %s is version %s, but labbuild read version %s from it before the build (%s): the tag moved; run labbuild again",
+						s.Target().Name, img.Ref, version, want, s.Where(lab.ReleaseVersion))
+				}
+				if _, err := releaseRow(s); err != nil {
+					return err
 				}
 				return s.WriteFile("release-metadata", b, 0o644)
 			},
 		},
 		{
-			Name:    "release/crds",
-			Doc:     "CRDs of the cluster-config-api image selected by cluster.featureSet and cluster.profile, plus ClusterVersion and ClusterOperator from the payload",
-			Deps:    []string{"release/resolve", "release/image/cluster-config-api"},
-			Reads:   withMirrors(lab.ClusterFeatureSet, lab.ClusterProfile),
+			Name:    "release/featuregates",
+			Doc:     "the FeatureGate manifests of the cluster-config-api image's /manifests (featureGate-*.yaml: each feature set's gates, per profile and major version)",
+			Deps:    []string{"release/image/cluster-config-api"},
+			Reads:   withMirrors(),
 			Files:   pullFiles,
 			Version: 1,
+			Run:     releaseRunFeatureGates,
+		},
+		{
+			Name:  "release/crds",
+			Doc:   "CRDs of the cluster-config-api image selected by cluster.featureSet and cluster.profile, plus ClusterVersion and ClusterOperator from the payload; from 4.22 without those the CVO excludes by feature gate and major version (excluded.txt)",
+			Deps:  []string{"release/resolve", "release/image/cluster-config-api", "manifests/cluster/featuregate"},
+			Reads: withMirrors(append([]string{lab.ClusterFeatureSet, lab.ClusterProfile}, releaseRowReads...)...),
+			Files: pullFiles,
+			// Version 2: the release's CVO filters (issue 37).
+			Version: 2,
 			Run:     releaseRunCRDs,
+		},
+		{
+			Name:    "release/cvo-bootstrap",
+			Doc:     "the release image's /bootstrap/bootstrap-pod.yaml: the cluster-version operator's own bootstrap pod template",
+			Deps:    []string{"release/resolve"},
+			Reads:   withMirrors(),
+			Files:   pullFiles,
+			Version: 1,
+			Run: func(ctx context.Context, s *engine.Step) error {
+				cl, err := releaseClient(s)
+				if err != nil {
+					return err
+				}
+				img, err := releaseImage(ctx, s, cl, "release/resolve")
+				if err != nil {
+					return err
+				}
+				files, err := releaseReadFiles(ctx, cl, img, oci.Want{Paths: []string{releaseCVOBootstrapPod}})
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Target().Name, err)
+				}
+				b, ok := files[strings.TrimPrefix(releaseCVOBootstrapPod, "/")]
+				if !ok {
+					return fmt.Errorf("%s: %s has no %s: is release.image a release payload?", s.Target().Name, img.Ref, releaseCVOBootstrapPod)
+				}
+				return s.WriteFile("bootstrap-pod.yaml", b, 0o644)
+			},
 		},
 		{
 			Name:    "release/mco",
@@ -404,6 +453,16 @@ func releaseRunCRDs(ctx context.Context, s *engine.Step) error {
 			return fmt.Errorf("%s: %s (%s) has no CRD files in %s", s.Target().Name, img.Ref, src.dep, releaseManifestsDir)
 		}
 	}
+	row, err := releaseRow(s)
+	if err != nil {
+		return err
+	}
+	var excluded []string
+	if row.CVOIncludeGates {
+		if excluded, err = releaseCVOExclude(s, selected); err != nil {
+			return err
+		}
+	}
 	names := make([]string, 0, len(selected))
 	for n := range selected {
 		names = append(names, n)
@@ -417,12 +476,96 @@ func releaseRunCRDs(ctx context.Context, s *engine.Step) error {
 	if !cv || !co {
 		return fmt.Errorf("%s: the payload's /manifests gave no ClusterVersion or ClusterOperator CRD for feature set %s and profile %s", s.Target().Name, featureSet, profile)
 	}
-	s.Logf("selected %d CRDs for feature set %s, profile %s", len(names), featureSet, profile)
+	s.Logf("selected %d CRDs for feature set %s, profile %s; the %s CVO excludes %d of them", len(names)+len(excluded), featureSet, profile, row.Name, len(excluded))
 	for _, n := range names {
 		if err := s.WriteFile("crds/"+n, selected[n], 0o644); err != nil {
 			return err
 		}
 	}
+	if row.CVOIncludeGates {
+		return s.WriteFile("excluded.txt", []byte(strings.Join(excluded, "")), 0o644)
+	}
+	return nil
+}
+
+// releaseCVOExclude removes from selected the CRDs the release's CVO would not apply by its
+// feature gates and major version (manifests.CVOExcludes, with the cluster's FeatureGate
+// status), and returns one line per CRD it removed: "<file>: <why>\n", sorted.
+func releaseCVOExclude(s *engine.Step, selected map[string][]byte) ([]string, error) {
+	fg, err := depFiles(s, "manifests/cluster/featuregate", "")
+	if err != nil {
+		return nil, err
+	}
+	var st manifests.FeatureGateStatus
+	for name, b := range fg { // one file
+		if st, err = manifests.ParseFeatureGateStatus(b); err != nil {
+			return nil, fmt.Errorf("%s: manifests/cluster/featuregate %s: %w", s.Target().Name, name, err)
+		}
+	}
+	major, ok := releases.Major(st.Version)
+	if !ok {
+		return nil, fmt.Errorf("%s: the FeatureGate's version %q has no major version", s.Target().Name, st.Version)
+	}
+	var out []string
+	for name, b := range selected {
+		var m struct {
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		doc := b
+		if blk, ok := releaseMetadataBlock(b); ok {
+			doc = blk
+		}
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", s.Target().Name, name, err)
+		}
+		why, err := manifests.CVOExcludes(m.Metadata.Annotations, st.Enabled, major)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", s.Target().Name, name, err)
+		}
+		if why != "" {
+			delete(selected, name)
+			out = append(out, name+": "+why+"\n")
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func releaseRunFeatureGates(ctx context.Context, s *engine.Step) error {
+	cl, err := releaseClient(s)
+	if err != nil {
+		return err
+	}
+	img, err := releaseImage(ctx, s, cl, "release/image/cluster-config-api")
+	if err != nil {
+		return err
+	}
+	files, err := releaseReadFiles(ctx, cl, img, oci.Want{Paths: []string{releaseManifestsDir}})
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.Target().Name, err)
+	}
+	names := make([]string, 0, len(files))
+	for n, b := range files {
+		if path.Dir(n) != "manifests" || !bytes.Contains(b, []byte("FeatureGate")) {
+			continue
+		}
+		var m struct{ APIVersion, Kind string }
+		if yaml.Unmarshal(b, &m) == nil && m.APIVersion == "config.openshift.io/v1" && m.Kind == "FeatureGate" {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("%s: %s has no FeatureGate manifests in %s: is release/image/cluster-config-api the cluster-config-api image?", s.Target().Name, img.Ref, releaseManifestsDir)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := s.WriteFile("featuregates/"+path.Base(n), files[n], 0o644); err != nil {
+			return err
+		}
+	}
+	s.Logf("%d FeatureGate manifests in %s", len(names), img.Ref)
 	return nil
 }
 

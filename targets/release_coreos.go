@@ -43,8 +43,11 @@ type coreOSStream struct {
 }
 
 // coreOSParse decodes the coreos-bootimages ConfigMap and picks the QEMU qcow2.gz disk of
-// x86_64. Errors say what is missing, by its path in the stream.
-func coreOSParse(cm []byte) (stream []byte, img coreOSImage, err error) {
+// x86_64 from data.stream or, when osImageStream names one and the payload has data.streams
+// (4.22: installer hack/build-coreos-manifest.go at main 9407f69d writes every stream there,
+// keyed rhel-9 and rhel-10), from that stream. Errors say what is missing, by its path in the
+// stream.
+func coreOSParse(cm []byte, osImageStream string) (stream []byte, img coreOSImage, err error) {
 	var m struct {
 		Kind     string `json:"kind"`
 		Metadata struct {
@@ -59,6 +62,17 @@ func coreOSParse(cm []byte) (stream []byte, img coreOSImage, err error) {
 		return nil, img, fmt.Errorf("want ConfigMap coreos-bootimages with data.stream, got kind %q name %q", m.Kind, m.Metadata.Name)
 	}
 	stream = []byte(m.Data["stream"])
+	if all := m.Data["streams"]; osImageStream != "" && all != "" {
+		var streams map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(all), &streams); err != nil {
+			return nil, img, fmt.Errorf("data.streams is not a JSON map of streams: %w", err)
+		}
+		one, ok := streams[osImageStream]
+		if !ok {
+			return nil, img, fmt.Errorf("data.streams has no stream %q", osImageStream)
+		}
+		stream = one
+	}
 	var st coreOSStream
 	if err := json.Unmarshal(stream, &st); err != nil {
 		return nil, img, fmt.Errorf("data.stream is not CoreOS stream metadata JSON: %w", err)
@@ -78,18 +92,23 @@ func coreOSParse(cm []byte) (stream []byte, img coreOSImage, err error) {
 // coreOSTarget is release/coreos-stream.
 func coreOSTarget(reads []string) *engine.Target {
 	return &engine.Target{
-		Name:    "release/coreos-stream",
-		Doc:     "the payload's CoreOS stream metadata (coreos-bootimages ConfigMap): stream.json, and qemu.json naming the x86_64 QEMU qcow2.gz and its sha256",
-		Deps:    []string{"release/resolve"},
-		Reads:   reads,
-		Files:   []string{lab.AccessPullSecretFile},
-		Version: 1,
+		Name:  "release/coreos-stream",
+		Doc:   "the payload's CoreOS stream metadata (coreos-bootimages ConfigMap; 4.22: its release's default stream, rhel-9): stream.json, and qemu.json naming the x86_64 QEMU qcow2.gz and its sha256",
+		Deps:  []string{"release/resolve"},
+		Reads: append(append([]string{}, reads...), releaseRowReads...),
+		Files: []string{lab.AccessPullSecretFile},
+		// Version 2: the release's default OS image stream (issue 37).
+		Version: 2,
 		Run: func(ctx context.Context, s *engine.Step) error {
 			img, b, err := releaseLastLayerFile(ctx, s, releaseCoreOSBootImagesPath)
 			if err != nil {
 				return fmt.Errorf("%w (or set rhcos.imageURL and rhcos.imageSHA256 in %s)", err, s.ConfigFile())
 			}
-			stream, q, err := coreOSParse(b)
+			row, err := releaseRow(s)
+			if err != nil {
+				return err
+			}
+			stream, q, err := coreOSParse(b, row.DefaultOSImageStream)
 			if err != nil {
 				return fmt.Errorf("%s: %s %s: %w (or set rhcos.imageURL and rhcos.imageSHA256 in %s)", s.Target().Name, img.Ref, releaseCoreOSBootImagesPath, err, s.ConfigFile())
 			}

@@ -70,7 +70,7 @@ func newReleaseLabWith(t *testing.T, o payload.Options) *releaseLab {
 		}
 	}
 	t.Cleanup(func() { releaseClientHook = nil })
-	l.cfg = lab.DefaultConfig()
+	l.cfg = testLabConfig()
 	l.cfg.Release.Image = l.reg.Repo("ocp/release") + ":" + p.ReleaseTag()
 	l.cfg.Release.Version = p.Version
 	l.cfg.Access.PullSecretFile = l.reg.WritePullSecret(t, t.TempDir())
@@ -167,14 +167,14 @@ func TestReleaseFromRegistry(t *testing.T) {
 		t.Errorf("forced build by digest ran %d targets and made %d requests, want all and 0", len(r.Built), l.reg.Requests()-before)
 	}
 
-	// A feature-set change reruns release/crds only, and selects another set.
+	// A feature-set change reruns the FeatureGate and release/crds only, and selects another set.
 	l.cfg.Cluster.FeatureSet = "TechPreviewNoUpgrade"
 	r, err = l.build(t, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(r.Built, []string{"release/crds"}) {
-		t.Errorf("after featureSet change ran %v, want only release/crds", r.Built)
+	if !slices.Equal(r.Built, []string{"manifests/cluster/featuregate", "release/crds"}) {
+		t.Errorf("after featureSet change ran %v, want only manifests/cluster/featuregate and release/crds", r.Built)
 	}
 	tp := releaseDirNames(t, filepath.Join(l.out, "release/crds/crds"))
 	if slices.Equal(tp, crds) || !slices.Contains(tp, "0000_00_cluster-version-operator_01_clusterversions-TechPreviewNoUpgrade.crd.yaml") ||
@@ -391,13 +391,14 @@ func TestReleaseRetries(t *testing.T) {
 	}
 }
 
-// TestReleaseVersionChecks: release.version must match the payload's metadata.
+// TestReleaseVersionChecks: the version labbuild read before the build (release.version) must
+// still be the payload's when release/metadata reads it (a tag that moved in between).
 func TestReleaseVersionChecks(t *testing.T) {
 	l := newReleaseLab(t)
 	l.cfg.Release.Version = "4.18.99"
 	_, err := l.build(t, false, "release/metadata")
-	if err == nil || !strings.Contains(err.Error(), "set release.version: "+l.p.Version) {
-		t.Fatalf("err %v, want the fix naming release.version %s", err, l.p.Version)
+	if err == nil || !strings.Contains(err.Error(), "is version "+l.p.Version+", but labbuild read version 4.18.99") {
+		t.Fatalf("err %v, want it to name both versions", err)
 	}
 }
 
@@ -413,7 +414,7 @@ func TestReleaseMirrorLayout(t *testing.T) {
 	if err := p.WriteLayout(dir); err != nil {
 		t.Fatal(err)
 	}
-	cfg := lab.DefaultConfig()
+	cfg := testLabConfig()
 	cfg.Release.Image = p.ReleaseRef()
 	cfg.Release.Version = p.Version
 	cfg.Release.Mirrors = map[string]string{p.ReleaseRepo: "oci:" + dir, p.ComponentRepo: "oci:" + dir}
@@ -428,6 +429,18 @@ func TestReleaseMirrorLayout(t *testing.T) {
 	if err != nil || !bytes.Equal(b, releaseTestBinary) {
 		t.Errorf("release/mco from the layout: %v", err)
 	}
+}
+
+// releaseNoCRDs is the release family without release/crds, which reads the cluster's
+// FeatureGate (another family's).
+func releaseNoCRDs(c *lab.Config) []*engine.Target {
+	var out []*engine.Target
+	for _, t := range releaseTargets(c) {
+		if t.Name != "release/crds" {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // TestReleaseTagMoves: a tag's resolution holds until the TTL (no request even though the tag
@@ -453,7 +466,7 @@ func TestReleaseTagMoves(t *testing.T) {
 	build := func() *engine.Result {
 		t.Helper()
 		r, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: l.cfg}, OutDir: l.out, Jobs: 2, Stderr: io.Discard,
-			Targets: append(releaseTargets(l.cfg), ts...), Now: func() time.Time { return now }})
+			Targets: append(releaseNoCRDs(l.cfg), ts...), Now: func() time.Time { return now }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -500,7 +513,7 @@ func TestReleaseTagMoves(t *testing.T) {
 // the downstream families read, through Ignition, offline.
 func TestReleaseSampleFeedsIgnition(t *testing.T) {
 	sr := testenv.StartSampleRelease(t, true)
-	cfg := lab.DefaultConfig()
+	cfg := testLabConfig()
 	cfg.Release.Image, cfg.Release.Version, cfg.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
 	cfg.Access.PullSecretFile, cfg.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
 	out := t.TempDir()

@@ -60,7 +60,7 @@ func TestRHCOSImage(t *testing.T) {
 	cache := t.TempDir()
 	t.Setenv(RHCOSCacheEnv, cache)
 	newLab := func(sum string) *lab.Config {
-		c := lab.DefaultConfig()
+		c := testLabConfig()
 		c.RHCOS = lab.RHCOSConfig{ImageURL: u, ImageSHA256: sum}
 		return c
 	}
@@ -159,7 +159,7 @@ func TestRHCOSFromPayload(t *testing.T) {
 		t.Skip("no loopback RHCOS image (qemu-img missing)")
 	}
 	newLab := func() *lab.Config {
-		c := lab.DefaultConfig()
+		c := testLabConfig()
 		c.Release.Image, c.Release.Version, c.Release.Mirrors = sr.Image, sr.Version, sr.Mirrors
 		c.Access.PullSecretFile, c.Access.SSHKeyFile = sr.PullSecretFile, sr.SSHKeyFile
 		c.RHCOS = lab.RHCOSConfig{}
@@ -211,16 +211,51 @@ func TestCoreOSParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream, img, err := coreOSParse(cm)
+	stream, img, err := coreOSParse(cm, "")
 	if err != nil || img.Location != want.URL || img.SHA256 != want.SHA256 || img.Stream != "rhcos-4.18" || !json.Valid(stream) {
 		t.Errorf("parse: %+v, %v", img, err)
 	}
 	noQemu := strings.Replace(string(cm), `"qemu"`, `"openstack"`, 1)
-	if _, _, err := coreOSParse([]byte(noQemu)); err == nil || !strings.Contains(err.Error(), `.architectures.x86_64.artifacts.qemu.formats["qcow2.gz"].disk`) {
+	if _, _, err := coreOSParse([]byte(noQemu), ""); err == nil || !strings.Contains(err.Error(), `.architectures.x86_64.artifacts.qemu.formats["qcow2.gz"].disk`) {
 		t.Errorf("stream without qemu: %v", err)
 	}
-	if _, _, err := coreOSParse([]byte("kind: ConfigMap\nmetadata: {name: other}\n")); err == nil || !strings.Contains(err.Error(), "coreos-bootimages") {
+	if _, _, err := coreOSParse([]byte("kind: ConfigMap\nmetadata: {name: other}\n"), ""); err == nil || !strings.Contains(err.Error(), "coreos-bootimages") {
 		t.Errorf("another ConfigMap: %v", err)
+	}
+}
+
+// TestCoreOSParsePerRelease reads each release's coreos-bootimages as the sample payload
+// shapes it after the installer: 4.20 data.stream (rhcos 9.6), 4.22 data.streams picked by the
+// release's default osImageStream rhel-9 (9.8) or rhel-10 when asked (10.2), OKD the SCOS
+// stream c10s.
+func TestCoreOSParsePerRelease(t *testing.T) {
+	shared := testenv.RequireShared(t)
+	img := payload.RHCOSImage{URL: "https://example.test/os-qemu.x86_64.qcow2.gz", SHA256: strings.Repeat("cd", 32)}
+	for _, tc := range []struct {
+		release, osImageStream, stream, build string
+	}{
+		{"4.20", "", "rhcos-4.20", "9.6.20260217-1"},
+		{"4.22", "rhel-9", "rhcos-4.21", "9.8.20260428-0"},
+		{"4.22", "rhel-10", "rhcos-4.22", "10.2.20260423-0"},
+		{"okd-4.22", "", "c10s", "10.0.20251103-0"},
+	} {
+		r, err := payload.ReleaseNamed(tc.release)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm, err := payload.CoreOSBootImagesOf(shared, r, r.Version, img)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, got, err := coreOSParse(cm, tc.osImageStream)
+		if err != nil || got.Stream != tc.stream || got.Release != tc.build || got.Location != img.URL {
+			t.Errorf("%s %q: %+v, %v; want stream %s release %s", tc.release, tc.osImageStream, got, err, tc.stream, tc.build)
+		}
+	}
+	r, _ := payload.ReleaseNamed("4.22")
+	cm, _ := payload.CoreOSBootImagesOf(shared, r, r.Version, img)
+	if _, _, err := coreOSParse(cm, "centos-10"); err == nil || !strings.Contains(err.Error(), `no stream "centos-10"`) {
+		t.Errorf("an unknown stream: %v", err)
 	}
 }
 
@@ -230,7 +265,7 @@ func TestCoreOSParse(t *testing.T) {
 // builds; without the override both hold it.
 func TestRHCOSOverrideLeavesStream(t *testing.T) {
 	for _, override := range []bool{false, true} {
-		c := lab.DefaultConfig()
+		c := testLabConfig()
 		if override {
 			c.RHCOS = lab.RHCOSConfig{ImageURL: "https://images.example/rhcos.qcow2.gz", ImageSHA256: strings.Repeat("a", 64)}
 		}

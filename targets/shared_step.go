@@ -84,3 +84,25 @@ func addReads(reads []string, extra ...string) []string {
 	}
 	return reads
 }
+
+// depFiles returns upstream dep's outputs under prefix, by their names below it.
+func depFiles(s *engine.Step, dep, prefix string) (map[string][]byte, error) {
+	names, err := s.DepFiles(dep)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for _, n := range names {
+		rel, ok := strings.CutPrefix(n, prefix)
+		if !ok {
+			continue
+		}
+		if out[rel], err = s.DepFile(dep, n); err != nil {
+			return nil, err
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: %s wrote nothing under %s; rebuild it: labbuild -B %s", s.Target().Name, dep, prefix, dep)
+	}
+	return out, nil
+}

@@ -34,7 +34,7 @@ func TestInClusterPlan(t *testing.T) {
 	os.WriteFile(key, []byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHd5s1S7jcY2O6jWvBb7oZ7A4DMpWD5Z2eG0m9lE1kZ7 user@host\n"), 0o644)
 	for _, mode := range []string{lab.LoadBalancerInCluster, lab.LoadBalancerHost} {
 		t.Run(mode, func(t *testing.T) {
-			c := lab.DefaultConfig()
+			c := testLabConfig()
 			c.Network.LoadBalancer = mode
 			c.Access.PullSecretFile, c.Access.SSHKeyFile = ps, key
 			res, err := engine.Build(context.Background(), engine.Options{Config: Lab{Config: c}, OutDir: filepath.Join(t.TempDir(), "out"), Goals: []string{"cluster"}, DryRun: true,

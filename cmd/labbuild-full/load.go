@@ -43,6 +43,10 @@ func (c *cli) status(ctx context.Context, goals []string, inputs bool) (*engine.
 	if err != nil {
 		return nil, nil, o, err
 	}
+	o.Targets = p.Targets
+	if err := c.releaseGate(ctx, &o, true); err != nil {
+		return nil, nil, o, err
+	}
 	// Explain (inputs) turns off the null-build fast path, which skips computing them.
 	// KeepGoing: a target that cannot be evaluated blocks its dependents, not every other target.
 	// The dry run's errors (why a target is blocked) are kept for explain.

@@ -77,6 +77,8 @@ type cli struct {
 	cfg     *lab.Config // the validated lab config (nil with --synthetic)
 	cfgName string      // the lab config as the user named it (-f bad.yaml), for messages
 	cfgBase string      // the directory its relative paths are taken from
+
+	cleanup []func() // run when run returns (a dry run's temporary files: release.go)
 }
 
 // withSynthetic adds the synthetic benchmark graph's flags (--synthetic N, --synthetic-delay,
@@ -167,6 +169,11 @@ func newFlags(c *cli) *pflag.FlagSet {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	defer startProfiling()() // LABBUILD_CPUPROFILE, LABBUILD_MEMPROFILE: see profile.go
 	c := &cli{stdout: stdout, stderr: stderr, stamp: newStamper(args, stdout, stderr)}
+	defer func() {
+		for _, f := range c.cleanup {
+			f()
+		}
+	}()
 	fs := newFlags(c)
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {

@@ -15,6 +15,9 @@ func runBuild(ctx context.Context, c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := c.releaseGate(ctx, &o, c.dryRun); err != nil {
+		return err
+	}
 	if err := c.checkFiles(&o); err != nil {
 		return err
 	}

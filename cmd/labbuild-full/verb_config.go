@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/labbuild/labbuild/lab"
+	"github.com/labbuild/labbuild/targets"
 )
 
 // runInit writes the embedded default lab config to lab.yaml (or -f), never over a file.
@@ -29,7 +30,11 @@ func runInit(ctx context.Context, c *cli, args []string) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "labbuild: wrote %s; edit it, then run labbuild\n", path)
+	fmt.Fprintf(c.stdout, "labbuild: wrote %s for OpenShift %s, the newest release labbuild builds; edit it, then run labbuild\n", path, targets.NewestRelease)
+	fmt.Fprintf(c.stdout, "labbuild: another release is another release.image (labbuild builds %s): e.g.\n"+
+		"  image: quay.io/openshift-release-dev/ocp-release:4.20.8-x86_64   # OpenShift 4.20\n"+
+		"  image: quay.io/okd/scos-release:4.22.0-okd-scos.1                # OKD 4.22: no pull secret needed\n"+
+		"docs/releases.md says what differs between them\n", targets.SupportedReleases())
 	return nil
 }
 

@@ -107,7 +107,7 @@ does once a day. libvirt objects are left alone: use labbuild destroy.`,
 		"init": {
 			usage:    "labbuild init [-f lab.yaml]",
 			short:    "write a commented lab.yaml with every default",
-			long:     "Writes the embedded default lab config, commented, to lab.yaml (or -f). It refuses to overwrite.",
+			long:     "Writes the embedded default lab config, commented, to lab.yaml (or -f): a lab of the newest release labbuild builds (OpenShift 4.22). Another release, OpenShift or OKD, is another release.image; init says how. It refuses to overwrite.",
 			examples: []string{"labbuild init && $EDITOR lab.yaml"},
 			run:      runInit,
 		},

@@ -1,7 +1,8 @@
 // Package ignition builds the lab's Ignition configs (spec 3.4.0, the version MCO 4.18 renders:
-// machine-config-operator pkg/controller/common/constants.go InternalMCOIgnitionVersion) with
-// the types of github.com/coreos/ignition/v2/config/v3_4/types, and checks them with
-// Ignition's own parser.
+// machine-config-operator pkg/controller/common/constants.go InternalMCOIgnitionVersion; a node
+// config follows its rendered MachineConfig, 3.5.0 from 4.20: version.go) with the types of
+// github.com/coreos/ignition/v2/config/v3_4/types, and checks them with Ignition's own parser of
+// their declared version.
 //
 // It is pure: bytes and values in, bytes out. The targets (targets/ignition.go) decide which
 // upstream outputs land at which path on the node.
@@ -36,7 +37,8 @@ import (
 	"github.com/coreos/vcontext/report"
 )
 
-// Version is the Ignition spec version of every config this package writes.
+// Version is the Ignition spec version of the configs this package makes from nothing (New);
+// a config built on a rendered MachineConfig keeps that config's version (Version35).
 const Version = "3.4.0"
 
 // CompressThreshold is the content size in bytes from which a file is embedded gzip-compressed
@@ -368,22 +370,19 @@ func Encode(cfg types.Config) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ignition: encode: %w", err)
 	}
-	if v, err := semver.NewVersion(cfg.Ignition.Version); err == nil && *v == types.MaxVersion &&
-		len(validate.ValidateWithContext(cfg, nil).Entries) == 0 {
-		return raw, nil
-	}
-	if err := Validate(raw); err != nil {
+	if err := validateAt(cfg, raw); err != nil {
 		return nil, err
 	}
 	return raw, nil
 }
 
-// Validate parses raw as Ignition's own v3_4.Parse does (parse34) and fails on an error or on
-// ANY report entry, warnings and info included (an unknown key is only a warning there, yet a
-// typo that Ignition ignores at boot is a defect here). The error lists the entries (paths and
-// messages, never file contents).
+// Validate parses raw as Ignition's own v3_4.Parse does (parse34), or v3_5.Parse for a config
+// that declares 3.5.0 (parse35), and fails on an error or on ANY report entry, warnings and
+// info included (an unknown key is only a warning there, yet a typo that Ignition ignores at
+// boot is a defect here). The error lists the entries (paths and messages, never file
+// contents).
 func Validate(raw []byte) error {
-	_, rpt, err := parse34(raw)
+	_, rpt, err := parse(raw)
 	return reportError(rpt, err)
 }
 
@@ -428,9 +427,10 @@ func reportError(rpt report.Report, err error) error {
 	return nil
 }
 
-// Parse decodes and validates raw as in Validate and returns the config.
+// Parse decodes and validates raw as in Validate and returns the config (3.4 types; a 3.5.0
+// config keeps its version, see Version35).
 func Parse(raw []byte) (types.Config, error) {
-	cfg, rpt, err := parse34(raw)
+	cfg, rpt, err := parse(raw)
 	if err := reportError(rpt, err); err != nil {
 		return types.Config{}, err
 	}

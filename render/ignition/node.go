@@ -107,7 +107,8 @@ func NodeBase(hostname string, n StaticNetwork) ([]File, error) {
 type RenderedMachineConfig struct {
 	// Name is metadata.name (rendered-master-<md5>).
 	Name string
-	// Config is spec.config, the pool's Ignition 3.4 config.
+	// Config is spec.config, the pool's Ignition config (3.4.0, or 3.5.0 from 4.20, in the 3.4
+	// types: version.go).
 	Config types.Config
 	// Object is the whole MachineConfig as JSON (for the MCS content files). It is shared:
 	// read it, never change it.
@@ -204,7 +205,7 @@ func parseMachineConfig(doc []byte) (*RenderedMachineConfig, error) {
 // config mc (MCO release-4.18 pkg/server/server.go getAppenders; spec stages.md §8.5):
 // kubelet-ca.crt (ControllerConfig kubeAPIServerServingCAData, kubeletCA), the kubelet
 // bootstrap kubeconfig, node-annotations.json (currentConfig = desiredConfig = mc.Name, state
-// Done), the encapsulated MC (spec.config emptied to a bare 3.4.0 config; its presence lets
+// Done), the encapsulated MC (spec.config emptied to a bare config of its version; its presence lets
 // machine-config-daemon-firstboot rebase the OS) and the full MC content. The MCS writes them
 // 0644; the kubeconfig is written 0600 here because it carries a client credential.
 func MCSFiles(mc *RenderedMachineConfig, kubeletCA, bootstrapKubeconfig []byte) ([]File, error) {
@@ -245,7 +246,8 @@ func mcsContent(mc *RenderedMachineConfig) (full, encapsulated []byte, err error
 		return nil, nil, fmt.Errorf("ignition: MachineConfig %s: %w", mc.Name, err)
 	}
 	// A shallow copy down to spec (mc.Object is shared), then spec.config =
-	// {"ignition":{"version":"3.4.0"}}.
+	// {"ignition":{"version":<the rendered config's>}} (the MCS's ctrlcommon.NewIgnConfig: the
+	// release's spec version).
 	spec, _ := mc.Object["spec"].(map[string]any)
 	if spec == nil {
 		return nil, nil, fmt.Errorf("ignition: MachineConfig %s has no spec", mc.Name)
@@ -258,7 +260,7 @@ func mcsContent(mc *RenderedMachineConfig) (full, encapsulated []byte, err error
 	for k, v := range spec {
 		spec2[k] = v
 	}
-	spec2["config"] = map[string]any{"ignition": map[string]any{"version": Version}}
+	spec2["config"] = map[string]any{"ignition": map[string]any{"version": mc.Config.Ignition.Version}}
 	enc["spec"] = spec2
 	encapsulated, err = json.Marshal(enc)
 	if err != nil {

@@ -27,6 +27,8 @@ func BenchmarkRenderAll(b *testing.B) {
 	}
 	ic := InstallConfig{Name: "ocp4", BaseDomain: "example.com", ClusterNetwork: "10.128.0.0/14", HostPrefix: 23,
 		ServiceNetwork: "172.30.0.0/16", MachineNetwork: "192.168.126.0/24", Masters: 3}
+	fg := payloadFeatureGates(b, "4.18")
+	cvo := cvoTemplate(b, "4.18")
 	b.ReportAllocs()
 	for b.Loop() {
 		for _, f := range []func() ([]byte, error){
@@ -36,7 +38,7 @@ func BenchmarkRenderAll(b *testing.B) {
 				return KubeControllerManagerPod(imgHyperkube, "10.128.0.0/14", 23, "172.30.0.0/16")
 			},
 			func() ([]byte, error) { return KubeSchedulerPod(imgHyperkube) },
-			func() ([]byte, error) { return CVOPod(imgRelease, "self-managed-high-availability") },
+			func() ([]byte, error) { return CVOPodFromPayload(cvo, imgRelease, "self-managed-high-availability") },
 			func() ([]byte, error) { return KubeProxyPod(imgKubeProxy, "10.128.0.0/14") },
 		} {
 			_, err := f()
@@ -54,8 +56,10 @@ func BenchmarkRenderAll(b *testing.B) {
 			func() (File, error) { return Ingress("ocp4.example.com") },
 			Proxy,
 			func() (File, error) { return Scheduler(2) },
-			func() (File, error) { return FeatureGate("Default", "self-managed-high-availability", "4.18.0") },
-			func() (File, error) { return ClusterVersion("4.18.0", "8b1c2d3e-4f50-4a61-8b72-93a4b5c6d7e8") },
+			func() (File, error) {
+				return FeatureGateFromPayload(FeatureGateInput{Manifests: fg, Version: "4.18.0", Profile: "self-managed-high-availability", FeatureSet: "Default"})
+			},
+			func() (File, error) { return ClusterVersion("", "stable-4.18", "8b1c2d3e-4f50-4a61-8b72-93a4b5c6d7e8") },
 			func() (File, error) { return ClusterConfigV1(ic) },
 			func() (File, error) { return EtcdEndpoints("192.168.126.100") },
 			func() (File, error) { return TLSSecret("openshift-etcd", "etcd-signer", crt, key) },

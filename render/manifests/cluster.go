@@ -263,7 +263,7 @@ func Scheduler(workers int) (File, error) {
 
 // FeatureSet maps labbuild's cluster.featureSet ("Default" or "") to the API value: Default is
 // the empty string in FeatureGate spec.featureSet (config/v1 FeatureSet: Default is "",
-// TechPreviewNoUpgrade, DevPreviewNoUpgrade, CustomNoUpgrade).
+// TechPreviewNoUpgrade, DevPreviewNoUpgrade, CustomNoUpgrade, and OKD from 4.22).
 func FeatureSet(s string) string {
 	if s == "Default" {
 		return ""
@@ -271,80 +271,30 @@ func FeatureSet(s string) string {
 	return s
 }
 
-// FeatureGate renders FeatureGate `cluster` with spec.featureSet and, as the cluster-config-api
-// image's `render` does at bootstrap, status.featureGates for payloadVersion: the enabled and
-// disabled gates of (profile, featureSet) from github.com/openshift/api/features (the module
-// pinned in go.mod, the data of featureGate-<Profile>-<Set>.yaml in the payload), through the
-// generated featureGateTable (gen_featuregates.go), so the binary does not run that package's
-// initializers at every start. The CVO exits on a feature-set mismatch if it is missing. Its
-// status goes through the status subresource (StatusKinds). CustomNoUpgrade is refused: it
-// needs explicit gate lists.
-func FeatureGate(featureSet, profile, payloadVersion string) (File, error) {
-	fs := FeatureSet(featureSet)
-	if fs == "CustomNoUpgrade" {
-		return File{}, errors.New("featuregate: cluster.featureSet CustomNoUpgrade is not supported (it needs explicit gate lists); use Default, TechPreviewNoUpgrade or DevPreviewNoUpgrade")
-	}
-	if payloadVersion == "" {
-		return File{}, errors.New("featuregate: empty payload version (set release.version)")
-	}
-	gates, err := featureGates("include.release.openshift.io/"+profile, fs)
-	if err != nil {
-		return File{}, fmt.Errorf("featuregate: cluster.profile %q, cluster.featureSet %q: %w", profile, featureSet, err)
-	}
-	attrs := func(names []string) []featureGateAt {
-		out := make([]featureGateAt, 0, len(names))
-		for _, n := range names {
-			out = append(out, featureGateAt{Name: n})
-		}
-		return out
-	}
-	o := &featureGate{typeMeta: configTypeMeta("FeatureGate"), Metadata: objectMeta{Name: "cluster"}}
-	o.Spec.FeatureSet = fs
-	o.Status.FeatureGates = []featureGateDetails{{Version: payloadVersion, Enabled: attrs(gates.Enabled), Disabled: attrs(gates.Disabled)}}
-	return newFile(OrderConfig+"-config-featuregate.yaml", o)
-}
-
-//go:generate go run gen_featuregates.go
-
-// featureGateSet is one row of featureGateTable: the gates of a cluster profile and feature set.
-type featureGateSet struct {
-	Profile, FeatureSet string
-	Enabled, Disabled   []string
-}
-
-// featureGates looks (profile, fs) up in featureGateTable, with the errors of openshift/api's
-// features.FeatureSets.
-func featureGates(profile, fs string) (*featureGateSet, error) {
-	known := false
-	for i := range featureGateTable {
-		g := &featureGateTable[i]
-		if g.Profile != profile {
-			continue
-		}
-		known = true
-		if g.FeatureSet == fs {
-			return g, nil
-		}
-	}
-	if !known {
-		return nil, fmt.Errorf("no information found for ClusterProfile=%q", profile)
-	}
-	return nil, fmt.Errorf("no information found for FeatureSet=%q under ClusterProfile=%q", fs, profile)
-}
-
-// ClusterVersion renders ClusterVersion `version` with channel stable-<major>.<minor> of
-// payloadVersion and clusterID (see ClusterID); no desiredUpdate and no upstream, so the CVO
-// installs the payload it runs (spec §7.3 #12).
-func ClusterVersion(payloadVersion, clusterID string) (File, error) {
-	parts := strings.SplitN(payloadVersion, ".", 3)
-	if len(parts) < 2 || parts[0] == "" || parts[1] == "" {
-		return File{}, fmt.Errorf("clusterversion: release.version %q is not <major>.<minor>[.<patch>]", payloadVersion)
+// ClusterVersion renders ClusterVersion `version` with the release's channel and upstream
+// (render/releases Release.CVOChannel, CVOUpstream: installer
+// data/data/manifests/bootkube/cvo-overrides.yaml.template, stable-<major>.<minor> for OCP, the
+// OKD update service and stable-scos-4 for SCOS) and clusterID (see ClusterID); no
+// desiredUpdate, so the CVO installs the payload it runs (spec §7.3 #12).
+func ClusterVersion(upstream, channel, clusterID string) (File, error) {
+	if channel == "" {
+		return File{}, errors.New("clusterversion: empty channel")
 	}
 	if clusterID == "" {
 		return File{}, errors.New("clusterversion: empty cluster ID")
 	}
 	return newFile(OrderConfig+"-config-clusterversion.yaml", newConfig("ClusterVersion", "version",
-		clusterVersionSpec{ClusterID: clusterID, Channel: "stable-" + parts[0] + "." + parts[1]}))
+		clusterVersionSpec{ClusterID: clusterID, Channel: channel, Upstream: upstream}))
+}
+
+// SupportSecret renders Secret openshift-config/support with stringData scaPullDisabled "true",
+// which an OKD installer writes so the insights operator does not pull Red Hat subscription
+// content (installer data/data/manifests/openshift/90-okd-sca-pull-disable.yaml.template,
+// `{{if .IsOKD}}`). It holds no secret.
+func SupportSecret() (File, error) {
+	sec := newSecret("openshift-config", "support", secretTypeOpaque, nil)
+	sec.StringData = map[string]string{"scaPullDisabled": "true"}
+	return newFile(OrderObjects+"-openshift-config-secret-support.yaml", sec)
 }
 
 // InstallConfig is the part of an install-config labbuild knows (openshift-install's

@@ -4,7 +4,9 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
+	"time"
 )
 
 // Past the pivot: the objects openshift-install hands the operators and labbuild hands over too
@@ -91,6 +93,102 @@ func MCSTLSSecret(certPEM, keyPEM []byte) (File, error) {
 	f, err := newFile(OrderObjects+"-"+ns+"-secret-"+name+".yaml", sec)
 	f.Secret = true
 	return f, err
+}
+
+// MCS CA and TLS from 4.19 (render/releases Release.MCSCA, MCSTLSSecretTLS): the MCO owns the
+// machine-config-server CA and rotates the MCS certificate (machine-config-operator
+// release-4.20 pkg/controller/certrotation/certrotation_controller.go: RotatedSigningCASecret
+// machine-config-server-ca, CABundleConfigMap of the same name, RotatedSelfSignedCertKeySecret
+// machine-config-server-tls), so the installer hands over the CA with its key, and the TLS
+// Secret in the shape certrotation recognises (installer 13a5f6b9
+// pkg/asset/manifests/operators.go generateBootKubeManifests and its templates,
+// ../shared/fixtures/versions/4.20/installer/manifests/bootkube/). A CA it did not recognise
+// would be replaced by a new one, which nodes' pointer Ignition does not trust.
+
+const (
+	mcoNamespace     = "openshift-machine-config-operator"
+	mcoComponent     = "Machine Config Operator"
+	mcsCAName        = "machine-config-server-ca"
+	mcsTLSName       = "machine-config-server-tls"
+	managedCertType  = "auth.openshift.io/managed-certificate-type"
+	annotationHosts  = "auth.openshift.io/certificate-hostnames"
+	annotationDescr  = "openshift.io/description"
+	annotationOwning = "openshift.io/owning-component"
+)
+
+// MCSTLSSecretTLS renders Secret openshift-machine-config-operator/machine-config-server-tls as
+// the 4.19+ installer's machine-config-server-tls-secret.yaml.template: type kubernetes.io/tls,
+// the certificate's hostnames (IP addresses and DNS names, sorted, comma-joined), issuer and
+// validity as auth.openshift.io annotations, and label managed-certificate-type: target. The
+// file is Secret.
+func MCSTLSSecretTLS(certPEM, keyPEM []byte) (File, error) {
+	what := mcoNamespace + "/" + mcsTLSName
+	c, err := parseCert(what, certPEM)
+	if err != nil {
+		return File{}, err
+	}
+	if b, _ := pem.Decode(keyPEM); b == nil || !strings.Contains(b.Type, "PRIVATE KEY") {
+		return File{}, fmt.Errorf("%s: tls.key is not a PEM private key", what)
+	}
+	var hosts []string
+	for _, ip := range c.IPAddresses {
+		hosts = append(hosts, ip.String())
+	}
+	hosts = append(hosts, c.DNSNames...)
+	sort.Strings(hosts)
+	sec := newSecret(mcoNamespace, mcsTLSName, secretTypeTLS, map[string][]byte{tlsCertKey: certPEM, tlsPrivateKeyKey: keyPEM})
+	sec.Metadata.Annotations = map[string]string{
+		annotationDescr:     "Secret containing the MachineConfigServer TLS certificate and key",
+		annotationOwning:    mcoComponent,
+		annotationHosts:     strings.Join(hosts, ","),
+		AnnotationIssuer:    c.Issuer.CommonName,
+		AnnotationNotAfter:  c.NotAfter.UTC().Format(time.RFC3339),
+		AnnotationNotBefore: c.NotBefore.UTC().Format(time.RFC3339),
+	}
+	sec.Metadata.Labels = map[string]string{managedCertType: "target"}
+	f, err := newFile(OrderObjects+"-"+mcoNamespace+"-secret-"+mcsTLSName+".yaml", sec)
+	f.Secret = true
+	return f, err
+}
+
+// MCSCA renders what the 4.19+ installer hands over of the machine-config-server CA (the lab's
+// root CA): Secret machine-config-server-ca (type kubernetes.io/tls, the CA certificate and
+// key, label managed-certificate-type: signer; machine-config-server-ca-secret.yaml.template)
+// and ConfigMap machine-config-server-ca (ca-bundle.crt, label managed-certificate-type:
+// ca-bundle; machine-config-server-ca-configmap.yaml.template at installer 13a5f6b9), which
+// the operator's sync reads for ControllerConfig rootCAData (getMCSCABundle). The Secret's
+// file is Secret: it holds the root CA key.
+func MCSCA(certPEM, keyPEM []byte) ([]File, error) {
+	what := mcoNamespace + "/" + mcsCAName
+	c, err := parseCert(what, certPEM)
+	if err != nil {
+		return nil, err
+	}
+	if b, _ := pem.Decode(keyPEM); b == nil || !strings.Contains(b.Type, "PRIVATE KEY") {
+		return nil, fmt.Errorf("%s: tls.key is not a PEM private key", what)
+	}
+	sec := newSecret(mcoNamespace, mcsCAName, secretTypeTLS, map[string][]byte{tlsCertKey: certPEM, tlsPrivateKeyKey: keyPEM})
+	sec.Metadata.Annotations = map[string]string{
+		annotationOwning:    mcoComponent,
+		annotationDescr:     "CA used to sign the MachineConfigServer TLS certificate",
+		AnnotationIssuer:    c.Issuer.CommonName,
+		AnnotationNotAfter:  c.NotAfter.UTC().Format(time.RFC3339),
+		AnnotationNotBefore: c.NotBefore.UTC().Format(time.RFC3339),
+	}
+	sec.Metadata.Labels = map[string]string{managedCertType: "signer"}
+	sf, err := newFile(OrderObjects+"-"+mcoNamespace+"-secret-"+mcsCAName+".yaml", sec)
+	if err != nil {
+		return nil, err
+	}
+	sf.Secret = true
+	cm := newConfigMap(mcoNamespace, mcsCAName, map[string]string{"ca-bundle.crt": string(certPEM)})
+	cm.Metadata.Annotations = map[string]string{
+		annotationDescr:  "CA bundle that stores all valid CAs for the MachineConfigServer TLS certificate",
+		annotationOwning: mcoComponent,
+	}
+	cm.Metadata.Labels = map[string]string{managedCertType: "ca-bundle"}
+	cf, err := newFile(OrderObjects+"-"+mcoNamespace+"-configmap-"+mcsCAName+".yaml", cm)
+	return []File{cf, sf}, err
 }
 
 // SSHMachineConfig renders MachineConfig 99-<role>-ssh as the installer's

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -147,7 +146,7 @@ func TestGolden(t *testing.T) {
 			return pod(KubeSchedulerPodFile, b, err)
 		}},
 		{"cvo", func() ([]File, error) {
-			b, err := CVOPod(imgRelease, "self-managed-high-availability")
+			b, err := CVOPodFromPayload(cvoTemplate(t, "4.18"), imgRelease, "self-managed-high-availability")
 			return pod(CVOPodFile, b, err)
 		}},
 		{"kube-proxy", func() ([]File, error) {
@@ -164,9 +163,12 @@ func TestGolden(t *testing.T) {
 		{"ingress", func() ([]File, error) { return one(Ingress("ocp4.example.com")) }},
 		{"proxy", func() ([]File, error) { return one(Proxy()) }},
 		{"scheduler", func() ([]File, error) { return one(Scheduler(2)) }},
-		{"featuregate", func() ([]File, error) { return one(FeatureGate("Default", "self-managed-high-availability", "4.18.0")) }},
+		{"featuregate", func() ([]File, error) {
+			return one(FeatureGateFromPayload(FeatureGateInput{Manifests: payloadFeatureGates(t, "4.18"), Version: "4.18.0",
+				Profile: "self-managed-high-availability", FeatureSet: "Default"}))
+		}},
 		{"clusterversion", func() ([]File, error) {
-			return one(ClusterVersion("4.18.0", "8b1c2d3e-4f50-4a61-8b72-93a4b5c6d7e8"))
+			return one(ClusterVersion("", "stable-4.18", "8b1c2d3e-4f50-4a61-8b72-93a4b5c6d7e8"))
 		}},
 		{"cluster-config-v1", func() ([]File, error) {
 			return one(ClusterConfigV1(InstallConfig{Name: "ocp4", BaseDomain: "example.com", ClusterNetwork: "10.128.0.0/14", HostPrefix: 23,
@@ -270,39 +272,6 @@ func TestApplyOrder(t *testing.T) {
 	}
 }
 
-// TestFeatureGateMatchesPayload compares the FeatureGate status with the payload's own
-// featureGate-SelfManagedHA-Default.yaml (cluster-config-api image, openshift/api release-4.18).
-func TestFeatureGateMatchesPayload(t *testing.T) {
-	shared := testenv.RequireShared(t)
-	var want configv1.FeatureGate
-	if err := json.Unmarshal(mustRead(t, filepath.Join(shared, "fixtures/release/cluster-config-api/manifests/featureGate-SelfManagedHA-Default.yaml")), &want); err != nil {
-		t.Fatal(err)
-	}
-	f, err := FeatureGate("Default", "self-managed-high-availability", "4.18.0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got configv1.FeatureGate
-	if err := yaml.Unmarshal(f.Data, &got); err != nil {
-		t.Fatal(err)
-	}
-	names := func(a []configv1.FeatureGateAttributes) string {
-		var r []string
-		for _, x := range a {
-			r = append(r, string(x.Name))
-		}
-		sort.Strings(r)
-		return strings.Join(r, ",")
-	}
-	g, w := got.Status.FeatureGates[0], want.Status.FeatureGates[0]
-	if names(g.Enabled) != names(w.Enabled) || names(g.Disabled) != names(w.Disabled) {
-		t.Errorf("feature gates differ from the payload's:\nenabled  %s\nwant     %s\ndisabled %s\nwant     %s", names(g.Enabled), names(w.Enabled), names(g.Disabled), names(w.Disabled))
-	}
-	if g.Version != "4.18.0" || got.Spec.FeatureSet != "" {
-		t.Errorf("version %q featureSet %q, want 4.18.0 and \"\" (Default)", g.Version, got.Spec.FeatureSet)
-	}
-}
-
 // TestTopologies is openshift-install's replica → topology table.
 func TestTopologies(t *testing.T) {
 	tests := []struct {
@@ -339,13 +308,8 @@ func TestErrors(t *testing.T) {
 			_, err := KubeControllerManagerPod(imgHyperkube, "10.128.0.0/14", 12, "172.30.0.0/16")
 			return err
 		}},
-		{"no profile", "cluster.profile", func() error { _, err := CVOPod(imgRelease, ""); return err }},
-		{"custom feature set", "CustomNoUpgrade", func() error {
-			_, err := FeatureGate("CustomNoUpgrade", "self-managed-high-availability", "4.18.0")
-			return err
-		}},
-		{"unknown profile", "cluster.profile", func() error { _, err := FeatureGate("Default", "nope", "4.18.0"); return err }},
-		{"bad version", "release.version", func() error { _, err := ClusterVersion("latest", "x"); return err }},
+		{"no profile", "cluster.profile", func() error { _, err := CVOPodFromPayload(cvoTemplate(t, "4.18"), imgRelease, ""); return err }},
+		{"no channel", "empty channel", func() error { _, err := ClusterVersion("", "", "x"); return err }},
 		{"plain password", "not a bcrypt hash", func() error { _, err := KubeadminSecret([]byte("c2VjcmV0cGFzc3dvcmQ=")); return err }},
 		{"key as cert", "not a PEM certificate", func() error { _, err := TLSSecret("ns", "s", key, key); return err }},
 		{"cert as key", "not a PEM private key", func() error { _, err := TLSSecret("ns", "s", crt, crt); return err }},
@@ -395,7 +359,9 @@ func TestPodPaths(t *testing.T) {
 			return KubeControllerManagerPod(imgHyperkube, "10.128.0.0/14", 23, "172.30.0.0/16")
 		},
 		"scheduler": func() ([]byte, error) { return KubeSchedulerPod(imgHyperkube) },
-		"cvo":       func() ([]byte, error) { return CVOPod(imgRelease, "self-managed-high-availability") },
+		"cvo": func() ([]byte, error) {
+			return CVOPodFromPayload(cvoTemplate(t, "4.18"), imgRelease, "self-managed-high-availability")
+		},
 	}
 	used := map[string]bool{}
 	for name, render := range pods {
@@ -494,5 +460,68 @@ func TestHandoverErrors(t *testing.T) {
 		if tt.err != nil && strings.Contains(tt.err.Error(), "PRIVATE KEY-----") {
 			t.Errorf("%s: error quotes key material", tt.name)
 		}
+	}
+}
+
+// TestMCSCAMatchesInstaller: from 4.19 the TLS Secret and the CA Secret equal the 4.20 and
+// 4.22 installers' templates (../shared/fixtures/versions/<r>/installer/manifests/bootkube/)
+// filled with the certificate's own values, as pkg/asset/manifests/operators.go fills them;
+// the CA ConfigMap carries the root CA as ca-bundle.crt with the ca-bundle label.
+func TestMCSCAMatchesInstaller(t *testing.T) {
+	shared := testenv.RequireShared(t)
+	crt, key := testSigner(t)
+	c, err := parseCert("test", crt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hosts []string
+	for _, ip := range c.IPAddresses {
+		hosts = append(hosts, ip.String())
+	}
+	hosts = append(hosts, c.DNSNames...)
+	sort.Strings(hosts)
+	b64 := base64.StdEncoding.EncodeToString
+	fill := strings.NewReplacer(
+		"{{.McsTLSCert}}", b64(crt), "{{.McsTLSKey}}", b64(key),
+		"{{.RootCACertBase64}}", b64(crt), "{{.RootCASignerKeyBase64}}", b64(key),
+		"{{.McsHostName}}", `"`+strings.Join(hosts, ",")+`"`, "{{.RootCAIssuerName}}", c.Issuer.CommonName,
+		"{{.McsTLSCertNotAfter}}", c.NotAfter.UTC().Format(time.RFC3339), "{{.McsTLSCertNotBefore}}", c.NotBefore.UTC().Format(time.RFC3339),
+		"{{.RootCANotAfter}}", c.NotAfter.UTC().Format(time.RFC3339), "{{.RootCANotBefore}}", c.NotBefore.UTC().Format(time.RFC3339))
+	ca, err := MCSCA(crt, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tls, err := MCSTLSSecretTLS(crt, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []string{"4.20", "4.22"} {
+		dir := filepath.Join(shared, "fixtures/versions", rel, "installer/manifests/bootkube")
+		for _, tc := range []struct {
+			template string
+			f        File
+		}{{"machine-config-server-tls-secret.yaml.template", tls}, {"machine-config-server-ca-secret.yaml.template", ca[1]}} {
+			var want, got corev1.Secret
+			if err := yaml.UnmarshalStrict([]byte(fill.Replace(string(mustRead(t, filepath.Join(dir, tc.template))))), &want); err != nil {
+				t.Fatalf("%s %s: %v", rel, tc.template, err)
+			}
+			if err := yaml.UnmarshalStrict(tc.f.Data, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s %s: labbuild's differs:\n got %+v\nwant %+v", rel, tc.template, got, want)
+			}
+			if !tc.f.Secret {
+				t.Errorf("%s is not marked Secret (mode 0600)", tc.f.Name)
+			}
+		}
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.UnmarshalStrict(ca[0].Data, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Namespace != "openshift-machine-config-operator" || cm.Name != "machine-config-server-ca" || cm.Data["ca-bundle.crt"] != string(crt) ||
+		cm.Labels["auth.openshift.io/managed-certificate-type"] != "ca-bundle" || ca[0].Secret {
+		t.Errorf("the CA ConfigMap: %+v", cm)
 	}
 }

@@ -1,11 +1,13 @@
 package manifests
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
+	"text/template"
 
 	"sigs.k8s.io/yaml"
 )
@@ -292,44 +294,68 @@ func KubeSchedulerPod(image string) ([]byte, error) {
 	return marshal(staticPod("kube-scheduler", "openshift-kube-scheduler", map[string]string{"app": "openshift-kube-scheduler"}, c, kubeconfigsVolume))
 }
 
-// CVOPod renders cvo-bootstrap.yaml: the bootstrap cluster-version operator, after the CVO's
-// own bootstrap/bootstrap-pod.yaml (release-4.18). It runs the release image itself (the CVO
-// reads /release-manifests inside its own image), by digest, with CLUSTER_PROFILE=profile,
-// privileged, and an empty --listen (no TLS metrics endpoint, which needs serving certs the
-// bootstrap does not have). It talks to the local kube-apiserver with the localhost
-// kubeconfig. NODE_NAME comes from spec.nodeName as upstream.
-func CVOPod(releaseImage, profile string) ([]byte, error) {
+// CVOPodFromPayload renders cvo-bootstrap.yaml, the bootstrap cluster-version operator, from
+// the release image's own /bootstrap/bootstrap-pod.yaml (tmpl), executed as the CVO's render
+// executes it (cluster-version-operator pkg/payload/render.go manifestRenderConfig: a Go
+// text/template over {ReleaseImage, ClusterProfile}), so each release's pod is its own (4.20
+// adds readOnlyRootFilesystem, 4.22 the profile annotation its render's Include needs). It runs
+// the release image itself (the CVO reads /release-manifests inside its own image), by digest.
+// labbuild changes three things, each for its own bootstrap:
+//   - the kubeconfig: the localhost kubeconfig in KubeconfigsDir, mounted as the other
+//     bootstrap pods mount it (upstream: /etc/kubernetes/kubeconfig, which bootkube.sh copies);
+//   - imagePullPolicy IfNotPresent (upstream Always): a pre-pulled or mirrored image runs
+//     without a registry round trip (docs/rehearsal.md);
+//   - priorityClassName system-node-critical, as labbuild's other bootstrap pods.
+//
+// The template is decoded strictly: a field labbuild's pod mirror does not know is an error
+// naming it, not a silent drop.
+func CVOPodFromPayload(tmpl []byte, releaseImage, profile string) ([]byte, error) {
 	if err := checkImage("cluster-version-operator pod", releaseImage); err != nil {
 		return nil, err
 	}
 	if profile == "" {
 		return nil, errors.New("cluster-version-operator pod: empty cluster profile (set cluster.profile, e.g. self-managed-high-availability)")
 	}
-	priv := true
-	kc := KubeconfigsDir + "/localhost.kubeconfig"
-	c := container{
-		Name: "cluster-version-operator", Image: releaseImage,
-		ImagePullPolicy: "IfNotPresent",
-		Args: []string{"start", "--release-image=" + releaseImage, "--enable-auto-update=false",
-			"--kubeconfig=" + kc, "--listen=", "--v=2"},
-		SecurityContext: &securityContext{Privileged: &priv},
-		Env: []envVar{
-			{Name: "KUBERNETES_SERVICE_PORT", Value: "6443"},
-			{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"},
-			fieldRefEnv("NODE_NAME", "spec.nodeName"),
-			{Name: "CLUSTER_PROFILE", Value: profile},
-		},
-		VolumeMounts: []volumeMount{
-			{Name: "etc-ssl-certs", MountPath: "/etc/ssl/certs", ReadOnly: true},
-			kubeconfigsMount,
-		},
+	t, err := template.New("bootstrap-pod.yaml").Option("missingkey=error").Parse(string(tmpl))
+	if err != nil {
+		return nil, fmt.Errorf("cluster-version-operator pod: the payload's /bootstrap/bootstrap-pod.yaml: %w", err)
 	}
-	p := staticPod("bootstrap-cluster-version-operator", "openshift-cluster-version", map[string]string{"k8s-app": "cluster-version-operator"}, c,
-		hostPathVolume("etc-ssl-certs", "/etc/ssl/certs", ""), kubeconfigsVolume)
-	p.Spec.DNSPolicy = "ClusterFirstWithHostNet"
-	grace := int64(130)
-	p.Spec.TerminationGracePeriodSeconds = &grace
-	return marshal(p)
+	var buf bytes.Buffer
+	if err := t.Execute(&buf, struct{ ReleaseImage, ClusterProfile string }{releaseImage, profile}); err != nil {
+		return nil, fmt.Errorf("cluster-version-operator pod: the payload's /bootstrap/bootstrap-pod.yaml: %w", err)
+	}
+	var p pod
+	if err := yaml.UnmarshalStrict(buf.Bytes(), &p); err != nil {
+		return nil, fmt.Errorf("cluster-version-operator pod: the payload's /bootstrap/bootstrap-pod.yaml: %w", err)
+	}
+	if p.Kind != "Pod" || len(p.Spec.Containers) != 1 {
+		return nil, fmt.Errorf("cluster-version-operator pod: the payload's /bootstrap/bootstrap-pod.yaml is kind %q with %d containers, want one Pod container", p.Kind, len(p.Spec.Containers))
+	}
+	c := &p.Spec.Containers[0]
+	c.ImagePullPolicy = "IfNotPresent"
+	kc := KubeconfigsDir + "/localhost.kubeconfig"
+	found := false
+	for i, a := range c.Args {
+		if strings.HasPrefix(a, "--kubeconfig=") {
+			old := strings.TrimPrefix(a, "--kubeconfig=")
+			c.Args[i], found = "--kubeconfig="+kc, true
+			for j, m := range c.VolumeMounts {
+				if m.MountPath == old {
+					c.VolumeMounts[j] = kubeconfigsMount
+					for k, v := range p.Spec.Volumes {
+						if v.Name == m.Name {
+							p.Spec.Volumes[k] = kubeconfigsVolume
+						}
+					}
+				}
+			}
+		}
+	}
+	if !found {
+		return nil, errors.New("cluster-version-operator pod: the payload's /bootstrap/bootstrap-pod.yaml passes no --kubeconfig")
+	}
+	p.Spec.PriorityClassName = "system-node-critical"
+	return marshal(&p)
 }
 
 // KubeProxyPod renders kube-proxy.yaml, the masters' static pod (spec §7.2) that programs the

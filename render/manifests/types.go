@@ -79,9 +79,10 @@ const (
 // secretObject mirrors core/v1 Secret (data, base64 as []byte marshals, and type).
 type secretObject struct {
 	typeMeta
-	Metadata kubeMeta          `json:"metadata"`
-	Data     map[string][]byte `json:"data,omitempty"`
-	Type     string            `json:"type,omitempty"`
+	Metadata   kubeMeta          `json:"metadata"`
+	Data       map[string][]byte `json:"data,omitempty"`
+	StringData map[string]string `json:"stringData,omitempty"`
+	Type       string            `json:"type,omitempty"`
 }
 
 func newSecret(ns, name, typ string, data map[string][]byte) *secretObject {
@@ -235,7 +236,8 @@ type httpGetAction struct {
 
 // securityContext mirrors core/v1 SecurityContext (privileged only).
 type securityContext struct {
-	Privileged *bool `json:"privileged,omitempty"`
+	Privileged             *bool `json:"privileged,omitempty"`
+	ReadOnlyRootFilesystem *bool `json:"readOnlyRootFilesystem,omitempty"`
 }
 
 // The OpenShift objects below are written without zero values (newFile), so their mirrors use
@@ -390,6 +392,7 @@ type schedulerSpec struct {
 type clusterVersionSpec struct {
 	ClusterID string `json:"clusterID,omitempty"`
 	Channel   string `json:"channel,omitempty"`
+	Upstream  string `json:"upstream,omitempty"`
 }
 
 // featureGate mirrors config.openshift.io/v1 FeatureGate (types_feature.go): spec.featureSet

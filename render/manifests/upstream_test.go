@@ -136,7 +136,7 @@ func renderVariants(t *testing.T) []File {
 	pod(KubeAPIServerPodFile)(KubeAPIServerPod(imgHyperkube, "172.30.0.0/16"))
 	pod(KubeControllerManagerPodFile)(KubeControllerManagerPod(imgHyperkube, "10.128.0.0/14", 23, "172.30.0.0/16"))
 	pod(KubeSchedulerPodFile)(KubeSchedulerPod(imgHyperkube))
-	pod(CVOPodFile)(CVOPod(imgRelease, "self-managed-high-availability"))
+	pod(CVOPodFile)(CVOPodFromPayload(cvoTemplate(t, "4.18"), imgRelease, "self-managed-high-availability"))
 	pod(KubeProxyPodFile)(KubeProxyPod(imgKubeProxy, "10.128.0.0/14"))
 	addAll(NamespaceFiles())
 	addAll(RBACFiles())
@@ -153,12 +153,16 @@ func renderVariants(t *testing.T) []File {
 	add(Proxy())
 	add(Scheduler(0))
 	add(Scheduler(2))
-	for _, fs := range []string{"Default", "", "TechPreviewNoUpgrade", "DevPreviewNoUpgrade"} {
-		for _, p := range []string{"self-managed-high-availability", "ibm-cloud-managed"} {
-			add(FeatureGate(fs, p, "4.18.0"))
+	for rel, version := range map[string]string{"4.18": "4.18.0", "4.22": "4.22.0"} {
+		m := payloadFeatureGates(t, rel)
+		for _, fs := range []string{"Default", "", "TechPreviewNoUpgrade", "DevPreviewNoUpgrade"} {
+			for _, p := range []string{"self-managed-high-availability", "ibm-cloud-managed"} {
+				add(FeatureGateFromPayload(FeatureGateInput{Manifests: m, Version: version, Profile: p, FeatureSet: fs}))
+			}
 		}
 	}
-	add(ClusterVersion("4.18.3", "8b1c2d3e-4f50-4a61-8b72-93a4b5c6d7e8"))
+	add(SupportSecret())
+	add(ClusterVersion("https://amd64.origin.releases.ci.openshift.org/graph", "stable-scos-4", "8b1c2d3e-4f50-4a61-8b72-93a4b5c6d7e8"))
 	for _, bm := range []*BareMetal{nil, testBareMetal} {
 		add(ClusterConfigV1(InstallConfig{Name: "lab", BaseDomain: "example.com", ClusterNetwork: "10.128.0.0/14", HostPrefix: 23,
 			ServiceNetwork: "172.30.0.0/16", MachineNetwork: "198.18.0.0/24", Masters: 1, BareMetal: bm}))

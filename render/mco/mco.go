@@ -49,12 +49,6 @@ const (
 	ControllerConfigFile = "controller-config/machine-config-controller.yaml"
 )
 
-// RequiredImageTags must all be tags (from.kind DockerImage) of the release's image-references,
-// or `machine-config-operator bootstrap` exits with "Failed to find <tag> in image references"
-// (pkg/operator/bootstrap.go, 4.18). rhel-coreos and rhel-coreos-extensions only warn.
-var RequiredImageTags = []string{"machine-config-operator", "keepalived-ipfailover", "coredns",
-	"baremetal-runtimecfg", "oauth-proxy", "kube-rbac-proxy", "pod", "haproxy-router"}
-
 // Inputs are the values the MCO work dir is made of.
 type Inputs struct {
 	// ClusterName and BaseDomain make the cluster domain <ClusterName>.<BaseDomain>.
@@ -70,18 +64,22 @@ type Inputs struct {
 	HostPrefix     int
 	ServiceNetwork string
 	MachineNetwork string
-	// FeatureSet ("Default", ...), Profile ("self-managed-high-availability") and
-	// PayloadVersion ("4.18.0") make the FeatureGate with status for that version, which the
-	// controller requires.
-	FeatureSet, Profile, PayloadVersion string
+	// FeatureGate is FeatureGate `cluster` with its status for the payload version
+	// (manifests.FeatureGateFromPayload, the cluster's own), which the controller requires.
+	FeatureGate []byte
 	// PullSecret is the dockerconfigjson (already validated by the caller).
 	PullSecret []byte
 	// RootCA is the PEM for --root-ca (ControllerConfig rootCAData); KubeCA the
 	// kube-apiserver serving CA bundle for --kube-ca (kubeAPIServerServingCAData, which the
 	// MCS writes to /etc/kubernetes/kubelet-ca.crt).
 	RootCA, KubeCA []byte
-	// ImageReferences is the release's /release-manifests/image-references ImageStream.
+	// ImageReferences is the release's /release-manifests/image-references ImageStream;
+	// RequiredTags the tags its MCO bootstrap dies without (render/releases
+	// Release.MCORequiredTags: `machine-config-operator bootstrap` exits with "Failed to find
+	// <tag> in image references", cmd/machine-config-operator/bootstrap.go findImageOrDie; the
+	// base OS tags only warn).
 	ImageReferences []byte
+	RequiredTags    []string
 	// BareMetal, when set, makes Infrastructure and cluster-config-v1 platform BareMetal with
 	// the lab's VIPs (in-cluster VIP mode), so the MCO renders its on-prem templates.
 	BareMetal *manifests.BareMetal
@@ -114,7 +112,7 @@ func WorkDir(in Inputs) ([]File, error) {
 	if !bytes.Contains(in.KubeCA, []byte("-----BEGIN CERTIFICATE-----")) {
 		return nil, errors.New("mco: kubelet client CA bundle is not a PEM certificate (pki/bundle/kubelet-client-ca ca-bundle.crt)")
 	}
-	if err := CheckImageReferences(in.ImageReferences); err != nil {
+	if err := CheckImageReferences(in.ImageReferences, in.RequiredTags); err != nil {
 		return nil, err
 	}
 	domain := in.ClusterName + "." + in.BaseDomain
@@ -160,11 +158,11 @@ func WorkDir(in Inputs) ([]File, error) {
 	if err := add(ProxyFile, px, err); err != nil {
 		return nil, err
 	}
-	fg, err := manifests.FeatureGate(in.FeatureSet, in.Profile, in.PayloadVersion)
-	if err := add(FeatureGateFile, fg, err); err != nil {
-		return nil, err
+	if !bytes.Contains(in.FeatureGate, []byte("kind: FeatureGate")) {
+		return nil, errors.New("mco: the FeatureGate is not a FeatureGate manifest (manifests/cluster/featuregate)")
 	}
 	out = append(out,
+		File{Path: FeatureGateFile, Data: in.FeatureGate},
 		File{Path: RootCAFile, Data: in.RootCA},
 		File{Path: KubeCAFile, Data: in.KubeCA},
 		File{Path: ImageReferencesFile, Data: in.ImageReferences},
@@ -173,10 +171,10 @@ func WorkDir(in Inputs) ([]File, error) {
 	return out, nil
 }
 
-// CheckImageReferences reports whether b is an ImageStream with every RequiredImageTags tag
-// as a DockerImage, naming the first missing tag (the operator would die on it later, with a
-// less helpful message).
-func CheckImageReferences(b []byte) error {
+// CheckImageReferences reports whether b is an ImageStream with every required tag as a
+// DockerImage, naming the first missing tag (the operator would die on it later, with a less
+// helpful message).
+func CheckImageReferences(b []byte, required []string) error {
 	var is manifests.ImageStream
 	if err := yaml.Unmarshal(b, &is); err != nil || is.Kind != "ImageStream" {
 		return fmt.Errorf("mco: image-references is not an ImageStream (release/image-references): %v", err)
@@ -187,7 +185,7 @@ func CheckImageReferences(b []byte) error {
 			have[t.Name] = true
 		}
 	}
-	for _, tag := range RequiredImageTags {
+	for _, tag := range required {
 		if !have[tag] {
 			return fmt.Errorf("mco: image-references has no tag %q, which machine-config-operator bootstrap requires; the release payload is incomplete", tag)
 		}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/labbuild/labbuild/render/releases"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata golden files")
@@ -20,7 +22,7 @@ const (
 func testRefs(skip string) []byte {
 	var b strings.Builder
 	b.WriteString("kind: ImageStream\napiVersion: image.openshift.io/v1\nspec:\n  tags:\n")
-	for _, tag := range append(slices.Clone(RequiredImageTags), "rhel-coreos") {
+	for _, tag := range append(slices.Clone(testRequired), "rhel-coreos") {
 		if tag == skip {
 			continue
 		}
@@ -29,10 +31,19 @@ func testRefs(skip string) []byte {
 	return []byte(b.String())
 }
 
+// testRequired are the tags MCO release-4.18's bootstrap requires (render/releases' 4.18 row).
+var testRequired = func() []string { r, _ := releases.Named("4.18"); return r.MCORequiredTags }()
+
+// testInputs are a 4.18 lab's; the FeatureGate is the one manifests/cluster/featuregate
+// renders for it (testdata/featuregate.yaml).
 func testInputs() Inputs {
+	fg, err := os.ReadFile(filepath.Join("testdata", "featuregate.yaml"))
+	if err != nil {
+		panic(err)
+	}
 	return Inputs{ClusterName: "ocp4", BaseDomain: "example.com", InfraID: "ocp4-abcde", Masters: 3, Workers: 2,
 		ClusterNetwork: "10.128.0.0/14", HostPrefix: 23, ServiceNetwork: "172.30.0.0/16", MachineNetwork: "192.168.126.0/24",
-		FeatureSet: "Default", Profile: "self-managed-high-availability", PayloadVersion: "4.18.0",
+		FeatureGate: fg, RequiredTags: testRequired,
 		PullSecret: []byte(testPull + "\n"), RootCA: []byte(testCA), KubeCA: []byte(testCA), ImageReferences: testRefs("")}
 }
 
@@ -94,7 +105,8 @@ func TestWorkDirErrors(t *testing.T) {
 		{"not an ImageStream", func(in *Inputs) { in.ImageReferences = []byte("kind: ConfigMap\n") }, "not an ImageStream"},
 		{"bad service network", func(in *Inputs) { in.ServiceNetwork = "172.30.0.0" }, "service network"},
 		{"empty pull secret", func(in *Inputs) { in.PullSecret = nil }, "pull secret"},
-		{"empty version", func(in *Inputs) { in.PayloadVersion = "" }, "payload version"},
+		{"no FeatureGate", func(in *Inputs) { in.FeatureGate = nil }, "FeatureGate"},
+		{"4.22 without docker-registry", func(in *Inputs) { r, _ := releases.Named("4.22"); in.RequiredTags = r.MCORequiredTags }, `no tag "docker-registry"`},
 		{"no infra id", func(in *Inputs) { in.InfraID = "" }, "infrastructure name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

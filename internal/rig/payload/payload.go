@@ -655,7 +655,12 @@ func (p *Payload) all() []struct {
 
 // WriteLayout writes every image into an OCI image layout at dir (replacing one that is there),
 // the release annotated with its tag reference (org.opencontainers.image.ref.name).
-func (p *Payload) WriteLayout(dir string) error {
+func (p *Payload) WriteLayout(dir string) error { return WriteLayouts(dir, p) }
+
+// WriteLayouts writes the images of several payloads into one OCI image layout at dir
+// (replacing one that is there), as a mirror holding two releases does: a lab switches between
+// them by release.image alone, its release.mirrors unchanged.
+func WriteLayouts(dir string, ps ...*Payload) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
@@ -663,13 +668,24 @@ func (p *Payload) WriteLayout(dir string) error {
 	if err != nil {
 		return fmt.Errorf("writing OCI layout %s: %w", dir, err)
 	}
-	for _, e := range p.all() {
-		var opts []layout.Option
-		if e.tag != "" {
-			opts = append(opts, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": e.repo + ":" + e.tag}))
-		}
-		if err := lp.AppendImage(e.img, opts...); err != nil {
-			return fmt.Errorf("writing OCI layout %s: %w", dir, err)
+	seen := map[v1.Hash]bool{}
+	for _, p := range ps {
+		for _, e := range p.all() {
+			d, err := e.img.Digest()
+			if err != nil {
+				return err
+			}
+			if seen[d] && e.tag == "" {
+				continue
+			}
+			seen[d] = true
+			var opts []layout.Option
+			if e.tag != "" {
+				opts = append(opts, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": e.repo + ":" + e.tag}))
+			}
+			if err := lp.AppendImage(e.img, opts...); err != nil {
+				return fmt.Errorf("writing OCI layout %s: %w", dir, err)
+			}
 		}
 	}
 	return nil

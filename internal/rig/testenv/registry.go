@@ -322,34 +322,37 @@ func StartSampleRelease(t testing.TB, mco bool) SampleRelease {
 // run. An OKD sample has no pull secret (PullSecretFile ""): OKD pulls with none.
 func StartSampleReleaseOf(t testing.TB, release string, mco bool) SampleRelease {
 	t.Helper()
-	var bin []byte
-	if mco {
-		bin = Standin(t, release)
-	}
+	return StartSampleReleases(t, mco, payload.Options{Release: release})[0]
+}
+
+// StartSampleReleases writes the sample payloads of opts (each one's Release and Version; the
+// rest is the test environment's) into one OCI layout, as a mirror holding several releases,
+// so that the labs differ by release.image alone: their Mirrors are the same. See
+// StartSampleReleaseOf.
+func StartSampleReleases(t testing.TB, mco bool, opts ...payload.Options) []SampleRelease {
+	t.Helper()
 	var rhcos payload.RHCOSImage
 	if _, err := exec.LookPath("qemu-img"); err == nil {
 		rhcos = ServeRHCOSImage(t)
 	}
-	p, err := payload.Build(payload.Options{Release: release, Shared: repo.Shared(), MCOBinary: bin, BaseLayerBytes: 4 << 10, RHCOS: rhcos})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rhcos.URL == "" {
-		rhcos = p.RHCOS
-	}
 	dir := t.TempDir()
 	lay := filepath.Join(dir, "payload")
-	if err := p.WriteLayout(lay); err != nil {
-		t.Fatal(err)
-	}
-	ps := ""
-	if !p.Release.OKD {
-		ps = filepath.Join(dir, "pull-secret.json")
-		auth := base64.StdEncoding.EncodeToString([]byte("sample:not-a-secret"))
-		if err := os.WriteFile(ps, []byte(fmt.Sprintf(`{"auths":{"registry.labbuild.invalid":{"auth":%q}}}`, auth)), 0o600); err != nil {
+	var ps []*payload.Payload
+	for _, o := range opts {
+		o.Shared, o.BaseLayerBytes, o.RHCOS = repo.Shared(), 4<<10, rhcos
+		if mco {
+			o.MCOBinary = Standin(t, o.Release)
+		}
+		p, err := payload.Build(o)
+		if err != nil {
 			t.Fatal(err)
 		}
+		ps = append(ps, p)
 	}
+	if err := payload.WriteLayouts(lay, ps...); err != nil {
+		t.Fatal(err)
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte("sample:not-a-secret"))
 	_, priv, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -364,6 +367,21 @@ func StartSampleReleaseOf(t testing.TB, release string, mco bool) SampleRelease 
 	}
 	t.Setenv("LABBUILD_BLOB_CACHE", t.TempDir())
 	t.Setenv("LABBUILD_IMAGE_CACHE", t.TempDir()) // targets.RHCOSCacheEnv
-	return SampleRelease{Release: p.Release.Name, Image: p.ReleaseRef(), Version: p.Version, PullSecretFile: ps, SSHKeyFile: key, RHCOS: rhcos,
-		Mirrors: map[string]string{p.ReleaseRepo: "oci:" + lay, p.ComponentRepo: "oci:" + lay}}
+	secret := filepath.Join(dir, "pull-secret.json")
+	if err := os.WriteFile(secret, []byte(fmt.Sprintf(`{"auths":{"registry.labbuild.invalid":{"auth":%q}}}`, auth)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mirrors := map[string]string{}
+	for _, p := range ps {
+		mirrors[p.ReleaseRepo], mirrors[p.ComponentRepo] = "oci:"+lay, "oci:"+lay
+	}
+	var out []SampleRelease
+	for _, p := range ps {
+		sr := SampleRelease{Release: p.Release.Name, Image: p.ReleaseRef(), Version: p.Version, SSHKeyFile: key, RHCOS: p.RHCOS, Mirrors: mirrors}
+		if !p.Release.OKD {
+			sr.PullSecretFile = secret
+		}
+		out = append(out, sr)
+	}
+	return out
 }
