@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # build-kube.sh [VERSION...]: builds the Kubernetes and etcd programs the rehearsal runs for each
-# supported release, one module per version (the rig's release table, internal/rig/releases, says
-# which release runs which):
+# supported release, one module per version (the rig's table by release, internal/rig/testenv
+# Toolchains, says which release runs which):
 #   .ci/kube/<v>/  kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl
 #   .ci/etcd/<v>/  etcd
 # into ~/.cache/labbuild/tools/<v>/ (etcd into ~/.cache/labbuild/tools/etcd-<v>/), once per
 # version: a program already there is not rebuilt. Without arguments it builds every version
-# (what `make check` needs). Each Kubernetes set takes 5-15 minutes cold on 2 cores
-# (docs/rehearsal.md has the measured times); nothing warm.
+# (what `make check` needs). Each Kubernetes set takes about 12-27 minutes cold on 2 shared cores
+# (docs/rehearsal.md has the measured times); nothing when its programs are already there.
 #
 # Programs built from the module proxy report "v0.0.0-master+$Format:%H$" unless the build says
 # its version, so the version packages are set by -ldflags as Kubernetes' own
