@@ -471,7 +471,8 @@ func (r *rig) containerShell(argv []string) []string {
 }
 
 // kubelet runs the node's kubelet-auto-node-size.service, then containerd (on the runtime
-// endpoint the kubelet unit names) and the kubelet from its unit.
+// endpoint the kubelet unit names), the unit's ExecStartPre commands and the kubelet from its
+// unit.
 func (r *rig) kubelet(ctx context.Context, nd *Node, podSubnet string) error {
 	if err := RunOneshot(ctx, nd, "kubelet-auto-node-size.service"); err != nil {
 		return err
@@ -488,6 +489,9 @@ func (r *rig) kubelet(ctx context.Context, nd *Node, podSubnet string) error {
 		return err
 	}
 	if err := StartRuntime(ctx, nd, kl.Endpoint, podSubnet, r.pause); err != nil {
+		return err
+	}
+	if err := kl.RunPre(ctx, nd); err != nil {
 		return err
 	}
 	if len(r.images) > 0 {

@@ -128,6 +128,9 @@ type Kubelet struct {
 	// (/usr/bin/kubelet) replaced by the real binary; a wrapper before it (OpenShift's
 	// /usr/local/bin/kubenswrapper, from the node's Ignition) stays and runs.
 	Argv []string
+	// Pre are the unit's ExecStartPre= commands, run in the node before the kubelet (4.22's
+	// worker unit creates /etc/openshift/kubelet.conf.d, its --config-dir, this way).
+	Pre []Command
 	// Endpoint is the --container-runtime-endpoint the unit names (CRI-O's socket).
 	Endpoint string
 	// Config is the node path of --config (kubelet.conf).
@@ -146,7 +149,7 @@ func KubeletFromUnit(root, bin string) (*Kubelet, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kubelet{Argv: append([]string{}, s.Argv...)}
+	k := &Kubelet{Argv: append([]string{}, s.Argv...), Pre: s.Pre}
 	found := false
 	for i, a := range k.Argv {
 		if !strings.HasPrefix(a, "-") && filepath.Base(a) == "kubelet" {
@@ -184,6 +187,18 @@ func KubeletFromUnit(root, bin string) (*Kubelet, error) {
 		return nil, fmt.Errorf("rehearsal: kubelet.service: no --container-runtime-endpoint or --config in %q", s.Argv)
 	}
 	return k, nil
+}
+
+// RunPre runs the unit's ExecStartPre= commands in node nd in order, as systemd does before
+// ExecStart: a failing one stops the start unless its line has the "-" prefix (RHCOS's
+// restorecon, absent here).
+func (k *Kubelet) RunPre(ctx context.Context, nd *Node) error {
+	for _, c := range k.Pre {
+		if err := nd.Run(ctx, "kubelet-pre", nil, c.Argv...); err != nil && !c.IgnoreFailure {
+			return fmt.Errorf("rehearsal: kubelet.service ExecStartPre: %w", err)
+		}
+	}
+	return nil
 }
 
 // HostOverrides are the kubelet.conf fields the rehearsal changes, each because this host is
