@@ -204,8 +204,12 @@ func (k *Kubelet) RunPre(ctx context.Context, nd *Node) error {
 // HostOverrides are the kubelet.conf fields the rehearsal changes, each because this host is
 // not RHCOS or this kubelet is upstream's:
 //   - cgroupDriver: cgroupfs — no systemd runs here;
-//   - cgroupsPerQOS: false, enforceNodeAllocatable: [] — several kubelets share one cgroup
+//   - cgroupsPerQOS: false, enforceNodeAllocatable: [none] — several kubelets share one cgroup
 //     hierarchy, so pods get no per-QoS cgroups of their own (node allocatable needs them);
+//     "none", not an empty list: with --config-dir (4.22's worker unit) the kubelet merges its
+//     drop-ins through v1beta1 JSON, whose omitempty drops an empty list, and defaulting then
+//     puts "pods" back (cmd/kubelet/app mergeKubeletConfigurations), which cgroupsPerQOS:
+//     false forbids;
 //   - systemCgroups: "" — with it the kubelet moves every process of the host's root cgroup
 //     into /system.slice: on RHCOS that is the node's own, here it is the whole machine;
 //   - protectKernelDefaults: false — it makes the kubelet refuse to start unless kernel
@@ -228,7 +232,7 @@ func (k *Kubelet) RunPre(ctx context.Context, nd *Node) error {
 var HostOverrides = map[string]any{
 	"cgroupDriver":           "cgroupfs",
 	"cgroupsPerQOS":          false,
-	"enforceNodeAllocatable": []string{},
+	"enforceNodeAllocatable": []string{"none"},
 	"systemCgroups":          "",
 	"protectKernelDefaults":  false,
 	"failCgroupV1":           false,
