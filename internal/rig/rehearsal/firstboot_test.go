@@ -14,6 +14,7 @@ import (
 	"github.com/coreos/ignition/v2/config/v3_4/types"
 
 	"github.com/labbuild/labbuild/render/ignition"
+	"github.com/labbuild/labbuild/render/releases"
 	"github.com/labbuild/labbuild/targets/kube"
 )
 
@@ -28,13 +29,19 @@ import (
 func (r *rig) mcoStandin() *MCOInCluster {
 	rel := filepath.Join(r.lab, "out", "release", "mco")
 	return &MCOInCluster{Operator: filepath.Join(rel, "bin", "machine-config-operator"), Controller: filepath.Join(rel, "bin", "machine-config-controller"),
-		Templates: filepath.Join(rel, "templates"), Work: filepath.Join(r.work, "mco-incluster")}
+		Templates: filepath.Join(rel, "templates"), Work: filepath.Join(r.work, "mco-incluster"), Release: r.releaseRow()}
+}
+
+// releaseRow is the render/releases row of the rig's payload.
+func (r *rig) releaseRow() releases.Release {
+	row, _ := releases.Named(r.payload.Release.Name)
+	return row
 }
 
 // applyMCOImages is the CVO stand-in's apply of the MCO's images ConfigMaps (MCOImagesConfigMaps)
 // with the lab payload's pull specs; the namespace must exist (applyMCONamespaces).
 func applyMCOImages(ctx context.Context, r *rig, k *kube.Clients) error {
-	files, err := MCOImagesConfigMaps(r.payload.Version, r.payload.Pullspec)
+	files, err := MCOImagesConfigMaps(r.payload.Version, r.releaseRow(), r.payload.Pullspec)
 	if err != nil {
 		return err
 	}
