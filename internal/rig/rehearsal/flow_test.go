@@ -940,6 +940,14 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 				t.Logf("the machine-config daemon's first run on %s: Validated on-disk state", n)
 			}
 		}
+		// From 4.19 the MCO owns the machine-config-server CA labbuild hands over (issue 37).
+		if r.releaseRow().MCSCA {
+			if what, err := checkMCSCA(ctx, k); err != nil {
+				t.Errorf("machine-config-server CA past the pivot: %v", err)
+			} else {
+				t.Logf("machine-config-server CA past the pivot: %s", what)
+			}
+		}
 		if ok, why, err := canI(ctx, k, "system:kube-apiserver", "get", "nodes", "proxy"); err != nil || !ok {
 			t.Errorf("auth can-i get nodes/proxy --as system:kube-apiserver: %v %q %v", ok, why, err)
 		}

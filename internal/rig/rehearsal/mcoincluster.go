@@ -192,11 +192,21 @@ func (m *MCOInCluster) Render(ctx context.Context, dyn kube.Interface) (MCORende
 	version := images["releaseVersion"]
 
 	// The CAs, during bring-up (before kube-system/bootstrap: the render "frozen in time").
-	root, err := objectData(ctx, dyn, configMaps, "kube-system", "root-ca", mcoReader, "ca.crt")
-	if err != nil {
-		return nil, err
+	// ControllerConfig rootCAData: kube-system/root-ca at 4.18, the machine-config-server CA
+	// bundle from 4.19 (MCSCABundle).
+	var rootCA []byte
+	if rel.MCSCA {
+		if rootCA, _, err = MCSCABundle(ctx, dyn); err != nil {
+			return nil, err
+		}
+	} else {
+		root, err := objectData(ctx, dyn, configMaps, "kube-system", "root-ca", mcoReader, "ca.crt")
+		if err != nil {
+			return nil, err
+		}
+		rootCA = root["ca.crt"]
 	}
-	if err := write(mco.RootCAFile, root["ca.crt"]); err != nil {
+	if err := write(mco.RootCAFile, rootCA); err != nil {
 		return nil, err
 	}
 	kca, err := objectData(ctx, dyn, configMaps, "openshift-config", "initial-kube-apiserver-server-ca", mcoReader, "ca-bundle.crt")
@@ -359,10 +369,33 @@ func (m *MCOInCluster) Render(ctx context.Context, dyn kube.Interface) (MCORende
 		}
 		rendered[pool] = name
 	}
-	if err := m.syncServer(ctx, dyn, filepath.Join(dest, filepath.FromSlash(mco.OperatorManifestDir), "machineconfigcontroller-controllerconfig.yaml"), root["ca.crt"]); err != nil {
+	if err := m.syncServer(ctx, dyn, filepath.Join(dest, filepath.FromSlash(mco.OperatorManifestDir), "machineconfigcontroller-controllerconfig.yaml"), rootCA); err != nil {
 		return rendered, err
 	}
 	return rendered, nil
+}
+
+// MCSCABundle is the operator's getMCSCABundle (machine-config-operator release-4.20 and
+// release-4.22 pkg/operator/sync.go): ConfigMap
+// openshift-machine-config-operator/machine-config-server-ca ca-bundle.crt, which the 4.19+
+// installer hands over (handedOver), else, when that ConfigMap does not exist, kube-system/root-ca
+// ca.crt. From 4.19 syncRenderConfig puts it in ControllerConfig rootCAData and in the pointer
+// config nodes boot from (ctrlcommon.PointerConfig(ignitionHost, machineConfigServerCABundle));
+// release-4.18 reads kube-system/root-ca for both.
+func MCSCABundle(ctx context.Context, dyn kube.Interface) (bundle []byte, handedOver bool, err error) {
+	const reader = "machine-config-operator (release-4.22) pkg/operator/sync.go getMCSCABundle"
+	d, err := objectData(ctx, dyn, configMaps, MCONamespace, "machine-config-server-ca", reader, "ca-bundle.crt")
+	if err == nil {
+		return d["ca-bundle.crt"], true, nil
+	}
+	if !kube.IsNotFound(errors.Unwrap(err)) {
+		return nil, false, err
+	}
+	root, err := objectData(ctx, dyn, configMaps, "kube-system", "root-ca", reader, "ca.crt")
+	if err != nil {
+		return nil, false, err
+	}
+	return root["ca.crt"], false, nil
 }
 
 // mcsObjects are what the operator's syncMachineConfigServer applies for the server besides its
@@ -403,7 +436,8 @@ var (
 // its kubeAPIServerServingCAData), the server's objects (mcsObjects, syncMachineConfigServer)
 // and, where openshift-machine-api exists, each pool's <pool>-user-data-managed Secret with the
 // pointer config (syncMachineConfigPools, manifests/userdata_secret.yaml;
-// ctrlcommon.PointerConfig(getIgnitionHost(infra.Status), rootCA)).
+// ctrlcommon.PointerConfig(getIgnitionHost(infra.Status), rootCA); rootCA is the MCS CA bundle
+// from 4.19, MCSCABundle).
 func (m *MCOInCluster) syncServer(ctx context.Context, dyn kube.Interface, controllerConfig string, rootCA []byte) error {
 	cc, err := os.ReadFile(controllerConfig)
 	if err != nil {

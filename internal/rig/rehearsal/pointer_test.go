@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/coreos/ignition/v2/config/v3_4/types"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynfake "k8s.io/client-go/dynamic/fake"
@@ -230,5 +231,41 @@ func TestIronicMediaTLS(t *testing.T) {
 	ca, _ := x509.ParseCertificate(leaf.Certificate[1])
 	if cert.Subject.CommonName != "localhost" || ca.Subject.CommonName != "metal3-ironic" || !ca.IsCA {
 		t.Errorf("server %q from %q (CA %v)", cert.Subject.CommonName, ca.Subject.CommonName, ca.IsCA)
+	}
+}
+
+// TestMCSCABundle: the MCO reads the machine-config-server CA bundle from the handed-over
+// ConfigMap, and only when that ConfigMap does not exist from kube-system/root-ca
+// (getMCSCABundle); a ConfigMap without ca-bundle.crt is an error naming it.
+func TestMCSCABundle(t *testing.T) {
+	cm := func(ns, name, key, val string) runtime.Object {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"namespace": ns, "name": name}, "data": map[string]any{key: val}}}
+	}
+	root := cm("kube-system", "root-ca", "ca.crt", "ROOT")
+	for _, tc := range []struct {
+		name       string
+		objs       []runtime.Object
+		want       string
+		handedOver bool
+		err        string
+	}{
+		{"handed over", []runtime.Object{root, cm(MCONamespace, "machine-config-server-ca", "ca-bundle.crt", "MCSCA")}, "MCSCA", true, ""},
+		{"not handed over", []runtime.Object{root}, "ROOT", false, ""},
+		{"no ca-bundle.crt", []runtime.Object{root, cm(MCONamespace, "machine-config-server-ca", "other", "x")}, "", false, "machine-config-server-ca[ca-bundle.crt]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dyn := kubedyn.Wrap(dynfake.NewSimpleDynamicClient(runtime.NewScheme(), tc.objs...))
+			got, handed, err := MCSCABundle(context.Background(), dyn)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want one naming %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want || handed != tc.handedOver {
+				t.Errorf("MCSCABundle = %q, %v, %v; want %q, %v", got, handed, err, tc.want, tc.handedOver)
+			}
+		})
 	}
 }
