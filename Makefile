@@ -2,7 +2,10 @@
 # `make check` installs what the tests need and runs them all (this is what CI runs).
 
 GO       ?= go
-KUBE_VERSION ?= v1.30.14
+# KUBE_VERSION is the Kubernetes of 4.18 (internal/rig/testenv Toolchains): the kube-apiserver the
+# product tests start (testenv.Require through $LABBUILD_TOOLS); the rehearsal picks each
+# release's own. `make install` builds every toolchain (.ci/build-kube.sh).
+KUBE_VERSION ?= v1.31.13
 export LABBUILD_TOOLS ?= $(HOME)/.cache/labbuild/tools/$(KUBE_VERSION)
 BIN      := ./labbuild
 # labbuild is the small front (cmd/labbuild: version, and a null build replayed from its

@@ -3,7 +3,7 @@
 # go-containerregistry's CLI at the version go.mod pins, built into $LABBUILD_TOOLS.
 # Nothing else is needed: the release family pulls with go-containerregistry as a library.
 set -euo pipefail
-: "${LABBUILD_TOOLS:=$HOME/.cache/labbuild/tools/v1.30.14}"
+: "${LABBUILD_TOOLS:=$HOME/.cache/labbuild/tools/v1.31.13}"
 mkdir -p "$LABBUILD_TOOLS"
 if [ ! -x "$LABBUILD_TOOLS/crane" ]; then
   GOBIN="$LABBUILD_TOOLS" CGO_ENABLED=0 go install github.com/google/go-containerregistry/cmd/crane@v0.22.1

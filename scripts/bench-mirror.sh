@@ -7,6 +7,6 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-: "${LABBUILD_TOOLS:=$HOME/.cache/labbuild/tools/v1.30.14}"
+: "${LABBUILD_TOOLS:=$HOME/.cache/labbuild/tools/v1.31.13}"
 export LABBUILD_TOOLS LABBUILD_MIRROR_BENCH=1
 go test ./targets -run '^TestMirrorBench$' -count=1 -v -timeout 20m | grep '^BENCH-MIRROR: ' | sed 's/^BENCH-MIRROR: //'

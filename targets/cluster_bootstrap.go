@@ -220,6 +220,7 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 				s.Logf("the %s nodes are BareMetalHosts: the cluster's Metal3 powers them on through the BMC, labbuild starts none", role)
 			}
 			logged := map[string]bool{} // CSR name → verdict logged (refusals once, not every poll)
+			served := &joinServing{}
 			_, err = clusterWait(ctx, s, wait.Spec{
 				What:     what,
 				Inspect:  inspect,
@@ -245,8 +246,22 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 				st := fmt.Sprintf("%d/%d %s nodes Ready", len(ready), len(want), role)
 				if len(notReady) > 0 {
 					st += " (waiting: " + strings.Join(notReady, ", ") + ")"
+					return false, st, nil
 				}
-				return len(notReady) == 0, st, nil
+				// Listed again after the Ready check: a CSR made since Approve listed counts.
+				list, err := csr.List(ctx, k.Dynamic)
+				if err != nil {
+					return false, st + "; listing CSRs", err
+				}
+				m, err := csr.ReadMachines(ctx, k.Dynamic, expected)
+				if err != nil {
+					return false, st + "; reading Machines", err
+				}
+				done, more := served.look(want, list, expected, m)
+				if !done {
+					st += "; " + more
+				}
+				return done, st, nil
 			})
 			if err != nil {
 				return err
@@ -276,6 +291,67 @@ func clusterJoin(name, doc string, deps []string, timeoutField string, nodes, no
 			return engine.ProbeResult{Action: engine.Keep}, nil
 		},
 	}
+}
+
+// joinServingPolls is how many polls clusterJoin waits for the serving CSR of a Ready node
+// that has none (joinServing): at 15 s a poll, a minute, where a kubelet asks within a few
+// seconds of its Node status.
+const joinServingPolls = 4
+
+// joinServing is clusterJoin's last condition, kept across its polls: once every node is
+// Ready, no CSR may be pending that labbuild would approve (csr.Decide, the machine
+// approver's rules), and each node must have asked for its kubelet serving certificate. A
+// kubelet with serverTLSBootstrap (the MCO's templates/*/01-*-kubelet/_base/files/kubelet.yaml)
+// asks for that certificate only once its Node status carries addresses (kubelet
+// NewKubeletServerCertificateManager: no template without them; client-go's certificate
+// manager looks at the template again every second), so its CSR can arrive after the Node
+// is Ready. Stopping at Ready left that CSR pending: `oc logs` and `oc exec` through the
+// kubelet's :10250 failed ("tls: internal error") and the next labbuild run rebuilt
+// cluster/csr-approver. A Ready node with no serving CSR at all is waited on for
+// joinServingPolls polls, then taken as served: its kubelet was given its certificate
+// before, and kube-controller-manager's csrcleaner deletes an issued CSR an hour after.
+type joinServing struct {
+	unseen map[string]int // node name → polls it was Ready with no serving CSR
+}
+
+// look is one poll's verdict once every node of want (node names, sorted) is Ready: list is
+// every CSR, listed after the Ready check; expected and m are what csr.Decide reads. It
+// returns done, or what the join still waits for.
+func (j *joinServing) look(want []string, list []csr.CertificateSigningRequest, expected map[string]csr.NodeIdentity, m *csr.MachineView) (bool, string) {
+	pending := 0
+	asked := map[string]bool{} // node name → has a serving CSR, in any state
+	for i := range list {
+		c := &list[i]
+		if c.Spec.SignerName == csr.SignerServing {
+			if n := csr.NodeOf(c); n != "" {
+				asked[n] = true
+			}
+		}
+		if csr.Pending(c) {
+			if ok, _ := csr.Decide(c, expected, m); ok {
+				pending++
+			}
+		}
+	}
+	if pending > 0 {
+		return false, fmt.Sprintf("%d lab node CSRs pending (approved on the next poll)", pending)
+	}
+	if j.unseen == nil {
+		j.unseen = map[string]int{}
+	}
+	var waiting []string
+	for _, n := range want {
+		if asked[n] {
+			continue
+		}
+		if j.unseen[n]++; j.unseen[n] <= joinServingPolls {
+			waiting = append(waiting, n)
+		}
+	}
+	if len(waiting) > 0 {
+		return false, "waiting for the kubelet serving CSR of " + strings.Join(waiting, ", ")
+	}
+	return true, ""
 }
 
 // clusterApplier is cluster/bootstrap's apply step: server-side apply in file-name order,

@@ -1,11 +1,16 @@
 package rehearsal
 
 import (
+	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +20,7 @@ import (
 	"github.com/coreos/ignition/v2/config/v3_4/types"
 
 	"github.com/labbuild/labbuild/render/ignition"
+	"github.com/labbuild/labbuild/render/releases"
 	"github.com/labbuild/labbuild/targets/kube"
 )
 
@@ -29,13 +35,19 @@ import (
 func (r *rig) mcoStandin() *MCOInCluster {
 	rel := filepath.Join(r.lab, "out", "release", "mco")
 	return &MCOInCluster{Operator: filepath.Join(rel, "bin", "machine-config-operator"), Controller: filepath.Join(rel, "bin", "machine-config-controller"),
-		Templates: filepath.Join(rel, "templates"), Work: filepath.Join(r.work, "mco-incluster")}
+		Templates: filepath.Join(rel, "templates"), Work: filepath.Join(r.work, "mco-incluster"), Release: r.releaseRow()}
+}
+
+// releaseRow is the render/releases row of the rig's payload.
+func (r *rig) releaseRow() releases.Release {
+	row, _ := releases.Named(r.payload.Release.Name)
+	return row
 }
 
 // applyMCOImages is the CVO stand-in's apply of the MCO's images ConfigMaps (MCOImagesConfigMaps)
 // with the lab payload's pull specs; the namespace must exist (applyMCONamespaces).
 func applyMCOImages(ctx context.Context, r *rig, k *kube.Clients) error {
-	files, err := MCOImagesConfigMaps(r.payload.Version, r.payload.Pullspec)
+	files, err := MCOImagesConfigMaps(r.payload.Version, r.releaseRow(), r.payload.Pullspec)
 	if err != nil {
 		return err
 	}
@@ -227,4 +239,83 @@ func TestDiskIgnition(t *testing.T) {
 	if err := ignition.FirstBoot(disk, rmc); err == nil || !strings.Contains(err.Error(), `content mismatch for file "/var/lib/kubelet/config.json"`) {
 		t.Errorf("one byte less on the disk: %v, want the daemon's content mismatch", err)
 	}
+}
+
+// checkMCSCA: past the pivot, a lab of a release whose MCO owns the machine-config-server CA
+// (render/releases MCSCA, 4.19+) trusts the CA labbuild handed over, as the MCO reads it. The
+// bundle the operator reads (MCSCABundle, getMCSCABundle) is the handed-over ConfigMap
+// machine-config-server-ca, not the kube-system/root-ca fallback; it holds the certificate of
+// Secret machine-config-server-ca (the signer the MCO's certrotation keeps rather than minting a
+// new one); and the pointer config the operator makes from it (PointerConfig with that bundle,
+// syncRenderConfig) verifies, as Ignition does on a node fetching its config, the serving
+// certificate of Secret machine-config-server-tls for the host the pointer names (api-int at
+// port 22623, getIgnitionHost). It returns what it checked.
+func checkMCSCA(ctx context.Context, k *kube.Clients) (string, error) {
+	bundle, handedOver, err := MCSCABundle(ctx, k.Dynamic)
+	if err != nil {
+		return "", err
+	}
+	if !handedOver {
+		return "", fmt.Errorf("configmap %s/machine-config-server-ca is missing: the MCO falls back to kube-system/root-ca", MCONamespace)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(bundle) {
+		return "", fmt.Errorf("configmap %s/machine-config-server-ca[ca-bundle.crt] holds no certificate", MCONamespace)
+	}
+	ca, err := objectData(ctx, k.Dynamic, secrets, MCONamespace, "machine-config-server-ca", "machine-config-operator pkg/controller/certrotation", "tls.crt", "tls.key")
+	if err != nil {
+		return "", err
+	}
+	if !bytes.Contains(bundle, bytes.TrimSpace(ca["tls.crt"])) {
+		return "", fmt.Errorf("secret %s/machine-config-server-ca's certificate is not in the bundle the MCO reads", MCONamespace)
+	}
+	tls, err := objectData(ctx, k.Dynamic, secrets, MCONamespace, "machine-config-server-tls", "machine-config-server (its DaemonSet mounts it)", "tls.crt")
+	if err != nil {
+		return "", err
+	}
+	infra, err := k.Dynamic.Resource(configGVR("infrastructures")).Get(ctx, "cluster", kube.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	host, err := ignitionHost(infra.Object)
+	if err != nil {
+		return "", err
+	}
+	ptr, err := PointerConfig(host, "worker", bundle)
+	if err != nil {
+		return "", err
+	}
+	var cfg struct {
+		Ignition struct {
+			Security struct {
+				TLS struct {
+					CertificateAuthorities []struct{ Source string } `json:"certificateAuthorities"`
+				} `json:"tls"`
+			} `json:"security"`
+		} `json:"ignition"`
+	}
+	if err := json.Unmarshal(ptr, &cfg); err != nil {
+		return "", err
+	}
+	trusted := x509.NewCertPool()
+	for _, c := range cfg.Ignition.Security.TLS.CertificateAuthorities {
+		d, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(c.Source, "data:text/plain;charset=utf-8;base64,"))
+		if err != nil {
+			return "", fmt.Errorf("pointer config CA %q: %w", c.Source, err)
+		}
+		trusted.AppendCertsFromPEM(d)
+	}
+	blk, _ := pem.Decode(tls["tls.crt"])
+	if blk == nil {
+		return "", fmt.Errorf("secret %s/machine-config-server-tls[tls.crt] is not PEM", MCONamespace)
+	}
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return "", err
+	}
+	name, _, _ := net.SplitHostPort(host)
+	if _, err := cert.Verify(x509.VerifyOptions{Roots: trusted, DNSName: name, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		return "", fmt.Errorf("a node booting from the pointer config (https://%s) does not trust the machine-config-server: %w", host, err)
+	}
+	return fmt.Sprintf("the MCO reads the handed-over machine-config-server-ca (%d bytes), which holds the signer Secret's certificate; its pointer config (https://%s) verifies machine-config-server-tls for %s", len(bundle), host, name), nil
 }

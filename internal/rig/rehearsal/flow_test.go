@@ -388,6 +388,8 @@ func rehearsalImage(t *testing.T, dir string) struct{ url, sum string } {
 // network.loadBalancer: in-cluster (keepalived and haproxy pods on the nodes, no host haproxy);
 // baremetal sets platform: baremetal too (it needs inCluster): the workers are BareMetalHosts
 // that the Metal3 stand-in provisions through labbuild's BMC (baremetal_flow_test.go).
+// release is the sample payload's release (internal/rig/payload Releases; "" is 4.18), which
+// also picks the Kubernetes and etcd the nodes run (testenv.Toolchains).
 type flowTopology struct {
 	masters, workers     int
 	inCluster, baremetal bool
@@ -395,23 +397,26 @@ type flowTopology struct {
 	twoHosts bool
 	// mirror sets mirror.enabled: the release mirror on the lab bridge, every node image
 	// pulled from it (mirror_flow_test.go).
-	mirror bool
+	mirror  bool
+	release string
 }
 
 func (f flowTopology) String() string {
-	if f.twoHosts {
-		return fmt.Sprintf("%d+%d on two hosts", f.masters, f.workers)
+	s := fmt.Sprintf("%d+%d", f.masters, f.workers)
+	switch {
+	case f.twoHosts:
+		s += " on two hosts"
+	case f.mirror:
+		s += " mirror"
+	case f.baremetal:
+		s += " baremetal"
+	case f.inCluster:
+		s += " in-cluster"
 	}
-	if f.mirror {
-		return fmt.Sprintf("%d+%d mirror", f.masters, f.workers)
+	if f.release != "" {
+		s += " " + f.release
 	}
-	if f.baremetal {
-		return fmt.Sprintf("%d+%d baremetal", f.masters, f.workers)
-	}
-	if f.inCluster {
-		return fmt.Sprintf("%d+%d in-cluster", f.masters, f.workers)
-	}
-	return fmt.Sprintf("%d+%d", f.masters, f.workers)
+	return s
 }
 
 // flowMasterIPs are master-N's lab addresses.
@@ -541,7 +546,19 @@ func stoppedAt(out string) string {
 // reaches cluster/done; a third run has no work to do. `labbuild destroy` then leaves no
 // domain, volume, pool, network, bridge, haproxy, VIP, DNS drop-in or firewall rule, and a
 // second destroy does nothing. Each run's wall time and peak RSS are logged.
-func TestRehearsalFlow(t *testing.T) { rehearsalFlow(t, flowTopology{masters: 3, workers: 1}) }
+//
+// It runs for 4.18, 4.22 and OKD 4.22 (flowReleases), each with its sample payload and its
+// Kubernetes and etcd: REHEARSAL_RUN=TestRehearsalFlow/4.22 runs one.
+func TestRehearsalFlow(t *testing.T) {
+	for _, release := range flowReleases {
+		t.Run(releaseName(release), func(t *testing.T) {
+			rehearsalFlow(t, flowTopology{masters: 3, workers: 1, release: release})
+		})
+	}
+}
+
+// flowReleases are the releases TestRehearsalFlow runs ("" is 4.18).
+var flowReleases = []string{"", "4.22", "okd-4.22"}
 
 // TestRehearsalCompactFlow is TestRehearsalFlow for a compact cluster: three masters, no worker.
 func TestRehearsalCompactFlow(t *testing.T) { rehearsalFlow(t, flowTopology{masters: 3, workers: 0}) }
@@ -553,12 +570,13 @@ func TestRehearsalSingleMasterFlow(t *testing.T) {
 	rehearsalFlow(t, flowTopology{masters: 1, workers: 1})
 }
 
-// flowRig is a flow's pool and rig: the pool first (its cleanup then runs after libvirtd's), the
-// rig with the host's etcdctl, dnsmasq and nft, and GNU time, which measures labbuild's peak RSS.
-func flowRig(t *testing.T) (string, *rig) {
+// flowRig is a flow's pool and rig for release: the pool first (its cleanup then runs after
+// libvirtd's), the rig with the host's etcdctl, dnsmasq and nft, and GNU time, which measures
+// labbuild's peak RSS.
+func flowRig(t *testing.T, release string) (string, *rig) {
 	t.Helper()
 	pool := flowPool(t)
-	r := newRig(t, true)
+	r := newRigOf(t, release, true)
 	for _, p := range []string{"etcdctl", "dnsmasq", "nft"} {
 		r.bins[p] = testenv.Require(t, p)
 	}
@@ -572,7 +590,7 @@ func flowRig(t *testing.T) (string, *rig) {
 func rehearsalFlow(t *testing.T, topo flowTopology) {
 	requireRehearsal(t)
 	start := time.Now()
-	pool, r := flowRig(t)
+	pool, r := flowRig(t, topo.release)
 	if topo.inCluster {
 		r.inClusterTools(t, true)
 	}
@@ -940,6 +958,14 @@ func rehearsalFlow(t *testing.T, topo flowTopology) {
 				t.Errorf("the machine-config daemon's first run on %s: %v", n, err)
 			} else {
 				t.Logf("the machine-config daemon's first run on %s: Validated on-disk state", n)
+			}
+		}
+		// From 4.19 the MCO owns the machine-config-server CA labbuild hands over (issue 37).
+		if r.releaseRow().MCSCA {
+			if what, err := checkMCSCA(ctx, k); err != nil {
+				t.Errorf("machine-config-server CA past the pivot: %v", err)
+			} else {
+				t.Logf("machine-config-server CA past the pivot: %s", what)
 			}
 		}
 		if ok, why, err := canI(ctx, k, "system:kube-apiserver", "get", "nodes", "proxy"); err != nil || !ok {

@@ -56,15 +56,25 @@ libvirt:
   poolPath: %s
   domainType: qemu
 access:
-  pullSecretFile: pull-secret.json
-  sshKeyFile: id.pub
+%s  sshKeyFile: id.pub
 pki:
   keyAlgorithm: ECDSA-P256
-`, p.ReleaseRef(), p.Version, p.ReleaseRepo, layout, p.ComponentRepo, layout, testenv.LabNetworkYAML, uri, poolPath)
+`, p.ReleaseRef(), p.Version, p.ReleaseRepo, layout, p.ComponentRepo, layout, testenv.LabNetworkYAML, uri, poolPath, pullSecretLine(p))
 }
 
-// requireHost skips (fails in CI) unless the rehearsal's programs and root are here.
-func requireHost(t *testing.T) map[string]string {
+// pullSecretLine is labYAML's access.pullSecretFile line: none for an OKD payload, which pulls
+// without a Red Hat pull secret (newLab writes no file then).
+func pullSecretLine(p *payload.Payload) string {
+	if p.Release.OKD {
+		return ""
+	}
+	return "  pullSecretFile: pull-secret.json\n"
+}
+
+// requireHost skips (fails in CI) unless the rehearsal's programs and root are here: etcd and
+// the Kubernetes programs of the release's toolchain (testenv.Toolchains), the rest from the
+// host.
+func requireHost(t *testing.T, tc testenv.Toolchain) map[string]string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		testenv.Missing(t, "the rehearsal makes network and mount namespaces: it needs root")
@@ -72,7 +82,7 @@ func requireHost(t *testing.T) map[string]string {
 	bins := map[string]string{}
 	for _, p := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet",
 		"containerd", "containerd-shim-runc-v2", "runc", "ctr", "busybox", "ip", "nsenter", "unshare", "sshd", "sudo"} {
-		bins[p] = testenv.Require(t, p)
+		bins[p] = tc.Require(t, p)
 	}
 	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
 		testenv.Missing(t, "CNI plugins missing in /usr/lib/cni (bash .ci/install-kubelet-runtime.sh)")
@@ -96,17 +106,17 @@ func buildLabbuild(t *testing.T, dir string) string {
 	return bin
 }
 
-// newLab writes the sample payload and the rehearsal lab.yaml into an empty directory; it
-// returns the directory and the payload (its component pull specs name the images the nodes'
+// newLab writes the sample payload of release (internal/rig/payload Releases; "" is 4.18) and
+// the rehearsal lab.yaml into an empty directory; it returns the directory and the payload (its component pull specs name the images the nodes'
 // pods run).
-func newLab(t *testing.T, uri, poolPath string) (string, *payload.Payload) {
+func newLab(t *testing.T, release, uri, poolPath string) (string, *payload.Payload) {
 	t.Helper()
 	dir := t.TempDir()
-	bin, err := payload.BuildStandin(context.Background(), repo.Root(), "")
+	bin, err := payload.BuildStandin(context.Background(), repo.Root(), release)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := payload.Build(payload.Options{Shared: repo.Shared(), MCOBinary: bin})
+	p, err := payload.Build(payload.Options{Release: release, Shared: repo.Shared(), MCOBinary: bin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +129,9 @@ func newLab(t *testing.T, uri, poolPath string) (string, *payload.Payload) {
 			t.Fatal(err)
 		}
 	}
-	write("pull-secret.json", `{"auths":{"registry.labbuild.invalid":{"auth":"c2FtcGxlOm5vdC1hLXNlY3JldA=="}}}`+"\n", 0o600)
+	if !p.Release.OKD {
+		write("pull-secret.json", `{"auths":{"registry.labbuild.invalid":{"auth":"c2FtcGxlOm5vdC1hLXNlY3JldA=="}}}`+"\n", 0o600)
+	}
 	// The user's key pair: id.pub goes into every node's Ignition (core's authorized keys),
 	// id is what labbuild ssh and gather log in with (access.sshKeyFile's private half).
 	write("id.pub", testenv.SSHKeyPair(t, filepath.Join(dir, "id"))+" rehearsal\n", 0o644)
@@ -157,13 +169,17 @@ type rig struct {
 	api string
 	// hosts, when set, become the nodes' /etc/hosts lines (no lab DNS without libvirt).
 	hosts map[string]string
-	bins  map[string]string
-	work  string
-	lab   string
-	lb    string
-	lv    *testenv.Libvirtd
-	seq   int
-	pause string
+	// release is the sample payload's release ("" is 4.18), tc the Kubernetes and etcd the
+	// rehearsal runs for it (bins holds their programs).
+	release string
+	tc      testenv.Toolchain
+	bins    map[string]string
+	work    string
+	lab     string
+	lb      string
+	lv      *testenv.Libvirtd
+	seq     int
+	pause   string
 	// payload is the lab's release payload (newLab).
 	payload *payload.Payload
 	// images are stand-in images every kubelet node's containerd imports under their pull
@@ -185,23 +201,34 @@ type rig struct {
 	celDropped map[string][]DroppedRule
 }
 
-// newRig prepares a rehearsal; withLibvirt starts a real libvirtd whose network (made by
-// labbuild) the nodes join, else the nodes join labNet's bridge.
+// newRig is newRigOf the 4.18 sample.
 func newRig(t *testing.T, withLibvirt bool) *rig {
 	t.Helper()
-	r := &rig{bins: requireHost(t), work: t.TempDir(), seq: os.Getpid() % 10000, nodes: map[string]*Node{}, celDropped: map[string][]DroppedRule{},
+	return newRigOf(t, "", withLibvirt)
+}
+
+// newRigOf prepares a rehearsal of release's sample payload with its toolchain; withLibvirt
+// starts a real libvirtd whose network (made by labbuild) the nodes join, else the nodes join
+// labNet's bridge.
+func newRigOf(t *testing.T, release string, withLibvirt bool) *rig {
+	t.Helper()
+	tc, err := testenv.ToolchainOf(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{release: release, tc: tc, bins: requireHost(t, tc), work: t.TempDir(), seq: os.Getpid() % 10000, nodes: map[string]*Node{}, celDropped: map[string][]DroppedRule{},
 		pulls: map[string][]string{}, pullErr: map[string]error{}}
 	testenv.RequireShared(t)
 	r.lb = buildLabbuild(t, r.work)
 	if withLibvirt {
 		r.lv = testenv.StartLibvirtd(t)
 		r.labNS, r.bridge, r.api = r.lv.NetNS, "virbr-rehearsal", apiVIP
-		r.lab, r.payload = newLab(t, r.lv.URI("qemu:///system"), filepath.Join(r.lv.Dir, "pool"))
+		r.lab, r.payload = newLab(t, release, r.lv.URI("qemu:///system"), filepath.Join(r.lv.Dir, "pool"))
 	} else {
 		r.labNS, r.bridge, r.api = fmt.Sprintf("lbr%d-lab", r.seq), "br-lab", bootstrapIP
 		labNet(t, r.labNS, "198.18.0.1")
 		r.hosts = map[string]string{"api-int." + labDomain: bootstrapIP, "api." + labDomain: bootstrapIP}
-		r.lab, r.payload = newLab(t, "qemu:///system", filepath.Join(r.work, "pool")) // libvirt unused
+		r.lab, r.payload = newLab(t, release, "qemu:///system", filepath.Join(r.work, "pool")) // libvirt unused
 	}
 	r.pause = filepath.Join(r.work, "pause.tar")
 	if err := PauseTarball(r.pause, r.bins["busybox"]); err != nil {
@@ -301,10 +328,14 @@ func (r *rig) bootIgnitionNet(node string, raw []byte, lease *KeyfileNet, hostna
 			return nil, err
 		}
 	}
-	// Stand-in for OpenShift's 1.31 kube-apiserver: the CRDs' IP/CIDR CEL rules go (cel.go).
-	dropped, err := AdaptCRDsFor130(root)
-	if err != nil {
-		return nil, err
+	// A kube-apiserver older than 1.31 stands in for OpenShift's: the CRDs' IP/CIDR CEL rules
+	// go (cel.go). Every toolchain is 1.31 or newer now; the adaptation stays for a 1.30 one.
+	var dropped []DroppedRule
+	if r.tc.KubeMinor() < 31 {
+		var err error
+		if dropped, err = AdaptCRDsFor130(root); err != nil {
+			return nil, err
+		}
 	}
 	k, err := ReadKeyfile(root)
 	if err != nil && lease != nil {
@@ -391,9 +422,9 @@ func (r *rig) staticPods(nd *Node) ([]string, []string, error) {
 }
 
 // flowBootstrapUp is what a flow does when the bootstrap's domain starts: its static pods,
-// then, in the background, the kube-apiserver 1.31 stand-in's CRDs (labbuild's release/crds
-// with CEL131 rules, SeedCRDs) and the CVO stand-in's (CVOStandinCRDs) stored in the
-// bootstrap's etcd. rehearsalFlow and TestRehearsalWithholdFlow share it; a failure goes to fl.
+// then, in the background, the CVO stand-in's CRDs (CVOStandinCRDs) stored in the bootstrap's
+// etcd, and with a kube-apiserver older than 1.31 labbuild's release/crds with CEL131 rules
+// (SeedCRDs), which it refuses to create. rehearsalFlow and TestRehearsalWithholdFlow share it; a failure goes to fl.
 func flowBootstrapUp(ctx context.Context, r *rig, nd *Node, fl *flowLog) {
 	if _, _, err := r.staticPods(nd); err != nil {
 		fl.fail("bootstrap static pods: %v", err)
@@ -407,22 +438,24 @@ func flowBootstrapUp(ctx context.Context, r *rig, nd *Node, fl *flowLog) {
 // control plane is the bootstrap's (flowBootstrapUp; a single node's live system, TestSNOFlow).
 func seedFlowCRDs(ctx context.Context, r *rig, nd *Node, fl *flowLog) {
 	go func() {
-		files, _ := filepath.Glob(filepath.Join(r.lab, "out", "release", "crds", "crds", "*.yaml"))
-		crds := map[string][]byte{}
-		for _, f := range files {
-			if b, err := os.ReadFile(f); err == nil && CEL131.Match(b) {
-				crds[filepath.Base(f)] = b
+		if r.tc.KubeMinor() < 31 {
+			files, _ := filepath.Glob(filepath.Join(r.lab, "out", "release", "crds", "crds", "*.yaml"))
+			crds := map[string][]byte{}
+			for _, f := range files {
+				if b, err := os.ReadFile(f); err == nil && CEL131.Match(b) {
+					crds[filepath.Base(f)] = b
+				}
 			}
+			names, err := SeedCRDs(ctx, nd, r.bins["etcdctl"], crds)
+			if err != nil {
+				fl.fail("%v", err)
+				return
+			}
+			fl.logf("kube-apiserver 1.31 stand-in: stored labbuild's %v in the bootstrap's etcd", names)
 		}
-		names, err := SeedCRDs(ctx, nd, r.bins["etcdctl"], crds)
-		if err != nil {
-			fl.fail("%v", err)
-			return
-		}
-		fl.logf("kube-apiserver 1.31 stand-in: stored labbuild's %v in the bootstrap's etcd", names)
 		if cvo, err := CVOStandinCRDs(repo.Root()); err != nil {
 			fl.fail("%v", err)
-		} else if names, err = SeedCRDs(ctx, nd, r.bins["etcdctl"], cvo); err != nil {
+		} else if names, err := SeedCRDs(ctx, nd, r.bins["etcdctl"], cvo); err != nil {
 			fl.fail("%v", err)
 		} else {
 			fl.logf("CVO stand-in: created %v from the payload's operator manifests", names)
@@ -467,7 +500,8 @@ func (r *rig) containerShell(argv []string) []string {
 }
 
 // kubelet runs the node's kubelet-auto-node-size.service, then containerd (on the runtime
-// endpoint the kubelet unit names) and the kubelet from its unit.
+// endpoint the kubelet unit names), the unit's ExecStartPre commands and the kubelet from its
+// unit.
 func (r *rig) kubelet(ctx context.Context, nd *Node, podSubnet string) error {
 	if err := RunOneshot(ctx, nd, "kubelet-auto-node-size.service"); err != nil {
 		return err
@@ -476,7 +510,11 @@ func (r *rig) kubelet(ctx context.Context, nd *Node, podSubnet string) error {
 	if err != nil {
 		return err
 	}
-	if err := OverrideKubeletConf(nd.Root, kl.Config); err != nil {
+	known, err := KubeletGates(r.bins["kubelet"])
+	if err != nil {
+		return err
+	}
+	if _, err := OverrideKubeletConf(nd.Root, kl.Config, known); err != nil {
 		return err
 	}
 	if err := StartRuntime(ctx, nd, kl.Endpoint, podSubnet, r.pause); err != nil {
@@ -508,6 +546,9 @@ func (r *rig) kubelet(ctx context.Context, nd *Node, podSubnet string) error {
 			r.pullErr[nd.Name] = err
 			r.mu.Unlock()
 		}
+	}
+	if err := kl.RunPre(ctx, nd); err != nil {
+		return err
 	}
 	if len(r.images) > 0 {
 		// The pods' hostPath volumes with mountPropagation HostToContainer need the node's
@@ -544,14 +585,15 @@ func (r *rig) allNodes() []*Node {
 }
 
 // bootstrapUp is the first half of the rehearsal's first slice: labbuild, from an empty
-// directory, builds bootstrap.ign, master-0.ign and the admin kubeconfig; the bootstrap node
+// directory, builds bootstrap.ign and the admin kubeconfig (kubeletJoins builds master-0.ign
+// after); the bootstrap node
 // joins a bridge in a namespace of the test (stand-in for libvirt's network, which needs
 // host/preflight: see TestRehearsalFlow) and its control plane runs from bootstrap.ign's own
 // static pods — real etcd, kube-apiserver, kube-controller-manager, kube-scheduler; the CVO
 // is a stand-in that is not started — until /readyz answers with labbuild's admin kubeconfig.
-func bootstrapUp(ctx context.Context, t *testing.T) (*rig, *kube.Clients) {
-	r := newRig(t, false)
-	if out, err := r.labbuild("ignition/bootstrap", "ignition/master-0", "kubeconfig/admin"); err != nil {
+func bootstrapUp(ctx context.Context, t *testing.T, release string) (*rig, *kube.Clients) {
+	r := newRigOf(t, release, false)
+	if out, err := r.labbuild("ignition/bootstrap", "kubeconfig/admin"); err != nil {
 		t.Fatalf("labbuild: %v\n%s", err, out)
 	}
 	r.bootBootstrap(t, "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
@@ -592,14 +634,41 @@ func (r *rig) bootBootstrap(t *testing.T, want ...string) *Node {
 // TestKubeletJoinsBootstrapControlPlane, which begins with it, so this runs with make rehearsal.
 func TestBootstrapControlPlaneFromIgnition(t *testing.T) {
 	requireRehearsal(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	_, k := bootstrapUp(ctx, t)
+	for _, release := range shortRehearsalReleases {
+		t.Run(releaseName(release), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+			defer cancel()
+			r, k := bootstrapUp(ctx, t, release)
+			checkServerVersion(ctx, t, r, k)
+		})
+	}
+}
+
+// shortRehearsalReleases are the releases the short rehearsal (a bootstrap control plane from
+// bootstrap.ign, a kubelet joining) runs for, each with its own Kubernetes and etcd
+// (testenv.Toolchains): "" is 4.18.
+var shortRehearsalReleases = []string{"", "4.20", "4.22"}
+
+// releaseName names a release in test names ("" is 4.18).
+func releaseName(release string) string {
+	if release == "" {
+		return "4.18"
+	}
+	return release
+}
+
+// checkServerVersion requires the bootstrap kube-apiserver to be the toolchain's Kubernetes
+// (.ci/build-kube.sh stamps the version into the build).
+func checkServerVersion(ctx context.Context, t *testing.T, r *rig, k *kube.Clients) {
+	t.Helper()
 	v, err := kube.ServerVersion(ctx, k)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("bootstrap kube-apiserver %s ready", v)
+	if v != r.tc.Kube {
+		t.Errorf("bootstrap kube-apiserver reports %s, want the %s toolchain's %s", v, releaseName(r.release), r.tc.Kube)
+	}
+	t.Logf("bootstrap kube-apiserver %s ready (release %s)", v, releaseName(r.release))
 }
 
 // notApplied returns bootkube.sh's "not applied yet" lines (each with oc's reason).
@@ -613,16 +682,21 @@ func notApplied(log string) []string {
 	return out
 }
 
-// pinnedTool returns $LABBUILD_TOOLS/name (built by .ci/build-kube.sh at the version the
-// rehearsal's kube-apiserver has) when it is there, else name from PATH.
+// pinnedTool returns program name of 4.18's toolchain (built by .ci/build-kube.sh at the
+// version the rehearsal's kube-apiserver has), else name from PATH.
 func pinnedTool(t *testing.T, name string) string {
 	t.Helper()
-	if dir := os.Getenv("LABBUILD_TOOLS"); dir != "" {
-		if p := filepath.Join(dir, name); isExec(p) {
-			return p
-		}
+	return pinnedToolOf(t, "", name)
+}
+
+// pinnedToolOf is pinnedTool for release's toolchain.
+func pinnedToolOf(t *testing.T, release, name string) string {
+	t.Helper()
+	tc, err := testenv.ToolchainOf(release)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return testenv.Require(t, name)
+	return tc.Require(t, name)
 }
 
 func isExec(p string) bool {
@@ -646,22 +720,32 @@ func requireRehearsal(t *testing.T) {
 // standing in for CRI-O, registers through api-int (the bootstrap, in the nodes' /etc/hosts),
 // its client and serving CSRs are approved by labbuild's approver (targets/csr) and the Node
 // becomes Ready at its lab IP.
+//
+// It runs for each of shortRehearsalReleases, with that release's sample payload and
+// Kubernetes (the bootstrap's kube-apiserver and master-0's kubelet report the toolchain's
+// version).
 func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
-	kubectl := pinnedTool(t, "kubectl")
+	for _, release := range shortRehearsalReleases {
+		t.Run(releaseName(release), func(t *testing.T) { kubeletJoins(t, release) })
+	}
+}
+
+func kubeletJoins(t *testing.T, release string) {
+	kubectl := pinnedToolOf(t, release, "kubectl")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	r, k := bootstrapUp(ctx, t)
+	r, k := bootstrapUp(ctx, t, release)
+	checkServerVersion(ctx, t, r, k)
 	// The bootstrap's bootkube.service (from bootstrap.ign) applies the CRDs and cluster
 	// manifests, among them the RBAC that lets system:bootstrappers create CSRs. Its `oc` is
 	// a stand-in (linkOC).
 	bNode := r.allNodes()[0]
 	linkOC(ctx, t, bNode, kubectl)
-	// kube-apiserver 1.30 stands in for OpenShift's 1.31: boot dropped the CRD rules that call
-	// 1.31's CEL IP/CIDR functions (exactly those of two CRDs: TestAdaptCRDsFor130).
-	if len(r.celDropped["bootstrap"]) == 0 {
-		t.Error("no CEL IP/CIDR rule dropped from bootstrap.ign's CRDs: is the apiserver 1.31 now? then drop AdaptCRDsFor130")
+	// Only a kube-apiserver older than 1.31 needs the CRD rules calling 1.31's CEL IP/CIDR
+	// functions dropped (exactly those of two CRDs: TestAdaptCRDsFor130); 1.31+ apply them.
+	if dropped := len(r.celDropped["bootstrap"]); (r.tc.KubeMinor() < 31) != (dropped > 0) {
+		t.Errorf("kube-apiserver %s: %d CEL IP/CIDR rules dropped from bootstrap.ign's CRDs", r.tc.Kube, dropped)
 	}
-	t.Logf("CRD rules dropped for kube-apiserver 1.30: %d", len(r.celDropped["bootstrap"]))
 	applyCVOStandinCRDs(ctx, t, k)
 	start := time.Now()
 	if err := RunOneshot(ctx, bNode, "bootkube.service"); err != nil {
@@ -673,6 +757,9 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 	// bootkube.sh marks success as its unit's ConditionPathExists=! names (no rerun at boot).
 	if _, err := os.Stat(filepath.Join(bNode.Root, "opt", "openshift", ".bootkube.done")); err != nil {
 		t.Errorf("bootkube.service exited 0 but left no /opt/openshift/.bootkube.done: %v", err)
+	}
+	if out, err := r.labbuild("ignition/master-0"); err != nil {
+		t.Fatalf("labbuild: %v\n%s", err, out)
 	}
 	mNode, err := r.boot("master-0")
 	if err != nil {
@@ -717,6 +804,9 @@ func TestKubeletJoinsBootstrapControlPlane(t *testing.T) {
 	}
 	if strings.Join(ips, ",") != master0IP {
 		t.Errorf("Node %s InternalIP = %v, want [%s]", name, ips, master0IP)
+	}
+	if n.Status.NodeInfo.KubeletVersion != r.tc.Kube {
+		t.Errorf("Node %s kubeletVersion %s, want the toolchain's %s", name, n.Status.NodeInfo.KubeletVersion, r.tc.Kube)
 	}
 	if _, ok := n.Labels["node.openshift.io/os_id"]; !ok {
 		t.Errorf("Node %s labels %v: no node.openshift.io/os_id (from the kubelet unit's --node-labels)", name, n.Labels)

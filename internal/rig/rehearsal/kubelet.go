@@ -8,8 +8,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -124,6 +128,9 @@ type Kubelet struct {
 	// (/usr/bin/kubelet) replaced by the real binary; a wrapper before it (OpenShift's
 	// /usr/local/bin/kubenswrapper, from the node's Ignition) stays and runs.
 	Argv []string
+	// Pre are the unit's ExecStartPre= commands, run in the node before the kubelet (4.22's
+	// worker unit creates /etc/openshift/kubelet.conf.d, its --config-dir, this way).
+	Pre []Command
 	// Endpoint is the --container-runtime-endpoint the unit names (CRI-O's socket).
 	Endpoint string
 	// Config is the node path of --config (kubelet.conf).
@@ -142,7 +149,7 @@ func KubeletFromUnit(root, bin string) (*Kubelet, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kubelet{Argv: append([]string{}, s.Argv...)}
+	k := &Kubelet{Argv: append([]string{}, s.Argv...), Pre: s.Pre}
 	found := false
 	for i, a := range k.Argv {
 		if !strings.HasPrefix(a, "-") && filepath.Base(a) == "kubelet" {
@@ -182,38 +189,124 @@ func KubeletFromUnit(root, bin string) (*Kubelet, error) {
 	return k, nil
 }
 
+// RunPre runs the unit's ExecStartPre= commands in node nd in order, as systemd does before
+// ExecStart: a failing one stops the start unless its line has the "-" prefix (RHCOS's
+// restorecon, absent here).
+func (k *Kubelet) RunPre(ctx context.Context, nd *Node) error {
+	for _, c := range k.Pre {
+		if err := nd.Run(ctx, "kubelet-pre", nil, c.Argv...); err != nil && !c.IgnoreFailure {
+			return fmt.Errorf("rehearsal: kubelet.service ExecStartPre: %w", err)
+		}
+	}
+	return nil
+}
+
 // HostOverrides are the kubelet.conf fields the rehearsal changes, each because this host is
 // not RHCOS or this kubelet is upstream's:
 //   - cgroupDriver: cgroupfs — no systemd runs here;
-//   - cgroupsPerQOS: false, enforceNodeAllocatable: [] — several kubelets share one cgroup
+//   - cgroupsPerQOS: false, enforceNodeAllocatable: [none] — several kubelets share one cgroup
 //     hierarchy, so pods get no per-QoS cgroups of their own (node allocatable needs them);
+//     "none", not an empty list: with --config-dir (4.22's worker unit) the kubelet merges its
+//     drop-ins through v1beta1 JSON, whose omitempty drops an empty list, and defaulting then
+//     puts "pods" back (cmd/kubelet/app mergeKubeletConfigurations), which cgroupsPerQOS:
+//     false forbids;
 //   - systemCgroups: "" — with it the kubelet moves every process of the host's root cgroup
 //     into /system.slice: on RHCOS that is the node's own, here it is the whole machine;
 //   - protectKernelDefaults: false — it makes the kubelet refuse to start unless kernel
 //     sysctls (kernel.panic, vm.overcommit_memory …) have RHCOS's values, which the MCO's
 //     sysctl files set; they are not namespaced, so the rehearsal does not set them on the host;
-//   - featureGates.NodeLogQuery: true — kubelet.conf sets enableSystemLogQuery, which the 1.30
-//     kubelet accepts only with that gate (on by default in OpenShift's).
+//   - failCgroupV1: false — this host's cgroup hierarchy is v1, which the kubelet shares;
+//     from 1.35 the kubelet refuses to start on v1 unless told not to (RHCOS 9.6+ and SCOS 10
+//     are v2 only; the field exists from 1.31, older kubelets ignore it);
+//   - featureGates.NodeLogQuery: true — kubelet.conf sets enableSystemLogQuery, which the
+//     upstream kubelet accepts only with that gate (on by default in OpenShift's); where the
+//     gate is GA it is not a known option and goes with the others below.
+//
+// And OverrideKubeletConf drops every feature gate the kubelet does not offer (KubeletGates):
+// the MCO writes all of the FeatureGate's gates into kubelet.conf (85 at 4.18, 118 at 4.22:
+// pkg/controller/kubelet-config generateFeatureMap, with openshiftOnlyFeatureGates empty
+// because "OpenShift carries a patch that makes kubelet/apiserver ignore feature gates it
+// doesn't understand"), and upstream's kubelet refuses to start on an unknown one
+// ("unrecognized feature gate", component-base featuregate SetFromMap) or on a GA gate locked
+// to the other value.
 var HostOverrides = map[string]any{
 	"cgroupDriver":           "cgroupfs",
 	"cgroupsPerQOS":          false,
-	"enforceNodeAllocatable": []string{},
+	"enforceNodeAllocatable": []string{"none"},
 	"systemCgroups":          "",
 	"protectKernelDefaults":  false,
+	"failCgroupV1":           false,
 	"featureGates":           map[string]any{"NodeLogQuery": true},
 }
 
+// KubeletGates returns the feature gates the kubelet program bin lets a configuration set, as
+// its --help lists them under --feature-gates ("Name=true|false (BETA - default=true)"): the
+// alpha and beta gates of its Kubernetes version. GA and deprecated gates are not listed
+// (component-base featuregate KnownFeatures); the rehearsal drops those too, which leaves them
+// at their defaults. Results are cached by program path.
+func KubeletGates(bin string) (map[string]bool, error) {
+	kubeletGatesMu.Lock()
+	defer kubeletGatesMu.Unlock()
+	if g, ok := kubeletGatesCache[bin]; ok {
+		return g, nil
+	}
+	out, err := exec.Command(bin, "--help").CombinedOutput()
+	if err != nil && len(out) == 0 {
+		return nil, fmt.Errorf("rehearsal: %s --help: %w", bin, err)
+	}
+	g, err := parseKubeletGates(out)
+	if err != nil {
+		return nil, fmt.Errorf("rehearsal: %s --help: %w", bin, err)
+	}
+	kubeletGatesCache[bin] = g
+	return g, nil
+}
+
+var (
+	kubeletGatesMu    sync.Mutex
+	kubeletGatesCache = map[string]map[string]bool{}
+	kubeletGateLine   = regexp.MustCompile(`^\s+([A-Za-z0-9]+)=true\|false \(`)
+)
+
+// parseKubeletGates reads the gate names of the --feature-gates section of a kubelet's --help.
+func parseKubeletGates(help []byte) (map[string]bool, error) {
+	g := map[string]bool{}
+	in := false
+	for _, l := range strings.Split(string(help), "\n") {
+		if strings.Contains(l, "--feature-gates ") {
+			in = true
+			continue
+		}
+		if !in {
+			continue
+		}
+		m := kubeletGateLine.FindStringSubmatch(l)
+		if m == nil {
+			if len(g) > 0 {
+				break
+			}
+			continue
+		}
+		g[m[1]] = true
+	}
+	if len(g) == 0 {
+		return nil, fmt.Errorf("no --feature-gates options found")
+	}
+	return g, nil
+}
+
 // OverrideKubeletConf applies HostOverrides to the node's kubelet.conf in place (YAML or JSON;
-// written back as YAML).
-func OverrideKubeletConf(root, conf string) error {
+// written back as YAML) and removes the feature gates not in known (KubeletGates of the kubelet
+// that will read it). It returns the removed gates, sorted.
+func OverrideKubeletConf(root, conf string, known map[string]bool) ([]string, error) {
 	p := filepath.Join(root, filepath.FromSlash(conf))
 	b, err := os.ReadFile(p)
 	if err != nil {
-		return fmt.Errorf("rehearsal: kubelet config: %w", err)
+		return nil, fmt.Errorf("rehearsal: kubelet config: %w", err)
 	}
 	var m map[string]any
 	if err := yaml.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("rehearsal: %s: %w", conf, err)
+		return nil, fmt.Errorf("rehearsal: %s: %w", conf, err)
 	}
 	for k, v := range HostOverrides {
 		if gates, ok := v.(map[string]any); ok {
@@ -228,11 +321,24 @@ func OverrideKubeletConf(root, conf string) error {
 		}
 		m[k] = v
 	}
+	var dropped []string
+	if gates, _ := m["featureGates"].(map[string]any); gates != nil {
+		for g := range gates {
+			if !known[g] {
+				dropped = append(dropped, g)
+				delete(gates, g)
+			}
+		}
+		if len(gates) == 0 {
+			delete(m, "featureGates")
+		}
+	}
+	sort.Strings(dropped)
 	out, err := yaml.Marshal(m)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return os.WriteFile(p, out, 0o644)
+	return dropped, os.WriteFile(p, out, 0o644)
 }
 
 // StartRuntime writes the containerd configuration and the pod network's CNI config into the

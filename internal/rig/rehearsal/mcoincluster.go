@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -78,8 +79,13 @@ var (
 // applies them (release-4.18 install/0000_80_machine-config_02_images.configmap.yaml and
 // 0000_80_machine-config_05_osimageurl.yaml, their placeholders replaced by the release's pull
 // specs from image-references, as `oc adm release new` does): pullspec maps a payload tag to
-// its pull spec. The rehearsal's CVO stand-in applies them.
-func MCOImagesConfigMaps(version string, pullspec func(tag string) string) (map[string][]byte, error) {
+// its pull spec. rel is the payload's release row: from 4.22 images.json also names
+// dockerRegistryImage (MCO release-4.22 install/0000_80_machine-config_02_images.configmap.yaml,
+// the docker-registry tag its bootstrap requires), and the osimageurl ConfigMap names
+// rel.BaseOSTag and its "-extensions" tag ("stream-coreos" in OKD, whose MCO image has its
+// install/ rewritten so: ../shared/fixtures/versions/okd-4.22/NOTES.md). The rehearsal's CVO
+// stand-in applies them.
+func MCOImagesConfigMaps(version string, rel releases.Release, pullspec func(tag string) string) (map[string][]byte, error) {
 	images := map[string]string{
 		"releaseVersion":           version,
 		"machineConfigOperator":    pullspec("machine-config-operator"),
@@ -90,6 +96,9 @@ func MCOImagesConfigMaps(version string, pullspec func(tag string) string) (map[
 		"baremetalRuntimeCfgImage": pullspec("baremetal-runtimecfg"),
 		"oauthProxy":               pullspec("oauth-proxy"),
 		"kubeRbacProxy":            pullspec("kube-rbac-proxy"),
+	}
+	if slices.Contains(rel.MCORequiredTags, "docker-registry") {
+		images["dockerRegistryImage"] = pullspec("docker-registry")
 	}
 	ij, err := json.MarshalIndent(images, "", "  ")
 	if err != nil {
@@ -104,7 +113,7 @@ func MCOImagesConfigMaps(version string, pullspec func(tag string) string) (map[
 		return nil, err
 	}
 	b, err := cm("machine-config-osimageurl", map[string]string{"releaseVersion": version,
-		"baseOSContainerImage": pullspec("rhel-coreos"), "baseOSExtensionsContainerImage": pullspec("rhel-coreos-extensions"), "osImageURL": ""})
+		"baseOSContainerImage": pullspec(rel.BaseOSTag), "baseOSExtensionsContainerImage": pullspec(rel.BaseOSTag + "-extensions"), "osImageURL": ""})
 	if err != nil {
 		return nil, err
 	}
@@ -113,10 +122,12 @@ func MCOImagesConfigMaps(version string, pullspec func(tag string) string) (map[
 
 // MCOInCluster is the in-cluster stand-in's configuration: the release's machine-config-operator
 // and machine-config-controller programs and templates tree (labbuild's release/mco), and a work
-// directory of its own.
+// directory of its own. Release is the payload's release row (the zero row is 4.18): the
+// tags its image-references carries and whether its controller reads image-references too.
 type MCOInCluster struct {
 	Operator, Controller, Templates string
 	Work                            string
+	Release                         releases.Release
 }
 
 // MCORendered is what one render put into the cluster: each pool's rendered MachineConfig name.
@@ -167,7 +178,11 @@ func (m *MCOInCluster) Render(ctx context.Context, dyn kube.Interface) (MCORende
 	if err := json.Unmarshal(imgs["images.json"], &images); err != nil {
 		return nil, fmt.Errorf("rehearsal: MCO stand-in: images.json: %w", err)
 	}
-	refs, err := mcoImageReferences(images, osurl)
+	rel := m.Release
+	if rel.Name == "" {
+		rel, _ = releases.Named("4.18")
+	}
+	refs, err := mcoImageReferences(images, osurl, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -177,11 +192,21 @@ func (m *MCOInCluster) Render(ctx context.Context, dyn kube.Interface) (MCORende
 	version := images["releaseVersion"]
 
 	// The CAs, during bring-up (before kube-system/bootstrap: the render "frozen in time").
-	root, err := objectData(ctx, dyn, configMaps, "kube-system", "root-ca", mcoReader, "ca.crt")
-	if err != nil {
-		return nil, err
+	// ControllerConfig rootCAData: kube-system/root-ca at 4.18, the machine-config-server CA
+	// bundle from 4.19 (MCSCABundle).
+	var rootCA []byte
+	if rel.MCSCA {
+		if rootCA, _, err = MCSCABundle(ctx, dyn); err != nil {
+			return nil, err
+		}
+	} else {
+		root, err := objectData(ctx, dyn, configMaps, "kube-system", "root-ca", mcoReader, "ca.crt")
+		if err != nil {
+			return nil, err
+		}
+		rootCA = root["ca.crt"]
 	}
-	if err := write(mco.RootCAFile, root["ca.crt"]); err != nil {
+	if err := write(mco.RootCAFile, rootCA); err != nil {
 		return nil, err
 	}
 	kca, err := objectData(ctx, dyn, configMaps, "openshift-config", "initial-kube-apiserver-server-ca", mcoReader, "ca-bundle.crt")
@@ -254,6 +279,13 @@ func (m *MCOInCluster) Render(ctx context.Context, dyn kube.Interface) (MCORende
 	fg, _ := os.ReadFile(filepath.Join(work, filepath.FromSlash(mco.FeatureGateFile)))
 	if err := os.WriteFile(filepath.Join(mdir, "featuregate.yaml"), fg, 0o600); err != nil {
 		return nil, err
+	}
+	// From 4.22 the controller decodes image-references from its --manifest-dir too, as
+	// labbuild's bootstrap render gives it (render/releases MCCImageReferences).
+	if rel.MCCImageReferences {
+		if err := os.WriteFile(filepath.Join(mdir, filepath.Base(mco.ImageReferencesFile)), refs, 0o600); err != nil {
+			return nil, err
+		}
 	}
 	for _, l := range []struct {
 		gvr  kube.GroupVersionResource
@@ -337,10 +369,33 @@ func (m *MCOInCluster) Render(ctx context.Context, dyn kube.Interface) (MCORende
 		}
 		rendered[pool] = name
 	}
-	if err := m.syncServer(ctx, dyn, filepath.Join(dest, filepath.FromSlash(mco.OperatorManifestDir), "machineconfigcontroller-controllerconfig.yaml"), root["ca.crt"]); err != nil {
+	if err := m.syncServer(ctx, dyn, filepath.Join(dest, filepath.FromSlash(mco.OperatorManifestDir), "machineconfigcontroller-controllerconfig.yaml"), rootCA); err != nil {
 		return rendered, err
 	}
 	return rendered, nil
+}
+
+// MCSCABundle is the operator's getMCSCABundle (machine-config-operator release-4.20 and
+// release-4.22 pkg/operator/sync.go): ConfigMap
+// openshift-machine-config-operator/machine-config-server-ca ca-bundle.crt, which the 4.19+
+// installer hands over (handedOver), else, when that ConfigMap does not exist, kube-system/root-ca
+// ca.crt. From 4.19 syncRenderConfig puts it in ControllerConfig rootCAData and in the pointer
+// config nodes boot from (ctrlcommon.PointerConfig(ignitionHost, machineConfigServerCABundle));
+// release-4.18 reads kube-system/root-ca for both.
+func MCSCABundle(ctx context.Context, dyn kube.Interface) (bundle []byte, handedOver bool, err error) {
+	const reader = "machine-config-operator (release-4.22) pkg/operator/sync.go getMCSCABundle"
+	d, err := objectData(ctx, dyn, configMaps, MCONamespace, "machine-config-server-ca", reader, "ca-bundle.crt")
+	if err == nil {
+		return d["ca-bundle.crt"], true, nil
+	}
+	if !kube.IsNotFound(errors.Unwrap(err)) {
+		return nil, false, err
+	}
+	root, err := objectData(ctx, dyn, configMaps, "kube-system", "root-ca", reader, "ca.crt")
+	if err != nil {
+		return nil, false, err
+	}
+	return root["ca.crt"], false, nil
 }
 
 // mcsObjects are what the operator's syncMachineConfigServer applies for the server besides its
@@ -381,7 +436,8 @@ var (
 // its kubeAPIServerServingCAData), the server's objects (mcsObjects, syncMachineConfigServer)
 // and, where openshift-machine-api exists, each pool's <pool>-user-data-managed Secret with the
 // pointer config (syncMachineConfigPools, manifests/userdata_secret.yaml;
-// ctrlcommon.PointerConfig(getIgnitionHost(infra.Status), rootCA)).
+// ctrlcommon.PointerConfig(getIgnitionHost(infra.Status), rootCA); rootCA is the MCS CA bundle
+// from 4.19, MCSCABundle).
 func (m *MCOInCluster) syncServer(ctx context.Context, dyn kube.Interface, controllerConfig string, rootCA []byte) error {
 	cc, err := os.ReadFile(controllerConfig)
 	if err != nil {
@@ -485,19 +541,21 @@ func SyncKubeconfigData(ctx context.Context, dyn kube.Interface) error {
 }
 
 // mcoImageReferences turns images.json and the OS image ConfigMap back into the image-references
-// ImageStream the operator's bootstrap reads (the tags of pkg/operator/bootstrap.go).
-func mcoImageReferences(images map[string]string, osurl map[string][]byte) ([]byte, error) {
+// ImageStream the operator's bootstrap reads (the tags of pkg/operator/bootstrap.go), for
+// release row rel (its node OS tag and the tags its bootstrap requires).
+func mcoImageReferences(images map[string]string, osurl map[string][]byte, rel releases.Release) ([]byte, error) {
 	tags := map[string]string{
-		"machine-config-operator": images["machineConfigOperator"],
-		"pod":                     images["infraImage"],
-		"keepalived-ipfailover":   images["keepalivedImage"],
-		"coredns":                 images["corednsImage"],
-		"haproxy-router":          images["haproxyImage"],
-		"baremetal-runtimecfg":    images["baremetalRuntimeCfgImage"],
-		"oauth-proxy":             images["oauthProxy"],
-		"kube-rbac-proxy":         images["kubeRbacProxy"],
-		"rhel-coreos":             string(osurl["baseOSContainerImage"]),
-		"rhel-coreos-extensions":  string(osurl["baseOSExtensionsContainerImage"]),
+		"machine-config-operator":     images["machineConfigOperator"],
+		"pod":                         images["infraImage"],
+		"keepalived-ipfailover":       images["keepalivedImage"],
+		"coredns":                     images["corednsImage"],
+		"haproxy-router":              images["haproxyImage"],
+		"baremetal-runtimecfg":        images["baremetalRuntimeCfgImage"],
+		"oauth-proxy":                 images["oauthProxy"],
+		"kube-rbac-proxy":             images["kubeRbacProxy"],
+		"docker-registry":             images["dockerRegistryImage"],
+		rel.BaseOSTag:                 string(osurl["baseOSContainerImage"]),
+		rel.BaseOSTag + "-extensions": string(osurl["baseOSExtensionsContainerImage"]),
 	}
 	names := make([]string, 0, len(tags))
 	for n := range tags {
@@ -515,9 +573,8 @@ func mcoImageReferences(images map[string]string, osurl map[string][]byte) ([]by
 	if err != nil {
 		return nil, err
 	}
-	// The tags release-4.18's bootstrap requires: the images.json keys above are 4.18's.
-	r418, _ := releases.Named("4.18")
-	if err := mco.CheckImageReferences(b, r418.MCORequiredTags); err != nil {
+	// The tags the release's bootstrap requires (4.22 adds docker-registry).
+	if err := mco.CheckImageReferences(b, rel.MCORequiredTags); err != nil {
 		return nil, fmt.Errorf("rehearsal: MCO stand-in: images.json: %w", err)
 	}
 	return b, nil

@@ -40,7 +40,7 @@ spec:
   - {name: secrets, hostPath: {path: /etc/kubernetes/bootstrap-secrets}}
   - {name: same, hostPath: {path: /var/lib/x}}
 `
-	unit := "[Unit]\nDescription=k\n[Service]\nEnvironment=\"LEVEL=2\" B=x\nEnvironmentFile=/etc/sizing.env\nEnvironmentFile=-/etc/absent.env\nExecStart=/usr/local/bin/wrap \\\n  /usr/bin/kubelet \\\n  --config=/etc/kubernetes/kubelet.conf \\\n  --container-runtime-endpoint=/var/run/crio/crio.sock \\\n  --system-reserved=cpu=${CPU} \\\n  --v=${LEVEL}\n"
+	unit := "[Unit]\nDescription=k\n[Service]\nEnvironment=\"LEVEL=2\" B=x\nEnvironmentFile=/etc/sizing.env\nEnvironmentFile=-/etc/absent.env\nExecStartPre=/bin/mkdir --parents /etc/openshift/kubelet.conf.d\nExecStartPre=-/usr/sbin/restorecon -ri /var/lib/kubelet/v${LEVEL}\nExecStart=/usr/local/bin/wrap \\\n  /usr/bin/kubelet \\\n  --config=/etc/kubernetes/kubelet.conf \\\n  --container-runtime-endpoint=/var/run/crio/crio.sock \\\n  --system-reserved=cpu=${CPU} \\\n  --v=${LEVEL}\n"
 	cfg := ignition.New()
 	for _, f := range []ignition.File{
 		{Path: "/etc/kubernetes/manifests/kube-apiserver.yaml", Mode: 0o644, Contents: []byte(pod)},
@@ -87,6 +87,11 @@ spec:
 		"--container-runtime-endpoint=/var/run/crio/crio.sock", "--system-reserved=cpu=500m", "--v=4"}
 	if !reflect.DeepEqual(k.Argv, wantArgv) || k.Endpoint != "/var/run/crio/crio.sock" || k.Config != "/etc/kubernetes/kubelet.conf" {
 		t.Errorf("kubelet %+v\nwant argv %v", k, wantArgv)
+	}
+	wantPre := []Command{{Argv: []string{"/bin/mkdir", "--parents", "/etc/openshift/kubelet.conf.d"}},
+		{Argv: []string{"/usr/sbin/restorecon", "-ri", "/var/lib/kubelet/v4"}, IgnoreFailure: true}}
+	if !reflect.DeepEqual(k.Pre, wantPre) {
+		t.Errorf("kubelet ExecStartPre %+v\nwant %+v", k.Pre, wantPre)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/coreos/ignition/v2/config/v3_4/types"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynfake "k8s.io/client-go/dynamic/fake"
@@ -98,36 +99,52 @@ func TestDHCPLease(t *testing.T) {
 	}
 }
 
-// TestMCOImagesRoundTrip: the CVO stand-in's images ConfigMaps give the MCO stand-in an
-// image-references the operator's bootstrap accepts (every required tag), with the payload's
-// pull specs and version.
+// TestMCOImagesRoundTrip: for each release, the CVO stand-in's images ConfigMaps give the MCO
+// stand-in an image-references the operator's bootstrap of that release accepts (every
+// required tag: 4.22's docker-registry too), with the payload's pull specs, the release's node
+// OS tag (OKD's stream-coreos) and version.
 func TestMCOImagesRoundTrip(t *testing.T) {
 	spec := func(tag string) string {
 		return "registry.example.test/ocp/art-dev@sha256:" + strings.Repeat("0", 63) + string(rune('a'+len(tag)%6))
 	}
-	files, err := MCOImagesConfigMaps("4.18.0", spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var images map[string]string
-	var cm struct{ Data map[string]string }
-	json.Unmarshal(files["0000_80_machine-config_02_images.configmap.yaml"], &cm)
-	if err := json.Unmarshal([]byte(cm.Data["images.json"]), &images); err != nil {
-		t.Fatal(err)
-	}
-	var osurl struct{ Data map[string]string }
-	json.Unmarshal(files["0000_80_machine-config_05_osimageurl.yaml"], &osurl)
-	refs, err := mcoImageReferences(images, map[string][]byte{"baseOSContainerImage": []byte(osurl.Data["baseOSContainerImage"]),
-		"baseOSExtensionsContainerImage": []byte(osurl.Data["baseOSExtensionsContainerImage"])})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r418, _ := releases.Named("4.18")
-	if err := mco.CheckImageReferences(refs, r418.MCORequiredTags); err != nil {
-		t.Error(err)
-	}
-	if images["releaseVersion"] != "4.18.0" || !strings.Contains(string(refs), spec("rhel-coreos")) {
-		t.Errorf("images %v; refs %s", images, refs)
+	for _, tc := range []struct{ release, version, osTag string }{
+		{"4.18", "4.18.0", "rhel-coreos"},
+		{"4.20", "4.20.0", "rhel-coreos"},
+		{"4.22", "4.22.0", "rhel-coreos"},
+		{"okd-4.22", "4.22.0-okd-scos.1", "stream-coreos"},
+	} {
+		t.Run(tc.release, func(t *testing.T) {
+			rel, ok := releases.Named(tc.release)
+			if !ok {
+				t.Fatalf("no release row %s", tc.release)
+			}
+			files, err := MCOImagesConfigMaps(tc.version, rel, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var images map[string]string
+			var cm struct{ Data map[string]string }
+			json.Unmarshal(files["0000_80_machine-config_02_images.configmap.yaml"], &cm)
+			if err := json.Unmarshal([]byte(cm.Data["images.json"]), &images); err != nil {
+				t.Fatal(err)
+			}
+			var osurl struct{ Data map[string]string }
+			json.Unmarshal(files["0000_80_machine-config_05_osimageurl.yaml"], &osurl)
+			if osurl.Data["baseOSContainerImage"] != spec(tc.osTag) || osurl.Data["baseOSExtensionsContainerImage"] != spec(tc.osTag+"-extensions") {
+				t.Errorf("osimageurl %v, want the pull specs of %s and %s-extensions", osurl.Data, tc.osTag, tc.osTag)
+			}
+			refs, err := mcoImageReferences(images, map[string][]byte{"baseOSContainerImage": []byte(osurl.Data["baseOSContainerImage"]),
+				"baseOSExtensionsContainerImage": []byte(osurl.Data["baseOSExtensionsContainerImage"])}, rel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := mco.CheckImageReferences(refs, rel.MCORequiredTags); err != nil {
+				t.Error(err)
+			}
+			if images["releaseVersion"] != tc.version || !strings.Contains(string(refs), `"name":"`+tc.osTag+`"`) {
+				t.Errorf("images %v; refs %s", images, refs)
+			}
+		})
 	}
 }
 
@@ -214,5 +231,41 @@ func TestIronicMediaTLS(t *testing.T) {
 	ca, _ := x509.ParseCertificate(leaf.Certificate[1])
 	if cert.Subject.CommonName != "localhost" || ca.Subject.CommonName != "metal3-ironic" || !ca.IsCA {
 		t.Errorf("server %q from %q (CA %v)", cert.Subject.CommonName, ca.Subject.CommonName, ca.IsCA)
+	}
+}
+
+// TestMCSCABundle: the MCO reads the machine-config-server CA bundle from the handed-over
+// ConfigMap, and only when that ConfigMap does not exist from kube-system/root-ca
+// (getMCSCABundle); a ConfigMap without ca-bundle.crt is an error naming it.
+func TestMCSCABundle(t *testing.T) {
+	cm := func(ns, name, key, val string) runtime.Object {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"namespace": ns, "name": name}, "data": map[string]any{key: val}}}
+	}
+	root := cm("kube-system", "root-ca", "ca.crt", "ROOT")
+	for _, tc := range []struct {
+		name       string
+		objs       []runtime.Object
+		want       string
+		handedOver bool
+		err        string
+	}{
+		{"handed over", []runtime.Object{root, cm(MCONamespace, "machine-config-server-ca", "ca-bundle.crt", "MCSCA")}, "MCSCA", true, ""},
+		{"not handed over", []runtime.Object{root}, "ROOT", false, ""},
+		{"no ca-bundle.crt", []runtime.Object{root, cm(MCONamespace, "machine-config-server-ca", "other", "x")}, "", false, "machine-config-server-ca[ca-bundle.crt]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dyn := kubedyn.Wrap(dynfake.NewSimpleDynamicClient(runtime.NewScheme(), tc.objs...))
+			got, handed, err := MCSCABundle(context.Background(), dyn)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want one naming %s", err, tc.err)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want || handed != tc.handedOver {
+				t.Errorf("MCSCABundle = %q, %v, %v; want %q, %v", got, handed, err, tc.want, tc.handedOver)
+			}
+		})
 	}
 }

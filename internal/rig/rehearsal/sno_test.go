@@ -483,7 +483,7 @@ func TestSNOFlow(t *testing.T) {
 	requireRehearsal(t)
 	start := time.Now()
 	kubectl := pinnedTool(t, "kubectl")
-	pool, r := flowRig(t)
+	pool, r := flowRig(t, "")
 	rehearsalLab(t, r.lab, pool, flowTopology{masters: 1})
 	snoLab(t, r.lab)
 	h := startFlowHost(t, r)

@@ -10,18 +10,27 @@ import (
 )
 
 // Service is the part of a systemd service unit (with its drop-ins applied) the rehearsal
-// runs: the environment from Environment= and EnvironmentFile= lines, ExecStart's argv and the
-// WorkingDirectory= it runs in ("" for the service manager's default, /).
+// runs: the environment from Environment= and EnvironmentFile= lines, ExecStartPre's commands,
+// ExecStart's argv and the WorkingDirectory= it runs in ("" for the service manager's default, /).
 type Service struct {
 	Env     map[string]string
+	Pre     []Command
 	Argv    []string
 	WorkDir string
+}
+
+// Command is one ExecStartPre= line: its argv (environment expanded, prefix removed) and
+// whether its failure is ignored (the "-" prefix, systemd.service(5) table 1).
+type Command struct {
+	Argv          []string
+	IgnoreFailure bool
 }
 
 // ParseService reads unit name from the node root (root/etc/systemd/system/<name> and its
 // <name>.d/*.conf drop-ins, in name order, as systemd does) and returns its environment and
 // ExecStart with ${VAR} and $VAR expanded from that environment (systemd.service(5),
-// "Command lines"). Environment files are read from the node root; a missing one prefixed
+// "Command lines"), and the ExecStartPre= commands in order (an empty one resets the list, as
+// systemd does). Environment files are read from the node root; a missing one prefixed
 // with "-" is skipped, as systemd does. Only the last ExecStart counts (a drop-in's empty
 // ExecStart= resets the list).
 func ParseService(root, name string) (*Service, error) {
@@ -31,6 +40,7 @@ func ParseService(root, name string) (*Service, error) {
 	files = append(files, drop...) // Glob sorts
 	s := &Service{Env: map[string]string{}}
 	var exec string
+	var pre []string
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -84,6 +94,12 @@ func ParseService(root, name string) (*Service, error) {
 				exec = v
 			case "WorkingDirectory":
 				s.WorkDir = v
+			case "ExecStartPre":
+				if v == "" {
+					pre = nil
+				} else {
+					pre = append(pre, v)
+				}
 			}
 		}
 	}
@@ -95,6 +111,13 @@ func ParseService(root, name string) (*Service, error) {
 	exec = strings.TrimLeft(exec, "-+!")
 	for _, w := range splitWords(exec) {
 		s.Argv = append(s.Argv, expand(w, s.Env))
+	}
+	for _, p := range pre {
+		c := Command{IgnoreFailure: strings.HasPrefix(strings.TrimLeft(p, "+!@:"), "-")}
+		for _, w := range splitWords(strings.TrimLeft(p, "-+!@:")) {
+			c.Argv = append(c.Argv, expand(w, s.Env))
+		}
+		s.Pre = append(s.Pre, c)
 	}
 	return s, nil
 }

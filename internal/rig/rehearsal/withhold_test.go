@@ -43,7 +43,7 @@ var errEarlySignal = errors.New("stopped after the early bootstrap-complete sign
 func TestRehearsalWithholdFlow(t *testing.T) {
 	requireRehearsal(t)
 	start := time.Now()
-	pool, r := flowRig(t)
+	pool, r := flowRig(t, "")
 	topo := flowTopology{masters: 3, workers: 0}
 	rehearsalLab(t, r.lab, pool, topo)
 	h := startFlowHost(t, r)

@@ -3,28 +3,27 @@ package main
 import (
 	"bytes"
 	"crypto/md5"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
-	v34 "github.com/coreos/ignition/v2/config/v3_4"
-	"github.com/coreos/ignition/v2/config/v3_4/types"
+	v35 "github.com/coreos/ignition/v2/config/v3_5"
+	"github.com/coreos/ignition/v2/config/v3_5/types"
 	configv1 "github.com/openshift/api/config/v1"
 	mcfgv1 "github.com/openshift/api/machineconfiguration/v1"
 	operatorv1alpha1 "github.com/openshift/api/operator/v1alpha1"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
-
-	"github.com/labbuild/labbuild/render/ignition"
 )
 
 type controllerFlags struct {
@@ -138,6 +137,10 @@ func readManifests(dir string, log io.Writer) (*inputs, error) {
 				if m.Name == "cluster" {
 					in.apiServer = doc
 				}
+			case group == "machineconfiguration.openshift.io" && refusedKinds[tm.Kind] != "":
+				return nil, fmt.Errorf("stand-in: %s in %s: the stand-in does not render %s", tm.Kind, p, refusedKinds[tm.Kind])
+			case group == "config.openshift.io" && tm.Kind == "Node":
+				decodeErr = nodeConfigRefused(doc)
 			case tm.Kind == "":
 				if len(bytes.TrimSpace(doc)) > 0 && !strings.HasPrefix(e.Name(), ".") {
 					fmt.Fprintf(log, "I skipping %s: no kind\n", p)
@@ -201,56 +204,83 @@ func controllerBootstrap(f controllerFlags, log io.Writer) error {
 		return nil
 	}
 
+	b, err := current()
+	if err != nil {
+		return err
+	}
+	tls, err := tlsProfileOf(in.apiServer)
+	if err != nil {
+		return err
+	}
+	// The controller refuses a ControllerConfig from another operator version
+	// (generateRenderedMachineConfig: "Ignoring controller config generated from ...").
+	if v := in.cconfig.Annotations["machineconfiguration.openshift.io/generated-by-version"]; v != versionRaw {
+		return fmt.Errorf("Ignoring controller config generated from %s (my version: %s)", v, versionRaw)
+	}
+
+	// The generators, in pkg/controller/bootstrap Run's order; configs keeps the order in which
+	// they were appended, which is the pools' source list.
 	rc := &renderConfig{
 		ControllerConfigSpec: &in.cconfig.Spec,
 		PullSecret:           compact.String(),
-		TLSMinVersion:        "VersionTLS12",
-		TLSCipherSuites:      intermediateCiphers,
-		Constants:            map[string]string{"APIServerURLFile": "/etc/kubernetes/apiserver-url.env"},
+		TLSMinVersion:        tls.minVersion,
+		TLSCipherSuites:      tls.ciphers,
 	}
-	generated, err := renderTemplates(f.templates, rc, log)
+	generated, err := renderTemplates(b, f.templates, rc, log)
 	if err != nil {
 		return err
 	}
-	// RunImageBootstrap: 99-<pool>-generated-registries from the mirror sets (registries.go).
-	regs, err := runImageBootstrap(in.images, in.pools, generated, &in.cconfig.Spec)
+	fmt.Fprintln(log, "I Successfully generated MachineConfigs from templates.")
+	configs := append(append([]*mcfgv1.MachineConfig{}, in.configs...), generated...)
+	regs, err := runImageBootstrap(b, in.images, in.pools, generated)
 	if err != nil {
 		return err
 	}
+	configs = append(configs, regs...)
 	fmt.Fprintln(log, "I Successfully generated MachineConfigs from image configs.")
-	fmt.Fprintln(log, "I stand-in: 97/98-<pool>-generated-* MachineConfigs (node config, feature-gate kubelet config) are not generated")
-	configs := append(append(generated, regs...), in.configs...)
-
-	for _, p := range in.pools {
-		rendered, err := renderPool(p, configs, in.cconfig)
+	if b.defaultUlimits {
+		ul, err := defaultUlimitsConfigs(b, in.pools)
 		if err != nil {
 			return err
 		}
-		p.Status.Configuration = mcfgv1.MachineConfigPoolStatusConfiguration{
-			ObjectReference: corev1.ObjectReference{Name: rendered.Name},
-		}
-		for _, c := range rendered.sources {
-			p.Status.Configuration.Source = append(p.Status.Configuration.Source, corev1.ObjectReference{
-				APIVersion: "machineconfiguration.openshift.io/v1", Kind: "MachineConfig", Name: c,
-			})
-		}
-		if err := writeYAML(f.destDir, "machine-configs/"+rendered.Name+".yaml", rendered.MachineConfig); err != nil {
-			return err
-		}
-		if err := writeYAML(f.destDir, "machine-pools/"+p.Name+".yaml", p); err != nil {
-			return err
-		}
-		fmt.Fprintf(log, "I pool %s: %s from %d MachineConfigs\n", p.Name, rendered.Name, len(rendered.sources))
+		configs = append(configs, ul...)
 	}
-	if err := writeYAML(f.destDir, "controller-config/machine-config-controller.yaml", in.cconfig); err != nil {
+	kubelet, err := kubeletConfigs(b, f.templates, in.cconfig, in.pools, gatesFor(in.featureGate, f.payloadVersion), tls)
+	if err != nil {
 		return err
+	}
+	configs = append(configs, kubelet...)
+	fmt.Fprintln(log, "I Successfully generated MachineConfigs from feature gates and node.Configs.")
+
+	// render.RunBootstrap: every pool's rendered config; each pool's source list names every
+	// config the bootstrap had (getMachineConfigRefs(configs), all pools' alike).
+	var refs []corev1.ObjectReference
+	for _, c := range configs {
+		refs = append(refs, corev1.ObjectReference{APIVersion: "machineconfiguration.openshift.io/v1", Kind: "MachineConfig", Name: c.Name})
+	}
+	for _, p := range in.pools {
+		rendered, err := renderPool(b, p, configs, in.cconfig)
+		if err != nil {
+			return err
+		}
+		p.Spec.Configuration.Name = rendered.Name
+		p.Spec.Configuration.Source = refs
+		p.Status.Configuration.Name = rendered.Name
+		p.Status.Configuration.Source = refs
+		if err := writeObject(b, f.destDir, "machine-configs/"+rendered.Name+".yaml", rendered); err != nil {
+			return err
+		}
+		if err := writeObject(b, f.destDir, "machine-pools/"+p.Name+".yaml", p); err != nil {
+			return err
+		}
+		fmt.Fprintf(log, "I pool %s: %s\n", p.Name, rendered.Name)
 	}
 	if in.apiServer != nil {
 		if err := writeOut(f.destDir, "api-server/api-server.yaml", in.apiServer); err != nil {
 			return err
 		}
 	}
-	return nil
+	return writeObject(b, f.destDir, "controller-config/machine-config-controller.yaml", in.cconfig)
 }
 
 // checkFeatureGate enforces what NewHardcodedFeatureGateAccessFromFeatureGate needs: a status
@@ -268,72 +298,45 @@ func checkFeatureGate(fg *configv1.FeatureGate, version string) error {
 	return fmt.Errorf("unable to determine features: missing desired version %q in featuregates.config.openshift.io/cluster status", version)
 }
 
-func writeYAML(dir, rel string, obj any) error {
-	b, err := yaml.Marshal(obj)
+// hashSalt is the 80-byte salt of rendered MachineConfig names (pkg/controller/render/hash.go
+// salt, "Do not change it"): with the real salt and the real spec bytes, the names are the real
+// ones.
+var hashSalt = []byte{
+	16, 124, 206, 228, 139, 56, 175, 175, 79, 229, 134, 118, 157, 154, 211, 110,
+	25, 93, 47, 253, 172, 106, 37, 7, 174, 13, 160, 185, 110, 17, 87, 52,
+	219, 131, 12, 206, 218, 141, 116, 135, 188, 181, 192, 151, 233, 62, 126, 165,
+	64, 83, 179, 119, 15, 168, 208, 197, 146, 107, 58, 227, 133, 188, 238, 26,
+	33, 26, 235, 202, 32, 173, 31, 234, 41, 144, 148, 79, 6, 206, 23, 22,
+}
+
+// renderPool is render_controller.go generateRenderedMachineConfig for the bootstrap: the
+// pool's configs (its machineConfigSelector over every config), merged by
+// ctrlcommon.MergeMachineConfigs, named rendered-<pool>-<md5(salt + YAML of the spec)>
+// (getMachineConfigHashedName), owned by the pool.
+func renderPool(b behaviour, p *mcfgv1.MachineConfigPool, configs []*mcfgv1.MachineConfig, cc *mcfgv1.ControllerConfig) (*mcfgv1.MachineConfig, error) {
+	sel, err := metav1.LabelSelectorAsSelector(p.Spec.MachineConfigSelector)
 	if err != nil {
-		return fmt.Errorf("encode %s: %w", rel, err)
+		return nil, fmt.Errorf("invalid label selector: %w", err)
 	}
-	return writeOut(dir, rel, b)
-}
-
-type renderedPool struct {
-	*mcfgv1.MachineConfig
-	sources []string
-}
-
-// hashSalt is the stand-in's salt for rendered names (the real MCO has its own fixed 80-byte
-// salt in pkg/controller/render/hash.go; names have the real shape, not the real value).
-var hashSalt = []byte("labbuild mco stand-in: rendered MachineConfig name salt, 4.18 shape (md5 hex)....")
-
-// renderPool merges every MachineConfig selected by the pool (sorted by name; later ones
-// override earlier ones with Ignition's merge, as pkg/controller/common MergeMachineConfigs)
-// into rendered-<pool>-<md5>.
-func renderPool(p *mcfgv1.MachineConfigPool, configs []*mcfgv1.MachineConfig, cc *mcfgv1.ControllerConfig) (*renderedPool, error) {
-	if p.Spec.MachineConfigSelector == nil {
-		return nil, fmt.Errorf("pool %s has no machineConfigSelector", p.Name)
-	}
-	var sel []*mcfgv1.MachineConfig
-	for _, c := range configs {
-		match := true
-		for k, v := range p.Spec.MachineConfigSelector.MatchLabels {
-			if c.Labels[k] != v {
-				match = false
+	var pcs []*mcfgv1.MachineConfig
+	if !sel.Empty() {
+		for _, c := range configs {
+			if sel.Matches(labels.Set(c.Labels)) {
+				pcs = append(pcs, c)
 			}
 		}
-		if match {
-			sel = append(sel, c)
+	}
+	if len(pcs) == 0 {
+		return nil, fmt.Errorf("couldn't find any MachineConfigs for pool: %v", p.Name)
+	}
+	for _, c := range pcs {
+		if v := c.Annotations["machineconfiguration.openshift.io/generated-by-controller-version"]; v != "" && v != versionHash {
+			return nil, fmt.Errorf("Ignoring MC %s generated by older version %s (my version: %s)", c.Name, v, versionHash)
 		}
 	}
-	if len(sel) == 0 {
-		return nil, fmt.Errorf("no MachineConfigs found matching selector for pool %s", p.Name)
-	}
-	sort.Slice(sel, func(i, j int) bool { return sel[i].Name < sel[j].Name })
-	merged := ignition.New()
-	var names []string
-	var kargs []string
-	for _, c := range sel {
-		names = append(names, c.Name)
-		kargs = append(kargs, c.Spec.KernelArguments...)
-		if len(c.Spec.Config.Raw) == 0 {
-			continue
-		}
-		// Older specs (the installer's 99-<role>-ssh configs are 3.2.0) are translated up to
-		// 3.4, as MCO's ctrlcommon.ParseAndConvertConfig does.
-		cfg, rpt, err := v34.ParseCompatibleVersion(c.Spec.Config.Raw)
-		if err != nil {
-			return nil, fmt.Errorf("parsing Ignition config of MachineConfig %s failed with error: %w\nReport: %v", c.Name, err, rpt)
-		}
-		merged = v34.Merge(merged, cfg)
-	}
-	raw, err := json.Marshal(merged)
+	spec, err := mergeMachineConfigs(b, pcs, cc)
 	if err != nil {
 		return nil, err
-	}
-	spec := mcfgv1.MachineConfigSpec{
-		OSImageURL:                     cc.Spec.BaseOSContainerImage,
-		BaseOSExtensionsContainerImage: cc.Spec.BaseOSExtensionsContainerImage,
-		Config:                         runtime.RawExtension{Raw: raw},
-		KernelArguments:                kargs,
 	}
 	specYAML, err := yaml.Marshal(spec)
 	if err != nil {
@@ -342,49 +345,127 @@ func renderPool(p *mcfgv1.MachineConfigPool, configs []*mcfgv1.MachineConfig, cc
 	h := md5.New()
 	h.Write(hashSalt)
 	h.Write(specYAML)
-	name := fmt.Sprintf("rendered-%s-%s", p.Name, hex.EncodeToString(h.Sum(nil)))
 	yes := true
-	mc := &mcfgv1.MachineConfig{
-		TypeMeta: metav1.TypeMeta{APIVersion: "machineconfiguration.openshift.io/v1", Kind: "MachineConfig"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name,
-			Annotations: map[string]string{
-				"machineconfiguration.openshift.io/generated-by-controller-version": standinVersion,
-			},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "machineconfiguration.openshift.io/v1", Kind: "MachineConfigPool",
-				Name: p.Name, Controller: &yes, BlockOwnerDeletion: &yes,
-			}},
-		},
-		Spec: spec,
-	}
-	return &renderedPool{MachineConfig: mc, sources: names}, nil
-}
-
-// machineConfigFromIgn wraps cfg as MachineConfig name for role (pkg/controller/common
-// MachineConfigFromIgnConfig).
-func machineConfigFromIgn(role, name string, cfg types.Config, cc *mcfgv1.ControllerConfigSpec) (*mcfgv1.MachineConfig, error) {
-	raw, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, err
-	}
 	return &mcfgv1.MachineConfig{
 		TypeMeta: metav1.TypeMeta{APIVersion: "machineconfiguration.openshift.io/v1", Kind: "MachineConfig"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Labels:      map[string]string{"machineconfiguration.openshift.io/role": role},
-			Annotations: map[string]string{"machineconfiguration.openshift.io/generated-by-controller-version": standinVersion},
+			Name: fmt.Sprintf("rendered-%s-%x", p.Name, h.Sum(nil)),
+			Annotations: map[string]string{
+				"machineconfiguration.openshift.io/generated-by-controller-version": versionHash,
+				"machineconfiguration.openshift.io/release-image-version":           cc.Annotations["machineconfiguration.openshift.io/release-image-version"],
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "machineconfiguration.openshift.io/v1", Kind: "MachineConfigPool",
+				Name: p.Name, UID: p.UID, Controller: &yes, BlockOwnerDeletion: &yes,
+			}},
 		},
-		Spec: mcfgv1.MachineConfigSpec{Config: runtime.RawExtension{Raw: raw}, OSImageURL: cc.BaseOSContainerImage},
+		Spec: *spec,
 	}, nil
 }
 
-// intermediateCiphers is the Intermediate TLS profile's cipher list in IANA names, what MCO
-// passes to templates as TLSCipherSuites by default (openshift/api config/v1
-// TLSProfiles[Intermediate] via crypto.OpenSSLToIANACipherSuites).
-var intermediateCiphers = []string{
-	"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256",
-	"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
-	"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
-	"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+// mergeMachineConfigs is ctrlcommon.MergeMachineConfigs: worker-role configs first, then the
+// others, each sorted by name; the Ignition configs merged in that order (4.20+ keeping no
+// compression ""); overwrite defaulted on; kernel arguments and extensions concatenated;
+// kernelType default unless one sets realtime or 64k-pages; osImageURL and the extensions image
+// from the ControllerConfig unless a config sets them (4.22: only user configs can).
+func mergeMachineConfigs(b behaviour, configs []*mcfgv1.MachineConfig, cc *mcfgv1.ControllerConfig) (*mcfgv1.MachineConfigSpec, error) {
+	var workers, others []*mcfgv1.MachineConfig
+	for _, c := range configs {
+		if c.Labels == nil {
+			return nil, fmt.Errorf("Cannot find label in MachineConfig %s", c.Name)
+		}
+		if c.Labels["machineconfiguration.openshift.io/role"] == "worker" {
+			workers = append(workers, c)
+		} else {
+			others = append(others, c)
+		}
+	}
+	sort.SliceStable(workers, func(i, j int) bool { return workers[i].Name < workers[j].Name })
+	sort.SliceStable(others, func(i, j int) bool { return others[i].Name < others[j].Name })
+	configs = append(workers, others...)
+
+	var out types.Config
+	if configs[0].Spec.Config.Raw == nil {
+		out = newIgnConfig(b)
+	} else {
+		var err error
+		if out, err = parseIgn(b, configs[0].Spec.Config.Raw); err != nil {
+			return nil, fmt.Errorf("parsing Ignition config of MachineConfig %s: %w", configs[0].Name, err)
+		}
+	}
+	for _, c := range configs[1:] {
+		if c.Spec.Config.Raw == nil {
+			continue
+		}
+		cfg, err := parseIgn(b, c.Spec.Config.Raw)
+		if err != nil {
+			return nil, fmt.Errorf("parsing Ignition config of MachineConfig %s: %w", c.Name, err)
+		}
+		if b.mergeUnsetsEmptyCompression {
+			defaultCompression(&cfg)
+		}
+		out = v35.Merge(out, cfg)
+		if b.mergeUnsetsEmptyCompression {
+			unsetEmptyCompression(&out)
+		}
+	}
+	for i := range out.Storage.Files {
+		if out.Storage.Files[i].Overwrite == nil {
+			yes := true
+			out.Storage.Files[i].Overwrite = &yes
+		}
+	}
+	raw, err := marshalIgn(b, out)
+	if err != nil {
+		return nil, err
+	}
+	spec := &mcfgv1.MachineConfigSpec{
+		OSImageURL:                     cc.Spec.BaseOSContainerImage,
+		BaseOSExtensionsContainerImage: cc.Spec.BaseOSExtensionsContainerImage,
+		Config:                         runtime.RawExtension{Raw: raw},
+		KernelArguments:                []string{},
+		Extensions:                     []string{},
+		KernelType:                     "default",
+	}
+	for _, c := range configs {
+		spec.FIPS = spec.FIPS || c.Spec.FIPS
+		if c.Spec.KernelType == "realtime" || c.Spec.KernelType == "64k-pages" {
+			spec.KernelType = c.Spec.KernelType
+		}
+		spec.KernelArguments = append(spec.KernelArguments, c.Spec.KernelArguments...)
+		spec.Extensions = append(spec.Extensions, c.Spec.Extensions...)
+		generated := c.Annotations["machineconfiguration.openshift.io/generated-by-controller-version"] != ""
+		if b.templateOSImageURL || !generated {
+			if c.Spec.OSImageURL != "" {
+				spec.OSImageURL = c.Spec.OSImageURL
+			}
+			if c.Spec.BaseOSExtensionsContainerImage != "" {
+				spec.BaseOSExtensionsContainerImage = c.Spec.BaseOSExtensionsContainerImage
+			}
+		}
+	}
+	if spec.KernelType != "default" && slices.Contains(spec.Extensions, "kernel-devel") {
+		return nil, fmt.Errorf("installing kernel-devel extension is not supported with kernelType: %s", spec.KernelType)
+	}
+	return spec, nil
+}
+
+// defaultCompression is ignitionMergeSetFilesDefaultCompression: a nil compression becomes "",
+// so a merged file's compression always comes with its contents.
+func defaultCompression(cfg *types.Config) {
+	for i := range cfg.Storage.Files {
+		if c := &cfg.Storage.Files[i].Contents; c.Compression == nil {
+			empty := ""
+			c.Compression = &empty
+		}
+	}
+}
+
+// unsetEmptyCompression is ignitionMergeUnsetFilesDefaultCompression: compression "" becomes nil.
+func unsetEmptyCompression(cfg *types.Config) {
+	for i := range cfg.Storage.Files {
+		if c := &cfg.Storage.Files[i].Contents; c.Compression != nil && *c.Compression == "" {
+			c.Compression = nil
+		}
+	}
 }

@@ -1,23 +1,23 @@
-// Command mco-standin is a STAND-IN for the OpenShift 4.18 machine-config-operator and
-// machine-config-controller binaries, for tests and the sample payload (there is no real MCO
-// binary outside a real release). It is not the MCO.
+// Command mco-standin is a STAND-IN for the OpenShift machine-config-operator and
+// machine-config-controller binaries of one release (4.18, 4.20 or 4.22, OCP or OKD: fixed when
+// it is built, release.go), for tests and the sample payload (there is no real MCO binary
+// outside a real release). It is not the MCO.
 //
 // It honours the two bootstrap command lines labbuild runs (../shared/spec/mco-bootstrap.md,
-// MCO release-4.18 cmd/machine-config-operator/bootstrap.go and
-// cmd/machine-config-controller/bootstrap.go): the same flags, the same required inputs
-// (failing like the real one when one is missing) and the same output layout. The controller
-// renders the REAL templates tree (--templates, default /etc/mcc/templates) with Go
-// text/template over the template YAML files, as MCO's pkg/controller/template does, merges
-// the per-role MachineConfigs with Ignition's merge and writes rendered-<pool>-<md5>
-// MachineConfigs whose spec.config is Ignition 3.4.0.
+// MCO cmd/machine-config-operator/bootstrap.go and cmd/machine-config-controller/bootstrap.go of
+// the release's branch): the same flags, the same required inputs (failing like the real one
+// when one is missing) and the same output layout, and it writes what the real programs write,
+// byte for byte (TestMatchesRealMCO, against ../shared/fixtures/mco-real): the operator's
+// bootstrap manifests (operator_text.go, bootstrap_onprem.go), and the controller's render of
+// the REAL templates tree (--templates, default /etc/mcc/templates, templates.go), the
+// generated MachineConfigs of the bootstrap (99-<pool>-generated-registries in registries.go;
+// 97/98-<pool>-generated-kubelet and the 4.20 ones in kubelet.go), merged and named as the
+// render controller does (controller.go), encoded as the release's serializers do (encode.go).
 //
-// Differences from the real binaries, by design: the md5 salt is the stand-in's own (names
-// have the real shape, not the real value); the generated 97/98-<pool>-generated-*
-// MachineConfigs (node config, feature gates in kubelet.conf) are not produced (a log line says
-// so), while 99-<pool>-generated-registries is, from ImageDigestMirrorSet, ImageTagMirrorSet and
-// ImageContentSourcePolicy objects, with the real registries.conf edit (registries.go); a
-// template that fails to render is skipped with a log line; inline contents are encoded as
-// base64 data URLs (gzip when large) rather than by Butane.
+// What it does not render it refuses by name rather than render something else: KubeletConfig
+// and ContainerRuntimeConfig objects, a non-default Node config, ClusterImagePolicy/ImagePolicy,
+// an Image's registrySources, a TLS profile other than Intermediate, a cloud provider config,
+// and input fields its openshift/api types (4.18) do not know.
 //
 // Invocation: as machine-config-operator or machine-config-controller (argv[0] basename, e.g.
 // through a symlink or a copy), or with that name as the first argument:
@@ -33,10 +33,6 @@ import (
 	"path/filepath"
 	"strings"
 )
-
-// Stand-in identity, stamped into generated-by-controller-version annotations so a rendered
-// config says which program made it.
-const standinVersion = "labbuild-mco-standin-4.18"
 
 func main() {
 	os.Exit(dispatch(os.Args[0], os.Args[1:], os.Stdout, os.Stderr))

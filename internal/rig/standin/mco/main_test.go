@@ -25,8 +25,22 @@ const (
 // operator's argument list. mutate may change any file before the args are built.
 func lab(t *testing.T, dir string, mutate func(files map[string]string)) []string {
 	t.Helper()
+	return labFor(t, dir, "4.18", mutate)
+}
+
+// labFor is lab for release rel (4.18, 4.20, 4.22): that release's Default FeatureGate
+// (../shared/fixtures/versions/<rel>) with status version <rel>.0, and image-references with
+// the tags every release requires (4.22's docker-registry too) and both base OS tag pairs.
+func labFor(t *testing.T, dir, rel string, mutate func(files map[string]string)) []string {
+	t.Helper()
 	shared := testenv.RequireShared(t)
-	fg, err := os.ReadFile(filepath.Join(shared, "fixtures/release/cluster-config-api/manifests/featureGate-SelfManagedHA-Default.yaml"))
+	testVersion := rel + ".0"
+	fgFile := map[string]string{
+		"4.18": "fixtures/release/cluster-config-api/manifests/featureGate-SelfManagedHA-Default.yaml",
+		"4.20": "fixtures/versions/4.20/release/cluster-config-api/manifests/featureGate-SelfManagedHA-Default.yaml",
+		"4.22": "fixtures/versions/4.22/release/cluster-config-api/manifests/featureGate-4-10-SelfManagedHA-Default.yaml",
+	}[rel]
+	fg, err := os.ReadFile(filepath.Join(shared, fgFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +54,7 @@ func lab(t *testing.T, dir string, mutate func(files map[string]string)) []strin
 	fgJSON, _ := json.Marshal(fgObj)
 
 	var tags strings.Builder
-	for _, tag := range append(append([]string{}, requiredTags...), "rhel-coreos", "rhel-coreos-extensions") {
+	for _, tag := range append(append([]string{}, tags418...), "docker-registry", "rhel-coreos", "rhel-coreos-extensions", "stream-coreos", "stream-coreos-extensions") {
 		tags.WriteString("  - name: " + tag + "\n    from:\n      kind: DockerImage\n      name: quay.io/openshift-release-dev/ocp-v4.0-art-dev@sha256:" + strings.Repeat(string('a'+byte(len(tag)%6)), 64) + "\n")
 	}
 	files := map[string]string{
@@ -86,6 +100,12 @@ func lab(t *testing.T, dir string, mutate func(files map[string]string)) []strin
 // controllerArgs stages the controller's manifest dir as mco-bootstrap.md says (stage 1's
 // bootstrap/manifests plus the FeatureGate) and returns its arguments.
 func controllerArgs(t *testing.T, dir, templates string) []string {
+	t.Helper()
+	return controllerArgsFor(t, dir, templates, testVersion)
+}
+
+// controllerArgsFor is controllerArgs for payload version version.
+func controllerArgsFor(t *testing.T, dir, templates, testVersion string) []string {
 	t.Helper()
 	in := filepath.Join(dir, "mcc-input")
 	os.MkdirAll(in, 0o755)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -8,7 +9,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"text/template"
 
 	configv1 "github.com/openshift/api/config/v1"
 	imagev1 "github.com/openshift/api/image/v1"
@@ -29,7 +32,9 @@ type operatorFlags struct {
 	images                                                            map[string]*string
 }
 
-// Image flag name -> image-references tag (bootstrap.go: "Failed to find %s in image references").
+// imageFlags are the operator's image flags, by the image-references tag they stand for
+// (cmd/machine-config-operator/bootstrap.go: with --image-references the tags win). The base OS
+// tags depend on the build (baseOSTag).
 var imageFlags = []struct{ flag, tag string }{
 	{"machine-config-operator-image", "machine-config-operator"},
 	{"machine-config-oscontent-image", ""},
@@ -40,12 +45,9 @@ var imageFlags = []struct{ flag, tag string }{
 	{"baremetal-runtimecfg-image", "baremetal-runtimecfg"},
 	{"oauth-proxy-image", "oauth-proxy"},
 	{"kube-rbac-proxy-image", "kube-rbac-proxy"},
-	{"baseos-image", "rhel-coreos"},
-	{"baseos-extensions-image", "rhel-coreos-extensions"},
+	{"baseos-image", "baseos"},
+	{"baseos-extensions-image", "baseos-extensions"},
 }
-
-// requiredTags must all be in --image-references (MCO fatals otherwise).
-var requiredTags = []string{"machine-config-operator", "keepalived-ipfailover", "coredns", "baremetal-runtimecfg", "oauth-proxy", "kube-rbac-proxy", "pod", "haproxy-router"}
 
 func runOperator(args []string, stdout, stderr io.Writer) error {
 	args, err := splitSubcommand("machine-config-operator", args)
@@ -101,8 +103,10 @@ func decodeFile(flag, path, kind string, into any) error {
 	if err := yaml.Unmarshal(b, &meta); err != nil || meta.Kind != kind {
 		return fmt.Errorf("--%s %s: could not decode as %s (kind %q): %v", flag, path, kind, meta.Kind, err)
 	}
-	if err := yaml.Unmarshal(b, into); err != nil {
-		return fmt.Errorf("--%s %s: %w", flag, path, err)
+	// Strict: a field this module's openshift/api (4.18) does not know would be dropped from the
+	// ControllerConfig and the templates, where the real release's types keep it.
+	if err := yaml.UnmarshalStrict(b, into); err != nil {
+		return fmt.Errorf("--%s %s: %w (the stand-in's openshift/api types do not know a field of it)", flag, path, err)
 	}
 	return nil
 }
@@ -161,116 +165,99 @@ func operatorBootstrap(f operatorFlags, log io.Writer) error {
 		}
 	}
 
+	b, err := current()
+	if err != nil {
+		return err
+	}
 	images := map[string]string{}
 	for _, im := range imageFlags {
 		images[im.tag] = *f.images[im.flag]
 	}
 	if f.imageReferences != "" {
 		var is imagev1.ImageStream
-		b, err := readRequired("image-references", f.imageReferences)
+		raw, err := readRequired("image-references", f.imageReferences)
 		if err != nil {
 			return err
 		}
-		if err := yaml.Unmarshal(b, &is); err != nil || is.Kind != "ImageStream" {
+		if err := yaml.Unmarshal(raw, &is); err != nil || is.Kind != "ImageStream" {
 			return fmt.Errorf("--image-references %s: not an ImageStream: %v", f.imageReferences, err)
 		}
 		found := map[string]string{}
 		for _, t := range is.Spec.Tags {
-			if t.From != nil && t.From.Kind == "DockerImage" {
-				found[t.Name] = t.From.Name
+			if _, ok := found[t.Name]; !ok && t.From != nil && t.From.Kind == "DockerImage" {
+				found[t.Name] = t.From.Name // findImage: the first tag of that name
 			}
 		}
-		for _, tag := range requiredTags {
+		for _, tag := range b.requiredTags {
 			if found[tag] == "" {
 				return fmt.Errorf("Failed to find %s in image references", tag)
 			}
 			images[tag] = found[tag]
 		}
-		for _, tag := range []string{"rhel-coreos", "rhel-coreos-extensions"} {
+		for key, tag := range map[string]string{"baseos": baseOSTag(), "baseos-extensions": baseOSTag() + "-extensions"} {
 			if found[tag] == "" {
-				fmt.Fprintf(log, "W Base OS image %s not found in image references\n", tag)
+				fmt.Fprintf(log, "W Base OS container not found: could not find %s in images\n", tag)
 			}
-			images[tag] = found[tag]
+			images[key] = found[tag]
 		}
 	}
 
-	if len(network.Spec.ServiceNetwork) == 0 {
-		return fmt.Errorf("--network-config-file: Network spec.serviceNetwork is empty")
-	}
-	dnsIP, err := clusterDNSIP(network.Spec.ServiceNetwork[0])
+	spec, err := discoveredControllerConfigSpec(&infra, &network, &proxy, &dns)
 	if err != nil {
 		return err
 	}
-	ipFamilies := mcfgv1.IPFamiliesIPv4
-	if p, err := netip.ParsePrefix(network.Spec.ServiceNetwork[0]); err == nil && p.Addr().Is6() {
-		ipFamilies = mcfgv1.IPFamiliesIPv6
+	spec.AdditionalTrustBundle = trustBundle
+	if infra.Spec.CloudConfig.Name != "" {
+		return fmt.Errorf("stand-in: Infrastructure spec.cloudConfig names %q: the stand-in does not load cloud provider configs", infra.Spec.CloudConfig.Name)
 	}
-	networkType := network.Spec.NetworkType
-	if networkType == "" {
-		networkType = network.Status.NetworkType
+	spec.KubeAPIServerServingCAData = kubeCA
+	spec.CloudProviderCAData = cloudCA
+	spec.RootCAData = rootCA
+	spec.BaseOSContainerImage = images["baseos"]
+	spec.BaseOSExtensionsContainerImage = images["baseos-extensions"]
+	spec.ReleaseImage = f.releaseImage
+	spec.Images = map[string]string{
+		"machineConfigOperator":    images["machine-config-operator"],
+		"apiServerWatcherKey":      images["machine-config-operator"],
+		"infraImageKey":            images["pod"],
+		"keepalivedImage":          images["keepalived-ipfailover"],
+		"corednsImage":             images["coredns"],
+		"haproxyImage":             images["haproxy-router"],
+		"baremetalRuntimeCfgImage": images["baremetal-runtimecfg"],
+		"kubeRbacProxyImage":       images["kube-rbac-proxy"],
 	}
-	platform := ""
-	if infra.Status.PlatformStatus != nil {
-		platform = strings.ToLower(string(infra.Status.PlatformStatus.Type))
-	}
-	// An empty Proxy status leaves spec.proxy unset, so the templates' {{if .Proxy}} branches
-	// go as in a real render (MCO 4.18 pkg/operator/render.go createDiscoveredControllerConfigSpec:
-	// "Not setting proxy config because Proxy status is empty").
-	var proxyStatus *configv1.ProxyStatus
-	if proxy.Status != (configv1.ProxyStatus{}) {
-		proxyStatus = &proxy.Status
-	}
-	cc := mcfgv1.ControllerConfig{
-		TypeMeta: metav1.TypeMeta{APIVersion: "machineconfiguration.openshift.io/v1", Kind: "ControllerConfig"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "machine-config-controller",
-			Annotations: map[string]string{
-				"machineconfiguration.openshift.io/generated-by-version": standinVersion,
-			},
-		},
-		Spec: mcfgv1.ControllerConfigSpec{
-			ClusterDNSIP:               dnsIP,
-			Platform:                   platform,
-			EtcdDiscoveryDomain:        dns.Spec.BaseDomain,
-			KubeAPIServerServingCAData: kubeCA,
-			RootCAData:                 rootCA,
-			CloudProviderCAData:        cloudCA,
-			AdditionalTrustBundle:      trustBundle,
-			Images: map[string]string{
-				"machineConfigOperator":    images["machine-config-operator"],
-				"apiServerWatcherKey":      images["machine-config-operator"],
-				"infraImageKey":            images["pod"],
-				"keepalivedImage":          images["keepalived-ipfailover"],
-				"corednsImage":             images["coredns"],
-				"haproxyImage":             images["haproxy-router"],
-				"baremetalRuntimeCfgImage": images["baremetal-runtimecfg"],
-				"kubeRbacProxyImage":       images["kube-rbac-proxy"],
-			},
-			BaseOSContainerImage:           images["rhel-coreos"],
-			BaseOSExtensionsContainerImage: images["rhel-coreos-extensions"],
-			ReleaseImage:                   f.releaseImage,
-			Proxy:                          proxyStatus,
-			Infra:                          &infra,
-			DNS:                            &dns,
-			IPFamilies:                     ipFamilies,
-			NetworkType:                    networkType,
-		},
+	if slices.Contains(b.requiredTags, "docker-registry") {
+		spec.Images["dockerRegistryImage"] = images["docker-registry"] // templatectrl.DockerRegistryKey (4.22)
 	}
 
-	out := map[string]any{
-		"bootstrap/manifests/machineconfigcontroller-controllerconfig.yaml": cc,
-		"bootstrap/manifests/master.machineconfigpool.yaml":                 pool("master"),
-		"bootstrap/manifests/worker.machineconfigpool.yaml":                 pool("worker"),
-		"bootstrap/machineconfigoperator-bootstrap-pod.yaml":                bootstrapPod(images["machine-config-operator"], f.payloadVersion),
-		"manifests/csr-bootstrap-role-binding.yaml":                         csrRoleBinding(),
-		"manifests/kube-apiserver-serving-ca-configmap.yaml":                servingCAConfigMap(kubeCA),
+	specYAML, err := marshalObject(b, spec) // render.go toYAML (the spec, not the object)
+	if err != nil {
+		return fmt.Errorf("encode ControllerConfig: %w", err)
 	}
-	for rel, obj := range out {
-		b, err := yaml.Marshal(obj)
+	data := operatorTextData{
+		Image:                images["machine-config-operator"],
+		ReleaseVersion:       f.payloadVersion,
+		Version:              versionRaw,
+		ControllerConfigYAML: indent(2, string(specYAML)),
+		ServingCA:            indent(4, string(kubeCA)),
+	}
+	for _, m := range []struct{ rel, text string }{
+		{"bootstrap/manifests/machineconfigcontroller-controllerconfig.yaml", controllerConfigText},
+		{"bootstrap/manifests/master.machineconfigpool.yaml", masterPoolText},
+		{"bootstrap/manifests/worker.machineconfigpool.yaml", workerPoolText},
+		{"bootstrap/machineconfigoperator-bootstrap-pod.yaml", bootstrapPodText},
+		{"manifests/csr-bootstrap-role-binding.yaml", csrRoleBindingText},
+		{"manifests/kube-apiserver-serving-ca-configmap.yaml", servingCAConfigMapText},
+	} {
+		t, err := template.New(m.rel).Parse(m.text)
 		if err != nil {
-			return fmt.Errorf("encode %s: %w", rel, err)
+			return err
 		}
-		if err := writeOut(f.destDir, rel, b); err != nil {
+		var out bytes.Buffer
+		if err := t.Execute(&out, data); err != nil {
+			return fmt.Errorf("render %s: %w", m.rel, err)
+		}
+		if err := writeOut(f.destDir, m.rel, out.Bytes()); err != nil {
 			return err
 		}
 	}
@@ -288,8 +275,91 @@ func operatorBootstrap(f operatorFlags, log io.Writer) error {
 	if err := writeOut(f.destDir, "bootstrap/manifests/machineconfigcontroller-pull-secret", pullSecret); err != nil {
 		return err
 	}
-	fmt.Fprintf(log, "I mco-standin: operator bootstrap wrote %s (platform %q, clusterDNSIP %s)\n", f.destDir, platform, dnsIP)
+	fmt.Fprintf(log, "I mco-standin %s: operator bootstrap wrote %s (platform %q, clusterDNSIP %s)\n", b.name, f.destDir, spec.Platform, spec.ClusterDNSIP)
 	return nil
+}
+
+// discoveredControllerConfigSpec is pkg/operator/render.go createDiscoveredControllerConfigSpec:
+// the cluster DNS IP and IP families from the service network, the platform (an Infrastructure
+// without a platform status gets one, None unless status.platform says otherwise, and the
+// ControllerConfig's embedded Infrastructure shows it), the network type from the Network's
+// status or, at install time, its spec, and the proxy only when the Proxy has a status
+// ("Not setting proxy config because Proxy status is empty"), so the templates' {{if .Proxy}}
+// branches go as in a real render.
+func discoveredControllerConfigSpec(infra *configv1.Infrastructure, network *configv1.Network, proxy *configv1.Proxy, dns *configv1.DNS) (*mcfgv1.ControllerConfigSpec, error) {
+	if len(network.Spec.ServiceNetwork) == 0 {
+		return nil, fmt.Errorf("service cidr is empty in Network")
+	}
+	dnsIP, err := clusterDNSIP(network.Spec.ServiceNetwork[0])
+	if err != nil {
+		return nil, err
+	}
+	families, err := ipFamilies(network.Spec.ServiceNetwork)
+	if err != nil {
+		return nil, err
+	}
+	//nolint:staticcheck // status.platform, as the real code reads it
+	if infra.Status.PlatformStatus == nil && infra.Status.Platform != "" {
+		infra.Status.PlatformStatus = &configv1.PlatformStatus{Type: infra.Status.Platform} //nolint:staticcheck
+	} else if infra.Status.PlatformStatus == nil || infra.Status.PlatformStatus.Type == "" {
+		infra.Status.PlatformStatus = &configv1.PlatformStatus{Type: configv1.NonePlatformType}
+	}
+	spec := &mcfgv1.ControllerConfigSpec{
+		ClusterDNSIP:        dnsIP,
+		IPFamilies:          families,
+		EtcdDiscoveryDomain: infra.Status.EtcdDiscoveryDomain,
+		Platform:            strings.ToLower(string(infra.Status.PlatformStatus.Type)),
+		Infra:               infra,
+		DNS:                 dns,
+	}
+	switch {
+	case network.Status.NetworkType == "":
+		spec.NetworkType = network.Spec.NetworkType
+	case network.Status.Migration != nil:
+		spec.NetworkType = network.Status.Migration.NetworkType
+		if network.Status.Migration.MTU != nil {
+			spec.Network = &mcfgv1.NetworkInfo{MTUMigration: network.Status.Migration.MTU}
+		}
+	default:
+		spec.NetworkType = network.Status.NetworkType
+	}
+	if proxy.Status != (configv1.ProxyStatus{}) {
+		spec.Proxy = &proxy.Status
+	}
+	return spec, nil
+}
+
+// ipFamilies is pkg/operator/render.go ipFamilies: IPv4, IPv6, or dual stack with the first
+// service network's family primary.
+func ipFamilies(cidrs []string) (mcfgv1.IPFamiliesType, error) {
+	var v4, v6, v6primary bool
+	for i, c := range cidrs {
+		p, err := netip.ParsePrefix(c)
+		if err == nil && p.Addr().Is6() {
+			v6 = true
+			v6primary = v6primary || i == 0
+		} else {
+			v4 = true
+		}
+	}
+	switch {
+	case v4 && v6 && v6primary:
+		return mcfgv1.IPFamiliesDualStackIPv6Primary, nil
+	case v4 && v6:
+		return mcfgv1.IPFamiliesDualStack, nil
+	case v4:
+		return mcfgv1.IPFamiliesIPv4, nil
+	case v6:
+		return mcfgv1.IPFamiliesIPv6, nil
+	}
+	return "", fmt.Errorf("could not determine cluster IP families from config")
+}
+
+// indent is sprig's indent as MCO copies it (pkg/controller/common/helpers.go indent): n spaces
+// before the text and after every newline, the last one included.
+func indent(n int, s string) string {
+	pad := strings.Repeat(" ", n)
+	return pad + strings.ReplaceAll(s, "\n", "\n"+pad)
 }
 
 func writeOut(dir, rel string, data []byte) error {
@@ -315,59 +385,4 @@ func clusterDNSIP(cidr string) (string, error) {
 		return "", fmt.Errorf("service network %q is too small for the cluster DNS IP", cidr)
 	}
 	return a.String(), nil
-}
-
-func pool(role string) *mcfgv1.MachineConfigPool {
-	return &mcfgv1.MachineConfigPool{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "machineconfiguration.openshift.io/v1", Kind: "MachineConfigPool"},
-		ObjectMeta: metav1.ObjectMeta{Name: role, Labels: map[string]string{"machineconfiguration.openshift.io/mco-built-in": "", "pools.operator.machineconfiguration.openshift.io/" + role: ""}},
-		Spec: mcfgv1.MachineConfigPoolSpec{
-			MachineConfigSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"machineconfiguration.openshift.io/role": role}},
-			NodeSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{"node-role.kubernetes.io/" + role: ""}},
-		},
-	}
-}
-
-func bootstrapPod(image, version string) map[string]any {
-	hostPath := func(name, path string) map[string]any {
-		return map[string]any{"name": name, "hostPath": map[string]any{"path": path}}
-	}
-	mount := func(name, path string) map[string]any { return map[string]any{"name": name, "mountPath": path} }
-	return map[string]any{
-		"apiVersion": "v1", "kind": "Pod",
-		"metadata": map[string]any{"name": "bootstrap-machine-config-operator", "namespace": "kube-system"},
-		"spec": map[string]any{
-			"hostNetwork": true,
-			"initContainers": []any{map[string]any{
-				"name": "machine-config-controller", "image": image,
-				"command":      []string{"/usr/bin/machine-config-controller"},
-				"args":         []string{"bootstrap", "--manifest-dir=/etc/mcc/bootstrap", "--dest-dir=/etc/mcs/bootstrap", "--pull-secret=/etc/mcc/bootstrap/machineconfigcontroller-pull-secret", "--payload-version=" + version},
-				"volumeMounts": []any{mount("bootstrap-manifests", "/etc/mcc/bootstrap"), mount("server-basedir", "/etc/mcs/bootstrap")},
-			}},
-			"containers": []any{map[string]any{
-				"name": "machine-config-server", "image": image,
-				"command":      []string{"/usr/bin/machine-config-server"},
-				"args":         []string{"bootstrap", "--payload-version=" + version},
-				"volumeMounts": []any{mount("server-certs", "/etc/ssl/mcs"), mount("bootstrap-kubeconfig", "/etc/kubernetes/kubeconfig"), mount("server-basedir", "/etc/mcs/bootstrap")},
-			}},
-			"volumes": []any{hostPath("server-certs", "/etc/ssl/mcs"), hostPath("bootstrap-kubeconfig", "/etc/mcs/kubeconfig"), hostPath("server-basedir", "/etc/mcs/bootstrap"), hostPath("bootstrap-manifests", "/etc/mcc/bootstrap")},
-		},
-	}
-}
-
-func csrRoleBinding() map[string]any {
-	return map[string]any{
-		"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-		"metadata": map[string]any{"name": "system-bootstrap-node-bootstrapper"},
-		"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node-bootstrapper"},
-		"subjects": []any{map[string]any{"kind": "User", "name": "system:serviceaccount:openshift-machine-config-operator:node-bootstrapper"}},
-	}
-}
-
-func servingCAConfigMap(ca []byte) map[string]any {
-	return map[string]any{
-		"apiVersion": "v1", "kind": "ConfigMap",
-		"metadata": map[string]any{"name": "initial-kube-apiserver-server-ca", "namespace": "openshift-config"},
-		"data":     map[string]any{"ca-bundle.crt": string(ca)},
-	}
 }

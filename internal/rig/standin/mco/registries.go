@@ -11,20 +11,16 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 
 	"github.com/BurntSushi/toml"
-	cjson "github.com/clarketm/json"
 	"github.com/containers/image/v5/pkg/sysregistriesv2"
-	"github.com/coreos/ignition/v2/config/v3_4/types"
 	configv1 "github.com/openshift/api/config/v1"
 	mcfgv1 "github.com/openshift/api/machineconfiguration/v1"
 	operatorv1alpha1 "github.com/openshift/api/operator/v1alpha1"
 	"github.com/openshift/runtime-utils/pkg/registries"
-	"github.com/vincent-petithory/dataurl"
 
 	"github.com/labbuild/labbuild/render/ignition"
 )
@@ -60,7 +56,7 @@ var (
 // "99-<pool>-generated-registries"). Its Ignition config is empty unless a mirror set (or an
 // Image's insecure/blocked registries) edits registries.conf, as the real one. generated are
 // the template MachineConfigs, from which each role's original registries.conf comes.
-func runImageBootstrap(in imageInputs, pools []*mcfgv1.MachineConfigPool, generated []*mcfgv1.MachineConfig, cc *mcfgv1.ControllerConfigSpec) ([]*mcfgv1.MachineConfig, error) {
+func runImageBootstrap(b behaviour, in imageInputs, pools []*mcfgv1.MachineConfigPool, generated []*mcfgv1.MachineConfig) ([]*mcfgv1.MachineConfig, error) {
 	if in.policies > 0 {
 		return nil, errors.New("stand-in: ClusterImagePolicy/ImagePolicy in --manifest-dir: the stand-in does not render policy.json or sigstore configuration")
 	}
@@ -75,9 +71,9 @@ func runImageBootstrap(in imageInputs, pools []*mcfgv1.MachineConfigPool, genera
 	var out []*mcfgv1.MachineConfig
 	for _, pool := range pools {
 		role := pool.Name
-		cfg := ignition.New() // ctrlcommon.NewIgnConfig: version 3.4.0, nothing else
+		cfg := newIgnConfig(b) // ctrlcommon.NewIgnConfig: the spec version, nothing else
 		if len(in.icsp) != 0 || len(in.idms) != 0 || len(in.itms) != 0 {
-			orig, err := originalRegistriesConf(generated, role)
+			orig, err := originalRegistriesConf(b, generated, role)
 			if err != nil {
 				return nil, err
 			}
@@ -87,19 +83,13 @@ func runImageBootstrap(in imageInputs, pools []*mcfgv1.MachineConfigPool, genera
 			}
 			cfg.Storage.Files = append(cfg.Storage.Files, ignFileBytesOverwriting(registriesConfigPath, conf))
 		}
-		mc, err := machineConfigFromIgn(role, "99-"+role+"-generated-registries", cfg, cc)
+		// ctrlcommon.MachineConfigFromIgnConfig marshals with github.com/clarketm/json, which
+		// leaves out empty structs ({"ignition":{"version":"3.4.0"}} for an empty config); no
+		// generated-by-controller-version annotation (RunImageBootstrap), and no OSImageURL.
+		mc, err := machineConfigFromIgn(b, role, "99-"+role+"-generated-registries", cfg)
 		if err != nil {
 			return nil, err
 		}
-		// ctrlcommon.MachineConfigFromIgnConfig marshals with github.com/clarketm/json, which
-		// leaves out empty structs ({"ignition":{"version":"3.4.0"}} for an empty config).
-		if mc.Spec.Config.Raw, err = cjson.Marshal(cfg); err != nil {
-			return nil, err
-		}
-		// Explicitly no generated-by-controller-version annotation (RunImageBootstrap), and no
-		// OSImageURL (ctrlcommon.MachineConfigFromRawIgnConfig leaves it empty).
-		mc.Annotations = nil
-		mc.Spec.OSImageURL = ""
 		out = append(out, mc)
 	}
 	return out, nil
@@ -108,14 +98,14 @@ func runImageBootstrap(in imageInputs, pools []*mcfgv1.MachineConfigPool, genera
 // originalRegistriesConf is the role's registries.conf as the templates render it
 // (generateOriginalContainerRuntimeConfigs: the first template MachineConfig of the role with
 // that file; like the real one it also requires storage.conf and policy.json to be rendered).
-func originalRegistriesConf(generated []*mcfgv1.MachineConfig, role string) ([]byte, error) {
+func originalRegistriesConf(b behaviour, generated []*mcfgv1.MachineConfig, role string) ([]byte, error) {
 	found := map[string][]byte{}
 	for _, mc := range generated {
 		if mc.Labels["machineconfiguration.openshift.io/role"] != role {
 			continue
 		}
-		var cfg types.Config
-		if err := json.Unmarshal(mc.Spec.Config.Raw, &cfg); err != nil {
+		cfg, err := parseIgn(b, mc.Spec.Config.Raw)
+		if err != nil {
 			return nil, fmt.Errorf("parsing Registries Ignition config failed with error: %w", err)
 		}
 		for _, f := range cfg.Storage.Files {
@@ -124,15 +114,15 @@ func originalRegistriesConf(generated []*mcfgv1.MachineConfig, role string) ([]b
 				if _, ok := found[f.Path]; ok {
 					continue
 				}
-				var b []byte
+				var data []byte
 				var err error
 				if f.Contents.Source != nil {
-					b, err = ignition.DecodeSource(*f.Contents.Source, f.Contents.Compression)
+					data, err = ignition.DecodeSource(*f.Contents.Source, f.Contents.Compression)
 				}
 				if err != nil {
 					return nil, fmt.Errorf("could not decode original registries config: %w", err)
 				}
-				found[f.Path] = b
+				found[f.Path] = data
 			}
 		}
 	}
@@ -235,14 +225,4 @@ func validateRegistriesConfScopes(insecure, blocked []string, icsp []*operatorv1
 		}
 	}
 	return nil
-}
-
-// ignFileBytesOverwriting is ctrlcommon.NewIgnFileBytesOverwriting: mode 0644, overwrite,
-// contents as vincent-petithory/dataurl EncodeBytes, compression "".
-func ignFileBytesOverwriting(path string, contents []byte) types.File {
-	mode, overwrite, src, comp := 0o644, true, dataurl.EncodeBytes(contents), ""
-	return types.File{
-		Node:          types.Node{Path: path, Overwrite: &overwrite},
-		FileEmbedded1: types.FileEmbedded1{Mode: &mode, Contents: types.Resource{Source: &src, Compression: &comp}},
-	}
 }

@@ -57,12 +57,12 @@ func TestRegistriesMatchRealMCO(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			generated, err := renderTemplates(templates, &renderConfig{ControllerConfigSpec: &in.cconfig.Spec, TLSMinVersion: "VersionTLS12",
+			generated, err := renderTemplates(releases["4.18"], templates, &renderConfig{ControllerConfigSpec: &in.cconfig.Spec, TLSMinVersion: "VersionTLS12",
 				TLSCipherSuites: intermediateCiphers, Constants: map[string]string{"APIServerURLFile": "/etc/kubernetes/apiserver-url.env"}}, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}
-			regs, err := runImageBootstrap(in.images, in.pools, generated, &in.cconfig.Spec)
+			regs, err := runImageBootstrap(releases["4.18"], in.images, in.pools, generated)
 			if err != nil {
 				t.Fatal(err)
 			}
