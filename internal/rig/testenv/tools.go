@@ -2,9 +2,10 @@ package testenv
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,11 +47,7 @@ func ToolchainOf(release string) (Toolchain, error) {
 	}
 	tc, ok := Toolchains[release]
 	if !ok {
-		var known []string
-		for r := range Toolchains {
-			known = append(known, r)
-		}
-		sort.Strings(known)
+		known := slices.Sorted(maps.Keys(Toolchains))
 		return Toolchain{}, fmt.Errorf("testenv: no toolchain for release %q (have %s)", release, strings.Join(known, ", "))
 	}
 	return tc, nil

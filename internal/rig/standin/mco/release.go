@@ -2,7 +2,8 @@ package main
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -130,11 +131,7 @@ func current() (behaviour, error) {
 	line, okd := strings.CutPrefix(payloadRelease, "okd-")
 	b, ok := releases[line]
 	if !ok {
-		var known []string
-		for k := range releases {
-			known = append(known, k)
-		}
-		sort.Strings(known)
+		known := slices.Sorted(maps.Keys(releases))
 		return behaviour{}, fmt.Errorf("stand-in built for release %q; it plays %s (go build -ldflags \"-X main.payloadRelease=<release>\")", payloadRelease, strings.Join(known, ", "))
 	}
 	if okd && !scos {
