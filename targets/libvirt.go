@@ -131,7 +131,9 @@ func libvirtTargets(c *lab.Config, restart bool) []*engine.Target {
 		if h := c.HostOf(n); c.MultiHost() && !c.IsFirstHost(h) {
 			pool, network = "libvirt/pool/"+h.Name, "libvirt/bridge/"+h.Name
 		}
-		volReads := append(slices.Clone(at), lab.LibvirtPool, lab.ClusterName, lab.NodePath(node, lab.NodeRole), lab.SizePath(role, lab.NodeDiskGiB))
+		// release.version: the release a disk was installed with, kept in its record, so that a
+		// later release.image is refused on a lab whose disks exist (lvReleaseSwitch).
+		volReads := append(slices.Clone(at), lab.LibvirtPool, lab.ClusterName, lab.NodePath(node, lab.NodeRole), lab.SizePath(role, lab.NodeDiskGiB), lab.ReleaseVersion)
 		if n.DiskGiB != 0 {
 			volReads = append(volReads, lab.NodePath(node, lab.NodeDiskGiB))
 		}

@@ -322,6 +322,9 @@ func lvVolume(node string) lvObserve {
 		}
 		var diff []string
 		if found {
+			if err := lvReleaseSwitch(s, pool, sp.Name); err != nil {
+				return p, err
+			}
 			diff = rl.VolumeDiff(want, got)
 		}
 		switch {
@@ -351,6 +354,30 @@ func lvVolume(node string) lvObserve {
 		}
 		return p, nil
 	}
+}
+
+// lvReleaseSwitch refuses a disk that exists and was installed with another release than the
+// payload's (release.version in its record against today's): Ignition runs only on a disk's
+// first boot, so a node kept with a new release's Ignition would half-apply the switch, and
+// labbuild does not upgrade a running cluster (its CVO does: `oc adm upgrade`). The error
+// names both versions and the ways on; the plan shows the volume, and everything made from it,
+// blocked, before anything runs. A record from before release.version was kept (no value)
+// is not refused.
+func lvReleaseSwitch(s *engine.Step, pool, name string) error {
+	prev, ok, err := lvPrev(s)
+	if err != nil || !ok {
+		return nil
+	}
+	old, had := prev.Config[lab.ReleaseVersion]
+	if !had {
+		return nil
+	}
+	now := lvConfig(s)[lab.ReleaseVersion]
+	if old == now {
+		return nil
+	}
+	return fmt.Errorf("%s: volume %s/%s was installed with release %s, and release.image now names %s: labbuild does not switch the release of a lab whose disks exist (Ignition runs only on a new disk; a running cluster is upgraded by its CVO, `oc adm upgrade`). Run `labbuild destroy` and then `labbuild cluster` to install %s anew, or set release.image back",
+		s.Target().Name, pool, name, lvShow(old), lvShow(now), lvShow(now))
 }
 
 // lvShapeChange says why a node's disk changes from overlaying the QEMU image to empty or
