@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"os"
@@ -98,12 +97,7 @@ func applyMachineAPI(ctx context.Context, k *kube.Clients) error {
 			return err
 		}
 	}
-	ap, err := kube.NewApplier(k.Config, io.Discard)
-	if err != nil {
-		return err
-	}
-	_, err = ap.ApplyFiles(ctx, files)
-	return err
+	return applyFiles(ctx, k, files)
 }
 
 // baremetalFlow is the platform-baremetal part of rehearsalFlow: the Metal3 stand-in's loop

@@ -51,6 +51,12 @@ func applyMCOImages(ctx context.Context, r *rig, k *kube.Clients) error {
 	if err != nil {
 		return err
 	}
+	return applyFiles(ctx, k, files)
+}
+
+// applyFiles applies files (name → manifest) to the cluster as the CVO stand-in does:
+// kube.Applier's order, its output discarded.
+func applyFiles(ctx context.Context, k *kube.Clients, files map[string][]byte) error {
 	ap, err := kube.NewApplier(k.Config, io.Discard)
 	if err != nil {
 		return err

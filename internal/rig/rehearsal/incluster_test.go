@@ -3,7 +3,6 @@ package rehearsal
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -426,12 +425,7 @@ func applyMCONamespaces(ctx context.Context, k *kube.Clients) error {
 	if err != nil {
 		return err
 	}
-	ap, err := kube.NewApplier(k.Config, io.Discard)
-	if err != nil {
-		return err
-	}
-	_, err = ap.ApplyFiles(ctx, map[string][]byte{filepath.Base(mcoNamespacesFile): b})
-	return err
+	return applyFiles(ctx, k, map[string][]byte{filepath.Base(mcoNamespacesFile): b})
 }
 
 // inClusterAfterPivot checks the in-cluster mode after cluster/done: the bootstrap is gone, one

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -627,10 +626,5 @@ func applyCVOStandinCRDsErr(ctx context.Context, k *kube.Clients) error {
 	if err != nil {
 		return err
 	}
-	ap, err := kube.NewApplier(k.Config, io.Discard)
-	if err != nil {
-		return err
-	}
-	_, err = ap.ApplyFiles(ctx, crds)
-	return err
+	return applyFiles(ctx, k, crds)
 }
