@@ -36,6 +36,7 @@ import (
 //	                           openshift-kube-apiserver-operator/next-bound-service-account-signing-key:
 //	                           the sticky service-account key (issue 24)
 //	kubelet-signer             openshift-kube-controller-manager-operator/csr-signer-signer and
+//	                           csr-signer (pki/cert/csr-signer), and
 //	                           openshift-config-managed/csr-controller-ca (and that namespace)
 //	kube-apiserver-rbac        ClusterRole and ClusterRoleBinding kube-apiserver (nodes/proxy)
 //	install-manifests          openshift-config/openshift-install-manifests
@@ -208,17 +209,17 @@ func handoverTargets() []*engine.Target {
 				}
 				return manifests.ServiceAccountFiles(key, pub)
 			}),
-		mfCluster("kubelet-signer", "the kubelet signer as the kube-controller-manager-operator's csr-signer-signer and in openshift-config-managed/csr-controller-ca",
-			[]string{"pki/ca/kubelet-signer", "pki/key/kubelet-signer"}, nil, func(s *engine.Step) ([]manifests.File, error) {
-				crt, err := hoCA(s, "kubelet-signer")
-				if err != nil {
-					return nil, err
+		mfCluster("kubelet-signer", "the kubelet signer as the kube-controller-manager-operator's csr-signer-signer, its csr-signer, and both in openshift-config-managed/csr-controller-ca",
+			[]string{"pki/ca/kubelet-signer", "pki/key/kubelet-signer", "pki/cert/csr-signer", "pki/key/csr-signer"}, nil, func(s *engine.Step) ([]manifests.File, error) {
+				var in [4][]byte
+				for i, f := range [][2]string{{"pki/ca/kubelet-signer", "tls.crt"}, {"pki/key/kubelet-signer", "tls.key"}, {"pki/cert/csr-signer", "tls.crt"}, {"pki/key/csr-signer", "tls.key"}} {
+					b, err := s.DepFile(f[0], f[1])
+					if err != nil {
+						return nil, err
+					}
+					in[i] = b
 				}
-				key, err := s.DepFile("pki/key/kubelet-signer", "tls.key")
-				if err != nil {
-					return nil, err
-				}
-				return manifests.KubeletSignerFiles(crt, key)
+				return manifests.KubeletSignerFiles(in[0], in[1], in[2], in[3])
 			}),
 		mfCluster("kube-apiserver-rbac", "ClusterRole and ClusterRoleBinding kube-apiserver: nodes/proxy for system:kube-apiserver (logs, exec through kubelets)",
 			nil, nil, func(s *engine.Step) ([]manifests.File, error) { return manifests.KubeAPIServerRBACFiles() }),

@@ -1,6 +1,7 @@
 package targets
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -50,8 +51,10 @@ func TestHandoverStandinsOnRealAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	dyn := kc.Dynamic
+	var csrSigner string // what the kube-controller-manager-operator stand-in did with csr-signer
 	readAll := func() error {
-		if err := rehearsal.EnsureCSRSigner(ctx, dyn); err != nil {
+		var err error
+		if csrSigner, err = rehearsal.EnsureCSRSigner(ctx, dyn); err != nil {
 			return err
 		}
 		if err := rehearsal.EnsureKASClientSigners(ctx, dyn); err != nil {
@@ -69,6 +72,16 @@ func TestHandoverStandinsOnRealAPI(t *testing.T) {
 	}
 	if err := readAll(); err != nil {
 		t.Fatalf("with labbuild's whole handover: %v", err)
+	}
+	// The operator keeps the handed-over csr-signer and the masters' kube-controller-manager
+	// signs with it, the one the bootstrap kube-apiserver trusts (pki/cert/csr-signer).
+	if csrSigner != "kept" {
+		t.Errorf("the kube-controller-manager-operator's csr-signer was %s, not kept", csrSigner)
+	}
+	if kcm, err := rehearsal.ReadKCMInputs(ctx, dyn); err != nil {
+		t.Error(err)
+	} else if !bytes.Equal(kcm.CSRSigner.Cert, l.file("pki/cert/csr-signer", "tls.crt")) {
+		t.Errorf("the masters' kube-controller-manager signs with a csr-signer that is not pki/cert/csr-signer:\n%s", kcm.CSRSigner.Cert)
 	}
 
 	cm := kube.GroupVersionResource{Version: "v1", Resource: "configmaps"}

@@ -169,7 +169,10 @@ var hoNewTargets = []string{
 	"manifests/cluster/mco-cas", "manifests/cluster/machine-config-server-tls", "manifests/cluster/ssh",
 	// Issue 38: the bootstrap KCM's root CA bundle (#2); the nodes' bootstrap credential and its
 	// signer (#10: pki/cert/kubelet-bootstrap is a new certificate under its old name).
-	"pki/bundle/kube-apiserver-server-ca", "pki/key/kubelet-bootstrap-signer", "pki/ca/kubelet-bootstrap-signer", "pki/cert/kubelet-bootstrap"}
+	"pki/bundle/kube-apiserver-server-ca", "pki/key/kubelet-bootstrap-signer", "pki/ca/kubelet-bootstrap-signer", "pki/cert/kubelet-bootstrap",
+	// Issue 38: the kube-controller-manager-operator's csr-signer, handed over, and the bootstrap
+	// kube-apiserver's kubelet CA bundle that trusts it.
+	"pki/key/csr-signer", "pki/cert/csr-signer", "pki/bundle/kubelet-serving-ca"}
 
 // TestHandoverIncremental: the new targets exist, an edit that does not touch them rebuilds none
 // of them (set equality, as TestPKIRebuilds), and one that does rebuilds exactly those that read
@@ -299,8 +302,8 @@ func TestHandoverPivot(t *testing.T) {
 			files[filepath.Base(p)] = l.file("manifests/bootstrap", "manifests/"+filepath.Base(p))
 		}
 	}
-	if len(files) != 22 {
-		t.Errorf("%d handed-over manifests, want 22 (2 namespaces, 9 Secrets, 7 ConfigMaps, 2 MachineConfigs, a ClusterRole and its binding)", len(files))
+	if len(files) != 23 {
+		t.Errorf("%d handed-over manifests, want 23 (2 namespaces, 10 Secrets, 7 ConfigMaps, 2 MachineConfigs, a ClusterRole and its binding)", len(files))
 	}
 	crd := "0000_80_machine-config_01_machineconfigs.crd.yaml"
 	files[crd] = mfFor130(t, l.crds[crd])
@@ -324,7 +327,9 @@ func TestHandoverPivot(t *testing.T) {
 		{sec, "openshift-config", "initial-service-account-private-key", "service-account.key", string(l.file("pki/key/service-account", "tls.key"))},
 		{sec, "openshift-kube-apiserver-operator", "next-bound-service-account-signing-key", "service-account.key", string(l.file("pki/key/service-account", "tls.key"))},
 		{sec, "openshift-kube-controller-manager-operator", "csr-signer-signer", "tls.key", string(l.file("pki/key/kubelet-signer", "tls.key"))},
-		{cm, "openshift-config-managed", "csr-controller-ca", "ca-bundle.crt", string(l.file("pki/ca/kubelet-signer", "tls.crt"))},
+		{sec, "openshift-kube-controller-manager-operator", "csr-signer", "tls.crt", string(l.file("pki/cert/csr-signer", "tls.crt"))},
+		{sec, "openshift-kube-controller-manager-operator", "csr-signer", "tls.key", string(l.file("pki/key/csr-signer", "tls.key"))},
+		{cm, "openshift-config-managed", "csr-controller-ca", "ca-bundle.crt", string(l.file("pki/ca/kubelet-signer", "tls.crt")) + string(l.file("pki/cert/csr-signer", "tls.crt"))},
 		{cm, "openshift-config", "openshift-install-manifests", "invoker", "labbuild"},
 		{sec, "openshift-kube-apiserver-operator", "aggregator-client-signer", "tls.crt", string(l.file("pki/ca/front-proxy", "tls.crt"))},
 		{sec, "openshift-kube-apiserver-operator", "kube-apiserver-to-kubelet-signer", "tls.key", string(l.file("pki/key/kube-apiserver-to-kubelet-signer", "tls.key"))},

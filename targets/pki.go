@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
@@ -90,7 +91,8 @@ var pkiCAs = []pkiCA{
 // pkiBundle is a CA bundle file: the certificates of CAs, in order, as one PEM file.
 type pkiBundle struct {
 	id, doc string
-	cas     []string
+	// cas are pki/ca ids, or a pki/cert target by its whole name (an intermediate CA).
+	cas []string
 }
 
 // pkiBundles are the bundles a static pod flag names (pki/bundle/<id> writes ca-bundle.crt).
@@ -100,7 +102,16 @@ var pkiBundles = []pkiBundle{
 	// as the installer's kube-apiserver-complete-client-ca-bundle holds both.
 	// And the kubelet bootstrap signer (the nodes' bootstrap credential), as the installer's
 	// bundle holds KubeletBootstrapCertSigner.
-	{"kube-apiserver-client-ca", "bootstrap kube-apiserver --client-ca-file: kubernetes CA + kubelet signer + kubelet bootstrap signer", []string{"kubernetes", "kubelet-signer", "kubelet-bootstrap-signer"}},
+	// And the kube-controller-manager-operator's csr-signer (pki/cert/csr-signer), which the
+	// installer's bundle lacks: a kubelet whose client certificate a master's
+	// kube-controller-manager signed before the pivot is then not refused.
+	{"kube-apiserver-client-ca", "bootstrap kube-apiserver --client-ca-file: kubernetes CA + kubelet signer + kubelet bootstrap signer + csr-signer", []string{"kubernetes", "kubelet-signer", "kubelet-bootstrap-signer", "pki/cert/csr-signer"}},
+	// The bootstrap kube-apiserver's --kubelet-certificate-authority: the kubelet signer, as the
+	// installer's kubelet-client-ca-bundle.crt (pkg/asset/tls/kubelet.go KubeletClientCABundle;
+	// cluster-kube-apiserver-operator bindata/bootkube/config/bootstrap-config-overrides.yaml
+	// kubelet-certificate-authority), and the csr-signer, so logs and exec reach a kubelet whose
+	// serving certificate a master's kube-controller-manager signed before the pivot.
+	{"kubelet-serving-ca", "bootstrap kube-apiserver --kubelet-certificate-authority: kubelet signer + csr-signer", []string{"kubelet-signer", "pki/cert/csr-signer"}},
 	// The kubelets' client CA (kubelet-ca.crt, through the MCO render's --kube-ca): the
 	// kubernetes CA, which signs the bootstrap kube-apiserver's kubelet client certificate, and
 	// the handed-over kube-apiserver-to-kubelet signer, which signs the post-pivot one. After the
@@ -147,8 +158,11 @@ type pkiLeaf struct {
 	id, issuer, doc string
 	short           bool // validity from pki.bootstrapHours instead of pki.certDays
 	caLife          bool // validity from pki.caDays (its signer's), instead of pki.certDays
-	reads           func(c *lab.Config) []string
-	spec            func(s *engine.Step) (pki.Spec, error)
+	// life, when set, is the validity (pki.* does not change it), and refresh when the next
+	// build issues it anew: an operator's own rotation period that labbuild hands over.
+	life, refresh time.Duration
+	reads         func(c *lab.Config) []string
+	spec          func(s *engine.Step) (pki.Spec, error)
 }
 
 // pkiLeaves returns the leaf certificates for c. Node names are identities captured by the
@@ -297,6 +311,28 @@ func pkiLeaves(c *lab.Config) []pkiLeaf {
 		// (isReqFromNodeBootstrapper), bound to system:node-bootstrapper by the
 		// system-bootstrap-node-bootstrapper ClusterRoleBinding; ten years (pki.caDays) from
 		// kubelet-bootstrap-signer. Issue 38 #10.
+		// The kube-controller-manager-operator's CSR signer, minted here instead of in the
+		// cluster (issue 38): cluster-kube-controller-manager-operator release-4.18
+		// pkg/operator/certrotationcontroller/certrotationcontroller.go "CSRSigningCert" makes
+		// Secret csr-signer (RotatedSelfSignedCertKeySecret, SignerRotation "kube-csr-signer",
+		// Validity 30 days, Refresh 15) from csr-signer-signer, the kubelet signer, and the
+		// masters' kube-controller-manager signs kubelet client and serving certificates with it
+		// (targetconfigcontroller.go ManageCSRSigner). The CSR signer returns the leaf alone
+		// (kubernetes pkg/controller/certificates/signer/signer.go sign), so the bootstrap
+		// kube-apiserver, which trusts only the kubelet signer in the installer's layout, refuses
+		// every kubelet a master's kube-controller-manager signed for once it holds the leader
+		// lease before the pivot: the kubelets get "Unauthorized", their pods' readiness never
+		// arrives, and bootstrap-complete never comes. Handed over with its certrotation
+		// annotations it is kept (library-go certrotation target.go needNewTargetCertKeyPair: in
+		// validity, issuer kubelet-signer in csr-controller-signer-ca), and the bootstrap's
+		// client CA and kubelet CA bundles hold it.
+		{id: "csr-signer", issuer: "kubelet-signer", life: 30 * 24 * time.Hour, refresh: 15 * 24 * time.Hour,
+			doc:   "the kube-controller-manager-operator's csr-signer (an intermediate of kubelet-signer, 30 days): the masters' kube-controller-manager signs kubelet certificates with it, and the bootstrap kube-apiserver trusts it",
+			reads: none,
+			spec: func(s *engine.Step) (pki.Spec, error) {
+				// SignerRotation.NewCertificate's name: <SignerName>_@<unix seconds>.
+				return pki.Spec{CommonName: fmt.Sprintf("kube-csr-signer_@%d", s.Epoch().Unix()), CA: true}, nil
+			}},
 		{id: "kubelet-bootstrap", issuer: "kubelet-bootstrap-signer", caLife: true, doc: "nodes' bootstrap client cert (the node-bootstrapper service account's identity, pki.caDays)", reads: none,
 			spec: client(csr.NodeBootstrapperSA, "system:serviceaccounts:openshift-machine-config-operator", "system:serviceaccounts")},
 	}
@@ -364,35 +400,41 @@ func pkiStaleAt(epoch, notAfter time.Time, pct int) time.Time {
 }
 
 // pkiIssue is the shared Run of CAs and leaves: load the key (and the issuer), issue, write
-// tls.crt, and record when it goes stale.
+// tls.crt, and record when it goes stale (pki.renewPercent of its life before NotAfter).
 func pkiIssue(s *engine.Step, id, issuer string, spec pki.Spec, validity time.Duration) error {
-	key, err := s.DepFile("pki/key/"+id, "tls.key")
-	if err != nil {
-		return err
-	}
-	var iss *pki.Issuer
-	if issuer != "" {
-		crt, err := s.DepFile("pki/ca/"+issuer, "tls.crt")
-		if err != nil {
-			return err
-		}
-		ik, err := s.DepFile("pki/key/"+issuer, "tls.key")
-		if err != nil {
-			return err
-		}
-		iss = &pki.Issuer{CertPEM: crt, KeyPEM: ik}
-	}
 	var pct int
 	if err := s.Value(lab.PKIRenewPercent, &pct); err != nil {
 		return err
 	}
-	spec.Validity = validity
-	crt, notAfter, err := pki.Issue(spec, key, iss, s.Epoch())
+	crt, notAfter, err := pkiIssueFor(s, id, issuer, spec, validity)
 	if err != nil {
 		return err
 	}
 	s.SetStaleAt(pkiStaleAt(s.Epoch(), notAfter, pct))
 	return s.WriteFile("tls.crt", crt, 0o644)
+}
+
+// pkiIssueFor issues id's certificate (PEM) from its key and issuer ("" self-signs) at the
+// step's epoch, valid validity; it returns the certificate and its NotAfter.
+func pkiIssueFor(s *engine.Step, id, issuer string, spec pki.Spec, validity time.Duration) ([]byte, time.Time, error) {
+	key, err := s.DepFile("pki/key/"+id, "tls.key")
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	var iss *pki.Issuer
+	if issuer != "" {
+		crt, err := s.DepFile("pki/ca/"+issuer, "tls.crt")
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		ik, err := s.DepFile("pki/key/"+issuer, "tls.key")
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		iss = &pki.Issuer{CertPEM: crt, KeyPEM: ik}
+	}
+	spec.Validity = validity
+	return pki.Issue(spec, key, iss, s.Epoch())
 }
 
 // pkiOperatorSigners are the CAs handed over as Secrets whose keys OpenShift's operators sign
@@ -405,7 +447,7 @@ func pkiIssue(s *engine.Step, id, issuer string, spec pki.Spec, validity time.Du
 // requested SignatureAlgorithm does not match private key type" (CertRotation_*_Degraded,
 // measured with the real 4.18 operators: docs/past-the-pivot.md). Under pki.keyAlgorithm
 // ECDSA-P256 their keys are therefore RSA-2048, openshift-install's size.
-var pkiOperatorSigners = append([]string{"front-proxy", "kube-apiserver-to-kubelet-signer", "kubelet-signer",
+var pkiOperatorSigners = append([]string{"front-proxy", "kube-apiserver-to-kubelet-signer", "kubelet-signer", "csr-signer",
 	"etcd-signer", "etcd-metric-signer"}, pkiServingSigners...)
 
 // pkiKeyAlgorithm is the algorithm of key id when lab.yaml asks for alg: alg itself, except
@@ -468,6 +510,8 @@ func pkiTargets(c *lab.Config) []*engine.Target {
 		l := l
 		reads := append([]string{lab.PKIRenewPercent}, l.reads(c)...)
 		switch {
+		case l.life > 0:
+			reads = l.reads(c) // its own life and renewal, not pki.renewPercent
 		case l.short:
 			reads = append(reads, lab.PKIBootstrapHours)
 		case l.caLife:
@@ -488,6 +532,13 @@ func pkiTargets(c *lab.Config) []*engine.Target {
 				}
 				var validity time.Duration
 				switch {
+				case l.life > 0:
+					crt, _, err := pkiIssueFor(s, l.id, l.issuer, spec, l.life)
+					if err != nil {
+						return err
+					}
+					s.SetStaleAt(s.Epoch().Add(l.refresh))
+					return s.WriteFile("tls.crt", crt, 0o644)
 				case l.short:
 					var h int
 					if err := s.Value(lab.PKIBootstrapHours, &h); err != nil {
@@ -515,7 +566,10 @@ func pkiTargets(c *lab.Config) []*engine.Target {
 		b := b
 		var deps []string
 		for _, ca := range b.cas {
-			deps = append(deps, "pki/ca/"+ca)
+			if !strings.HasPrefix(ca, "pki/") {
+				ca = "pki/ca/" + ca
+			}
+			deps = append(deps, ca)
 		}
 		ts = append(ts, &engine.Target{
 			Name: "pki/bundle/" + b.id, Doc: b.doc, Deps: deps, Version: 1,

@@ -9,11 +9,14 @@ import (
 	"github.com/labbuild/labbuild/targets/csr"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -141,6 +144,8 @@ func TestPKIKubeAPIServer(t *testing.T) {
 		"--tls-private-key-file=" + l.path("pki/key/kube-apiserver", "tls.key"),
 		"--kubelet-client-certificate=" + l.path("pki/cert/kube-apiserver-kubelet-client", "tls.crt"),
 		"--kubelet-client-key=" + l.path("pki/key/kube-apiserver-kubelet-client", "tls.key"),
+		// The bootstrap pod's kubelet CA (render/manifests KubeletServingCABundle).
+		"--kubelet-certificate-authority=" + l.path("pki/bundle/kubelet-serving-ca", "ca-bundle.crt"),
 		"--service-account-key-file=" + l.path("pki/sa", "sa.pub"),
 		"--service-account-signing-key-file=" + l.path("pki/key/service-account", "tls.key"),
 		"--service-account-issuer=https://kubernetes.default.svc",
@@ -185,6 +190,9 @@ func TestPKIKubeAPIServer(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "Unauthorized") {
 			t.Errorf("foreign cert: %v, want Unauthorized", err)
 		}
+	})
+	t.Run("kubelets signed by a master's kube-controller-manager", func(t *testing.T) {
+		pkiMastersCSRSigner(t, l, base, admin)
 	})
 	t.Run("front-proxy request header", func(t *testing.T) {
 		cfg := &rest.Config{Host: base, TLSClientConfig: rest.TLSClientConfig{CAData: ca,
@@ -240,4 +248,96 @@ func (p pkiHeaders) RoundTrip(r *http.Request) (*http.Response, error) {
 		r.Header.Set(k, v)
 	}
 	return p.rt.RoundTrip(r)
+}
+
+// pkiMastersCSRSigner checks, against the bootstrap kube-apiserver at base, the kubelet
+// certificates a master's kube-controller-manager signs before the pivot: with the
+// kube-controller-manager-operator's csr-signer (targetconfigcontroller.go ManageCSRSigner),
+// leaf alone (kubernetes pkg/controller/certificates/signer/signer.go sign). With the csr-signer
+// labbuild hands over (pki/cert/csr-signer) the kube-apiserver authenticates the kubelet's client
+// certificate and reads a pod's log through its serving certificate; with one the operator would
+// mint for itself from csr-signer-signer (what happened before labbuild handed one over), the
+// kubelet is Unauthorized and the log read fails on the kubelet's certificate.
+func pkiMastersCSRSigner(t *testing.T, l *pkiLab, base string, admin *rest.Config) {
+	ctx := context.Background()
+	ownCSRSigner := func() *pki.Issuer {
+		key, _ := pki.GenerateKey(pki.RSA2048, rand.Reader)
+		crt, _, err := pki.Issue(pki.Spec{CommonName: "kube-csr-signer_@1", CA: true, Validity: time.Hour}, key,
+			&pki.Issuer{CertPEM: l.file("pki/ca/kubelet-signer", "tls.crt"), KeyPEM: l.file("pki/key/kubelet-signer", "tls.key")}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &pki.Issuer{CertPEM: crt, KeyPEM: key}
+	}()
+	acfg := rest.CopyConfig(admin)
+	acfg.Host = base
+	cs, err := kubernetes.NewForConfig(acfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ca := l.file("pki/ca/kubernetes", "tls.crt")
+	for i, tt := range []struct {
+		name      string
+		signer    *pki.Issuer
+		wantTrust bool
+	}{
+		{"handed-over csr-signer", &pki.Issuer{CertPEM: l.file("pki/cert/csr-signer", "tls.crt"), KeyPEM: l.file("pki/key/csr-signer", "tls.key")}, true},
+		{"the operator's own csr-signer", ownCSRSigner, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			node := fmt.Sprintf("master-%d", i)
+			// The kubelet's client certificate: system:node:<node> in system:nodes.
+			c, k := pkiStranger(t, pki.Spec{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}, Client: true}, tt.signer)
+			kcs, err := kubernetes.NewForConfig(&rest.Config{Host: base, TLSClientConfig: rest.TLSClientConfig{CAData: ca, CertData: c, KeyData: k, ServerName: "localhost"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := kcs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authv1.SelfSubjectReview{}, metav1.CreateOptions{})
+			switch {
+			case tt.wantTrust && (err != nil || r.Status.UserInfo.Username != "system:node:"+node):
+				t.Errorf("kubelet client certificate: %v (user %v), want system:node:%s", err, r, node)
+			case !tt.wantTrust && (err == nil || !strings.Contains(err.Error(), "Unauthorized")):
+				t.Errorf("kubelet client certificate: %v, want Unauthorized", err)
+			}
+
+			// The kubelet's serving certificate on a stand-in kubelet (its /containerLogs
+			// endpoint only), reached through pods/log as `oc logs` and cluster/etcd read it.
+			sc, sk := pkiStranger(t, pki.Spec{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}, Server: true, IPs: []string{"127.0.0.1"}}, tt.signer)
+			pair, err := tls.X509KeyPair(sc, sk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kubelet := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, "log of "+r.URL.Path+"\n")
+			}))
+			kubelet.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
+			kubelet.StartTLS()
+			defer kubelet.Close()
+			port, _ := strconv.Atoi(kubelet.URL[strings.LastIndex(kubelet.URL, ":")+1:])
+			n, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+			n.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(port)
+			if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "keepalived-" + node, Namespace: "default"},
+				Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "keepalived", Image: "keepalived"}}}}
+			if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			b, err := cs.CoreV1().Pods("default").GetLogs(pod.Name, &corev1.PodLogOptions{Container: "keepalived"}).DoRaw(ctx)
+			switch want := "log of /containerLogs/default/" + pod.Name + "/keepalived\n"; {
+			case tt.wantTrust && (err != nil || string(b) != want):
+				t.Errorf("pods/log through the kubelet: %q %v, want %q", b, err, want)
+			case !tt.wantTrust && (err == nil || !strings.Contains(string(b), "x509: certificate signed by unknown authority")):
+				t.Errorf("pods/log through the kubelet: %q %v, want the kubelet's certificate refused", b, err)
+			}
+		})
+	}
 }

@@ -357,9 +357,10 @@ func TestPKIKeyAlgorithms(t *testing.T) {
 			// 53 before issue 24's kubelet signer (key, CA, and the client-CA bundle), 56 before
 			// its kube-apiserver-to-kubelet signer (key, CA, and the kubelets' client-CA bundle),
 			// 59 before issue 38's complete server CA bundle, 60 before its kubelet bootstrap
-			// signer (key and CA).
-			if len(l.lastExec) != 62 {
-				t.Errorf("changing the key algorithm rebuilt %d targets, want all 62", len(l.lastExec))
+			// signer (key and CA), 62 before the handed-over csr-signer (key, cert, and the
+			// kubelet serving CA bundle).
+			if len(l.lastExec) != 65 {
+				t.Errorf("changing the key algorithm rebuilt %d targets, want all 65", len(l.lastExec))
 			}
 			k, err := pki.ParseKey(l.file("pki/key/admin", "tls.key"))
 			if err != nil || bytes.Equal(old, l.file("pki/key/admin", "tls.key")) {

@@ -288,9 +288,10 @@ func ServiceAccountFiles(keyPEM, pubPEM []byte) ([]File, error) {
 	return []File{a, b, c}, err
 }
 
-// KubeletSignerFiles renders the kubelet signer's handover from its CA certificate and key:
+// KubeletSignerFiles renders the kubelet signer's handover from its CA certificate and key
+// (caPEM, keyPEM) and the CSR signer labbuild minted from it (csrPEM, csrKeyPEM):
 //
-//   - Namespace openshift-kube-controller-manager-operator, which the Secret needs before the
+//   - Namespace openshift-kube-controller-manager-operator, which the Secrets need before the
 //     operator's own manifests exist;
 //   - Secret openshift-kube-controller-manager-operator/csr-signer-signer (kubernetes.io/tls,
 //     certrotation annotations): cluster-kube-controller-manager-operator
@@ -298,13 +299,22 @@ func ServiceAccountFiles(keyPEM, pubPEM []byte) ([]File, error) {
 //     certrotationcontroller.go's "CSRSigningCert" rotation (RotatedSigningCASecret
 //     csr-signer-signer) keeps it in csr-controller-signer-ca, which
 //     targetconfigcontroller.go ManageCSRCABundle merges into csr-controller-ca;
+//   - Secret openshift-kube-controller-manager-operator/csr-signer (kubernetes.io/tls,
+//     certrotation annotations, issuer kubelet-signer): the same rotation's target
+//     (RotatedSelfSignedCertKeySecret csr-signer), which the operator would otherwise mint in
+//     the cluster. library-go certrotation target.go needNewTargetCertKeyPair keeps it while it
+//     is inside its validity and refresh and its issuer is in csr-controller-signer-ca, and
+//     targetconfigcontroller.go ManageCSRSigner copies it to the masters'
+//     kube-controller-manager. The installer hands over no csr-signer; labbuild does, so the
+//     bootstrap kube-apiserver can trust it (pki/cert/csr-signer says why);
 //   - ConfigMap openshift-config-managed/csr-controller-ca, key ca-bundle.crt: the
 //     kube-apiserver-operator's bindata/bootkube/manifests/configmap-csr-controller-ca.yaml (the
 //     installer's kubelet-client-ca-bundle.crt, which is the kubelet signer alone, installer
-//     pkg/asset/tls/kubelet.go KubeletClientCABundle). The kube-apiserver-operator's
-//     ManageClientCABundle (client CA) and its kubelet-serving-ca (kubelet-certificate-authority)
-//     read it, so kubelets whose certificates the bootstrap signed stay trusted after the pivot.
-func KubeletSignerFiles(caPEM, keyPEM []byte) ([]File, error) {
+//     pkg/asset/tls/kubelet.go KubeletClientCABundle), plus the csr-signer, as ManageCSRCABundle
+//     later writes it. The kube-apiserver-operator's ManageClientCABundle (client CA) and its
+//     kubelet-serving-ca (kubelet-certificate-authority) read it, so kubelets whose
+//     certificates the bootstrap or a master signed stay trusted after the pivot.
+func KubeletSignerFiles(caPEM, keyPEM, csrPEM, csrKeyPEM []byte) ([]File, error) {
 	ns, err := Namespace(KubeControllerManagerOperatorNamespace)
 	if err != nil {
 		return nil, err
@@ -313,8 +323,12 @@ func KubeletSignerFiles(caPEM, keyPEM []byte) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	cm, err := CAConfigMap("openshift-config-managed", "csr-controller-ca", "ca-bundle.crt", "kube-controller-manager", caPEM)
-	return []File{ns, sec, cm}, err
+	csr, err := TLSSecret(KubeControllerManagerOperatorNamespace, "csr-signer", csrPEM, csrKeyPEM)
+	if err != nil {
+		return nil, err
+	}
+	cm, err := CAConfigMap("openshift-config-managed", "csr-controller-ca", "ca-bundle.crt", "kube-controller-manager", append(append([]byte{}, caPEM...), csrPEM...))
+	return []File{ns, sec, csr, cm}, err
 }
 
 // KubeAPIServerRBACFiles renders ClusterRole and ClusterRoleBinding kube-apiserver as

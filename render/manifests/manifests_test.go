@@ -219,7 +219,7 @@ func TestGolden(t *testing.T) {
 		{"machine-config-server-tls", func() ([]File, error) { return one(MCSTLSSecret(crt, key)) }},
 		// Issue 24's handover; the golden files mask key and certificate bytes alike.
 		{"service-account", func() ([]File, error) { return ServiceAccountFiles(key, testPub(t, key)) }},
-		{"kubelet-signer", func() ([]File, error) { return KubeletSignerFiles(crt, key) }},
+		{"kubelet-signer", func() ([]File, error) { return KubeletSignerFiles(crt, key, crt, key) }},
 		{"kube-apiserver-rbac", KubeAPIServerRBACFiles},
 		{"cluster-policy-controller-rbac", ClusterPolicyControllerRBACFiles},
 		{"install-manifests", func() ([]File, error) { return one(InstallManifests("labbuild", "4.18.0")) }},
@@ -461,8 +461,9 @@ func TestHandoverErrors(t *testing.T) {
 		{"two ssh keys", func() error { _, err := SSHMachineConfig("master", testSSHKey+"\n"+testSSHKey); return err }(), "one authorized key"},
 		{"SA key is a cert", func() error { _, err := ServiceAccountFiles(crt, testPub(t, key)); return err }(), "service-account key"},
 		{"SA public key is a cert", func() error { _, err := ServiceAccountFiles(key, crt); return err }(), "service-account public key"},
-		{"kubelet signer key is a cert", func() error { _, err := KubeletSignerFiles(crt, crt); return err }(), "csr-signer-signer"},
-		{"kubelet signer is a key", func() error { _, err := KubeletSignerFiles(key, key); return err }(), "csr-signer-signer"},
+		{"kubelet signer key is a cert", func() error { _, err := KubeletSignerFiles(crt, crt, crt, key); return err }(), "csr-signer-signer"},
+		{"csr signer key is a cert", func() error { _, err := KubeletSignerFiles(crt, key, crt, crt); return err }(), "csr-signer"},
+		{"kubelet signer is a key", func() error { _, err := KubeletSignerFiles(key, key, crt, key); return err }(), "csr-signer-signer"},
 		{"no invoker", func() error { _, err := InstallManifests("", "4.18.0"); return err }(), "openshift-install-manifests"},
 	}
 	for _, tt := range tests {

@@ -62,6 +62,7 @@ var BootstrapTLSPaths = []NodeFile{
 	secret("kubelet-signer.crt", "pki/ca/kubelet-signer", "tls.crt", 0o644),
 	secret("kubelet-signer.key", "pki/key/kubelet-signer", "tls.key", 0o600),
 	secret("kube-apiserver-client-ca-bundle.crt", "pki/bundle/kube-apiserver-client-ca", "ca-bundle.crt", 0o644),
+	secret(KubeletServingCABundle, "pki/bundle/kubelet-serving-ca", "ca-bundle.crt", 0o644),
 	secret("front-proxy-ca.crt", "pki/ca/front-proxy", "tls.crt", 0o644),
 	secret("etcd-peer.crt", "pki/cert/etcd-peer", "tls.crt", 0o644),
 	secret("etcd-peer.key", "pki/key/etcd-peer", "tls.key", 0o600),
@@ -84,6 +85,12 @@ var BootstrapTLSPaths = []NodeFile{
 // cluster-kube-controller-manager-operator bindata/bootkube/config/bootstrap-config-overrides.yaml):
 // the kube-apiserver's serving signers and labbuild's bootstrap serving CA.
 const KubeAPIServerServerCABundle = "kube-apiserver-complete-server-ca-bundle.crt"
+
+// KubeletServingCABundle is the bootstrap kube-apiserver's --kubelet-certificate-authority,
+// named as the installer's (/etc/kubernetes/secrets/kubelet-client-ca-bundle.crt in
+// cluster-kube-apiserver-operator bindata/bootkube/config/bootstrap-config-overrides.yaml): the
+// kubelet signer and the kube-controller-manager-operator's csr-signer (pki/bundle/kubelet-serving-ca).
+const KubeletServingCABundle = "kubelet-client-ca-bundle.crt"
 
 // BootstrapKubeconfigPaths lists the kubeconfigs the bootstrap static pods read, by node path.
 var BootstrapKubeconfigPaths = []NodeFile{

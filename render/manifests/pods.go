@@ -221,7 +221,7 @@ func KubeAPIServerPod(image string) ([]byte, error) {
 			"--proxy-client-key-file=" + inPod("front-proxy-client.key"),
 			"--kubelet-client-certificate=" + inPod("kube-apiserver-kubelet-client.crt"),
 			"--kubelet-client-key=" + inPod("kube-apiserver-kubelet-client.key"),
-			"--kubelet-certificate-authority=" + inPod("kubelet-signer.crt"),
+			"--kubelet-certificate-authority=" + inPod(KubeletServingCABundle),
 			"--enable-bootstrap-token-auth=true",
 			"--allow-privileged=true",
 			"--v=2",

@@ -179,7 +179,7 @@ func renderVariants(t *testing.T) []File {
 	add(CAConfigMap("openshift-config", "admin-kubeconfig-client-ca", "ca-bundle.crt", "kube-apiserver", crt))
 	add(MCSTLSSecret(crt, key))
 	addAll(ServiceAccountFiles(key, testPub(t, key)))
-	addAll(KubeletSignerFiles(crt, key))
+	addAll(KubeletSignerFiles(crt, key, crt, key))
 	addAll(KubeAPIServerRBACFiles())
 	addAll(ClusterPolicyControllerRBACFiles())
 	add(InstallManifests("labbuild", "4.18.0"))

@@ -438,45 +438,52 @@ type KCMInputs struct {
 const kcmoReader = "kube-controller-manager-operator (cluster-kube-controller-manager-operator release-4.18)"
 
 // EnsureCSRSigner is the kube-controller-manager-operator's CSR signer chain, once for the
-// cluster: from Secret openshift-kube-controller-manager-operator/csr-signer-signer (the
-// handed-over kubelet signer) it mints csr-signer (a CA, 30 days, as
-// certrotationcontroller.go's RotatedSelfSignedCertKeySecret with SignerRotation
-// "kube-csr-signer"), stores it as openshift-kube-controller-manager/csr-signer (ManageCSRSigner's
-// output), and adds it with its signer to openshift-config-managed/csr-controller-ca
-// (ManageCSRCABundle: csr-signer-ca + csr-controller-signer-ca; resourcesynccontroller.go copies
-// the operator namespace's bundle there). A csr-signer already stored is kept, so each master's
-// stand-in calls it. Without csr-signer-signer the real operator mints its own signer-signer,
-// whose certificates nothing handed over trusts; the stand-in refuses instead, naming it.
-func EnsureCSRSigner(ctx context.Context, dyn kube.Interface) error {
+// cluster, as cluster-kube-controller-manager-operator release-4.18 runs it:
+//
+//   - certrotationcontroller.go "CSRSigningCert" (library-go certrotation target.go
+//     RotatedSelfSignedCertKeySecret.EnsureTargetCertKeyPair): Secret
+//     openshift-kube-controller-manager-operator/csr-signer is kept when
+//     needNewTargetCertKeyPair finds nothing wrong with it (csrSignerKept: its certrotation
+//     annotations in force, not past 80 % of its validity nor its 15-day refresh, its issuer
+//     csr-signer-signer's); otherwise a new one is minted from csr-signer-signer (the handed-over
+//     kubelet signer; a CA, 30 days, CN kube-csr-signer_@<unix>) and stored there;
+//   - targetconfigcontroller.go ManageCSRSigner: copied to openshift-kube-controller-manager/
+//     csr-signer when that is missing;
+//   - ManageCSRCABundle: it and its signer in openshift-config-managed/csr-controller-ca.
+//
+// A csr-signer already in openshift-kube-controller-manager is kept, so each master's stand-in
+// calls it. Without csr-signer-signer the real operator mints its own signer-signer, whose
+// certificates nothing handed over trusts; the stand-in refuses instead, naming it. It returns
+// what it did with the operator's csr-signer ("kept", "minted: <reason>"), for the flow's log.
+func EnsureCSRSigner(ctx context.Context, dyn kube.Interface) (string, error) {
 	ss, err := objectData(ctx, dyn, secrets, "openshift-kube-controller-manager-operator", "csr-signer-signer",
 		kcmoReader+` certrotationcontroller.go "CSRSigningCert" (would mint a signer the kube-apiserver's csr-controller-ca lacks)`, "tls.crt", "tls.key")
 	if err != nil {
-		return err
+		return "", err
 	}
 	signerSigner := Signer{Cert: ss["tls.crt"], Key: ss["tls.key"]}
 	var cur Signer
+	did := "kept"
 	if d, err := objectData(ctx, dyn, secrets, "openshift-kube-controller-manager", "csr-signer", kcmoReader, "tls.crt", "tls.key"); err == nil {
 		cur = Signer{Cert: d["tls.crt"], Key: d["tls.key"]}
 	} else {
-		crt, key, err := signerSigner.issue(fmt.Sprintf("openshift-kube-controller-manager-operator_csr-signer@%d", time.Now().Unix()), nil, nil, nil, false, false, true)
-		if err != nil {
-			return fmt.Errorf("csr-signer from csr-signer-signer: %w", err)
+		if cur, did, err = operatorCSRSigner(ctx, dyn, signerSigner, time.Now()); err != nil {
+			return "", err
 		}
-		cur = Signer{Cert: crt, Key: key}
 		sec := &kube.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
 			"metadata": map[string]any{"name": "csr-signer", "namespace": "openshift-kube-controller-manager"},
-			"data":     map[string]any{"tls.crt": base64.StdEncoding.EncodeToString(crt), "tls.key": base64.StdEncoding.EncodeToString(key)}}}
+			"data":     map[string]any{"tls.crt": base64.StdEncoding.EncodeToString(cur.Cert), "tls.key": base64.StdEncoding.EncodeToString(cur.Key)}}}
 		_, cerr := dyn.Resource(secrets).Namespace("openshift-kube-controller-manager").Create(ctx, sec, kube.CreateOptions{})
 		if kube.IsAlreadyExists(cerr) {
 			return EnsureCSRSigner(ctx, dyn) // another master's stand-in won: use its signer
 		}
 		if cerr != nil {
-			return fmt.Errorf("create secret openshift-kube-controller-manager/csr-signer: %w", cerr)
+			return "", fmt.Errorf("create secret openshift-kube-controller-manager/csr-signer: %w", cerr)
 		}
 	}
 	cm, err := objectData(ctx, dyn, configMaps, "openshift-config-managed", "csr-controller-ca", kcmoReader+" targetconfigcontroller.go ManageCSRCABundle")
 	if err != nil {
-		return err
+		return "", err
 	}
 	bundle := string(cm["ca-bundle.crt"])
 	changed := false
@@ -487,11 +494,95 @@ func EnsureCSRSigner(ctx context.Context, dyn kube.Interface) error {
 		}
 	}
 	if !changed {
-		return nil
+		return did, nil
 	}
 	patch := fmt.Sprintf(`{"data":{"ca-bundle.crt":%q}}`, bundle)
 	_, err = dyn.Resource(configMaps).Namespace("openshift-config-managed").Patch(ctx, "csr-controller-ca", kube.MergePatchType, []byte(patch), kube.PatchOptions{})
-	return err
+	return did, err
+}
+
+// operatorCSRSigner is the rotation of Secret openshift-kube-controller-manager-operator/
+// csr-signer at now: the stored one when csrSignerKept accepts it, else a new one from
+// signerSigner, stored (created, or updated over the refused one).
+func operatorCSRSigner(ctx context.Context, dyn kube.Interface, signerSigner Signer, now time.Time) (Signer, string, error) {
+	const ns = "openshift-kube-controller-manager-operator"
+	o, err := dyn.Resource(secrets).Namespace(ns).Get(ctx, "csr-signer", kube.GetOptions{})
+	exists := err == nil
+	if err != nil && !kube.IsNotFound(err) {
+		return Signer{}, "", err
+	}
+	reason := "secret doesn't exist"
+	if exists {
+		d, derr := objectData(ctx, dyn, secrets, ns, "csr-signer", kcmoReader, "tls.crt", "tls.key")
+		if derr != nil {
+			reason = derr.Error()
+		} else if reason = csrSignerKept(o.GetAnnotations(), signerSigner.Cert, now); reason == "" {
+			return Signer{Cert: d["tls.crt"], Key: d["tls.key"]}, "kept", nil
+		}
+	}
+	crt, key, err := signerSigner.issue(fmt.Sprintf("kube-csr-signer_@%d", now.Unix()), nil, nil, nil, false, false, true)
+	if err != nil {
+		return Signer{}, "", fmt.Errorf("csr-signer from csr-signer-signer: %w", err)
+	}
+	c, _ := pem.Decode(crt)
+	cert, err := x509.ParseCertificate(c.Bytes)
+	if err != nil {
+		return Signer{}, "", err
+	}
+	sec := &kube.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+		"metadata": map[string]any{"name": "csr-signer", "namespace": ns, "annotations": map[string]any{
+			"auth.openshift.io/certificate-not-before": cert.NotBefore.UTC().Format(time.RFC3339),
+			"auth.openshift.io/certificate-not-after":  cert.NotAfter.UTC().Format(time.RFC3339),
+			"auth.openshift.io/certificate-issuer":     cert.Issuer.CommonName}},
+		"data": map[string]any{"tls.crt": base64.StdEncoding.EncodeToString(crt), "tls.key": base64.StdEncoding.EncodeToString(key)}}}
+	if exists {
+		sec.Object["metadata"].(map[string]any)["resourceVersion"] = o.GetResourceVersion()
+		_, err = dyn.Resource(secrets).Namespace(ns).Update(ctx, sec, kube.UpdateOptions{})
+	} else {
+		_, err = dyn.Resource(secrets).Namespace(ns).Create(ctx, sec, kube.CreateOptions{})
+	}
+	if kube.IsAlreadyExists(err) || kube.IsConflict(err) {
+		return operatorCSRSigner(ctx, dyn, signerSigner, now) // another master's stand-in stored one first
+	}
+	if err != nil {
+		return Signer{}, "", fmt.Errorf("store secret %s/csr-signer: %w", ns, err)
+	}
+	return Signer{Cert: crt, Key: key}, "minted: " + reason, nil
+}
+
+// csrSignerKept is library-go certrotation target.go needNewTargetCertKeyPair for the operator's
+// csr-signer (Refresh 15 days, RefreshOnlyWhenExpired false) with csr-signer-signer's
+// certificate as the CA bundle: "" when the Secret is kept, else the operator's reason.
+func csrSignerKept(ann map[string]string, signerSignerPEM []byte, now time.Time) string {
+	notBefore, err1 := time.Parse(time.RFC3339, ann["auth.openshift.io/certificate-not-before"])
+	notAfter, err2 := time.Parse(time.RFC3339, ann["auth.openshift.io/certificate-not-after"])
+	switch {
+	case err1 != nil || err2 != nil:
+		return "missing or malformed notBefore/notAfter"
+	case now.After(notAfter):
+		return "already expired"
+	case now.After(notAfter.Add(-notAfter.Sub(notBefore) / 5)):
+		return "past refresh time (80% of validity)"
+	}
+	b, _ := pem.Decode(signerSignerPEM)
+	if b == nil {
+		return "csr-signer-signer: no PEM block"
+	}
+	ss, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return "csr-signer-signer: " + err.Error()
+	}
+	const refresh = 15 * 24 * time.Hour
+	if now.After(notBefore.Add(refresh)) && now.After(ss.NotBefore.Add(refresh/10)) {
+		return "past its refresh time"
+	}
+	switch iss := ann["auth.openshift.io/certificate-issuer"]; {
+	case iss == "":
+		return "missing issuer name"
+	case iss != ss.Subject.CommonName:
+		return fmt.Sprintf("issuer %q, not in ca bundle", iss)
+	}
+	return ""
 }
 
 // ReadKCMInputs reads KCMInputs from the cluster (after EnsureCSRSigner).

@@ -61,7 +61,15 @@ func opHandover(t *testing.T) (objs map[string]*unstructured.Unstructured, kubel
 	}
 	add(manifests.ServiceAccountFiles(saKey, saPub))
 	ksCrt, ksKey := opCA(t, "kubelet-signer")
-	add(manifests.KubeletSignerFiles(ksCrt, ksKey))
+	csrKey, err := pki.GenerateKey(pki.RSA2048, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csrCrt, _, err := pki.Issue(pki.Spec{CommonName: "kube-csr-signer_@1", CA: true, Validity: 30 * 24 * time.Hour}, csrKey, &pki.Issuer{CertPEM: ksCrt, KeyPEM: ksKey}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(manifests.KubeletSignerFiles(ksCrt, ksKey, csrCrt, csrKey))
 	add(one(manifests.CAConfigMap("openshift-config", "admin-kubeconfig-client-ca", "ca-bundle.crt", "kube-apiserver", kubeCA)))
 	add(one(manifests.CAConfigMap("openshift-config-managed", "kubelet-bootstrap-kubeconfig", "ca-bundle.crt", "kube-apiserver", kubeCA)))
 	for _, n := range manifests.ServingSignerSecrets {
@@ -108,7 +116,7 @@ func opClient(objs map[string]*unstructured.Unstructured, without ...string) *dy
 // opReadAll runs what the masters' stand-ins read, in their order.
 func opReadAll(ctx context.Context, d *dynfake.FakeDynamicClient) (KASInputs, KCMInputs, error) {
 	dyn := kubedyn.Wrap(d)
-	if err := ensureOperatorObjects(ctx, dyn); err != nil {
+	if err := ensureOperatorObjects(ctx, dyn, func(string, ...any) {}); err != nil {
 		return KASInputs{}, KCMInputs{}, err
 	}
 	kas, err := ReadKASInputs(ctx, dyn)
@@ -277,4 +285,41 @@ func opParse(t *testing.T, b []byte) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestCSRSignerKept: the stand-in keeps the operator's csr-signer exactly when library-go
+// certrotation target.go needNewTargetCertKeyPair would (Refresh 15 days, the CA bundle
+// csr-signer-signer's certificate), and gives the operator's reasons otherwise.
+func TestCSRSignerKept(t *testing.T) {
+	ss, _ := opCA(t, "kubelet-signer") // NotBefore now, so a refresh waits for 1.5 days of it
+	ssCert, err := pki.ParseCert(ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	ann := func(notBefore, notAfter time.Time, issuer string) map[string]string {
+		return map[string]string{"auth.openshift.io/certificate-not-before": notBefore.Format(time.RFC3339),
+			"auth.openshift.io/certificate-not-after": notAfter.Format(time.RFC3339), "auth.openshift.io/certificate-issuer": issuer}
+	}
+	later := ssCert.NotBefore.Add(30 * 24 * time.Hour) // the signer is old enough for a refresh
+	tests := []struct {
+		name string
+		ann  map[string]string
+		now  time.Time
+		want string
+	}{
+		{"handed over, fresh", ann(nb, nb.Add(30*24*time.Hour), "kubelet-signer"), nb.Add(time.Hour), ""},
+		{"no annotations", map[string]string{}, nb, "missing or malformed notBefore/notAfter"},
+		{"expired", ann(nb, nb.Add(30*24*time.Hour), "kubelet-signer"), nb.Add(31 * 24 * time.Hour), "already expired"},
+		{"past 80 %", ann(nb, nb.Add(30*24*time.Hour), "kubelet-signer"), nb.Add(25 * 24 * time.Hour), "past refresh time (80% of validity)"},
+		{"past refresh, signer old", ann(later.Add(-16*24*time.Hour), later.Add(30*24*time.Hour), "kubelet-signer"), later, "past its refresh time"},
+		{"past refresh, signer young", ann(ssCert.NotBefore.Add(-16*24*time.Hour), ssCert.NotBefore.Add(30*24*time.Hour), "kubelet-signer"), ssCert.NotBefore.Add(time.Hour), ""},
+		{"other issuer", ann(nb, nb.Add(30*24*time.Hour), "kube-csr-signer-signer"), nb.Add(time.Hour), `issuer "kube-csr-signer-signer", not in ca bundle`},
+		{"no issuer", ann(nb, nb.Add(30*24*time.Hour), ""), nb.Add(time.Hour), "missing issuer name"},
+	}
+	for _, tt := range tests {
+		if got := csrSignerKept(tt.ann, ss, tt.now); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
 }

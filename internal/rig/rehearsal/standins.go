@@ -417,7 +417,7 @@ func (m *MasterStandins) operatorInputs(ctx context.Context) (kasFiles map[strin
 	for {
 		var k *kube.Clients
 		if k, err = m.Clients(); err == nil {
-			if err = ensureOperatorObjects(ctx, k.Dynamic); err == nil {
+			if err = ensureOperatorObjects(ctx, k.Dynamic, m.Logf); err == nil {
 				var kas KASInputs
 				if kas, err = ReadKASInputs(ctx, k.Dynamic); err == nil {
 					if kasFiles, kasFlags, kasExtra, err = kas.KASFiles(); err == nil {
@@ -443,9 +443,13 @@ func (m *MasterStandins) operatorInputs(ctx context.Context) (kasFiles map[strin
 // ensureOperatorObjects is what the operators write before their operands read: the
 // kube-controller-manager-operator's CSR signer chain and the kube-apiserver-operator's client
 // signers and CA bundles.
-func ensureOperatorObjects(ctx context.Context, dyn kube.Interface) error {
-	if err := EnsureCSRSigner(ctx, dyn); err != nil {
+func ensureOperatorObjects(ctx context.Context, dyn kube.Interface, logf func(string, ...any)) error {
+	did, err := EnsureCSRSigner(ctx, dyn)
+	if err != nil {
 		return err
+	}
+	if did != "kept" {
+		logf("kube-controller-manager-operator stand-in: csr-signer %s", did)
 	}
 	return EnsureKASClientSigners(ctx, dyn)
 }
