@@ -158,11 +158,8 @@ type pkiLeaf struct {
 	id, issuer, doc string
 	short           bool // validity from pki.bootstrapHours instead of pki.certDays
 	caLife          bool // validity from pki.caDays (its signer's), instead of pki.certDays
-	// life, when set, is the validity (pki.* does not change it), and refresh when the next
-	// build issues it anew: an operator's own rotation period that labbuild hands over.
-	life, refresh time.Duration
-	reads         func(c *lab.Config) []string
-	spec          func(s *engine.Step) (pki.Spec, error)
+	reads           func(c *lab.Config) []string
+	spec            func(s *engine.Step) (pki.Spec, error)
 }
 
 // pkiLeaves returns the leaf certificates for c. Node names are identities captured by the
@@ -324,10 +321,14 @@ func pkiLeaves(c *lab.Config) []pkiLeaf {
 		// lease before the pivot: the kubelets get "Unauthorized", their pods' readiness never
 		// arrives, and bootstrap-complete never comes. Handed over with its certrotation
 		// annotations it is kept (library-go certrotation target.go needNewTargetCertKeyPair: in
-		// validity, issuer kubelet-signer in csr-controller-signer-ca), and the bootstrap's
-		// client CA and kubelet CA bundles hold it.
-		{id: "csr-signer", issuer: "kubelet-signer", life: 30 * 24 * time.Hour, refresh: 15 * 24 * time.Hour,
-			doc:   "the kube-controller-manager-operator's csr-signer (an intermediate of kubelet-signer, 30 days): the masters' kube-controller-manager signs kubelet certificates with it, and the bootstrap kube-apiserver trusts it",
+		// validity, issuer kubelet-signer in csr-controller-signer-ca, and less than the
+		// rotation's 15-day Refresh after its NotBefore, the epoch), and the bootstrap's client
+		// CA and kubelet CA bundles hold it. It lives pki.certDays like the other leaves, not the
+		// operator's 30 days: a renewal rebuilds the bootstrap's files, which a lab kept for
+		// weeks should not see every 15 days. An install more than 15 days after the epoch gets
+		// the operator's own csr-signer again, and with it the installer's race.
+		{id: "csr-signer", issuer: "kubelet-signer",
+			doc:   "the kube-controller-manager-operator's csr-signer (an intermediate of kubelet-signer): the masters' kube-controller-manager signs kubelet certificates with it, and the bootstrap kube-apiserver trusts it",
 			reads: none,
 			spec: func(s *engine.Step) (pki.Spec, error) {
 				// SignerRotation.NewCertificate's name: <SignerName>_@<unix seconds>.
@@ -400,41 +401,35 @@ func pkiStaleAt(epoch, notAfter time.Time, pct int) time.Time {
 }
 
 // pkiIssue is the shared Run of CAs and leaves: load the key (and the issuer), issue, write
-// tls.crt, and record when it goes stale (pki.renewPercent of its life before NotAfter).
+// tls.crt, and record when it goes stale.
 func pkiIssue(s *engine.Step, id, issuer string, spec pki.Spec, validity time.Duration) error {
-	var pct int
-	if err := s.Value(lab.PKIRenewPercent, &pct); err != nil {
-		return err
-	}
-	crt, notAfter, err := pkiIssueFor(s, id, issuer, spec, validity)
-	if err != nil {
-		return err
-	}
-	s.SetStaleAt(pkiStaleAt(s.Epoch(), notAfter, pct))
-	return s.WriteFile("tls.crt", crt, 0o644)
-}
-
-// pkiIssueFor issues id's certificate (PEM) from its key and issuer ("" self-signs) at the
-// step's epoch, valid validity; it returns the certificate and its NotAfter.
-func pkiIssueFor(s *engine.Step, id, issuer string, spec pki.Spec, validity time.Duration) ([]byte, time.Time, error) {
 	key, err := s.DepFile("pki/key/"+id, "tls.key")
 	if err != nil {
-		return nil, time.Time{}, err
+		return err
 	}
 	var iss *pki.Issuer
 	if issuer != "" {
 		crt, err := s.DepFile("pki/ca/"+issuer, "tls.crt")
 		if err != nil {
-			return nil, time.Time{}, err
+			return err
 		}
 		ik, err := s.DepFile("pki/key/"+issuer, "tls.key")
 		if err != nil {
-			return nil, time.Time{}, err
+			return err
 		}
 		iss = &pki.Issuer{CertPEM: crt, KeyPEM: ik}
 	}
+	var pct int
+	if err := s.Value(lab.PKIRenewPercent, &pct); err != nil {
+		return err
+	}
 	spec.Validity = validity
-	return pki.Issue(spec, key, iss, s.Epoch())
+	crt, notAfter, err := pki.Issue(spec, key, iss, s.Epoch())
+	if err != nil {
+		return err
+	}
+	s.SetStaleAt(pkiStaleAt(s.Epoch(), notAfter, pct))
+	return s.WriteFile("tls.crt", crt, 0o644)
 }
 
 // pkiOperatorSigners are the CAs handed over as Secrets whose keys OpenShift's operators sign
@@ -510,8 +505,6 @@ func pkiTargets(c *lab.Config) []*engine.Target {
 		l := l
 		reads := append([]string{lab.PKIRenewPercent}, l.reads(c)...)
 		switch {
-		case l.life > 0:
-			reads = l.reads(c) // its own life and renewal, not pki.renewPercent
 		case l.short:
 			reads = append(reads, lab.PKIBootstrapHours)
 		case l.caLife:
@@ -532,13 +525,6 @@ func pkiTargets(c *lab.Config) []*engine.Target {
 				}
 				var validity time.Duration
 				switch {
-				case l.life > 0:
-					crt, _, err := pkiIssueFor(s, l.id, l.issuer, spec, l.life)
-					if err != nil {
-						return err
-					}
-					s.SetStaleAt(s.Epoch().Add(l.refresh))
-					return s.WriteFile("tls.crt", crt, 0o644)
 				case l.short:
 					var h int
 					if err := s.Value(lab.PKIBootstrapHours, &h); err != nil {
