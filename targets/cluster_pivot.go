@@ -115,9 +115,24 @@ func clusterPivot(ctx context.Context, s *engine.Step, bootstrap string, masters
 		if p, err := s.String(lab.Platform); err != nil {
 			return err
 		} else if p == lab.PlatformBaremetal {
-			hosts, err := UnpauseBareMetalHosts(ctx, k.Dynamic)
-			if err != nil {
-				return fmt.Errorf("%s: %w", s.Target().Name, err)
+			// Right after the bootstrap leaves, the masters' kube-apiserver that now answers
+			// may still be setting up a CRD's storage ("storage is (re)initializing", 503):
+			// retried as any API wait is, not fatal.
+			var hosts []string
+			if _, err := clusterWait(ctx, s, wait.Spec{
+				What:     "every BareMetalHost unpaused for Metal3 (openshift-install's master-bmh-update.sh)",
+				Inspect:  "oc get baremetalhosts -n " + manifests.MachineAPINamespace + " -o custom-columns=NAME:.metadata.name,PAUSED:.metadata.annotations",
+				Timeout:  timeout,
+				Interval: clusterPollAPI,
+			}, func(ctx context.Context) (bool, string, error) {
+				done, err := UnpauseBareMetalHosts(ctx, k.Dynamic)
+				hosts = append(hosts, done...)
+				if err != nil {
+					return false, fmt.Sprintf("%d unpaused so far", len(hosts)), err
+				}
+				return true, fmt.Sprintf("%d unpaused", len(hosts)), nil
+			}); err != nil {
+				return err
 			}
 			s.Logf("BareMetalHosts unpaused for Metal3: %v", hosts)
 			rec["unpausedHosts"] = hosts

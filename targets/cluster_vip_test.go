@@ -19,6 +19,7 @@ import (
 
 	"github.com/labbuild/labbuild/engine"
 	"github.com/labbuild/labbuild/lab"
+	"github.com/labbuild/labbuild/render/manifests"
 	"github.com/labbuild/labbuild/targets/kube"
 	"github.com/labbuild/labbuild/targets/wait"
 )
@@ -65,12 +66,24 @@ func TestVIPMastersReady(t *testing.T) {
 // TestClusterPivotInCluster runs cluster/pivot in the in-cluster mode against an API server
 // stand-in (httptest: the pod list of openshift-kni-infra and /readyz): it switches no host
 // haproxy, powers the bootstrap off only once every master's keepalived and haproxy pods are
-// Ready (the third listing here), and then waits for /readyz through the VIP.
+// Ready (the third listing here), and then waits for /readyz through the VIP. On platform
+// baremetal it then unpauses the paused BareMetalHosts, and a kube-apiserver that answers the
+// first two lists with 503 "storage is (re)initializing" (a master's, right after the bootstrap
+// left: its CRD storage is still being set up) is waited for, not a failure.
 func TestClusterPivotInCluster(t *testing.T) {
+	for _, platform := range []string{"", lab.PlatformBaremetal} {
+		t.Run("platform="+platform, func(t *testing.T) { clusterPivotInCluster(t, platform) })
+	}
+}
+
+func clusterPivotInCluster(t *testing.T, platform string) {
 	c := clusterConfig(3, 0)
 	c.Network.LoadBalancer = lab.LoadBalancerInCluster
+	c.Platform = platform
 	c.Wait.PivotMinutes = 1
-	var polls, readyz atomic.Int32
+	var polls, readyz, bmhLists atomic.Int32
+	var unpaused atomic.Value
+	bmhPath := "/apis/metal3.io/v1alpha1/namespaces/" + manifests.MachineAPINamespace + "/baremetalhosts"
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/api/v1/namespaces/" + vipInfraNamespace + "/pods":
@@ -93,6 +106,24 @@ func TestClusterPivotInCluster(t *testing.T) {
 		case "/readyz":
 			readyz.Add(1)
 			io.WriteString(w, "ok")
+		case bmhPath:
+			w.Header().Set("Content-Type", "application/json")
+			if bmhLists.Add(1) <= 2 {
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"storage is (re)initializing","reason":"ServiceUnavailable","code":503}`)
+				return
+			}
+			io.WriteString(w, `{"apiVersion":"metal3.io/v1alpha1","kind":"BareMetalHostList","metadata":{},"items":[`+
+				`{"apiVersion":"metal3.io/v1alpha1","kind":"BareMetalHost","metadata":{"name":"worker-0","namespace":"openshift-machine-api","annotations":{"`+manifests.BMHPausedAnnotation+`":""}}}]}`)
+		case bmhPath + "/worker-0":
+			if r.Method != http.MethodPatch {
+				http.Error(w, "want PATCH", http.StatusMethodNotAllowed)
+				return
+			}
+			b, _ := io.ReadAll(r.Body)
+			unpaused.Store(string(b))
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"apiVersion":"metal3.io/v1alpha1","kind":"BareMetalHost","metadata":{"name":"worker-0","namespace":"openshift-machine-api"}}`)
 		default:
 			http.NotFound(w, r)
 		}
@@ -105,13 +136,18 @@ func TestClusterPivotInCluster(t *testing.T) {
 	w.machines = func(uri, cluster string) ClusterMachines { return machines }
 	w.balancer = func() ClusterBalancer { return lb }
 	clusterEnv = w
-	ts := []*engine.Target{clusterStandinFile(adminKubeconfig, "kubeconfig", "apiVersion: v1\nkind: Config\n"), clusterStandinFile("cluster/etcd", "record.json", "{}")}
+	ts := []*engine.Target{clusterStandinFile(adminKubeconfig, "kubeconfig", "apiVersion: v1\nkind: Config\n")}
 	for _, x := range clusterTargets(c, func(n string) bool { return n == adminKubeconfig }) {
 		if x.Name == "cluster/pivot" {
 			if slices.Contains(x.Deps, clusterPostPivot) {
 				t.Errorf("in-cluster cluster/pivot depends on %s", clusterPostPivot)
 			}
 			ts = append(ts, x)
+			for _, d := range x.Deps { // its upstream: done
+				if d != adminKubeconfig {
+					ts = append(ts, clusterStandinFile(d, "record.json", "{}"))
+				}
+			}
 		}
 	}
 	var stderr strings.Builder
@@ -129,6 +165,13 @@ func TestClusterPivotInCluster(t *testing.T) {
 	}
 	if len(lb.cfg) != 0 {
 		t.Errorf("in-cluster pivot switched a host haproxy: %v", lb.cfg)
+	}
+	patch, _ := unpaused.Load().(string)
+	switch {
+	case platform == "" && (bmhLists.Load() != 0 || patch != ""):
+		t.Errorf("platform none: %d BareMetalHost lists, patch %q; want none", bmhLists.Load(), patch)
+	case platform == lab.PlatformBaremetal && (bmhLists.Load() != 3 || !strings.Contains(patch, manifests.BMHPausedAnnotation+`":null`)):
+		t.Errorf("baremetal: %d BareMetalHost lists (want 3: two 503s, then the list), unpause patch %q", bmhLists.Load(), patch)
 	}
 }
 
