@@ -469,7 +469,7 @@ func lvDomain(node string, restart bool) lvObserve {
 		if ignMissing && p.action == engine.Keep {
 			p.action, p.reason = engine.Update, "Ignition volume "+rec.Pool+"/"+rec.Ignition+" is missing on the remote host"
 		}
-		p.apply = func(c *virt.Conn, _ *lvRecord) error {
+		p.apply = func(c *virt.Conn, rec *lvRecord) error {
 			if upload != nil {
 				if err := upload(c); err != nil {
 					return err
@@ -481,7 +481,22 @@ func lvDomain(node string, restart bool) lvObserve {
 				}
 			}
 			if err := c.DefineDomain(want); err != nil {
-				return err
+				if found || !lvDefinedMeanwhile(err) {
+					return err
+				}
+				// The domain was absent when looked up and is there now: a define that was still
+				// in flight, such as a killed labbuild's (libvirtd finishes an RPC whose client
+				// has gone, and a first define waits for QEMU's capabilities). Look again and
+				// treat it as found: kept, updated with its UUID, or replaced.
+				again, oerr := lvDomain(node, restart)(s, c)
+				if oerr != nil {
+					return oerr
+				}
+				if again.action == engine.Create || again.apply == nil {
+					return err
+				}
+				s.Logf("domain %s was defined meanwhile (an interrupted run's define); looked again: %s %s", sp.Name, again.action, again.reason)
+				return again.apply(c, rec)
 			}
 			if resized && restart {
 				return lvRestart(s, c, node, sp.Name)
@@ -490,6 +505,13 @@ func lvDomain(node string, restart bool) lvObserve {
 		}
 		return p, nil
 	}
+}
+
+// lvDefinedMeanwhile reports whether err is libvirt refusing a define because a domain of that
+// name exists with another UUID (virDomainObjListAddLocked: "domain '%s' already exists with
+// uuid %s", VIR_ERR_OPERATION_FAILED, which carries no more specific code).
+func lvDefinedMeanwhile(err error) bool {
+	return strings.Contains(err.Error(), "already exists with uuid")
 }
 
 // lvNotBMCOwned drops from a domain's diff what the lab's BMC changes on platform baremetal
