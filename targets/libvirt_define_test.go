@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/labbuild/labbuild/engine"
-	"github.com/labbuild/labbuild/targets/virt"
 )
 
 // lvTeeOnce is a log writer that calls f once, at the first write containing s.
@@ -33,16 +32,9 @@ func (w *lvTeeOnce) Write(b []byte) (int, error) {
 // build succeeds, the domain keeps the UUID it was defined with, and has labbuild's definition.
 // libvirt's test driver, in a real libvirtd.
 func TestLibvirtDomainDefinedMeanwhile(t *testing.T) {
-	d, sr := lvHost(t)
+	conn, c := lvTestDriver(t)
 	ctx := context.Background()
 	out := t.TempDir()
-	conn, err := virt.Connect(d.URI("test:///default")) // the test driver keeps state while a connection is open
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := lvLab(d, sr)
-	c.Libvirt.URI, c.Libvirt.DomainType = d.URI("test:///default"), "test"
 	lvBuilder(ctx, t, out, "libvirt")(c, false)
 	const name = "lbt-master-0"
 	dom, _, found, err := conn.Domain(name)

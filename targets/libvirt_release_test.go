@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/labbuild/labbuild/engine"
+	"github.com/labbuild/labbuild/lab"
 	"github.com/labbuild/labbuild/targets/virt"
 )
 
@@ -17,16 +18,9 @@ import (
 // redefined (a node kept with a new release's Ignition would half-apply the switch, issue 37).
 // The same lab switched back changes nothing in libvirt; destroyed, it builds on the new release.
 func TestLibvirtReleaseSwitchRefused(t *testing.T) {
-	d, sr := lvHost(t)
+	conn, c := lvTestDriver(t)
 	ctx := context.Background()
 	out := t.TempDir()
-	conn, err := virt.Connect(d.URI("test:///default")) // the test driver keeps state while a connection is open
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := lvLab(d, sr)
-	c.Libvirt.URI, c.Libvirt.DomainType = d.URI("test:///default"), "test"
 	build := lvBuilder(ctx, t, out, "libvirt")
 	if got := lvOwn(build(c, false).Built); len(got) != 3+2*len(c.Nodes) {
 		t.Fatalf("first build executed %v", got)
@@ -113,4 +107,20 @@ func bumpPatch(t *testing.T, version string) string {
 		t.Fatalf("version %q has no patch number", version)
 	}
 	return version[:i+1] + strconv.Itoa(p+1)
+}
+
+// lvTestDriver starts lvHost and returns a connection to its libvirtd's test driver (open for
+// the whole test: the test driver keeps its state only while a connection is) and lvLab on that
+// driver.
+func lvTestDriver(t *testing.T) (*virt.Conn, *lab.Config) {
+	t.Helper()
+	d, sr := lvHost(t)
+	conn, err := virt.Connect(d.URI("test:///default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	c := lvLab(d, sr)
+	c.Libvirt.URI, c.Libvirt.DomainType = d.URI("test:///default"), "test"
+	return conn, c
 }
