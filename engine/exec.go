@@ -80,6 +80,11 @@ func (b *builder) execute(ctx context.Context, n *node, v *verdict, nodes []*nod
 			s.log = io.MultiWriter(s.log, w)
 		}
 	}
+	// A target its Probe sent to run says why first, so its log answers "why did a null build
+	// act?" (the plan prints the same reason under -n; Probe reasons never hold secrets).
+	if a := s.probe.Action; a != "" && a != Keep && s.probe.Reason != "" {
+		fmt.Fprintf(s.log, "probe: %s: %s\n", a, s.probe.Reason)
+	}
 	defer func() {
 		if s.scratch != "" {
 			os.RemoveAll(s.scratch)

@@ -10,7 +10,7 @@ import (
 	"github.com/labbuild/labbuild/engine"
 )
 
-// lvTeeOnce is a log writer that calls f once, at the first write containing s.
+// lvTeeOnce is a log writer that calls f once, at the first write that starts with s.
 type lvTeeOnce struct {
 	s    string
 	f    func()
@@ -18,7 +18,7 @@ type lvTeeOnce struct {
 }
 
 func (w *lvTeeOnce) Write(b []byte) (int, error) {
-	if !w.done && strings.Contains(string(b), w.s) {
+	if !w.done && strings.HasPrefix(string(b), w.s) {
 		w.done = true
 		w.f()
 	}
@@ -52,7 +52,9 @@ func TestLibvirtDomainDefinedMeanwhile(t *testing.T) {
 	other.UUID, other.Memory, other.CurrentMemory = "", &mem, nil
 	var defineErr error
 	var meanwhile string // its UUID, which libvirt chose
-	tee := &lvTeeOnce{s: "does not exist", f: func() {
+	// At the Run's own "create: domain … does not exist" line, between its look and its define
+	// (not at the engine's "probe: create: …" line before the Run looks).
+	tee := &lvTeeOnce{s: "create: domain " + name + " does not exist", f: func() {
 		if defineErr = conn.DefineDomain(&other); defineErr == nil {
 			if got, _, _, err := conn.Domain(name); err == nil {
 				meanwhile = got.UUID
